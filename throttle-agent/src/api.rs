@@ -1,0 +1,481 @@
+//! The control API: HTTP/JSON, every request authenticated with the cluster token.
+//!
+//! | method & path            | what                                                   |
+//! |--------------------------|--------------------------------------------------------|
+//! | `GET /status`            | shape, bytes and current rate per direction, streams   |
+//! | `PUT /shape`             | `{"pct": 50 \| "unlimited", "capacity": "1Gbit", "latency_us": 0}` (all optional) |
+//! | `GET /cluster`, `PUT /cluster` | the directory: `{"nodes":[{"name","data"}]}`     |
+//! | `GET /jobs`, `PUT /jobs/{job}`, `DELETE /jobs/{job}` | rank-to-node maps: `{"ranks":["n0","n1"]}` |
+//! | `GET /forwards`, `POST /forwards`, `DELETE /forwards/{id}` | `{"listen","to_node","target"}` |
+//! | `POST /calibrate`        | `{"to":"n1","seconds":3}`: measured rate to that node  |
+//! | `GET /metrics`           | Prometheus text format                                 |
+//!
+//! Errors are `{"error": "..."}` with a 4xx status; the message says what to change.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::agent::{Agent, Shutdown};
+use crate::directory::{NodeEntry, MAX_RANKS};
+use crate::link::{parse_pct, Shape};
+use crate::rate::{format_bits_per_sec, Rate};
+use crate::transport::forward::{self, ForwardSpec};
+use crate::transport::wire::Code;
+
+/// An error answer: status and a message for the user.
+#[derive(Debug)]
+pub struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn bad(msg: impl Into<String>) -> ApiError {
+        ApiError(StatusCode::BAD_REQUEST, msg.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn parse_body<T: DeserializeOwned>(body: &Bytes, example: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad(format!(
+            "request body is not valid: {e}; expected JSON like {example}"
+        ))
+    })
+}
+
+/// Build the router (exposed for tests that want to drive it in-process).
+pub fn router(agent: Arc<Agent>) -> Router {
+    Router::new()
+        .route("/status", get(status))
+        .route("/shape", put(set_shape))
+        .route("/cluster", get(get_cluster).put(set_cluster))
+        .route("/jobs", get(get_jobs))
+        .route("/jobs/:job", put(set_job).delete(delete_job))
+        .route("/forwards", get(list_forwards).post(add_forward))
+        .route("/forwards/:id", delete(delete_forward))
+        .route("/calibrate", post(calibrate))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            agent.clone(),
+            authenticate,
+        ))
+        .with_state(agent)
+}
+
+/// Serve the control API on `listener` until shutdown.
+pub async fn serve(agent: Arc<Agent>, listener: tokio::net::TcpListener, mut shutdown: Shutdown) {
+    let app = router(agent);
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.wait().await })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "control API stopped");
+    }
+}
+
+async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next) -> Response {
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        Some(t) if agent.token.matches(t) => next.run(req).await,
+        Some(_) => ApiError(StatusCode::UNAUTHORIZED, "wrong token".into()).into_response(),
+        None => ApiError(
+            StatusCode::UNAUTHORIZED,
+            "missing `Authorization: Bearer <token>`; the token is in the file named by the cluster file's token_file".into(),
+        )
+        .into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        "no such endpoint; see GET /status, PUT /shape, /cluster, /jobs, /forwards, POST /calibrate, GET /metrics".into(),
+    )
+}
+
+/// The status document (also used by `throttle-ctl status --json`).
+#[derive(Debug, Serialize, Deserialize, Clone)]
+pub struct Status {
+    pub node: String,
+    pub version: String,
+    /// `null` when unlimited.
+    pub pct: Option<f64>,
+    pub capacity_bytes_per_sec: f64,
+    pub capacity: String,
+    /// `null` when unlimited.
+    pub limit_bytes_per_sec: Option<f64>,
+    pub latency_us: u64,
+    pub egress: DirectionStatus,
+    pub ingress: DirectionStatus,
+    pub open_streams: usize,
+    pub registered_ranks: usize,
+    pub jobs: usize,
+    pub forwards: usize,
+    pub splice: bool,
+    pub uptime_seconds: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, Clone)]
+pub struct DirectionStatus {
+    pub bytes: u64,
+    pub rate_bytes_per_sec: f64,
+}
+
+pub fn status_of(agent: &Agent) -> Status {
+    let shape = agent.link.shape();
+    Status {
+        node: agent.node.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pct: shape.pct,
+        capacity_bytes_per_sec: shape.capacity,
+        capacity: format_bits_per_sec(shape.capacity),
+        limit_bytes_per_sec: shape.rate(),
+        latency_us: shape.latency_us,
+        egress: DirectionStatus {
+            bytes: agent.link.egress.bytes(),
+            rate_bytes_per_sec: agent.link.egress.current_rate(),
+        },
+        ingress: DirectionStatus {
+            bytes: agent.link.ingress.bytes(),
+            rate_bytes_per_sec: agent.link.ingress.current_rate(),
+        },
+        open_streams: agent.link.open_streams(),
+        registered_ranks: agent.registry.len(),
+        jobs: agent.directory.jobs().len(),
+        forwards: agent.forwards.len(),
+        splice: agent.pump.splice,
+        uptime_seconds: agent.started.elapsed().as_secs_f64(),
+    }
+}
+
+async fn status(State(agent): State<Arc<Agent>>) -> Json<Status> {
+    Json(status_of(&agent))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShapeRequest {
+    pct: Option<Value>,
+    capacity: Option<Value>,
+    latency_us: Option<Value>,
+}
+
+const SHAPE_EXAMPLE: &str = r#"{"pct": 50, "capacity": "1Gbit", "latency_us": 0}"#;
+
+async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
+    let req: ShapeRequest = parse_body(&body, SHAPE_EXAMPLE)?;
+    let mut shape: Shape = agent.link.shape();
+    if let Some(p) = req.pct {
+        shape.pct = match &p {
+            Value::Number(n) => {
+                let v = n.as_f64().unwrap_or(f64::NAN);
+                parse_pct(&v.to_string()).map_err(|e| ApiError::bad(e.to_string()))?
+            }
+            Value::String(s) => parse_pct(s).map_err(|e| ApiError::bad(e.to_string()))?,
+            _ => {
+                return Err(ApiError::bad(
+                    "`pct` must be a number in (0, 100] or the string \"unlimited\"",
+                ))
+            }
+        };
+    }
+    if let Some(c) = req.capacity {
+        shape.capacity = match &c {
+            Value::Number(n) => Rate::from_bytes_per_sec(n.as_f64().unwrap_or(f64::NAN)),
+            Value::String(s) => Rate::parse(s),
+            _ => {
+                return Err(ApiError::bad(
+                    "`capacity` must be a rate like \"1Gbit\" or a number of bytes/s",
+                ))
+            }
+        }
+        .map_err(|e| ApiError::bad(e.to_string()))?
+        .bytes_per_sec();
+    }
+    if let Some(l) = req.latency_us {
+        shape.latency_us = l.as_u64().ok_or_else(|| {
+            ApiError::bad("`latency_us` must be a whole number of microseconds >= 0")
+        })?;
+    }
+    let applied = agent
+        .link
+        .set_shape(shape)
+        .map_err(|e| ApiError::bad(e.to_string()))?;
+    tracing::info!(pct = ?applied.pct, capacity = applied.capacity, latency_us = applied.latency_us, "shape set");
+    Ok(Json(status_of(&agent)).into_response())
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterBody {
+    nodes: Vec<NodeEntry>,
+}
+
+async fn get_cluster(State(agent): State<Arc<Agent>>) -> Json<Value> {
+    Json(json!({ "nodes": agent.directory.nodes() }))
+}
+
+async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
+    let req: ClusterBody = parse_body(
+        &body,
+        r#"{"nodes":[{"name":"n0","data":"127.0.1.1:7601"}]}"#,
+    )?;
+    let mut seen = std::collections::HashSet::new();
+    for n in &req.nodes {
+        if n.name.is_empty() || n.name.len() > 128 {
+            return Err(ApiError::bad("node names must have 1..128 characters"));
+        }
+        if !seen.insert(n.name.as_str()) {
+            return Err(ApiError::bad(format!("node `{}` appears twice", n.name)));
+        }
+        if n.data.parse::<std::net::SocketAddr>().is_err() {
+            return Err(ApiError::bad(format!(
+                "node `{}`: data address `{}` must be IP:PORT",
+                n.name, n.data
+            )));
+        }
+    }
+    if !req.nodes.iter().any(|n| n.name == agent.node) {
+        return Err(ApiError::bad(format!(
+            "the directory must include this agent's own node `{}`",
+            agent.node
+        )));
+    }
+    agent.directory.set_nodes(&req.nodes);
+    Ok(Json(json!({ "nodes": agent.directory.nodes() })).into_response())
+}
+
+async fn get_jobs(State(agent): State<Arc<Agent>>) -> Json<Value> {
+    Json(json!({ "jobs": agent.directory.jobs() }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobBody {
+    ranks: Vec<String>,
+}
+
+async fn set_job(
+    State(agent): State<Arc<Agent>>,
+    Path(job): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let req: JobBody = parse_body(&body, r#"{"ranks":["n0","n0","n1","n1"]}"#)?;
+    if job.is_empty() || job.len() > 128 {
+        return Err(ApiError::bad("job names must have 1..128 characters"));
+    }
+    if req.ranks.is_empty() || req.ranks.len() > MAX_RANKS {
+        return Err(ApiError::bad(format!(
+            "a job needs 1..{MAX_RANKS} ranks, got {}",
+            req.ranks.len()
+        )));
+    }
+    if let Some(unknown) = req.ranks.iter().find(|n| !agent.directory.has_node(n)) {
+        let e = agent
+            .directory
+            .data_addr(unknown)
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
+    }
+    let n = req.ranks.len();
+    agent.directory.set_job(&job, req.ranks);
+    Ok(Json(json!({ "job": job, "ranks": n })).into_response())
+}
+
+async fn delete_job(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
+    if agent.directory.remove_job(&job) {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no job `{job}` on this agent"),
+        ))
+    }
+}
+
+async fn list_forwards(State(agent): State<Arc<Agent>>) -> Json<Value> {
+    Json(json!({ "forwards": agent.forwards.list() }))
+}
+
+async fn add_forward(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
+    let spec: ForwardSpec = parse_body(
+        &body,
+        r#"{"listen":"127.0.0.1:5201","to_node":"n1","target":"127.0.0.1:5201"}"#,
+    )?;
+    spec.check().map_err(ApiError::bad)?;
+    if spec.to_node != agent.node && !agent.directory.has_node(&spec.to_node) {
+        let e = agent
+            .directory
+            .data_addr(&spec.to_node)
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
+    }
+    let info = forward::add(&agent, spec)
+        .await
+        .map_err(|e| ApiError(StatusCode::CONFLICT, e))?;
+    Ok((StatusCode::CREATED, Json(info)).into_response())
+}
+
+async fn delete_forward(State(agent): State<Arc<Agent>>, Path(id): Path<String>) -> ApiResult {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad(format!("forward id `{id}` is not a number")))?;
+    if agent.forwards.remove(id) {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no forward {id} on this agent; GET /forwards lists them"),
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CalibrateBody {
+    to: String,
+    #[serde(default = "default_seconds")]
+    seconds: f64,
+}
+
+fn default_seconds() -> f64 {
+    3.0
+}
+
+async fn calibrate(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
+    let req: CalibrateBody = parse_body(&body, r#"{"to":"n1","seconds":3}"#)?;
+    if !req.seconds.is_finite() || !(0.1..=60.0).contains(&req.seconds) {
+        return Err(ApiError::bad("`seconds` must be between 0.1 and 60"));
+    }
+    let result = agent
+        .calibrate(&req.to, Duration::from_secs_f64(req.seconds))
+        .await
+        .map_err(|e| {
+            let status = match e.code {
+                Code::UnknownNode => StatusCode::UNPROCESSABLE_ENTITY,
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            ApiError(status, e.message)
+        })?;
+    Ok(Json(result).into_response())
+}
+
+async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
+    let s = status_of(&agent);
+    let node = &s.node;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP throttle_link_bytes_total Payload bytes that crossed the emulated link."
+    );
+    let _ = writeln!(out, "# TYPE throttle_link_bytes_total counter");
+    let _ = writeln!(
+        out,
+        "throttle_link_bytes_total{{node=\"{node}\",direction=\"egress\"}} {}",
+        s.egress.bytes
+    );
+    let _ = writeln!(
+        out,
+        "throttle_link_bytes_total{{node=\"{node}\",direction=\"ingress\"}} {}",
+        s.ingress.bytes
+    );
+    let _ = writeln!(
+        out,
+        "# HELP throttle_link_rate_bytes_per_second Payload rate over the last 250 ms."
+    );
+    let _ = writeln!(out, "# TYPE throttle_link_rate_bytes_per_second gauge");
+    let _ = writeln!(
+        out,
+        "throttle_link_rate_bytes_per_second{{node=\"{node}\",direction=\"egress\"}} {}",
+        s.egress.rate_bytes_per_sec
+    );
+    let _ = writeln!(
+        out,
+        "throttle_link_rate_bytes_per_second{{node=\"{node}\",direction=\"ingress\"}} {}",
+        s.ingress.rate_bytes_per_sec
+    );
+    let _ = writeln!(
+        out,
+        "# HELP throttle_link_capacity_bytes_per_second Emulated link capacity per direction."
+    );
+    let _ = writeln!(out, "# TYPE throttle_link_capacity_bytes_per_second gauge");
+    let _ = writeln!(
+        out,
+        "throttle_link_capacity_bytes_per_second{{node=\"{node}\"}} {}",
+        s.capacity_bytes_per_sec
+    );
+    let _ = writeln!(
+        out,
+        "# HELP throttle_link_pct Bandwidth percentage in force (0 when unlimited)."
+    );
+    let _ = writeln!(out, "# TYPE throttle_link_pct gauge");
+    let _ = writeln!(
+        out,
+        "throttle_link_pct{{node=\"{node}\"}} {}",
+        s.pct.unwrap_or(0.0)
+    );
+    let _ = writeln!(out, "# HELP throttle_link_unlimited 1 when shaping is off.");
+    let _ = writeln!(out, "# TYPE throttle_link_unlimited gauge");
+    let _ = writeln!(
+        out,
+        "throttle_link_unlimited{{node=\"{node}\"}} {}",
+        s.pct.is_none() as u8
+    );
+    let _ = writeln!(
+        out,
+        "# HELP throttle_link_latency_microseconds Added one-way latency at egress."
+    );
+    let _ = writeln!(out, "# TYPE throttle_link_latency_microseconds gauge");
+    let _ = writeln!(
+        out,
+        "throttle_link_latency_microseconds{{node=\"{node}\"}} {}",
+        s.latency_us
+    );
+    let _ = writeln!(
+        out,
+        "# HELP throttle_open_streams Streams crossing the link now."
+    );
+    let _ = writeln!(out, "# TYPE throttle_open_streams gauge");
+    let _ = writeln!(
+        out,
+        "throttle_open_streams{{node=\"{node}\"}} {}",
+        s.open_streams
+    );
+    let _ = writeln!(
+        out,
+        "# HELP throttle_registered_ranks Ranks registered on this node."
+    );
+    let _ = writeln!(out, "# TYPE throttle_registered_ranks gauge");
+    let _ = writeln!(
+        out,
+        "throttle_registered_ranks{{node=\"{node}\"}} {}",
+        s.registered_ranks
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}

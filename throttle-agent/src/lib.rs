@@ -1,0 +1,22 @@
+//! throttle-agent: the per-node daemon that owns a node's emulated interconnect link.
+//!
+//! The binary (`main.rs`) only parses flags and calls [`agent::start`]; everything else
+//! lives here so it can be tested in-process with real sockets.
+//!
+//! * [`link`]: the link model (shape, token buckets, counters): *what* may pass.
+//! * [`transport`]: the proxy transport (handshake, copy loop, local endpoint, data port,
+//!   forwards): *how* bytes move.
+//! * [`api`]: the HTTP/JSON control API.
+//! * [`agent`]: configuration, shared state, start/stop.
+//! * [`client`]: blocking helpers for programs that use the rank tunnels.
+
+pub mod agent;
+pub mod api;
+pub mod auth;
+pub mod client;
+pub mod directory;
+pub mod endpoint;
+pub mod link;
+pub mod rate;
+pub mod registry;
+pub mod transport;

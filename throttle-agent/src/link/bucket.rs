@@ -1,0 +1,237 @@
+//! The token bucket that paces one direction of a node's link.
+//!
+//! Why not `governor`: its quota is fixed at construction (a rate change would need a new
+//! limiter, losing the debt of streams in flight), it rounds per-cell intervals to whole
+//! nanoseconds (wrong above ~250 MB/s with byte cells) and its async wait wakes late. This
+//! bucket is a few lines of arithmetic under a mutex, rescales on a rate change so the
+//! change is in force at once, and lets the caller do its own (short, capped) sleeping.
+//!
+//! Model: `tokens` may go negative ("debt"). A grant is made whenever `tokens > 0`, of at
+//! most one burst; the bytes are then owed. Over any window the bytes granted are
+//! `rate * window + burst` at most, so averages over 100 ms are on target.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a caller sleeps at most before asking again. Bounds how late a rate change
+/// (or a refill) is noticed by a waiting stream: DESIGN.md asks for 10 ms.
+pub const MAX_WAIT: Duration = Duration::from_millis(4);
+
+/// Default depth of the bucket, in time at the current rate.
+pub const DEFAULT_BURST: Duration = Duration::from_millis(5);
+
+/// Smallest depth in bytes, so that low rates still move whole packets.
+const MIN_BURST_BYTES: f64 = 16.0 * 1024.0;
+
+/// A token bucket whose rate can change while streams wait on it.
+#[derive(Debug)]
+pub struct TokenBucket {
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Bytes per second; `None` means unlimited.
+    rate: Option<f64>,
+    burst_time: Duration,
+    tokens: f64,
+    last: Instant,
+}
+
+impl State {
+    fn burst_bytes(&self) -> f64 {
+        match self.rate {
+            Some(r) => (r * self.burst_time.as_secs_f64()).max(MIN_BURST_BYTES),
+            None => f64::INFINITY,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if let Some(rate) = self.rate {
+            let dt = now.saturating_duration_since(self.last).as_secs_f64();
+            self.tokens = (self.tokens + dt * rate).min(self.burst_bytes());
+        }
+        self.last = now;
+    }
+}
+
+impl TokenBucket {
+    /// A bucket at `rate` bytes/s (`None`: unlimited), starting full.
+    pub fn new(rate: Option<f64>) -> TokenBucket {
+        let mut state = State {
+            rate,
+            burst_time: DEFAULT_BURST,
+            tokens: 0.0,
+            last: Instant::now(),
+        };
+        state.tokens = if rate.is_some() {
+            state.burst_bytes()
+        } else {
+            0.0
+        };
+        TokenBucket {
+            state: Mutex::new(state),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the arithmetic half-done in a way
+        // that matters more than stopping the agent would; keep serving.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Change the rate. Tokens (and debt) are rescaled so that they keep meaning the same
+    /// time at the link: a stream that owed 2 ms of traffic still owes 2 ms.
+    pub fn set_rate(&self, rate: Option<f64>) {
+        let mut s = self.lock();
+        let now = Instant::now();
+        s.refill(now);
+        match (s.rate, rate) {
+            (Some(old), Some(new)) => s.tokens *= new / old,
+            (None, Some(_)) => s.tokens = 0.0,
+            _ => {}
+        }
+        s.rate = rate;
+        let burst = s.burst_bytes();
+        if s.tokens > burst {
+            s.tokens = burst;
+        }
+    }
+
+    pub fn rate(&self) -> Option<f64> {
+        self.lock().rate
+    }
+
+    /// Change the depth of the bucket (in time at the current rate).
+    pub fn set_burst(&self, burst: Duration) {
+        let mut s = self.lock();
+        s.burst_time = burst.max(Duration::from_micros(100));
+    }
+
+    /// Largest grant this bucket makes at once, in bytes (`usize::MAX` when unlimited).
+    pub fn max_grant(&self) -> usize {
+        let b = self.lock().burst_bytes();
+        if b.is_finite() {
+            b as usize
+        } else {
+            usize::MAX
+        }
+    }
+
+    /// Take up to `want` bytes now, or say how long to wait before asking again.
+    pub fn try_take(&self, want: usize) -> Result<usize, Duration> {
+        if want == 0 {
+            return Ok(0);
+        }
+        let mut s = self.lock();
+        let Some(rate) = s.rate else {
+            return Ok(want);
+        };
+        let now = Instant::now();
+        s.refill(now);
+        if s.tokens > 0.0 {
+            let grant = (want as f64).min(s.burst_bytes()).max(1.0) as usize;
+            s.tokens -= grant as f64;
+            Ok(grant)
+        } else {
+            let wait = Duration::from_secs_f64((-s.tokens + 1.0) / rate);
+            Err(wait.clamp(Duration::from_micros(50), MAX_WAIT))
+        }
+    }
+
+    /// Give back tokens that were granted but not used.
+    pub fn refund(&self, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        if s.rate.is_some() {
+            let burst = s.burst_bytes();
+            s.tokens = (s.tokens + bytes as f64).min(burst);
+        }
+    }
+
+    /// Wait (asynchronously) until some of `want` bytes may pass; returns how many.
+    pub async fn take(&self, want: usize) -> usize {
+        loop {
+            match self.try_take(want) {
+                Ok(n) => return n,
+                Err(wait) => tokio::time::sleep(wait).await,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlimited_grants_everything() {
+        let b = TokenBucket::new(None);
+        assert_eq!(b.try_take(1 << 30), Ok(1 << 30));
+    }
+
+    #[test]
+    fn grant_is_capped_at_one_burst_then_waits() {
+        let b = TokenBucket::new(Some(1e6)); // 1 MB/s, burst 16 KiB (min)
+        let first = b.try_take(1 << 20).unwrap();
+        assert_eq!(first, 16 * 1024);
+        // The bucket is now at ~0; a grant may still be made while tokens > 0, which puts
+        // it into debt of up to one burst. After that, callers must wait.
+        while b.try_take(1 << 20).is_ok() {}
+        let wait = b.try_take(1).unwrap_err();
+        assert!(wait > Duration::ZERO && wait <= MAX_WAIT);
+    }
+
+    #[test]
+    fn refund_restores_tokens() {
+        let b = TokenBucket::new(Some(1e6));
+        let g = b.try_take(1 << 20).unwrap();
+        b.refund(g);
+        assert!(b.try_take(1).is_ok());
+    }
+
+    #[test]
+    fn rate_change_rescales_debt() {
+        let b = TokenBucket::new(Some(100e6));
+        // Drive into debt of ~one burst (500 KB = 5 ms at 100 MB/s).
+        let _ = b.try_take(usize::MAX).unwrap();
+        let _ = b.try_take(usize::MAX).unwrap();
+        b.set_rate(Some(1e6));
+        // Debt is now ~5 ms of 1 MB/s = 5 KB, not 500 KB: the wait stays short.
+        let wait = b.try_take(1).unwrap_err();
+        assert!(wait <= MAX_WAIT);
+        std::thread::sleep(Duration::from_millis(15));
+        assert!(
+            b.try_take(1).is_ok(),
+            "after 15 ms at the new rate the debt is paid"
+        );
+    }
+
+    #[test]
+    fn long_run_rate_matches() {
+        // Take greedily for 300 ms with real time; bytes must be rate*t + burst at most.
+        let rate = 50e6;
+        let b = TokenBucket::new(Some(rate));
+        let start = Instant::now();
+        let mut total = 0usize;
+        while start.elapsed() < Duration::from_millis(300) {
+            match b.try_take(64 * 1024) {
+                Ok(n) => total += n,
+                Err(w) => std::thread::sleep(w),
+            }
+        }
+        let el = start.elapsed().as_secs_f64();
+        let achieved = total as f64 / el;
+        let bound = (rate * el + 2.0 * rate * 0.005) / el;
+        assert!(
+            achieved <= bound * 1.01,
+            "achieved {achieved} > bound {bound}"
+        );
+        assert!(
+            achieved >= rate * 0.9,
+            "achieved {achieved} far below {rate}"
+        );
+    }
+}

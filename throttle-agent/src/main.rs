@@ -1,0 +1,193 @@
+//! `throttle-agent`: run one node's agent. See `throttle-agent --help`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use throttle_agent::agent::{self, AgentConfig};
+use throttle_agent::auth::Token;
+use throttle_agent::directory::NodeEntry;
+use throttle_agent::link::{parse_pct, Shape};
+use throttle_agent::rate::Rate;
+use throttle_agent::transport::forward::ForwardSpec;
+use throttle_agent::transport::pump::PumpOptions;
+
+/// The per-node agent of throttle: shapes this node's interconnect traffic to a
+/// percentage of an emulated link and carries it between nodes.
+///
+/// Applications reach other nodes through it: ranks of a job via the local endpoint
+/// (a Unix socket), any TCP program via forward rules. The controller (`throttle-ctl`)
+/// steers it over the control API, authenticated with the token in --token-file.
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    after_help = "Example:\n  throttle-agent --node n0 --control 127.0.0.1:7600 --data 10.0.0.1:7601 \\\n      --capacity 1Gbit --token-file /etc/throttle/token\n\nLogs go to stderr; set RUST_LOG=debug for detail."
+)]
+struct Args {
+    /// This node's name, as the cluster file calls it.
+    #[arg(long)]
+    node: String,
+    /// Address of the control API (HTTP). Bind it only where the controller can reach it.
+    #[arg(long, default_value = "127.0.0.1:7600")]
+    control: SocketAddr,
+    /// Address of the data port other agents connect to (the emulated interconnect).
+    #[arg(long, default_value = "127.0.0.1:7601")]
+    data: SocketAddr,
+    /// Unix socket where local ranks open streams and register [default: $XDG_RUNTIME_DIR or /tmp, throttle-NODE.sock].
+    #[arg(long)]
+    local_socket: Option<PathBuf>,
+    /// Emulated link speed per direction, in payload bytes: 1Gbit, 10Gbit, 125MB, ...
+    #[arg(long, default_value = "1Gbit")]
+    capacity: Rate,
+    /// Start at this percentage of the capacity, or `unlimited`.
+    #[arg(long, default_value = "100")]
+    pct: String,
+    /// Added one-way latency at egress, microseconds.
+    #[arg(long, default_value_t = 0)]
+    latency_us: u64,
+    /// File holding the cluster token (at least 16 characters).
+    #[arg(long)]
+    token_file: PathBuf,
+    /// Another node of the cluster, NAME=DATA_ADDR (repeatable). The controller can also push these.
+    #[arg(long = "peer", value_name = "NAME=ADDR")]
+    peers: Vec<String>,
+    /// Forward rule LISTEN=NODE:HOST:PORT (repeatable), e.g. 127.0.0.1:5201=n1:127.0.0.1:5201.
+    #[arg(long = "forward", value_name = "RULE")]
+    forwards: Vec<String>,
+    /// Copy with buffers instead of splice(2) (for comparison; slower).
+    #[arg(long)]
+    no_splice: bool,
+    /// Seconds a stream waits for its destination rank to register.
+    #[arg(long, default_value_t = 10.0)]
+    register_timeout: f64,
+    /// Write the bound addresses as JSON to this file once listening (for launchers).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+}
+
+fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("throttle-agent: {msg}");
+    std::process::exit(2)
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    raise_fd_limit();
+    let token = Token::load(&args.token_file).unwrap_or_else(|e| fail(e));
+    let pct = parse_pct(&args.pct).unwrap_or_else(|e| fail(e));
+    let shape = Shape {
+        pct,
+        capacity: args.capacity.bytes_per_sec(),
+        latency_us: args.latency_us,
+    }
+    .validate()
+    .unwrap_or_else(|e| fail(e));
+    let peers = args
+        .peers
+        .iter()
+        .map(|p| {
+            let (name, data) = p
+                .split_once('=')
+                .unwrap_or_else(|| fail(format!("--peer `{p}` must be NAME=IP:PORT")));
+            if data.parse::<SocketAddr>().is_err() {
+                fail(format!("--peer `{p}`: `{data}` is not IP:PORT"));
+            }
+            NodeEntry {
+                name: name.to_string(),
+                data: data.to_string(),
+            }
+        })
+        .collect();
+    let forwards = args
+        .forwards
+        .iter()
+        .map(|f| ForwardSpec::parse_cli(f).unwrap_or_else(|e| fail(e)))
+        .collect();
+    if !(args.register_timeout.is_finite()
+        && args.register_timeout > 0.0
+        && args.register_timeout <= 3600.0)
+    {
+        fail("--register-timeout must be between 0 and 3600 seconds");
+    }
+    let local_socket = args.local_socket.unwrap_or_else(|| {
+        let dir = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        dir.join(format!("throttle-{}.sock", args.node))
+    });
+    let config = AgentConfig {
+        node: args.node,
+        control: args.control,
+        data: args.data,
+        local_socket,
+        shape,
+        token,
+        peers,
+        forwards,
+        pump: PumpOptions {
+            splice: !args.no_splice && cfg!(target_os = "linux"),
+            ..PumpOptions::default()
+        },
+        register_timeout: Duration::from_secs_f64(args.register_timeout),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(format!("cannot start the runtime: {e}")));
+    runtime.block_on(async move {
+        let running = agent::start(config)
+            .await
+            .unwrap_or_else(|e| fail(format!("{e:#}")));
+        if let Some(path) = &args.ready_file {
+            let ready = serde_json::json!({
+                "node": running.state.node,
+                "control": running.control_addr.to_string(),
+                "data": running.data_addr.to_string(),
+                "local_socket": running.local_socket,
+                "pid": std::process::id(),
+            });
+            let tmp = path.with_extension("tmp");
+            let written =
+                std::fs::write(&tmp, ready.to_string()).and_then(|_| std::fs::rename(&tmp, path));
+            if let Err(e) = written {
+                fail(format!(
+                    "cannot write the ready file {}: {e}",
+                    path.display()
+                ));
+            }
+        }
+        wait_for_signal().await;
+        tracing::info!("stopping");
+        running.shutdown().await;
+    });
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => fail(format!("cannot watch SIGTERM: {e}")),
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Many streams need many descriptors (a socket pair and a pipe pair per direction).
+fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}

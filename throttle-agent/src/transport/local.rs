@@ -1,0 +1,195 @@
+//! The local endpoint: a Unix socket where the ranks on this node open streams to other
+//! ranks of their job and register where they accept streams.
+//!
+//! Streams to a rank on this node are connected directly and not shaped (like shared
+//! memory under MPI); streams to another node go through [`super::peer::dial`] and this
+//! node's link.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tracing::{debug, warn};
+
+use super::pump::{self, Framing};
+use super::wire::{self, Code, Reply, Request, WireError};
+use super::{peer, HANDSHAKE_TIMEOUT};
+use crate::agent::{Agent, Shutdown};
+use crate::endpoint::{Conn, Endpoint};
+
+/// Bind the local endpoint at `path` (owner-only permissions), replacing a stale socket.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!(
+                    "{} is in use by a running agent; stop it or choose another --local-socket",
+                    path.display()
+                ),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let listener = UnixListener::bind(path)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Accept local connections until shutdown.
+pub async fn serve(agent: Arc<Agent>, listener: UnixListener, mut shutdown: Shutdown) {
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let agent = agent.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = handle(agent, stream).await {
+                            debug!(error = %e, "local stream ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    warn!(error = %e, "accept on the local endpoint failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
+
+async fn refuse(stream: &mut UnixStream, e: WireError) -> std::io::Result<()> {
+    debug!(error = %e, "refusing local request");
+    wire::write_reply(stream, &Reply::from(e)).await?;
+    stream.shutdown().await
+}
+
+async fn handle(agent: Arc<Agent>, mut stream: UnixStream) -> std::io::Result<()> {
+    let req = match tokio::time::timeout(HANDSHAKE_TIMEOUT, wire::read_request(&mut stream)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return refuse(&mut stream, e).await,
+        Err(_) => {
+            return refuse(
+                &mut stream,
+                WireError::new(Code::Malformed, "no handshake within the time limit"),
+            )
+            .await
+        }
+    };
+    match req {
+        Request::OpenRank {
+            job,
+            src_rank,
+            dst_rank,
+        } => open_rank(agent, stream, &job, src_rank, dst_rank).await,
+        Request::Register { job, rank, accept } => {
+            register(agent, stream, &job, rank, &accept).await
+        }
+        _ => {
+            refuse(
+                &mut stream,
+                WireError::new(
+                    Code::Malformed,
+                    "the local endpoint takes OpenRank and Register requests only",
+                ),
+            )
+            .await
+        }
+    }
+}
+
+async fn open_rank(
+    agent: Arc<Agent>,
+    mut stream: UnixStream,
+    job: &str,
+    src_rank: u32,
+    dst_rank: u32,
+) -> std::io::Result<()> {
+    let route = agent
+        .directory
+        .node_of(job, dst_rank)
+        .and_then(|node| agent.directory.node_of(job, src_rank).map(|_| node));
+    let node = match route {
+        Ok(n) => n,
+        Err(e) => return refuse(&mut stream, e).await,
+    };
+    if node == agent.node {
+        let conn = match agent.connect_rank(job, src_rank, dst_rank).await {
+            Ok(c) => c,
+            Err(e) => return refuse(&mut stream, e).await,
+        };
+        wire::write_reply(&mut stream, &Reply::ok()).await?;
+        let opts = agent.pump;
+        match &conn {
+            Conn::Unix(c) => pump::bridge(&stream, c, Framing::Raw, None, opts).await?,
+            Conn::Tcp(c) => pump::bridge(&stream, c, Framing::Raw, None, opts).await?,
+        };
+        return Ok(());
+    }
+    let req = Request::PeerRank {
+        token: agent.token.as_str().to_string(),
+        src_node: agent.node.clone(),
+        job: job.to_string(),
+        src_rank,
+        dst_rank,
+    };
+    let peer_stream = match peer::dial(&agent, &node, &req).await {
+        Ok(s) => s,
+        Err(e) => return refuse(&mut stream, e).await,
+    };
+    wire::write_reply(&mut stream, &Reply::ok()).await?;
+    peer::carry(&agent, Conn::Unix(stream), peer_stream).await
+}
+
+async fn register(
+    agent: Arc<Agent>,
+    mut stream: UnixStream,
+    job: &str,
+    rank: u32,
+    accept: &str,
+) -> std::io::Result<()> {
+    let endpoint = match Endpoint::parse(accept) {
+        Ok(e) => e,
+        Err(msg) => return refuse(&mut stream, WireError::new(Code::Malformed, msg)).await,
+    };
+    let registration = match agent.registry.register(job, rank, endpoint) {
+        Ok(r) => r,
+        Err(e) => return refuse(&mut stream, e).await,
+    };
+    wire::write_reply(&mut stream, &Reply::ok()).await?;
+    // Registered for as long as the rank keeps this connection open.
+    let mut buf = [0u8; 64];
+    loop {
+        match super::socket::read_some(&stream, &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => continue,
+        }
+    }
+    drop(registration);
+    Ok(())
+}
+
+/// Send the `Incoming` header to a rank's accept endpoint.
+pub async fn announce(
+    conn: &mut Conn,
+    job: &str,
+    src_rank: u32,
+    dst_rank: u32,
+) -> std::io::Result<()> {
+    let bytes = Request::Incoming {
+        job: job.to_string(),
+        src_rank,
+        dst_rank,
+    }
+    .encode();
+    match conn {
+        Conn::Unix(s) => s.write_all(&bytes).await,
+        Conn::Tcp(s) => s.write_all(&bytes).await,
+    }
+}
