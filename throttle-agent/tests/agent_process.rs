@@ -1,0 +1,182 @@
+//! The real `throttle-agent` binary: flags, the ready file, and a peer agent that dies
+//! in the middle of a stream.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+struct AgentProcess {
+    child: Child,
+    control: String,
+    data: String,
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_agent(scratch: &Scratch, node: &str, extra: &[&str]) -> AgentProcess {
+    let token = scratch.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let ready = scratch.path(&format!("{node}.ready"));
+    let child = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
+        .args([
+            "--node",
+            node,
+            "--control",
+            "127.0.0.1:0",
+            "--data",
+            "127.0.0.1:0",
+        ])
+        .arg("--local-socket")
+        .arg(scratch.path(&format!("{node}.sock")))
+        .arg("--token-file")
+        .arg(&token)
+        .arg("--ready-file")
+        .arg(&ready)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !ready.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "agent did not become ready"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+    AgentProcess {
+        child,
+        control: v["control"].as_str().unwrap().to_string(),
+        data: v["data"].as_str().unwrap().to_string(),
+    }
+}
+
+#[test]
+fn refuses_bad_flags_with_a_clear_message() {
+    let scratch = Scratch::new("flags");
+    let token = scratch.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let t = token.to_str().unwrap();
+    assert!(run(&["--node", "n0", "--token-file", "/nonexistent/token"])
+        .contains("cannot read the token file"));
+    assert!(run(&["--node", "n0", "--token-file", t, "--pct", "0"]).contains("(0, 100]"));
+    assert!(run(&["--node", "n0", "--token-file", t, "--capacity", "fast"]).contains("1Gbit"));
+    assert!(run(&["--node", "n0", "--token-file", t, "--forward", "x"])
+        .contains("LISTEN=NODE:HOST:PORT"));
+    let short = scratch.path("short");
+    std::fs::write(&short, "abc").unwrap();
+    assert!(
+        run(&["--node", "n0", "--token-file", short.to_str().unwrap()]).contains("at least 16")
+    );
+}
+
+#[test]
+fn a_peer_agent_dying_mid_stream_is_an_error_not_a_short_stream() {
+    let scratch = Scratch::new("die");
+    // A TCP server behind n1 that reads slowly forever.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        }
+    });
+    let mut n1 = spawn_agent(&scratch, "n1", &["--pct", "10", "--capacity", "80Mbit"]);
+    let peer = format!("n1={}", n1.data);
+    let n0 = spawn_agent(
+        &scratch,
+        "n0",
+        &[
+            "--pct",
+            "10",
+            "--capacity",
+            "80Mbit",
+            "--peer",
+            &peer,
+            "--forward",
+            &format!("127.0.0.1:0=n1:{target}"),
+        ],
+    );
+    // Find the forward's bound port through the API.
+    let (_, body) = http(&n0.control, "GET", "/forwards", Some(TOKEN), None);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let listen = v["forwards"][0]["listen"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_string();
+
+    let mut c = std::net::TcpStream::connect(&listen).unwrap();
+    // The far end answers too: have the client read, and see an error (not EOF) when n1 dies.
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A small request that n0 reads completely (so closing the client socket would not
+    // reset it by itself), then n1 dies while the client waits for an answer.
+    c.write_all(&[1u8; 4096]).unwrap();
+    let start = Instant::now();
+    loop {
+        let (_, body) = http(&n0.control, "GET", "/status", Some(TOKEN), None);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if v["egress"]["bytes"].as_u64().unwrap() >= 4096 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "n0 never carried the request"
+        );
+    }
+    n1.child.kill().unwrap();
+    n1.child.wait().unwrap();
+    // The client, waiting for an answer, must see a reset: a clean EOF here would be
+    // indistinguishable from the server having finished (silent loss).
+    let mut buf = [0u8; 16];
+    match c.read(&mut buf) {
+        Ok(0) => panic!("clean EOF after the peer agent died; the failure must be visible"),
+        Ok(_) => panic!("unexpected data"),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+    // n0 is unharmed.
+    let (code, body) = http(&n0.control, "GET", "/status", Some(TOKEN), None);
+    assert_eq!(code, 200, "{body}");
+}
+
+#[test]
+fn sigterm_stops_the_agent_and_removes_its_socket() {
+    let scratch = Scratch::new("term");
+    let mut a = spawn_agent(&scratch, "n0", &[]);
+    let sock = scratch.path("n0.sock");
+    assert!(sock.exists());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = a.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!sock.exists());
+    let _ = &a.control;
+}

@@ -1,0 +1,224 @@
+//! Shared test harness: in-process agents on loopback, a verifiable byte pattern, and a
+//! minimal HTTP client for the control API.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use throttle_agent::agent::{self, AgentConfig, RunningAgent};
+use throttle_agent::auth::Token;
+use throttle_agent::directory::NodeEntry;
+use throttle_agent::link::Shape;
+use throttle_agent::transport::pump::PumpOptions;
+
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        let mut bytes = [0u8; 6];
+        getrandom::getrandom(&mut bytes).unwrap();
+        let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let p = std::env::temp_dir().join(format!("throttle-test-{tag}-{name}"));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn shape(pct: Option<f64>, capacity: f64) -> Shape {
+    Shape {
+        pct,
+        capacity,
+        latency_us: 0,
+    }
+}
+
+/// Start `n` agents named n0..n{n-1} in-process, each knowing the others.
+pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) -> Vec<RunningAgent> {
+    let mut agents = Vec::new();
+    for i in 0..n {
+        let config = AgentConfig {
+            node: format!("n{i}"),
+            control: "127.0.0.1:0".parse().unwrap(),
+            data: "127.0.0.1:0".parse().unwrap(),
+            local_socket: scratch.path(&format!("n{i}.sock")),
+            shape,
+            token: Token::new(TOKEN).unwrap(),
+            peers: vec![],
+            forwards: vec![],
+            pump: PumpOptions {
+                splice,
+                ..PumpOptions::default()
+            },
+            register_timeout: Duration::from_secs(5),
+        };
+        agents.push(agent::start(config).await.unwrap());
+    }
+    let nodes: Vec<NodeEntry> = agents
+        .iter()
+        .map(|a| NodeEntry {
+            name: a.state.node.clone(),
+            data: a.data_addr.to_string(),
+        })
+        .collect();
+    for a in &agents {
+        a.state.directory.set_nodes(&nodes);
+    }
+    agents
+}
+
+/// Tell every agent the rank-to-node map of `job`.
+pub fn set_job(agents: &[RunningAgent], job: &str, ranks: &[&str]) {
+    for a in agents {
+        a.state
+            .directory
+            .set_job(job, ranks.iter().map(|s| s.to_string()).collect());
+    }
+}
+
+/// A deterministic byte stream (xorshift) that a receiver can check byte by byte.
+pub struct Pattern {
+    state: u64,
+    pub offset: u64,
+    pending: Vec<u8>,
+}
+
+impl Pattern {
+    pub fn new(seed: u64) -> Pattern {
+        Pattern {
+            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            offset: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    fn next_word(&mut self) -> u64 {
+        let mut x = self.state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state = x;
+        x
+    }
+
+    /// The next `n` bytes of the stream.
+    pub fn take(&mut self, n: usize) -> Vec<u8> {
+        while self.pending.len() < n {
+            let w = self.next_word();
+            self.pending.extend_from_slice(&w.to_le_bytes());
+        }
+        let rest = self.pending.split_off(n);
+        let out = std::mem::replace(&mut self.pending, rest);
+        self.offset += n as u64;
+        out
+    }
+}
+
+/// Send `total` pattern bytes of `seed`, then half-close.
+pub fn send_pattern<W: Write>(w: &mut W, seed: u64, total: usize) -> std::io::Result<()> {
+    let mut p = Pattern::new(seed);
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(64 * 1024);
+        w.write_all(&p.take(n))?;
+        left -= n;
+    }
+    w.flush()
+}
+
+/// Read to the end and check every byte against the pattern of `seed`. Returns the count.
+pub fn check_pattern<R: Read>(r: &mut R, seed: u64) -> std::io::Result<u64> {
+    let mut p = Pattern::new(seed);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            return Ok(total);
+        }
+        let want = p.take(n);
+        if want[..] != buf[..n] {
+            let at = want
+                .iter()
+                .zip(&buf[..n])
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("byte {} differs", total + at as u64),
+            ));
+        }
+        total += n as u64;
+    }
+}
+
+/// One HTTP/1.1 request; returns (status, body).
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() || method != "GET" {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A rank that accepts streams on a Unix socket, registered with `agent_socket`.
+pub struct Rank {
+    pub listener: std::os::unix::net::UnixListener,
+    pub registration: std::os::unix::net::UnixStream,
+}
+
+pub fn rank(scratch: &Scratch, agent_socket: &Path, job: &str, rank: u32) -> Rank {
+    let path = scratch.path(&format!("{job}-r{rank}.sock"));
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let registration = throttle_agent::client::register(
+        agent_socket,
+        job,
+        rank,
+        &format!("unix:{}", path.display()),
+    )
+    .unwrap();
+    Rank {
+        listener,
+        registration,
+    }
+}
