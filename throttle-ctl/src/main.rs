@@ -1,1 +1,270 @@
-fn main() {}
+//! `throttle-ctl`: the controller CLI. Argument parsing and printing only; the work is in
+//! the `throttle_ctl` library.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use throttle_agent::rate::Rate;
+use throttle_ctl::cluster::{resolve_path, Cluster};
+use throttle_ctl::commands::{calibrate, forward, set, status};
+use throttle_ctl::local;
+
+/// Throttle the interconnect of a (local or real) cluster and measure what programs need.
+///
+/// Every node runs a throttle-agent that shapes its traffic to a percentage of an
+/// emulated link. throttle-ctl reads the cluster file (default ./throttle-cluster.toml,
+/// or --cluster / THROTTLE_CLUSTER), sets bandwidths, and carries TCP programs through
+/// shaped port forwards.
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    after_help = "Start here:\n  throttle-ctl local up --nodes 4 --capacity 1Gbit\n  throttle-ctl set 50\n  throttle-ctl status\n  throttle-ctl local down"
+)]
+struct Cli {
+    /// Cluster file [default: ./throttle-cluster.toml, or $THROTTLE_CLUSTER].
+    #[arg(long, global = true)]
+    cluster: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start or stop a local emulated cluster (agents on this machine's loopback addresses).
+    #[command(subcommand)]
+    Local(LocalCommand),
+    /// Show every node's bandwidth setting, current rates and open streams.
+    Status {
+        /// Print JSON (one array, one object per node) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Throttle the link of every node (or one) to PCT % of its capacity.
+    #[command(
+        after_help = "Examples:\n  throttle-ctl set 30                  every node at 30% of its capacity\n  throttle-ctl set unlimited           shaping off\n  throttle-ctl set 100 --node n2 --latency-us 50"
+    )]
+    Set {
+        /// Percentage in (0, 100], or `unlimited`.
+        pct: String,
+        /// Only this node.
+        #[arg(long)]
+        node: Option<String>,
+        /// Added one-way latency at egress, microseconds.
+        #[arg(long)]
+        latency_us: Option<u64>,
+        /// Also change the link capacity (e.g. 10Gbit).
+        #[arg(long)]
+        capacity: Option<String>,
+        /// Print the resulting status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shaped port forwards that carry any TCP program (iperf3, a database client) between nodes.
+    #[command(subcommand)]
+    Forward(ForwardCommand),
+    /// Measure what each link really carries at 100%, and what this host can carry at all.
+    Calibrate {
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LocalCommand {
+    /// Start N agents on 127.0.1.1, 127.0.1.2, ... and write the cluster file.
+    Up {
+        #[arg(long, default_value_t = 4)]
+        nodes: usize,
+        /// Emulated link capacity per node and direction (payload): 1Gbit, 10Gbit, 125MB.
+        #[arg(long, default_value = "1Gbit")]
+        capacity: Rate,
+        /// First loopback address.
+        #[arg(long, default_value = "127.0.1.1")]
+        base_addr: Ipv4Addr,
+        /// State directory for the token, sockets and logs [default: .throttle-local next to the cluster file].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Stop the local cluster's agents and remove its state and cluster file.
+    Down,
+}
+
+#[derive(Subcommand, Debug)]
+enum ForwardCommand {
+    /// Listen on ADDR on node FROM and carry each connection to HOST:PORT as seen from node TO.
+    #[command(
+        after_help = "Example (iperf3 from n0 to a server on n1, shaped by both links):\n  throttle-ctl forward add --from n0 --listen 127.0.1.1:5201 --to n1:127.0.1.2:5201\n  iperf3 -c 127.0.1.1 -p 5201"
+    )]
+    Add {
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        listen: String,
+        /// NODE:HOST:PORT
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the forwards of every node.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove forward ID from NODE (open connections carry on).
+    Rm {
+        #[arg(long)]
+        node: String,
+        id: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let path = resolve_path(cli.cluster);
+    match cli.command {
+        Command::Local(LocalCommand::Up {
+            nodes,
+            capacity,
+            base_addr,
+            dir,
+        }) => {
+            let dir = dir.unwrap_or_else(|| {
+                path.parent()
+                    .map(|p| p.join(".throttle-local"))
+                    .unwrap_or_else(|| PathBuf::from(".throttle-local"))
+            });
+            let req = local::LocalUp {
+                nodes,
+                capacity,
+                base_addr,
+                dir,
+                agent_args: vec![],
+            };
+            let cluster = local::up(&req, &path)?;
+            eprintln!(
+                "started {} agents; cluster file {}:",
+                cluster.file.nodes.len(),
+                path.display()
+            );
+            print!("{}", std::fs::read_to_string(&path)?);
+        }
+        Command::Local(LocalCommand::Down) => {
+            let stopped = local::down(&path)?;
+            println!(
+                "stopped {} agents ({}); removed {}",
+                stopped.len(),
+                stopped.join(", "),
+                path.display()
+            );
+        }
+        Command::Status { json } => {
+            let cluster = Cluster::load(&path)?;
+            let results = status::collect(&cluster);
+            let ok = results.iter().all(|(_, r)| r.is_ok());
+            if json {
+                print_json(&status::to_json(&results))?;
+            } else {
+                print!("{}", status::render(&results).0);
+            }
+            if !ok {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Set {
+            pct,
+            node,
+            latency_us,
+            capacity,
+            json,
+        } => {
+            let shape = set::SetShape::parse(&pct, capacity.as_deref(), latency_us)?;
+            let cluster = Cluster::load(&path)?;
+            let applied = set::run(&cluster, node.as_deref(), &shape)?;
+            if json {
+                print_json(&applied)?;
+            } else {
+                for s in applied {
+                    println!(
+                        "{}: {} of {} ({}), latency {} us",
+                        s.node,
+                        status::pct_text(s.pct),
+                        s.capacity,
+                        s.limit_bytes_per_sec
+                            .map(throttle_agent::rate::format_bits_per_sec)
+                            .unwrap_or_else(|| "no limit".into()),
+                        s.latency_us
+                    );
+                }
+            }
+        }
+        Command::Forward(ForwardCommand::Add {
+            from,
+            listen,
+            to,
+            json,
+        }) => {
+            let cluster = Cluster::load(&path)?;
+            let v = forward::add(&cluster, &from, &listen, &to)?;
+            if json {
+                print_json(&v)?;
+            } else {
+                println!(
+                    "forward {} on {from}: {} -> {}:{}",
+                    v["id"],
+                    v["listen"].as_str().unwrap_or_default(),
+                    v["to_node"].as_str().unwrap_or_default(),
+                    v["target"].as_str().unwrap_or_default()
+                );
+            }
+        }
+        Command::Forward(ForwardCommand::List { json }) => {
+            let cluster = Cluster::load(&path)?;
+            let (table, v) = forward::list(&cluster)?;
+            if json {
+                print_json(&v)?;
+            } else {
+                print!("{}", table.render());
+            }
+        }
+        Command::Forward(ForwardCommand::Rm { node, id }) => {
+            let cluster = Cluster::load(&path)?;
+            forward::remove(&cluster, &node, id)?;
+            println!("removed forward {id} on {node}");
+        }
+        Command::Calibrate { seconds, json } => {
+            if !(seconds.is_finite() && (0.1..=60.0).contains(&seconds)) {
+                anyhow::bail!("--seconds must be between 0.1 and 60");
+            }
+            let cluster = Cluster::load(&path)?;
+            let results = calibrate::run(&cluster, seconds, |m| eprintln!("calibrating {m}"))?;
+            if json {
+                print_json(&results)?;
+            } else {
+                print!("{}", calibrate::render(&results));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,170 @@
+//! The cluster file: which nodes exist, where their agents listen, and the token.
+//!
+//! Written by `throttle-ctl local up` (or by hand for a real cluster) and read by every
+//! other command. Default `throttle-cluster.toml` in the working directory; `--cluster`
+//! or `THROTTLE_CLUSTER` override it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use throttle_agent::auth::Token;
+use throttle_agent::rate::Rate;
+
+pub const DEFAULT_PATH: &str = "throttle-cluster.toml";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// File holding the token (relative paths are relative to the cluster file).
+    pub token_file: PathBuf,
+    /// Link capacity of every node, e.g. "1Gbit".
+    pub capacity: String,
+    /// Directory of a local cluster's state (sockets, logs); absent for real clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_dir: Option<PathBuf>,
+    #[serde(rename = "node")]
+    pub nodes: Vec<Node>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    /// Control API address.
+    pub control: String,
+    /// Data port address (agent to agent).
+    pub data: String,
+    /// The agent's local endpoint (Unix socket) on that node.
+    pub socket: PathBuf,
+    /// Process id, for agents started by `local up`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+/// A loaded cluster: the file, where it was, and the token.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub path: PathBuf,
+    pub file: ClusterFile,
+    pub token: Token,
+}
+
+impl ClusterFile {
+    pub fn capacity(&self) -> Result<Rate> {
+        Rate::parse(&self.capacity).map_err(|e| anyhow!("cluster file: capacity: {e}"))
+    }
+
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let text = format!(
+            "# throttle cluster file: nodes, their agents' addresses, and the token file.\n{}",
+            toml::to_string_pretty(self)?
+        );
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+}
+
+impl Cluster {
+    /// Read and check the cluster file at `path`.
+    pub fn load(path: &Path) -> Result<Cluster> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                anyhow!(
+                    "no cluster file at {}: start a local cluster with `throttle-ctl local up --nodes 4`, or pass --cluster FILE",
+                    path.display()
+                )
+            } else {
+                anyhow!("cannot read the cluster file {}: {e}", path.display())
+            }
+        })?;
+        let file: ClusterFile = toml::from_str(&text)
+            .map_err(|e| anyhow!("the cluster file {} is not valid: {e}", path.display()))?;
+        if file.nodes.is_empty() {
+            bail!("the cluster file {} lists no nodes", path.display());
+        }
+        file.capacity()?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let token_path = base.join(&file.token_file);
+        let token = Token::load(&token_path).map_err(|e| anyhow!("{e}"))?;
+        Ok(Cluster {
+            path: path.to_path_buf(),
+            file,
+            token,
+        })
+    }
+
+    /// The node called `name`, or an error listing the known ones.
+    pub fn node(&self, name: &str) -> Result<&Node> {
+        self.file
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .ok_or_else(|| {
+                anyhow!(
+                    "unknown node `{name}`: the cluster file {} lists {}",
+                    self.path.display(),
+                    self.node_names().join(", ")
+                )
+            })
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        self.file.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// The nodes a command applies to: one by name, or all.
+    pub fn select(&self, name: Option<&str>) -> Result<Vec<&Node>> {
+        match name {
+            Some(n) => Ok(vec![self.node(n)?]),
+            None => Ok(self.file.nodes.iter().collect()),
+        }
+    }
+}
+
+/// Where the cluster file is: the flag, then `THROTTLE_CLUSTER`, then the default.
+pub fn resolve_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("THROTTLE_CLUSTER").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_reports_problems() {
+        let dir = std::env::temp_dir().join(format!("throttle-cf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("token"), "0123456789abcdef0123").unwrap();
+        let file = ClusterFile {
+            token_file: "token".into(),
+            capacity: "1Gbit".into(),
+            local_dir: None,
+            nodes: vec![Node {
+                name: "n0".into(),
+                control: "127.0.0.1:1".into(),
+                data: "127.0.0.1:2".into(),
+                socket: "/tmp/n0.sock".into(),
+                pid: Some(5),
+            }],
+        };
+        let path = dir.join("c.toml");
+        file.write(&path).unwrap();
+        let c = Cluster::load(&path).unwrap();
+        assert_eq!(c.file, file);
+        assert!(c.node("n3").unwrap_err().to_string().contains("lists n0"));
+        std::fs::write(&path, "nodes = 3").unwrap();
+        assert!(Cluster::load(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not valid"));
+        let missing = Cluster::load(&dir.join("none.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("local up"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

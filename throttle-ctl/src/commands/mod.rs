@@ -1,0 +1,7 @@
+//! One module per `throttle-ctl` command; each takes parsed arguments and a cluster and
+//! returns what to print, so the binary stays a thin parser.
+
+pub mod calibrate;
+pub mod forward;
+pub mod set;
+pub mod status;

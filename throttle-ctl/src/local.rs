@@ -1,0 +1,238 @@
+//! A local emulated cluster: N agents on this machine, each on its own loopback address.
+//!
+//! `local up` generates the token, starts the agents (detached, logging to the state
+//! directory), waits until each has written its ready file, gives every agent the
+//! directory of the others, and writes the cluster file. `local down` stops exactly the
+//! agents it started (checked by pid and command line) and removes the state.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::json;
+use throttle_agent::auth::Token;
+use throttle_agent::rate::Rate;
+
+use crate::client::AgentClient;
+use crate::cluster::{Cluster, ClusterFile, Node};
+
+/// What `local up` was asked for.
+#[derive(Clone, Debug)]
+pub struct LocalUp {
+    pub nodes: usize,
+    pub capacity: Rate,
+    /// First loopback address; node i gets the i-th address after it.
+    pub base_addr: std::net::Ipv4Addr,
+    /// State directory (token, sockets, logs).
+    pub dir: PathBuf,
+    /// Extra flags for every agent.
+    pub agent_args: Vec<String>,
+}
+
+/// The `throttle-agent` binary: `THROTTLE_AGENT_BIN`, else next to this executable, else PATH.
+pub fn agent_binary() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("THROTTLE_AGENT_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    if let Ok(me) = std::env::current_exe() {
+        if let Some(dir) = me.parent() {
+            for cand in [dir.join("throttle-agent"), dir.join("../throttle-agent")] {
+                if cand.is_file() {
+                    return Ok(cand);
+                }
+            }
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let cand = dir.join("throttle-agent");
+            if cand.is_file() {
+                return Ok(cand);
+            }
+        }
+    }
+    bail!("cannot find the `throttle-agent` binary next to throttle-ctl or on PATH; build it with `cargo build --workspace` or set THROTTLE_AGENT_BIN")
+}
+
+fn alive(pid: u32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmdline).contains("throttle-agent")
+}
+
+/// Start the cluster and write the cluster file at `cluster_path`.
+pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
+    if req.nodes == 0 || req.nodes > 250 {
+        bail!("--nodes must be between 1 and 250 (got {})", req.nodes);
+    }
+    if let Ok(existing) = Cluster::load(cluster_path) {
+        if existing
+            .file
+            .nodes
+            .iter()
+            .any(|n| n.pid.map(alive).unwrap_or(false))
+        {
+            bail!(
+                "a local cluster is already up (cluster file {}); run `throttle-ctl local down` first",
+                cluster_path.display()
+            );
+        }
+    }
+    let agent = agent_binary()?;
+    std::fs::create_dir_all(&req.dir)
+        .with_context(|| format!("cannot create the state directory {}", req.dir.display()))?;
+    let dir = req.dir.canonicalize()?;
+    let token = Token::generate().map_err(|e| anyhow!(e))?;
+    let token_path = dir.join("token");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&token_path)?;
+        std::io::Write::write_all(&mut f, token.as_str().as_bytes())?;
+    }
+    let base = u32::from(req.base_addr);
+    let mut children = Vec::new();
+    for i in 0..req.nodes {
+        let name = format!("n{i}");
+        let addr = std::net::Ipv4Addr::from(base + i as u32);
+        let ready = dir.join(format!("{name}.ready"));
+        let _ = std::fs::remove_file(&ready);
+        let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
+        let mut cmd = Command::new(&agent);
+        cmd.args(["--node", &name])
+            .args([
+                "--control",
+                &format!("{addr}:0"),
+                "--data",
+                &format!("{addr}:0"),
+            ])
+            .arg("--local-socket")
+            .arg(dir.join(format!("{name}.sock")))
+            .arg("--token-file")
+            .arg(&token_path)
+            .args(["--capacity", &req.capacity.to_string().replace(' ', "")])
+            .arg("--ready-file")
+            .arg(&ready)
+            .args(&req.agent_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        {
+            use std::os::unix::process::CommandExt;
+            // Own process group: a Ctrl-C aimed at throttle-ctl leaves the agents running.
+            cmd.process_group(0);
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", agent.display()))?;
+        children.push((name, child, ready));
+    }
+    let mut nodes = Vec::new();
+    for (name, mut child, ready) in children {
+        let start = Instant::now();
+        while !ready.exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log =
+                    std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
+                bail!(
+                    "agent {name} exited ({status}) before it was ready:\n{}",
+                    tail(&log, 10)
+                );
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                let _ = child.kill();
+                bail!(
+                    "agent {name} did not become ready within 15 s; see {}",
+                    dir.join(format!("{name}.log")).display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&ready)?)?;
+        nodes.push(Node {
+            name,
+            control: v["control"].as_str().unwrap_or_default().to_string(),
+            data: v["data"].as_str().unwrap_or_default().to_string(),
+            socket: PathBuf::from(v["local_socket"].as_str().unwrap_or_default()),
+            pid: Some(child.id()),
+        });
+    }
+    let file = ClusterFile {
+        token_file: token_path,
+        capacity: req.capacity.to_string().replace(' ', "").replace("/s", ""),
+        local_dir: Some(dir),
+        nodes,
+    };
+    file.write(cluster_path)?;
+    let cluster = Cluster::load(cluster_path)?;
+    push_directory(&cluster)?;
+    Ok(cluster)
+}
+
+/// Give every agent the list of all nodes and their data addresses.
+pub fn push_directory(cluster: &Cluster) -> Result<()> {
+    let nodes: Vec<_> = cluster
+        .file
+        .nodes
+        .iter()
+        .map(|n| json!({ "name": n.name, "data": n.data }))
+        .collect();
+    let body = json!({ "nodes": nodes });
+    for n in &cluster.file.nodes {
+        AgentClient::new(cluster, n).put_cluster(&body)?;
+    }
+    Ok(())
+}
+
+/// Stop the agents of the local cluster and remove its state. Returns the nodes stopped.
+pub fn down(cluster_path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(cluster_path).map_err(|_| {
+        anyhow!(
+            "no local cluster: {} does not exist",
+            cluster_path.display()
+        )
+    })?;
+    let file: ClusterFile = toml::from_str(&text).map_err(|e| {
+        anyhow!(
+            "the cluster file {} is not valid: {e}",
+            cluster_path.display()
+        )
+    })?;
+    let Some(dir) = file.local_dir.clone() else {
+        bail!(
+            "{} describes a real cluster (no local_dir); `local down` only stops local clusters",
+            cluster_path.display()
+        );
+    };
+    let mut stopped = Vec::new();
+    for n in &file.nodes {
+        let Some(pid) = n.pid else { continue };
+        if !alive(pid) {
+            continue;
+        }
+        let p = nix::unistd::Pid::from_raw(pid as i32);
+        let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM);
+        let start = Instant::now();
+        while alive(pid) && start.elapsed() < Duration::from_secs(5) {
+            // Reap it if it is our child (it usually is not: `local up` ran earlier).
+            let _ = nix::sys::wait::waitpid(p, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if alive(pid) {
+            let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
+        }
+        stopped.push(n.name.clone());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::remove_file(cluster_path)?;
+    Ok(stopped)
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
