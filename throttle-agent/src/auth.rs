@@ -61,8 +61,8 @@ impl Token {
         let a = self.0.as_bytes();
         let b = candidate.as_bytes();
         let mut diff = (a.len() != b.len()) as u8;
-        for i in 0..a.len() {
-            diff |= a[i] ^ b.get(i).copied().unwrap_or(0);
+        for (i, x) in a.iter().enumerate() {
+            diff |= x ^ b.get(i).copied().unwrap_or(0);
         }
         diff == 0
     }

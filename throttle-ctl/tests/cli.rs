@@ -1,0 +1,309 @@
+//! throttle-ctl end to end: real agent processes started by `local up`, driven by the CLI.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // Stop agents even when an assertion failed.
+        let _ = ctl(&self.0, &["local", "down"]);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(tag: &str) -> Dir {
+    let p = std::env::temp_dir().join(format!("throttle-ctl-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    Dir(p)
+}
+
+fn ctl(dir: &Path, args: &[&str]) -> Output {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl"));
+    let agent = exe.with_file_name("throttle-agent");
+    assert!(
+        agent.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` so the agent is built",
+        agent.display()
+    );
+    Command::new(exe)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("THROTTLE_CLUSTER")
+        .output()
+        .unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn err(out: Output) -> String {
+    assert!(
+        !out.status.success(),
+        "should have failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn local_cluster_lifecycle_status_set_and_errors() {
+    let d = scratch("life");
+    let dir = &d.0;
+    let up = ok(ctl(
+        dir,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            "3",
+            "--capacity",
+            "800Mbit",
+            "--base-addr",
+            "127.0.5.1",
+        ],
+    ));
+    assert!(up.contains("127.0.5.3"), "{up}");
+    assert!(dir.join("throttle-cluster.toml").exists());
+    // A second `up` is refused while the first runs.
+    assert!(err(ctl(dir, &["local", "up", "--nodes", "2"])).contains("already up"));
+
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(ctl(dir, &["status", "--json"]))).unwrap();
+    assert_eq!(status.as_array().unwrap().len(), 3);
+    assert_eq!(status[0]["capacity_bytes_per_sec"], 100e6);
+    assert_eq!(status[2]["pct"], 100.0);
+
+    ok(ctl(dir, &["set", "25"]));
+    ok(ctl(
+        dir,
+        &["set", "unlimited", "--node", "n1", "--latency-us", "30"],
+    ));
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(ctl(dir, &["status", "--json"]))).unwrap();
+    assert_eq!(status[0]["pct"], 25.0);
+    assert_eq!(status[0]["limit_bytes_per_sec"], 25e6);
+    assert!(status[1]["pct"].is_null());
+    assert_eq!(status[1]["latency_us"], 30);
+    let table = ok(ctl(dir, &["status"]));
+    assert!(
+        table.contains("unlimited") && table.contains("25%"),
+        "{table}"
+    );
+
+    for (args, hint) in [
+        (&["set", "0"][..], "(0, 100]"),
+        (&["set", "150"][..], "(0, 100]"),
+        (&["set", "NaN"][..], "(0, 100]"),
+        (&["set", "50", "--node", "n7"][..], "unknown node `n7`"),
+        (&["set", "50", "--capacity=-3Gbit"][..], "--capacity"),
+        (
+            &[
+                "forward",
+                "add",
+                "--from",
+                "n0",
+                "--listen",
+                "127.0.0.1:0",
+                "--to",
+                "n9:127.0.0.1:80",
+            ][..],
+            "unknown node `n9`",
+        ),
+        (
+            &[
+                "forward",
+                "add",
+                "--from",
+                "n0",
+                "--listen",
+                "127.0.0.1:0",
+                "--to",
+                "n1",
+            ][..],
+            "NODE:HOST:PORT",
+        ),
+    ] {
+        let e = err(ctl(dir, args));
+        assert!(e.contains(hint), "{args:?}: {e}");
+    }
+    // Nothing was changed by the refused commands.
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(ctl(dir, &["status", "--json"]))).unwrap();
+    assert_eq!(status[0]["pct"], 25.0);
+
+    let down = ok(ctl(dir, &["local", "down"]));
+    assert!(down.contains("stopped 3 agents"), "{down}");
+    assert!(!dir.join("throttle-cluster.toml").exists());
+    assert!(err(ctl(dir, &["status"])).contains("local up"));
+}
+
+#[test]
+fn forward_through_the_cli_is_shaped_and_byte_exact() {
+    let d = scratch("fwd");
+    let dir = &d.0;
+    ok(ctl(
+        dir,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            "2",
+            "--capacity",
+            "80Mbit",
+            "--base-addr",
+            "127.0.6.1",
+        ],
+    ));
+    // A server on "n1" that returns the sum of what it received.
+    let l = std::net::TcpListener::bind("127.0.6.2:0").unwrap();
+    let target = format!("n1:{}", l.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        let sum: u64 = all
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (i as u64 + 1) * *b as u64)
+            .sum();
+        c.write_all(&sum.to_le_bytes()).unwrap();
+        all.len()
+    });
+    let v: serde_json::Value = serde_json::from_str(&ok(ctl(
+        dir,
+        &[
+            "forward",
+            "add",
+            "--from",
+            "n0",
+            "--listen",
+            "127.0.6.1:0",
+            "--to",
+            &target,
+            "--json",
+        ],
+    )))
+    .unwrap();
+    let listen = v["listen"].as_str().unwrap().to_string();
+    ok(ctl(dir, &["set", "50"])); // 5 MB/s
+    let data: Vec<u8> = (0..5_000_000u64).map(|i| (i * 7 + i / 251) as u8).collect();
+    let want: u64 = data
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (i as u64 + 1) * *b as u64)
+        .sum();
+    let start = std::time::Instant::now();
+    let mut c = std::net::TcpStream::connect(&listen).unwrap();
+    c.write_all(&data).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut sum = [0u8; 8];
+    c.read_exact(&mut sum).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(server.join().unwrap(), data.len());
+    assert_eq!(u64::from_le_bytes(sum), want, "checksum differs");
+    // 5 MB at 5 MB/s: about a second (the first burst and socket buffers make it a bit less).
+    assert!((0.7..3.0).contains(&secs), "took {secs:.2} s");
+    let list = ok(ctl(dir, &["forward", "list"]));
+    assert!(list.contains(&listen), "{list}");
+    let cal = ok(ctl(dir, &["calibrate", "--seconds", "0.5", "--json"]));
+    let cal: serde_json::Value = serde_json::from_str(&cal).unwrap();
+    let e = cal[0]["error"].as_f64().unwrap();
+    assert!(e.abs() < 0.1, "calibration error {e}");
+    // Calibration restored the shape it found.
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(ctl(dir, &["status", "--json"]))).unwrap();
+    assert_eq!(status[0]["pct"], 50.0);
+}
+
+#[test]
+fn unmodified_iperf3_through_a_forward_gets_the_shaped_rate() {
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        eprintln!("SKIP: iperf3 is not installed (apt-get install iperf3)");
+        return;
+    }
+    let d = scratch("iperf");
+    let dir = &d.0;
+    ok(ctl(
+        dir,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            "2",
+            "--capacity",
+            "200Mbit",
+            "--base-addr",
+            "127.0.7.1",
+        ],
+    ));
+    let port = std::net::TcpListener::bind("127.0.7.2:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.7.2", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(ctl(
+        dir,
+        &[
+            "forward",
+            "add",
+            "--from",
+            "n0",
+            "--listen",
+            "127.0.7.1:0",
+            "--to",
+            &format!("n1:127.0.7.2:{port}"),
+            "--json",
+        ],
+    )))
+    .unwrap();
+    let listen: std::net::SocketAddr = v["listen"].as_str().unwrap().parse().unwrap();
+    ok(ctl(dir, &["set", "50"])); // 100 Mbit/s
+    let mut out = None;
+    for _ in 0..50 {
+        let o = Command::new("iperf3")
+            .args([
+                "-c",
+                "127.0.7.1",
+                "-p",
+                &listen.port().to_string(),
+                "-t",
+                "3",
+                "-J",
+            ])
+            .output()
+            .unwrap();
+        if o.status.success() {
+            out = Some(o);
+            break;
+        }
+        // The server may not be listening yet.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = server.wait();
+    let out = out.expect("iperf3 client never succeeded");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    let ratio = bps / 100e6;
+    assert!(
+        (0.9..1.05).contains(&ratio),
+        "iperf3 received {bps:.0} bit/s, ratio {ratio:.3}"
+    );
+}
