@@ -41,6 +41,8 @@ pub struct AgentConfig {
     pub pump: PumpOptions,
     /// How long a stream waits for its destination rank to register.
     pub register_timeout: Duration,
+    /// Depth of the token buckets, in time at the current rate.
+    pub burst: Duration,
 }
 
 /// The state every service of the agent shares.
@@ -190,6 +192,7 @@ impl RunningAgent {
 /// Bind every listener and start the agent's services on the current tokio runtime.
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let link = Link::new(config.shape).map_err(|e| anyhow::anyhow!("{e}"))?;
+    link.set_burst(config.burst);
     let control = TcpListener::bind(config.control)
         .await
         .with_context(|| format!("cannot bind the control API on {}", config.control))?;

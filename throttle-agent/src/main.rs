@@ -61,6 +61,13 @@ struct Args {
     /// Seconds a stream waits for its destination rank to register.
     #[arg(long, default_value_t = 10.0)]
     register_timeout: f64,
+    /// Depth of the token buckets in milliseconds of traffic at the current rate.
+    #[arg(long, default_value_t = 10.0)]
+    burst_ms: f64,
+    /// Worker threads of the agent [default: the number of CPUs]. On a local cluster with
+    /// several agents per machine, 1 avoids cross-thread wake-ups (lower latency).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -117,6 +124,9 @@ fn main() {
     {
         fail("--register-timeout must be between 0 and 3600 seconds");
     }
+    if !(args.burst_ms.is_finite() && (0.1..=1000.0).contains(&args.burst_ms)) {
+        fail("--burst-ms must be between 0.1 and 1000");
+    }
     let local_socket = args.local_socket.unwrap_or_else(|| {
         let dir = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
@@ -137,8 +147,18 @@ fn main() {
             ..PumpOptions::default()
         },
         register_timeout: Duration::from_secs_f64(args.register_timeout),
+        burst: Duration::from_secs_f64(args.burst_ms / 1000.0),
     };
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if threads == 0 || threads > 1024 {
+        fail("--threads must be between 1 and 1024");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
         .enable_all()
         .build()
         .unwrap_or_else(|e| fail(format!("cannot start the runtime: {e}")));

@@ -87,6 +87,12 @@ enum LocalCommand {
         /// First loopback address.
         #[arg(long, default_value = "127.0.1.1")]
         base_addr: Ipv4Addr,
+        /// Token bucket depth of every agent, in milliseconds of traffic.
+        #[arg(long, default_value_t = 10.0)]
+        burst_ms: f64,
+        /// Worker threads per agent [default: 1, as several agents share this machine].
+        #[arg(long, default_value_t = 1)]
+        agent_threads: usize,
         /// State directory for the token, sockets and logs [default: .throttle-local next to the cluster file].
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -148,6 +154,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             nodes,
             capacity,
             base_addr,
+            burst_ms,
+            agent_threads,
             dir,
         }) => {
             let dir = dir.unwrap_or_else(|| {
@@ -160,7 +168,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 capacity,
                 base_addr,
                 dir,
-                agent_args: vec![],
+                agent_args: vec![
+                    "--burst-ms".into(),
+                    burst_ms.to_string(),
+                    "--threads".into(),
+                    agent_threads.to_string(),
+                ],
             };
             let cluster = local::up(&req, &path)?;
             eprintln!(

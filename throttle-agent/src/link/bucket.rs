@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 pub const MAX_WAIT: Duration = Duration::from_millis(4);
 
 /// Default depth of the bucket, in time at the current rate.
-pub const DEFAULT_BURST: Duration = Duration::from_millis(5);
+pub const DEFAULT_BURST: Duration = Duration::from_millis(10);
 
 /// Smallest depth in bytes, so that low rates still move whole packets.
 const MIN_BURST_BYTES: f64 = 16.0 * 1024.0;

@@ -46,14 +46,21 @@ impl Default for PumpOptions {
     }
 }
 
-/// The reading side of one direction; tracks frames on a framed leg.
+/// Size of the lookahead buffer: reads of at most this size go through memory (one read,
+/// one write per message); a read that fills it switches the direction to splice.
+const LOOKAHEAD: usize = 16 * 1024;
+
+/// The reading side of one direction: a small lookahead buffer, and frame tracking on a
+/// framed leg. Bytes in the lookahead are not yet paid for: the port is charged when they
+/// move on to the sink, so shaping holds them at most [`LOOKAHEAD`] bytes ahead.
 struct Reader<'a, S> {
     sock: &'a S,
     framing: Framing,
     /// Bytes left in the current frame (framed legs).
     remaining: usize,
-    header: [u8; 4],
-    header_have: usize,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
     ended: bool,
 }
 
@@ -63,44 +70,72 @@ impl<'a, S: Socket> Reader<'a, S> {
             sock,
             framing,
             remaining: 0,
-            header: [0; 4],
-            header_have: 0,
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
             ended: false,
         }
     }
 
-    /// How many bytes may be read before the next frame boundary; 0 at the clean end.
-    /// Cancel-safe: a partly read header is kept in `self`.
+    fn buffered(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Read once from the socket into the lookahead; returns the bytes read (0 = EOF).
+    /// Cancel-safe: whatever was read is kept in `self`.
+    async fn fill(&mut self) -> io::Result<usize> {
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; LOOKAHEAD];
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = socket::read_some(self.sock, &mut self.buf[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// How many payload bytes may be read before the next frame boundary; 0 at the clean
+    /// end. Cancel-safe.
     async fn budget(&mut self) -> io::Result<usize> {
         if self.ended {
             return Ok(0);
         }
-        match self.framing {
-            Framing::Raw => Ok(usize::MAX),
-            Framing::Framed => {
-                while self.remaining == 0 {
-                    while self.header_have < 4 {
-                        let n = socket::read_some(self.sock, &mut self.header[self.header_have..])
-                            .await?;
-                        if n == 0 {
-                            return Err(peer_vanished());
-                        }
-                        self.header_have += n;
-                    }
-                    self.header_have = 0;
-                    let len = u32::from_be_bytes(self.header) as usize;
-                    if len == 0 {
-                        self.ended = true;
-                        return Ok(0);
-                    }
-                    self.remaining = len;
-                }
-                Ok(self.remaining)
-            }
+        if self.framing == Framing::Raw {
+            return Ok(usize::MAX);
         }
+        while self.remaining == 0 {
+            while self.buffered() < 4 {
+                if self.fill().await? == 0 {
+                    return Err(peer_vanished());
+                }
+            }
+            let h = &self.buf[self.start..self.start + 4];
+            let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            self.start += 4;
+            if len == 0 {
+                self.ended = true;
+                return Ok(0);
+            }
+            self.remaining = len;
+        }
+        Ok(self.remaining)
     }
 
-    /// Account for `n` bytes read; `n == 0` is end of input.
+    /// Take up to `n` payload bytes from the lookahead.
+    fn take(&mut self, n: usize) -> &[u8] {
+        let n = n.min(self.buffered());
+        if self.framing == Framing::Framed {
+            self.remaining -= n;
+        }
+        let s = self.start;
+        self.start += n;
+        &self.buf[s..s + n]
+    }
+
+    /// Account for `n` bytes spliced straight from the socket; `n == 0` is end of input.
     fn consumed(&mut self, n: usize) -> io::Result<()> {
         if n == 0 {
             if self.framing == Framing::Framed {
@@ -112,6 +147,15 @@ impl<'a, S: Socket> Reader<'a, S> {
         }
         Ok(())
     }
+
+    /// Read more into the lookahead; at end of input mark the end (raw) or fail (framed).
+    async fn fill_or_end(&mut self) -> io::Result<usize> {
+        let n = self.fill().await?;
+        if n == 0 {
+            self.consumed(0)?;
+        }
+        Ok(n)
+    }
 }
 
 fn peer_vanished() -> io::Error {
@@ -121,26 +165,52 @@ fn peer_vanished() -> io::Error {
     )
 }
 
-/// Write a chunk to the sink, with its length header on a framed leg.
-async fn write_chunk<S: Socket>(sink: &S, framing: Framing, data: &[u8]) -> io::Result<()> {
-    if framing == Framing::Framed {
-        socket::write_all(sink, &(data.len() as u32).to_be_bytes()).await?;
-    }
-    socket::write_all(sink, data).await
+/// Writes chunks to the sink; on a framed leg header and payload go out in one write.
+struct Writer<'a, S> {
+    sock: &'a S,
+    framing: Framing,
+    scratch: Vec<u8>,
 }
 
-/// End the direction: end marker on a framed leg, then half-close.
-async fn finish<S: Socket>(sink: &S, framing: Framing) -> io::Result<()> {
-    if framing == Framing::Framed {
-        socket::write_all(sink, &0u32.to_be_bytes()).await?;
+impl<'a, S: Socket> Writer<'a, S> {
+    fn new(sock: &'a S, framing: Framing) -> Self {
+        Writer {
+            sock,
+            framing,
+            scratch: Vec::new(),
+        }
     }
-    socket::shutdown_write(sink);
-    Ok(())
+
+    async fn chunk(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.framing == Framing::Raw {
+            return socket::write_all(self.sock, data).await;
+        }
+        if data.len() <= LOOKAHEAD {
+            self.scratch.clear();
+            self.scratch
+                .extend_from_slice(&(data.len() as u32).to_be_bytes());
+            self.scratch.extend_from_slice(data);
+            return socket::write_all(self.sock, &self.scratch).await;
+        }
+        socket::write_all_more(self.sock, &(data.len() as u32).to_be_bytes()).await?;
+        socket::write_all(self.sock, data).await
+    }
+
+    /// End the direction: end marker on a framed leg, then half-close.
+    async fn finish(&mut self) -> io::Result<()> {
+        if self.framing == Framing::Framed {
+            socket::write_all(self.sock, &0u32.to_be_bytes()).await?;
+        }
+        socket::shutdown_write(self.sock);
+        Ok(())
+    }
 }
 
 /// Copy one direction until its clean end. Returns the payload bytes moved.
 ///
 /// `port` is the link direction that paces it (`None`: unshaped, e.g. same-node streams).
+/// Small messages go through the lookahead (one read, one write); once a read fills it,
+/// the direction switches to splice(2) until a splice comes back short.
 pub async fn pump<A: Socket, B: Socket>(
     src: &A,
     src_framing: Framing,
@@ -150,13 +220,14 @@ pub async fn pump<A: Socket, B: Socket>(
     opts: PumpOptions,
 ) -> io::Result<u64> {
     let mut reader = Reader::new(src, src_framing);
+    let mut writer = Writer::new(dst, dst_framing);
     let mut pipe: Option<Pipe> = None;
-    let mut buf: Vec<u8> = Vec::new();
+    let mut bulk = false;
     let mut total = 0u64;
     loop {
         let delay = port.map(|p| p.delay()).unwrap_or_default();
         if !delay.is_zero() {
-            total += delayed(&mut reader, dst, dst_framing, port, opts).await?;
+            total += delayed(&mut reader, &mut writer, port, opts).await?;
             if reader.ended {
                 break;
             }
@@ -166,64 +237,56 @@ pub async fn pump<A: Socket, B: Socket>(
         if budget == 0 {
             break;
         }
-        src.readable().await?;
-        if opts.splice {
-            if pipe.is_none() {
-                pipe = Some(Pipe::new(opts.chunk)?);
-            }
-            let p = pipe
-                .as_ref()
-                .ok_or_else(|| io::Error::other("pipe missing"))?;
-            let want = budget.min(p.capacity());
+        if reader.buffered() > 0 {
+            let want = budget.min(reader.buffered());
             let grant = match port {
                 Some(port) => port.grant(want).await,
                 None => want,
             };
-            let n = match socket::splice_in(src, p, grant).await {
-                Ok(n) => n,
-                Err(e) => {
-                    refund(port, grant);
-                    return Err(e);
-                }
-            };
-            refund(port, grant - n);
-            reader.consumed(n)?;
-            if n == 0 {
-                break;
-            }
-            record(port, n);
-            if dst_framing == Framing::Framed {
-                socket::write_all(dst, &(n as u32).to_be_bytes()).await?;
-            }
-            socket::splice_out(p, dst, n).await?;
-            total += n as u64;
-        } else {
-            if buf.is_empty() {
-                buf = vec![0u8; opts.chunk];
-            }
-            let want = budget.min(buf.len());
-            let grant = match port {
-                Some(port) => port.grant(want).await,
-                None => want,
-            };
-            let n = match socket::read_some(src, &mut buf[..grant]).await {
-                Ok(n) => n,
-                Err(e) => {
-                    refund(port, grant);
-                    return Err(e);
-                }
-            };
-            refund(port, grant - n);
-            reader.consumed(n)?;
-            if n == 0 {
-                break;
-            }
-            record(port, n);
-            write_chunk(dst, dst_framing, &buf[..n]).await?;
-            total += n as u64;
+            let data = reader.take(grant);
+            record(port, data.len());
+            total += data.len() as u64;
+            writer.chunk(data).await?;
+            continue;
         }
+        if !(bulk && opts.splice) {
+            let n = reader.fill_or_end().await?;
+            bulk = n == LOOKAHEAD;
+            continue;
+        }
+        src.readable().await?;
+        if pipe.is_none() {
+            pipe = Some(Pipe::new(opts.chunk)?);
+        }
+        let p = pipe
+            .as_ref()
+            .ok_or_else(|| io::Error::other("pipe missing"))?;
+        let want = budget.min(p.capacity());
+        let grant = match port {
+            Some(port) => port.grant(want).await,
+            None => want,
+        };
+        let n = match socket::splice_in(src, p, grant).await {
+            Ok(n) => n,
+            Err(e) => {
+                refund(port, grant);
+                return Err(e);
+            }
+        };
+        refund(port, grant - n);
+        reader.consumed(n)?;
+        if n == 0 {
+            break;
+        }
+        bulk = n >= LOOKAHEAD;
+        record(port, n);
+        if dst_framing == Framing::Framed {
+            socket::write_all_more(dst, &(n as u32).to_be_bytes()).await?;
+        }
+        socket::splice_out(p, dst, n).await?;
+        total += n as u64;
     }
-    finish(dst, dst_framing).await?;
+    writer.finish().await?;
     Ok(total)
 }
 
@@ -244,8 +307,7 @@ fn record(port: Option<&Port>, n: usize) {
 /// the queue has drained, or at the end of input (with `reader.ended` set).
 async fn delayed<A: Socket, B: Socket>(
     reader: &mut Reader<'_, A>,
-    dst: &B,
-    dst_framing: Framing,
+    writer: &mut Writer<'_, B>,
     port: Option<&Port>,
     opts: PumpOptions,
 ) -> io::Result<u64> {
@@ -274,7 +336,7 @@ async fn delayed<A: Socket, B: Socket>(
             Event::Due => {
                 if let Some((_, data)) = queue.pop_front() {
                     queued -= data.len();
-                    write_chunk(dst, dst_framing, &data).await?;
+                    writer.chunk(&data).await?;
                     total += data.len() as u64;
                 }
             }
@@ -297,7 +359,8 @@ async fn sleep_until_opt(t: Option<Instant>) {
 }
 
 /// Read one chunk into memory, charged to the port. Empty at the end of input.
-/// Cancel-safe: tokens are only taken right before the (synchronous) read.
+/// Cancel-safe: bytes read wait in the lookahead; tokens are taken only right before the
+/// (synchronous) take.
 async fn read_chunk<A: Socket>(
     reader: &mut Reader<'_, A>,
     port: Option<&Port>,
@@ -308,30 +371,18 @@ async fn read_chunk<A: Socket>(
         if budget == 0 {
             return Ok(Vec::new());
         }
-        reader.sock.readable().await?;
-        let want = budget.min(chunk);
+        if reader.buffered() == 0 {
+            reader.fill_or_end().await?;
+            continue;
+        }
+        let want = budget.min(reader.buffered()).min(chunk);
         let grant = match port {
             Some(port) => port.grant(want).await,
             None => want,
         };
-        let mut buf = vec![0u8; grant];
-        match reader.sock.try_read(&mut buf) {
-            Ok(n) => {
-                refund(port, grant - n);
-                reader.consumed(n)?;
-                record(port, n);
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                refund(port, grant);
-                continue;
-            }
-            Err(e) => {
-                refund(port, grant);
-                return Err(e);
-            }
-        }
+        let data = reader.take(grant).to_vec();
+        record(port, data.len());
+        return Ok(data);
     }
 }
 
@@ -366,13 +417,14 @@ pub async fn send_zeros<S: Socket>(sink: &S, port: &Port, duration: Duration) ->
     let zeros = vec![0u8; 256 * 1024];
     let end = Instant::now() + duration;
     let mut total = 0u64;
+    let mut writer = Writer::new(sink, Framing::Framed);
     while Instant::now() < end {
         let n = port.grant(zeros.len()).await;
         record(Some(port), n);
-        write_chunk(sink, Framing::Framed, &zeros[..n]).await?;
+        writer.chunk(&zeros[..n]).await?;
         total += n as u64;
     }
-    finish(sink, Framing::Framed).await?;
+    writer.finish().await?;
     Ok(total)
 }
 

@@ -75,13 +75,70 @@ pub async fn write_all<S: Socket>(sock: &S, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Write all of `buf` with MSG_MORE: the kernel holds it to go out in one segment with
+/// whatever is written next (used for frame headers, so header and payload travel together).
+pub async fn write_all_more<S: Socket>(sock: &S, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        sock.writable().await?;
+        let r = sock.try_io(tokio::io::Interest::WRITABLE, || {
+            // SAFETY: send(2) on our socket fd with a valid buffer and length.
+            let n = unsafe {
+                libc::send(
+                    sock.as_raw_fd(),
+                    buf.as_ptr() as *const libc::c_void,
+                    buf.len(),
+                    libc::MSG_MORE | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match r {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Read some bytes into `buf`; `Ok(0)` is end of stream.
+///
+/// A short read means the socket's buffer was drained, so readiness is cleared right away
+/// instead of by a further read that would only return EAGAIN (one syscall less per
+/// message; tokio keeps any readiness that arrived meanwhile).
 pub async fn read_some<S: Socket>(sock: &S, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         sock.readable().await?;
-        match sock.try_read(buf) {
+        let mut got = 0usize;
+        let r = sock.try_io(tokio::io::Interest::READABLE, || {
+            // SAFETY: read(2) into a valid, exclusively borrowed buffer.
+            let n = unsafe {
+                libc::read(
+                    sock.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            got = n as usize;
+            if got > 0 && got < buf.len() {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(got)
+            }
+        });
+        match r {
             Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => return Ok(got),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
     }

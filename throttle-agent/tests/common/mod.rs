@@ -63,6 +63,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
                 ..PumpOptions::default()
             },
             register_timeout: Duration::from_secs(5),
+            burst: throttle_agent::link::bucket::DEFAULT_BURST,
         };
         agents.push(agent::start(config).await.unwrap());
     }

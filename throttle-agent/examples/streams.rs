@@ -1,0 +1,170 @@
+//! Many-streams load generator for `bench/scale.sh`.
+//!
+//! `streams SERVER_LISTEN CONNECT N SECONDS`: listens on SERVER_LISTEN (the far end, put
+//! behind a forward), opens N connections to CONNECT (the forward), and has each send a
+//! deterministic pattern as fast as it may for SECONDS. The server checks every byte of
+//! every stream. Prints one JSON line: streams, bytes verified, errors, the aggregate
+//! receive rate over the steady window (after a 5 s warm-up), and the per-stream spread.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Pattern(u64);
+
+impl Pattern {
+    fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+        }
+    }
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() != 5 {
+        eprintln!("usage: streams SERVER_LISTEN CONNECT N SECONDS");
+        std::process::exit(2);
+    }
+    let (listen, connect) = (a[1].clone(), a[2].clone());
+    let n: usize = a[3].parse().expect("N");
+    let secs: f64 = a[4].parse().expect("SECONDS");
+    if let Ok((_, hard)) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+    {
+        let _ =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run(listen, connect, n, secs));
+}
+
+async fn run(listen: String, connect: String, n: usize, secs: f64) {
+    let received = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let per_stream: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let listener = TcpListener::bind(&listen).await.expect("bind");
+    {
+        let (received, errors, per_stream) = (received.clone(), errors.clone(), per_stream.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut c, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (received, errors, per_stream) =
+                    (received.clone(), errors.clone(), per_stream.clone());
+                tokio::spawn(async move {
+                    let mut id = [0u8; 8];
+                    if c.read_exact(&mut id).await.is_err() {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    let id = u64::from_le_bytes(id);
+                    let mut p = Pattern(id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut want = vec![0u8; 64 * 1024];
+                    let mut carry: Vec<u8> = Vec::new();
+                    loop {
+                        match c.read(&mut buf).await {
+                            Ok(0) => break,
+                            Ok(k) => {
+                                // Compare in whole 8-byte words; keep a partial word for later.
+                                carry.extend_from_slice(&buf[..k]);
+                                let whole = carry.len() / 8 * 8;
+                                let mut off = 0;
+                                while off < whole {
+                                    let m = (whole - off).min(want.len());
+                                    p.fill(&mut want[..m]);
+                                    if want[..m] != carry[off..off + m] {
+                                        errors.fetch_add(1, Ordering::Relaxed);
+                                        return;
+                                    }
+                                    off += m;
+                                }
+                                carry.drain(..whole);
+                                received.fetch_add(k as u64, Ordering::Relaxed);
+                                if let Some(s) = per_stream.get(id as usize) {
+                                    s.fetch_add(k as u64, Ordering::Relaxed);
+                                }
+                            }
+                            Err(_) => {
+                                errors.fetch_add(1, Ordering::Relaxed);
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    }
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut clients = Vec::new();
+    for id in 0..n as u64 {
+        let connect = connect.clone();
+        let errors = errors.clone();
+        clients.push(tokio::spawn(async move {
+            let Ok(mut c) = TcpStream::connect(&connect).await else {
+                errors.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            if c.write_all(&id.to_le_bytes()).await.is_err() {
+                errors.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            let mut p = Pattern(id.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut buf = vec![0u8; 16 * 1024];
+            while Instant::now() < end {
+                p.fill(&mut buf);
+                if c.write_all(&buf).await.is_err() {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+            let _ = c.shutdown().await;
+        }));
+    }
+    let warm = Duration::from_secs_f64((secs * 0.1).min(5.0));
+    tokio::time::sleep(warm).await;
+    let (t0, b0) = (Instant::now(), received.load(Ordering::Relaxed));
+    tokio::time::sleep_until((end - Duration::from_millis(200)).into()).await;
+    let (t1, b1) = (Instant::now(), received.load(Ordering::Relaxed));
+    for c in clients {
+        let _ = c.await;
+    }
+    // Let the tail drain (bounded), then report.
+    let mut last = received.load(Ordering::Relaxed);
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = received.load(Ordering::Relaxed);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let rate = (b1 - b0) as f64 / (t1 - t0).as_secs_f64();
+    let mut shares: Vec<u64> = per_stream
+        .iter()
+        .map(|s| s.load(Ordering::Relaxed))
+        .collect();
+    shares.sort();
+    let active = shares.iter().filter(|&&s| s > 0).count();
+    println!(
+        "{{\"streams\":{n},\"streams_with_data\":{active},\"bytes_verified\":{},\"errors\":{},\"rate_bytes_per_sec\":{rate:.0},\"min_stream_bytes\":{},\"median_stream_bytes\":{},\"max_stream_bytes\":{}}}",
+        received.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed),
+        shares.first().copied().unwrap_or(0),
+        shares.get(shares.len() / 2).copied().unwrap_or(0),
+        shares.last().copied().unwrap_or(0),
+    );
+}
