@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use crate::auth::Token;
 use crate::directory::{Directory, NodeEntry};
 use crate::endpoint::Conn;
+use crate::jobs::Launcher;
 use crate::link::{Link, Shape};
 use crate::registry::Registry;
 use crate::transport::forward::{self, ForwardSpec, Forwards};
@@ -43,6 +44,8 @@ pub struct AgentConfig {
     pub register_timeout: Duration,
     /// Depth of the token buckets, in time at the current rate.
     pub burst: Duration,
+    /// Only programs inside this directory may be launched as ranks.
+    pub allowed_dir: PathBuf,
 }
 
 /// The state every service of the agent shares.
@@ -57,6 +60,7 @@ pub struct Agent {
     pub pump: PumpOptions,
     pub register_timeout: Duration,
     pub started: Instant,
+    pub launcher: Arc<Launcher>,
 }
 
 /// Result of a calibration run from this node to another.
@@ -182,6 +186,7 @@ impl RunningAgent {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         self.state.forwards.clear();
+        self.state.launcher.kill_everything();
         for t in self.tasks {
             let _ = t.await;
         }
@@ -205,6 +210,13 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             config.local_socket.display()
         )
     })?;
+    let launcher = Launcher::new(&config.node, &config.allowed_dir, &config.local_socket)
+        .with_context(|| {
+            format!(
+                "the allowed program directory {} is not usable",
+                config.allowed_dir.display()
+            )
+        })?;
     let control_addr = control.local_addr()?;
     let data_addr = data.local_addr()?;
 
@@ -218,6 +230,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         pump: config.pump,
         register_timeout: config.register_timeout,
         started: Instant::now(),
+        launcher: Arc::new(launcher),
     });
     let mut nodes = config.peers.clone();
     nodes.retain(|n| n.name != config.node);

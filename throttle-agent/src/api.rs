@@ -5,7 +5,8 @@
 //! | `GET /status`            | shape, bytes and current rate per direction, streams   |
 //! | `PUT /shape`             | `{"pct": 50 \| "unlimited", "capacity": "1Gbit", "latency_us": 0}` (all optional) |
 //! | `GET /cluster`, `PUT /cluster` | the directory: `{"nodes":[{"name","data"}]}`     |
-//! | `GET /jobs`, `PUT /jobs/{job}`, `DELETE /jobs/{job}` | rank-to-node maps: `{"ranks":["n0","n1"]}` |
+//! | `GET /jobs`, `PUT /jobs/{job}`, `DELETE /jobs/{job}` | rank-to-node maps: `{"ranks":["n0","n1"]}`; DELETE also kills the job's ranks |
+//! | `POST /jobs/{job}/launch`, `GET /jobs/{job}` | start this node's ranks (`LaunchSpec`), and their state, output tail, result |
 //! | `GET /forwards`, `POST /forwards`, `DELETE /forwards/{id}` | `{"listen","to_node","target"}` |
 //! | `POST /calibrate`        | `{"to":"n1","seconds":3}`: measured rate to that node  |
 //! | `GET /metrics`           | Prometheus text format                                 |
@@ -29,6 +30,7 @@ use serde_json::{json, Value};
 
 use crate::agent::{Agent, Shutdown};
 use crate::directory::{NodeEntry, MAX_RANKS};
+use crate::jobs::{LaunchError, LaunchSpec};
 use crate::link::{parse_pct, Shape};
 use crate::rate::{format_bits_per_sec, Rate};
 use crate::transport::forward::{self, ForwardSpec};
@@ -67,7 +69,11 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/shape", put(set_shape))
         .route("/cluster", get(get_cluster).put(set_cluster))
         .route("/jobs", get(get_jobs))
-        .route("/jobs/:job", put(set_job).delete(delete_job))
+        .route(
+            "/jobs/:job",
+            get(job_report).put(set_job).delete(delete_job),
+        )
+        .route("/jobs/:job/launch", post(launch_job))
         .route("/forwards", get(list_forwards).post(add_forward))
         .route("/forwards/:id", delete(delete_forward))
         .route("/calibrate", post(calibrate))
@@ -133,6 +139,7 @@ pub struct Status {
     pub registered_ranks: usize,
     pub jobs: usize,
     pub forwards: usize,
+    pub running_jobs: usize,
     pub splice: bool,
     pub uptime_seconds: f64,
 }
@@ -165,6 +172,7 @@ pub fn status_of(agent: &Agent) -> Status {
         registered_ranks: agent.registry.len(),
         jobs: agent.directory.jobs().len(),
         forwards: agent.forwards.len(),
+        running_jobs: agent.launcher.running(),
         splice: agent.pump.splice,
         uptime_seconds: agent.started.elapsed().as_secs_f64(),
     }
@@ -307,13 +315,59 @@ async fn set_job(
 }
 
 async fn delete_job(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
-    if agent.directory.remove_job(&job) {
+    let launched = agent.launcher.remove(&job);
+    if agent.directory.remove_job(&job) || launched {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError(
             StatusCode::NOT_FOUND,
             format!("no job `{job}` on this agent"),
         ))
+    }
+}
+
+async fn launch_job(
+    State(agent): State<Arc<Agent>>,
+    Path(job): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let spec: LaunchSpec = parse_body(
+        &body,
+        r#"{"program":"throttle-bfs","args":["--scale","16"],"ranks":["n0","n1"],"time_limit_s":600}"#,
+    )?;
+    if spec.ranks.is_empty() || spec.ranks.len() > MAX_RANKS {
+        return Err(ApiError::bad(format!("a job needs 1..{MAX_RANKS} ranks")));
+    }
+    if let Some(unknown) = spec.ranks.iter().find(|n| !agent.directory.has_node(n)) {
+        let e = agent
+            .directory
+            .data_addr(unknown)
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
+    }
+    let started = agent.launcher.launch(&job, &spec).map_err(|e| match e {
+        LaunchError::NotAllowed(m) => ApiError(StatusCode::FORBIDDEN, m),
+        LaunchError::Invalid(m) => ApiError::bad(m),
+        LaunchError::Conflict(m) => ApiError(StatusCode::CONFLICT, m),
+    })?;
+    agent.directory.set_job(&job, spec.ranks.clone());
+    tracing::info!(%job, program = %spec.program, local_ranks = ?started, "job launched");
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "job": job, "local_ranks": started })),
+    )
+        .into_response())
+}
+
+async fn job_report(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
+    match agent.launcher.report(&job) {
+        Some(r) => Ok(Json(r).into_response()),
+        None => Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("job `{job}` was not launched on this agent"),
+        )),
     }
 }
 

@@ -7,6 +7,7 @@
 //! * [`transport`]: the proxy transport (handshake, copy loop, local endpoint, data port,
 //!   forwards): *how* bytes move.
 //! * [`api`]: the HTTP/JSON control API.
+//! * [`jobs`]: launching and watching the ranks of a job on this node.
 //! * [`agent`]: configuration, shared state, start/stop.
 //! * [`client`]: blocking helpers for programs that use the rank tunnels.
 
@@ -16,6 +17,7 @@ pub mod auth;
 pub mod client;
 pub mod directory;
 pub mod endpoint;
+pub mod jobs;
 pub mod link;
 pub mod rate;
 pub mod registry;

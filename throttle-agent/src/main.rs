@@ -68,6 +68,10 @@ struct Args {
     /// several agents per machine, 1 avoids cross-thread wake-ups (lower latency).
     #[arg(long)]
     threads: Option<usize>,
+    /// Only programs in this directory may be launched as ranks [default: the directory of
+    /// this binary, where the workloads are installed].
+    #[arg(long)]
+    allow_dir: Option<PathBuf>,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -133,6 +137,12 @@ fn main() {
             .unwrap_or_else(std::env::temp_dir);
         dir.join(format!("throttle-{}.sock", args.node))
     });
+    let allowed_dir = args.allow_dir.clone().unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+            .unwrap_or_else(|| PathBuf::from("."))
+    });
     let config = AgentConfig {
         node: args.node,
         control: args.control,
@@ -148,6 +158,7 @@ fn main() {
         },
         register_timeout: Duration::from_secs_f64(args.register_timeout),
         burst: Duration::from_secs_f64(args.burst_ms / 1000.0),
+        allowed_dir,
     };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()

@@ -111,6 +111,15 @@ impl AgentClient {
             .map(|_| ())
     }
 
+    pub fn launch(&self, job: &str, spec: &Value) -> Result<Value> {
+        self.call("POST", &format!("/jobs/{job}/launch"), Some(spec))
+    }
+
+    pub fn job_report(&self, job: &str) -> Result<throttle_agent::jobs::JobReport> {
+        let v = self.call("GET", &format!("/jobs/{job}"), None)?;
+        self.typed(v)
+    }
+
     pub fn add_forward(&self, body: &Value) -> Result<Value> {
         self.call("POST", "/forwards", Some(body))
     }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use throttle_agent::rate::Rate;
 use throttle_ctl::cluster::{resolve_path, Cluster};
-use throttle_ctl::commands::{calibrate, forward, set, status};
+use throttle_ctl::commands::{calibrate, forward, run as run_cmd, set, status};
 use throttle_ctl::local;
 
 /// Throttle the interconnect of a (local or real) cluster and measure what programs need.
@@ -65,6 +65,53 @@ enum Command {
     /// Shaped port forwards that carry any TCP program (iperf3, a database client) between nodes.
     #[command(subcommand)]
     Forward(ForwardCommand),
+    /// Run one job (BFS, PMM or a program of your own) on the first N nodes at one bandwidth.
+    #[command(
+        after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload program --program my-mpi-like-app --nodes 2 --bw 100 -- --iterations 10"
+    )]
+    Run {
+        /// bfs, pmm, or program (with --program).
+        #[arg(long)]
+        workload: String,
+        /// Nodes to use (the first N of the cluster file).
+        #[arg(long)]
+        nodes: usize,
+        #[arg(long, default_value_t = 1)]
+        ranks_per_node: usize,
+        /// Bandwidth in percent of the capacity, or `unlimited`.
+        #[arg(long, default_value = "100")]
+        bw: String,
+        /// BFS: graph scale (2^SCALE vertices).
+        #[arg(long, default_value_t = 16)]
+        scale: u32,
+        /// BFS: edges per vertex.
+        #[arg(long, default_value_t = 16)]
+        edge_factor: u32,
+        /// BFS: number of search keys.
+        #[arg(long, default_value_t = 64)]
+        keys: usize,
+        /// BFS: skip validation (faster sweeps).
+        #[arg(long)]
+        no_validate: bool,
+        /// PMM: matrix order.
+        #[arg(long, default_value_t = 1024)]
+        size: usize,
+        /// PMM: row broadcast, flat, binomial or pipelined.
+        #[arg(long, default_value = "binomial")]
+        bcast: String,
+        /// program: the executable, in the agents' allowed directory.
+        #[arg(long)]
+        program: Option<String>,
+        /// Seconds before the job is killed.
+        #[arg(long, default_value_t = 600.0)]
+        time_limit: f64,
+        /// Print one JSON object instead of the workload's output.
+        #[arg(long)]
+        json: bool,
+        /// Arguments for --workload program.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// Measure what each link really carries at 100%, and what this host can carry at all.
     Calibrate {
         /// Seconds per measurement.
@@ -265,6 +312,83 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cluster = Cluster::load(&path)?;
             forward::remove(&cluster, &node, id)?;
             println!("removed forward {id} on {node}");
+        }
+        Command::Run {
+            workload,
+            nodes,
+            ranks_per_node,
+            bw,
+            scale,
+            edge_factor,
+            keys,
+            no_validate,
+            size,
+            bcast,
+            program,
+            time_limit,
+            json,
+            args,
+        } => {
+            let bw_pct =
+                throttle_agent::link::parse_pct(&bw).map_err(|e| anyhow::anyhow!("--bw: {e}"))?;
+            if !(time_limit.is_finite() && time_limit > 0.0) {
+                anyhow::bail!("--time-limit must be a positive number of seconds");
+            }
+            let workload = match workload.as_str() {
+                "bfs" => run_cmd::Workload::Bfs {
+                    scale,
+                    edge_factor,
+                    keys,
+                    validate: !no_validate,
+                },
+                "pmm" => {
+                    if !["flat", "binomial", "pipelined"].contains(&bcast.as_str()) {
+                        anyhow::bail!("--bcast must be flat, binomial or pipelined");
+                    }
+                    run_cmd::Workload::Pmm { size, bcast }
+                }
+                "program" => run_cmd::Workload::Program {
+                    program: program.ok_or_else(|| {
+                        anyhow::anyhow!("--workload program needs --program NAME")
+                    })?,
+                    args,
+                },
+                other => anyhow::bail!("unknown workload `{other}`: use bfs, pmm or program"),
+            };
+            let cluster = Cluster::load(&path)?;
+            let spec = run_cmd::RunSpec {
+                workload,
+                nodes,
+                ranks_per_node,
+                bw_pct,
+                time_limit_s: time_limit,
+            };
+            let outcome = run_cmd::run(&cluster, &spec)?;
+            if json {
+                println!("{}", serde_json::to_string(&outcome)?);
+            } else {
+                for line in &outcome.output {
+                    println!("{line}");
+                }
+                println!(
+                    "job {}: {} on {} procs ({} nodes x {}), bw {}: {} in {:.3} s",
+                    outcome.job,
+                    outcome.workload,
+                    outcome.procs,
+                    outcome.nodes,
+                    outcome.ranks_per_node,
+                    status::pct_text(outcome.bw_pct),
+                    outcome.status,
+                    outcome.seconds
+                );
+            }
+            if outcome.status != "ok" {
+                eprintln!(
+                    "error: {}",
+                    outcome.reason.as_deref().unwrap_or("the job failed")
+                );
+                return Ok(ExitCode::from(1));
+            }
         }
         Command::Calibrate { seconds, json } => {
             if !(seconds.is_finite() && (0.1..=60.0).contains(&seconds)) {

@@ -64,6 +64,11 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
             },
             register_timeout: Duration::from_secs(5),
             burst: throttle_agent::link::bucket::DEFAULT_BURST,
+            allowed_dir: std::env::current_exe()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .to_path_buf(),
         };
         agents.push(agent::start(config).await.unwrap());
     }

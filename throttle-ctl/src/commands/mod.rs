@@ -3,5 +3,6 @@
 
 pub mod calibrate;
 pub mod forward;
+pub mod run;
 pub mod set;
 pub mod status;

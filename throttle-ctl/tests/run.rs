@@ -1,0 +1,277 @@
+//! `throttle-ctl run` end to end: real agents launching real workload processes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+struct Cluster(PathBuf);
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = ctl(&self.0, &["local", "down"]);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ctl(dir: &Path, args: &[&str]) -> Output {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl"));
+    for bin in [
+        "throttle-agent",
+        "throttle-bfs",
+        "throttle-pmm",
+        "throttle-selftest",
+    ] {
+        assert!(
+            exe.with_file_name(bin).exists(),
+            "{bin} is missing next to throttle-ctl: run the tests with `cargo test --workspace`"
+        );
+    }
+    Command::new(exe)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("THROTTLE_CLUSTER")
+        .output()
+        .unwrap()
+}
+
+fn up(tag: &str, nodes: usize, base: &str) -> Cluster {
+    let p = std::env::temp_dir().join(format!("throttle-run-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    let out = ctl(
+        &p,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            &nodes.to_string(),
+            "--base-addr",
+            base,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Cluster(p)
+}
+
+fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let mut a = vec!["run", "--json"];
+    a.extend_from_slice(args);
+    let out = ctl(dir, &a);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.success(), v, stderr)
+}
+
+/// Processes whose command line contains `needle` (other than this test).
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            found.push(cmd);
+        }
+    }
+    found
+}
+
+#[test]
+fn bfs_and_pmm_run_through_the_agents_and_verify() {
+    let c = up("wl", 3, "127.0.8.1");
+    let (ok, v, err) = json_run(
+        &c.0,
+        &[
+            "--workload",
+            "bfs",
+            "--scale",
+            "10",
+            "--keys",
+            "8",
+            "--nodes",
+            "3",
+            "--ranks-per-node",
+            "2",
+            "--bw",
+            "50",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["procs"], 6);
+    assert_eq!(v["result"]["validation"], "passed", "{v}");
+    assert_eq!(v["result"]["grid"], serde_json::json!([2, 3]));
+    assert!(v["harmonic_mean_teps"].as_f64().unwrap() > 0.0);
+    for bcast in ["flat", "binomial", "pipelined"] {
+        let (ok, v, err) = json_run(
+            &c.0,
+            &[
+                "--workload",
+                "pmm",
+                "--size",
+                "96",
+                "--bcast",
+                bcast,
+                "--nodes",
+                "3",
+                "--ranks-per-node",
+                "3",
+                "--bw",
+                "30",
+            ],
+        );
+        assert!(ok, "{bcast}: {err}");
+        assert_eq!(v["result"]["verified"], true, "{v}");
+        assert_eq!(v["result"]["grid"], 3);
+    }
+}
+
+#[test]
+fn a_crashing_rank_fails_the_job_with_its_message_and_leaves_nothing_running() {
+    let c = up("crash", 2, "127.0.9.1");
+    let start = Instant::now();
+    let (ok, v, err) = json_run(
+        &c.0,
+        &[
+            "--workload",
+            "program",
+            "--program",
+            "throttle-selftest",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "2",
+            "--",
+            "--crash-rank",
+            "2",
+            "--sleep",
+            "60",
+            "--spawn-child",
+        ],
+    );
+    assert!(!ok);
+    assert_eq!(v["status"], "failed", "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("rank 2")
+            && reason.contains("code 7")
+            && reason.contains("crashing on purpose"),
+        "{reason}"
+    );
+    assert!(err.contains("crashing on purpose"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "the other ranks were not stopped"
+    );
+    // Nothing left: no selftest rank, no child it started.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let left = [
+            processes_with("throttle-selftest"),
+            processes_with("sleep 1000"),
+        ]
+        .concat();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn run_refuses_programs_outside_the_allowed_directory() {
+    let c = up("deny", 1, "127.0.10.1");
+    for program in ["/bin/sh", "../../../../../bin/sh"] {
+        let (ok, _, err) = json_run(
+            &c.0,
+            &[
+                "--workload",
+                "program",
+                "--program",
+                program,
+                "--nodes",
+                "1",
+            ],
+        );
+        assert!(!ok);
+        assert!(
+            err.contains("outside the allowed directory"),
+            "{program}: {err}"
+        );
+    }
+    let (ok, _, err) = json_run(
+        &c.0,
+        &[
+            "--workload",
+            "program",
+            "--program",
+            "no-such-program",
+            "--nodes",
+            "1",
+        ],
+    );
+    assert!(!ok);
+    assert!(err.contains("not available"), "{err}");
+}
+
+#[test]
+fn the_time_limit_kills_a_job_that_hangs() {
+    let c = up("limit", 1, "127.0.11.1");
+    let start = Instant::now();
+    let (ok, v, _) = json_run(
+        &c.0,
+        &[
+            "--workload",
+            "program",
+            "--program",
+            "throttle-selftest",
+            "--nodes",
+            "1",
+            "--ranks-per-node",
+            "2",
+            "--time-limit",
+            "2",
+            "--",
+            "--sleep",
+            "60",
+        ],
+    );
+    assert!(!ok);
+    assert!(v["reason"].as_str().unwrap().contains("time limit"), "{v}");
+    assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn bad_run_arguments_are_explained() {
+    let c = up("args", 2, "127.0.12.1");
+    for (args, hint) in [
+        (&["--workload", "bfs", "--nodes", "5"][..], "lists 2 nodes"),
+        (
+            &["--workload", "bfs", "--nodes", "1", "--bw", "0"][..],
+            "(0, 100]",
+        ),
+        (
+            &["--workload", "sort", "--nodes", "1"][..],
+            "unknown workload",
+        ),
+        (
+            &["--workload", "pmm", "--nodes", "1", "--bcast", "tree"][..],
+            "flat, binomial or pipelined",
+        ),
+        (&["--workload", "program", "--nodes", "1"][..], "--program"),
+    ] {
+        let (ok, _, err) = json_run(&c.0, args);
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(hint), "{args:?}: {err}");
+    }
+    // A workload that refuses its parameters fails with the rank's own message.
+    let (ok, v, _) = json_run(&c.0, &["--workload", "pmm", "--nodes", "2", "--size", "64"]);
+    assert!(!ok);
+    assert!(v["reason"].as_str().unwrap().contains("square"), "{v}");
+}

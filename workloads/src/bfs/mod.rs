@@ -1,0 +1,406 @@
+//! Graph500-style breadth-first search: generate, distribute, search from 64 keys,
+//! validate, and report TEPS the way the Graph500 reference code does.
+//!
+//! * [`generator`]: the Kronecker graph, identical whatever the number of ranks.
+//! * [`graph`]: 2-D distribution over the process grid.
+//! * [`search`]: one level-synchronous BFS.
+//! * [`validate`]: the five Graph500 rules.
+
+pub mod generator;
+pub mod graph;
+pub mod search;
+pub mod validate;
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::comm::collectives::{self, BcastAlgo};
+use crate::comm::{Comm, CommError};
+use generator::Kronecker;
+use graph::DistGraph;
+
+#[derive(Clone, Debug)]
+pub struct BfsConfig {
+    pub scale: u32,
+    pub edge_factor: u32,
+    pub seed: u64,
+    /// Number of search keys (Graph500: 64).
+    pub keys: usize,
+    /// Validate every search (untimed).
+    pub validate: bool,
+}
+
+impl Default for BfsConfig {
+    fn default() -> Self {
+        BfsConfig {
+            scale: 16,
+            edge_factor: 16,
+            seed: 1,
+            keys: 64,
+            validate: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BfsResult {
+    pub workload: &'static str,
+    pub scale: u32,
+    pub edge_factor: u32,
+    pub procs: usize,
+    pub grid: [usize; 2],
+    pub construction_seconds: f64,
+    pub keys: Vec<u32>,
+    pub search_seconds: Vec<f64>,
+    pub edges_traversed: Vec<u64>,
+    pub teps: Vec<f64>,
+    pub harmonic_mean_teps: f64,
+    pub harmonic_stddev_teps: f64,
+    /// Sum of the search times: the kernel time.
+    pub seconds: f64,
+    /// Time rank 0 spent in send/recv during the searches, and the rest.
+    pub comm_seconds: f64,
+    pub compute_seconds: f64,
+    pub comm_share: f64,
+    /// `passed`, `off`, or the first failure.
+    pub validation: String,
+    pub validated: bool,
+    /// Level of every vertex of the first search (tests; not serialized).
+    #[serde(skip)]
+    pub first_levels: Vec<i64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BfsError {
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Comm(#[from] CommError),
+}
+
+/// Pick `count` keys with degree >= 1, the same ones whatever the number of ranks.
+fn choose_keys(
+    comm: &Comm,
+    g: &DistGraph,
+    gen: &Kronecker,
+    count: usize,
+) -> Result<Vec<u32>, CommError> {
+    let world = comm.world();
+    let (s, e) = g.own_range();
+    let mut keys = Vec::new();
+    let mut next = 0u64;
+    let limit = 64 * (count as u64 + 16) * 64;
+    while keys.len() < count && next < limit {
+        let batch: Vec<u32> = (next..next + 256).map(|i| gen.key_candidate(i)).collect();
+        next += 256;
+        let flags: Vec<u8> = batch
+            .iter()
+            .map(|&v| {
+                let v = v as u64;
+                ((s..e).contains(&v) && g.degree[(v - s) as usize] > 0) as u8
+            })
+            .collect();
+        let all = collectives::allgatherv(comm, &world, &flags)?;
+        for (k, &v) in batch.iter().enumerate() {
+            if keys.len() < count && all.iter().any(|f| f[k] == 1) && !keys.contains(&v) {
+                keys.push(v);
+            }
+        }
+    }
+    Ok(keys)
+}
+
+fn to_i64_bytes(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn from_i64_bytes(b: &[u8]) -> Vec<i64> {
+    b.chunks_exact(8)
+        .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect()
+}
+
+/// The whole benchmark: collective over all ranks; every rank gets the same result.
+pub fn run(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
+    if !(1..=30).contains(&cfg.scale) {
+        return Err(BfsError::Config(format!(
+            "scale {} is outside 1..=30",
+            cfg.scale
+        )));
+    }
+    if cfg.edge_factor == 0 || cfg.keys == 0 {
+        return Err(BfsError::Config(
+            "edge factor and number of keys must be positive".into(),
+        ));
+    }
+    let world = comm.world();
+    let gen = Kronecker::new(cfg.scale, cfg.edge_factor, cfg.seed);
+    collectives::barrier(comm, &world)?;
+    let t = Instant::now();
+    let g = DistGraph::build(comm, &gen)?;
+    collectives::barrier(comm, &world)?;
+    let construction_seconds = t.elapsed().as_secs_f64();
+    let keys = choose_keys(comm, &g, &gen, cfg.keys)?;
+    if keys.is_empty() {
+        return Err(BfsError::Config(
+            "the graph has no vertex with an edge".into(),
+        ));
+    }
+    // Rank 0 regenerates the edge list for validation (deterministic, no communication).
+    let all_edges = if cfg.validate && comm.rank() == 0 {
+        gen.edges_in(0, gen.edges())
+    } else {
+        Vec::new()
+    };
+    let (s, e) = g.own_range();
+    let mut search_seconds = Vec::new();
+    let mut edges_traversed = Vec::new();
+    let mut validation = if cfg.validate {
+        "passed".to_string()
+    } else {
+        "off".to_string()
+    };
+    let mut validated = cfg.validate;
+    let mut comm_seconds = 0.0;
+    let mut first_levels = Vec::new();
+    for (k, &root) in keys.iter().enumerate() {
+        collectives::barrier(comm, &world)?;
+        let c0 = comm.comm_seconds();
+        let t = Instant::now();
+        let r = search::bfs(comm, &g, root)?;
+        let secs = t.elapsed().as_secs_f64();
+        comm_seconds += comm.comm_seconds() - c0;
+        // Edges in the component: half the degree sum of the reached vertices.
+        let local: u64 = r
+            .parent
+            .iter()
+            .zip(&g.degree)
+            .filter(|(p, _)| **p >= 0)
+            .map(|(_, d)| *d as u64)
+            .sum();
+        let traversed = collectives::allreduce_sum_u64(comm, &world, local)? / 2;
+        search_seconds.push(secs);
+        edges_traversed.push(traversed);
+        if cfg.validate || k == 0 {
+            let parents = collectives::gatherv(comm, &world, 0, &to_i64_bytes(&r.parent))?;
+            let levels = collectives::gatherv(comm, &world, 0, &to_i64_bytes(&r.level))?;
+            let mut verdict = Vec::new();
+            if comm.rank() == 0 {
+                let parent: Vec<i64> = parents.iter().flat_map(|b| from_i64_bytes(b)).collect();
+                let level: Vec<i64> = levels.iter().flat_map(|b| from_i64_bytes(b)).collect();
+                if k == 0 {
+                    first_levels = level.clone();
+                }
+                if cfg.validate && validated {
+                    if let Err(err) = validate::validate(&parent, &level, root, &all_edges) {
+                        verdict = format!("search {k} from {root}: {err}").into_bytes();
+                    }
+                }
+            }
+            let verdict = collectives::bcast(comm, &world, 0, verdict, BcastAlgo::Binomial)?;
+            if !verdict.is_empty() {
+                validated = false;
+                validation = String::from_utf8_lossy(&verdict).into_owned();
+            }
+        }
+    }
+    let _ = (s, e);
+    // Every rank reports rank 0's times so the result is the same everywhere.
+    let times_bytes: Vec<u8> = search_seconds
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let times = collectives::bcast(comm, &world, 0, times_bytes, BcastAlgo::Binomial)?;
+    let search_seconds: Vec<f64> = times
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect();
+    let teps: Vec<f64> = search_seconds
+        .iter()
+        .zip(&edges_traversed)
+        .map(|(t, m)| *m as f64 / t.max(1e-12))
+        .collect();
+    let (hm, hsd) = harmonic_mean_and_stddev(&teps);
+    let seconds: f64 = search_seconds.iter().sum();
+    let comm_seconds = collectives::bcast(
+        comm,
+        &world,
+        0,
+        comm_seconds.to_le_bytes().to_vec(),
+        BcastAlgo::Binomial,
+    )?;
+    let comm_seconds = f64::from_le_bytes(comm_seconds.as_slice().try_into().unwrap_or([0; 8]));
+    Ok(BfsResult {
+        workload: "bfs",
+        scale: cfg.scale,
+        edge_factor: cfg.edge_factor,
+        procs: comm.size(),
+        grid: [g.grid.rows, g.grid.cols],
+        construction_seconds,
+        keys,
+        search_seconds,
+        edges_traversed,
+        teps,
+        harmonic_mean_teps: hm,
+        harmonic_stddev_teps: hsd,
+        seconds,
+        comm_seconds,
+        compute_seconds: (seconds - comm_seconds).max(0.0),
+        comm_share: if seconds > 0.0 {
+            comm_seconds / seconds
+        } else {
+            0.0
+        },
+        validation,
+        validated,
+        first_levels,
+    })
+}
+
+/// Harmonic mean and its standard deviation, as the Graph500 reference computes them.
+pub fn harmonic_mean_and_stddev(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    if x.is_empty() {
+        return (0.0, 0.0);
+    }
+    let inv: Vec<f64> = x.iter().map(|v| 1.0 / v).collect();
+    let mean_inv = inv.iter().sum::<f64>() / n;
+    let hm = 1.0 / mean_inv;
+    if x.len() < 2 {
+        return (hm, 0.0);
+    }
+    let var = inv.iter().map(|v| (v - mean_inv).powi(2)).sum::<f64>() / (n - 1.0);
+    (hm, var.sqrt() / (mean_inv * mean_inv) / (n - 1.0).sqrt())
+}
+
+fn quantiles(v: &[f64]) -> [f64; 5] {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| s[((s.len() - 1) as f64 * p).round() as usize];
+    [q(0.0), q(0.25), q(0.5), q(0.75), q(1.0)]
+}
+
+/// The Graph500 summary lines.
+pub fn summary(r: &BfsResult) -> String {
+    let mut out = String::new();
+    let t = quantiles(&r.search_seconds);
+    let te = quantiles(&r.teps);
+    let m: Vec<f64> = r.edges_traversed.iter().map(|&x| x as f64).collect();
+    let ne = quantiles(&m);
+    let mean_t = r.seconds / r.search_seconds.len() as f64;
+    out.push_str(&format!("SCALE:                          {}\n", r.scale));
+    out.push_str(&format!(
+        "edgefactor:                     {}\n",
+        r.edge_factor
+    ));
+    out.push_str(&format!(
+        "NBFS:                           {}\n",
+        r.search_seconds.len()
+    ));
+    out.push_str(&format!("num_mpi_processes:              {}\n", r.procs));
+    out.push_str(&format!(
+        "construction_time:              {:.6e}\n",
+        r.construction_seconds
+    ));
+    for (name, v) in ["min", "firstquartile", "median", "thirdquartile", "max"]
+        .iter()
+        .zip(t)
+    {
+        out.push_str(&format!("bfs  {name}_time: {:>18.6e}\n", v));
+    }
+    out.push_str(&format!("bfs  mean_time:          {mean_t:.6e}\n"));
+    for (name, v) in ["min", "firstquartile", "median", "thirdquartile", "max"]
+        .iter()
+        .zip(ne)
+    {
+        out.push_str(&format!("bfs  {name}_nedge: {:>17.6e}\n", v));
+    }
+    for (name, v) in ["min", "firstquartile", "median", "thirdquartile", "max"]
+        .iter()
+        .zip(te)
+    {
+        out.push_str(&format!("bfs  {name}_TEPS: {:>18.6e}\n", v));
+    }
+    out.push_str(&format!(
+        "bfs  harmonic_mean_TEPS: {:>10.6e}\n",
+        r.harmonic_mean_teps
+    ));
+    out.push_str(&format!(
+        "bfs  harmonic_stddev_TEPS: {:>8.6e}\n",
+        r.harmonic_stddev_teps
+    ));
+    out.push_str(&format!(
+        "validation:                     {}\n",
+        r.validation
+    ));
+    out.push_str(&format!(
+        "communication share:            {:.1}% ({:.3} s of {:.3} s)\n",
+        r.comm_share * 100.0,
+        r.comm_seconds,
+        r.seconds
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::run_local;
+
+    fn cfg(scale: u32) -> BfsConfig {
+        BfsConfig {
+            scale,
+            edge_factor: 16,
+            seed: 3,
+            keys: 8,
+            validate: true,
+        }
+    }
+
+    #[test]
+    fn results_are_identical_for_1_2_4_and_9_ranks() {
+        let mut reference: Option<(Vec<u32>, Vec<u64>, Vec<i64>)> = None;
+        for p in [1usize, 2, 4, 9] {
+            let res = run_local(p, |c| run(&c, &cfg(10)).unwrap());
+            let r0 = &res[0];
+            assert!(r0.validated, "p={p}: {}", r0.validation);
+            for r in &res {
+                assert_eq!(r.keys, r0.keys);
+                assert_eq!(r.edges_traversed, r0.edges_traversed);
+            }
+            let got = (
+                r0.keys.clone(),
+                r0.edges_traversed.clone(),
+                r0.first_levels.clone(),
+            );
+            match &reference {
+                None => reference = Some(got),
+                Some(want) => assert_eq!(&got, want, "p={p} differs from p=1"),
+            }
+        }
+    }
+
+    #[test]
+    fn matches_a_sequential_bfs() {
+        let res = run_local(4, |c| run(&c, &cfg(9)).unwrap());
+        let gen = Kronecker::new(9, 16, 3);
+        let edges = gen.edges_in(0, gen.edges());
+        let (_, level) = validate::sequential_bfs(gen.vertices() as usize, &edges, res[0].keys[0]);
+        assert_eq!(res[0].first_levels, level);
+    }
+
+    #[test]
+    fn harmonic_mean_is_right() {
+        let (hm, _) = harmonic_mean_and_stddev(&[1.0, 2.0, 4.0]);
+        assert!((hm - 3.0 / (1.0 + 0.5 + 0.25)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn summary_has_the_graph500_lines() {
+        let res = run_local(1, |c| run(&c, &cfg(8)).unwrap());
+        let s = summary(&res[0]);
+        assert!(s.contains("bfs  harmonic_mean_TEPS:"), "{s}");
+        assert!(s.contains("SCALE:                          8"));
+    }
+}

@@ -1,0 +1,332 @@
+//! The communicator: ranks of a job exchanging messages through the throttle agents.
+//!
+//! A rank learns who it is from the environment the agent launched it with
+//! (`THROTTLE_JOB`, `THROTTLE_RANK`, `THROTTLE_SIZE`, `THROTTLE_AGENT_SOCKET`,
+//! `THROTTLE_RUN_DIR`). It listens on a Unix socket, registers it with its agent, and opens
+//! one stream per destination on first use through the agent's rank tunnels, so every
+//! inter-node byte crosses the shaped links. A reader thread per incoming stream drains it
+//! into the [`Mailbox`], so sends never wait for the receiver to call `recv` (no
+//! deadlock in all-to-all patterns).
+//!
+//! [`Comm::local`] builds ranks as threads of one process with the same message layer:
+//! used by unit tests of the algorithms, never by jobs.
+
+pub mod collectives;
+pub mod frame;
+pub mod mailbox;
+
+use std::io::{BufWriter, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use collectives::{BcastAlgo, Group};
+use mailbox::{Mailbox, Message};
+
+/// Why a communication failed. Every variant says which rank and what to look at.
+#[derive(Debug, thiserror::Error)]
+pub enum CommError {
+    #[error("rank {rank} failed or closed its stream: {why}")]
+    PeerFailed { rank: usize, why: String },
+    #[error("no message from rank {rank} within {seconds:.0} s (is it stuck or dead?)")]
+    Timeout { rank: usize, seconds: f64 },
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("cannot reach rank {rank} through the agent: {why}")]
+    Connect { rank: usize, why: String },
+    #[error("sending to rank {rank}: {why}")]
+    Send { rank: usize, why: String },
+    #[error("setup: {0}")]
+    Setup(String),
+}
+
+enum Transport {
+    /// Through the node's agent.
+    Agent {
+        socket: PathBuf,
+        job: String,
+        out: Vec<Mutex<Option<BufWriter<UnixStream>>>>,
+        _registration: UnixStream,
+    },
+    /// Threads of one process (tests).
+    Local { peers: Vec<Arc<Mailbox>> },
+}
+
+/// One rank's view of the job.
+pub struct Comm {
+    rank: usize,
+    size: usize,
+    mailbox: Arc<Mailbox>,
+    transport: Transport,
+    timeout: Duration,
+    /// Seconds spent in communication calls (send, recv), for the compute/comm split.
+    comm_seconds: Mutex<f64>,
+}
+
+/// Default wait for a message before declaring the peer stuck.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn env(name: &str) -> Result<String, CommError> {
+    std::env::var(name).map_err(|_| {
+        CommError::Setup(format!(
+            "{name} is not set: workloads are started by throttle agents (`throttle-ctl run`), not by hand"
+        ))
+    })
+}
+
+impl Comm {
+    /// Join the job described by the environment the agent set.
+    pub fn from_env() -> Result<Comm, CommError> {
+        let job = env("THROTTLE_JOB")?;
+        let rank: usize = env("THROTTLE_RANK")?
+            .parse()
+            .map_err(|_| CommError::Setup("THROTTLE_RANK is not a number".into()))?;
+        let size: usize = env("THROTTLE_SIZE")?
+            .parse()
+            .map_err(|_| CommError::Setup("THROTTLE_SIZE is not a number".into()))?;
+        if size == 0 || rank >= size {
+            return Err(CommError::Setup(format!(
+                "rank {rank} is not below size {size}"
+            )));
+        }
+        let socket = PathBuf::from(env("THROTTLE_AGENT_SOCKET")?);
+        let run_dir = PathBuf::from(env("THROTTLE_RUN_DIR")?);
+        let timeout = std::env::var("THROTTLE_RECV_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(Duration::from_secs_f64)
+            .unwrap_or(DEFAULT_TIMEOUT);
+        Comm::join(&job, rank, size, socket, run_dir, timeout)
+    }
+
+    /// Join a job through the agent at `socket`, accepting streams in `run_dir`.
+    pub fn join(
+        job: &str,
+        rank: usize,
+        size: usize,
+        socket: PathBuf,
+        run_dir: PathBuf,
+        timeout: Duration,
+    ) -> Result<Comm, CommError> {
+        let path = run_dir.join(format!("rank-{rank}.sock"));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)
+            .map_err(|e| CommError::Setup(format!("cannot listen on {}: {e}", path.display())))?;
+        let registration = throttle_agent::client::register(
+            &socket,
+            job,
+            rank as u32,
+            &format!("unix:{}", path.display()),
+        )
+        .map_err(|e| CommError::Setup(format!("cannot register with the agent: {e}")))?;
+        let mailbox = Arc::new(Mailbox::new(size));
+        let mb = mailbox.clone();
+        let job_name = job.to_string();
+        std::thread::spawn(move || accept_loop(listener, mb, job_name, size));
+        Ok(Comm {
+            rank,
+            size,
+            mailbox,
+            transport: Transport::Agent {
+                socket,
+                job: job.to_string(),
+                out: (0..size).map(|_| Mutex::new(None)).collect(),
+                _registration: registration,
+            },
+            timeout,
+            comm_seconds: Mutex::new(0.0),
+        })
+    }
+
+    /// `size` ranks as threads of this process, for tests.
+    pub fn local(size: usize) -> Vec<Comm> {
+        let boxes: Vec<Arc<Mailbox>> = (0..size).map(|_| Arc::new(Mailbox::new(size))).collect();
+        (0..size)
+            .map(|rank| Comm {
+                rank,
+                size,
+                mailbox: boxes[rank].clone(),
+                transport: Transport::Local {
+                    peers: boxes.clone(),
+                },
+                timeout: Duration::from_secs(60),
+                comm_seconds: Mutex::new(0.0),
+            })
+            .collect()
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// All ranks as a group.
+    pub fn world(&self) -> Group {
+        Group::new((0..self.size).collect(), self.rank)
+    }
+
+    /// Seconds spent in send/recv so far.
+    pub fn comm_seconds(&self) -> f64 {
+        *self.comm_seconds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn charge(&self, since: Instant) {
+        *self.comm_seconds.lock().unwrap_or_else(|e| e.into_inner()) +=
+            since.elapsed().as_secs_f64();
+    }
+
+    /// Send `data` with `tag` to `dst` (returns once it is handed to the transport).
+    pub fn send(&self, dst: usize, tag: u32, data: &[u8]) -> Result<(), CommError> {
+        let t = Instant::now();
+        let r = self.send_inner(dst, tag, data);
+        self.charge(t);
+        r
+    }
+
+    fn send_inner(&self, dst: usize, tag: u32, data: &[u8]) -> Result<(), CommError> {
+        if dst >= self.size {
+            return Err(CommError::Protocol(format!(
+                "no rank {dst} (size {})",
+                self.size
+            )));
+        }
+        if dst == self.rank {
+            self.mailbox.push(
+                dst,
+                Message {
+                    tag,
+                    data: data.to_vec(),
+                },
+            );
+            return Ok(());
+        }
+        match &self.transport {
+            Transport::Local { peers } => {
+                peers[dst].push(
+                    self.rank,
+                    Message {
+                        tag,
+                        data: data.to_vec(),
+                    },
+                );
+                Ok(())
+            }
+            Transport::Agent {
+                socket, job, out, ..
+            } => {
+                let mut slot = out[dst].lock().unwrap_or_else(|e| e.into_inner());
+                if slot.is_none() {
+                    let s = throttle_agent::client::open_rank(
+                        socket,
+                        job,
+                        self.rank as u32,
+                        dst as u32,
+                    )
+                    .map_err(|e| CommError::Connect {
+                        rank: dst,
+                        why: e.to_string(),
+                    })?;
+                    *slot = Some(BufWriter::with_capacity(256 * 1024, s));
+                }
+                let w = slot
+                    .as_mut()
+                    .ok_or_else(|| CommError::Protocol("stream missing".into()))?;
+                frame::write_message(w, tag, data)
+                    .and_then(|_| w.flush())
+                    .map_err(|e| CommError::Send {
+                        rank: dst,
+                        why: e.to_string(),
+                    })
+            }
+        }
+    }
+
+    /// Receive the next message from `src`, which must carry `tag`.
+    pub fn recv(&self, src: usize, tag: u32) -> Result<Vec<u8>, CommError> {
+        if src >= self.size {
+            return Err(CommError::Protocol(format!(
+                "no rank {src} (size {})",
+                self.size
+            )));
+        }
+        let t = Instant::now();
+        let r = self.mailbox.pop(src, tag, self.timeout);
+        self.charge(t);
+        r
+    }
+
+    /// Close outgoing streams after a final barrier, so no rank leaves while others
+    /// still expect messages from it.
+    pub fn finish(self) -> Result<(), CommError> {
+        collectives::barrier(&self, &self.world())?;
+        if let Transport::Agent { out, .. } = &self.transport {
+            for s in out {
+                let mut slot = s.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(mut w) = slot.take() {
+                    let _ = w.flush();
+                    if let Ok(s) = w.into_inner() {
+                        let _ = s.shutdown(std::net::Shutdown::Write);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn accept_loop(listener: UnixListener, mailbox: Arc<Mailbox>, job: String, size: usize) {
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let (from_job, src, _dst) = match throttle_agent::client::read_incoming(&mut conn) {
+            Ok(h) => h,
+            Err(_) => continue,
+        };
+        let src = src as usize;
+        if from_job != job || src >= size {
+            continue;
+        }
+        let mb = mailbox.clone();
+        std::thread::spawn(move || {
+            let mut r = std::io::BufReader::with_capacity(256 * 1024, conn);
+            loop {
+                match frame::read_message(&mut r) {
+                    Ok(Some((tag, data))) => mb.push(src, Message { tag, data }),
+                    Ok(None) => {
+                        mb.fail(src, "its stream ended (the rank finished or exited)".into());
+                        return;
+                    }
+                    Err(e) => {
+                        mb.fail(src, e.to_string());
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Run `f` on `size` in-process ranks and collect the results in rank order (tests).
+pub fn run_local<T: Send + 'static>(
+    size: usize,
+    f: impl Fn(Comm) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let f = Arc::new(f);
+    let handles: Vec<_> = Comm::local(size)
+        .into_iter()
+        .map(|c| {
+            let f = f.clone();
+            std::thread::spawn(move || f(c))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| match h.join() {
+            Ok(v) => v,
+            Err(e) => std::panic::resume_unwind(e),
+        })
+        .collect()
+}
