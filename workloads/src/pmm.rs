@@ -33,6 +33,8 @@ pub struct PmmResult {
     pub grid: usize,
     pub block: usize,
     pub bcast: String,
+    /// The local kernel (`matrixmultiply` or `openblas`).
+    pub kernel: &'static str,
     /// Wall time of the multiplication (all ranks, barrier to barrier).
     pub seconds: f64,
     /// This rank's time in the local kernel, broadcasts and rolls.
@@ -79,9 +81,19 @@ fn block(m: usize, bi: usize, bj: usize, f: fn(usize, usize) -> f64) -> Vec<f64>
     v
 }
 
-/// C += A x B for row-major n x n blocks.
+/// Name of the local kernel in use.
+pub const KERNEL: &str = if cfg!(feature = "openblas") {
+    "openblas"
+} else {
+    "matrixmultiply"
+};
+
+/// C += A x B for row-major n x n blocks, on one core.
+#[cfg(not(feature = "openblas"))]
 pub fn gemm_acc(n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
-    // SAFETY: the slices hold n*n elements each, row-major with row stride n.
+    assert!(a.len() >= n * n && b.len() >= n * n && c.len() >= n * n);
+    // SAFETY: the slices hold n*n elements each (checked above), row-major with row
+    // stride n and column stride 1.
     unsafe {
         matrixmultiply::dgemm(
             n,
@@ -98,6 +110,58 @@ pub fn gemm_acc(n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
             c.as_mut_ptr(),
             n as isize,
             1,
+        );
+    }
+}
+
+#[cfg(feature = "openblas")]
+mod openblas {
+    #[link(name = "openblas")]
+    extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        pub fn cblas_dgemm(
+            order: i32,
+            transa: i32,
+            transb: i32,
+            m: i32,
+            n: i32,
+            k: i32,
+            alpha: f64,
+            a: *const f64,
+            lda: i32,
+            b: *const f64,
+            ldb: i32,
+            beta: f64,
+            c: *mut f64,
+            ldc: i32,
+        );
+        pub fn openblas_set_num_threads(n: i32);
+    }
+}
+
+/// C += A x B for row-major n x n blocks, on one core (system OpenBLAS).
+#[cfg(feature = "openblas")]
+pub fn gemm_acc(n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    assert!(a.len() >= n * n && b.len() >= n * n && c.len() >= n * n);
+    let n = i32::try_from(n).expect("block order fits in i32");
+    // SAFETY: row-major (101), no transposes (111), n*n elements in each slice (checked).
+    unsafe {
+        openblas::openblas_set_num_threads(1);
+        openblas::cblas_dgemm(
+            101,
+            111,
+            111,
+            n,
+            n,
+            n,
+            1.0,
+            a.as_ptr(),
+            n,
+            b.as_ptr(),
+            n,
+            1.0,
+            c.as_mut_ptr(),
+            n,
         );
     }
 }
@@ -197,6 +261,7 @@ pub fn run(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
         grid: q,
         block: m,
         bcast: cfg.bcast.to_string(),
+        kernel: KERNEL,
         seconds,
         compute_seconds: t_compute,
         bcast_seconds: t_bcast,
