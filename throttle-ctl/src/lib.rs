@@ -6,6 +6,7 @@
 //! * [`local`]: starting and stopping a local emulated cluster.
 //! * [`commands`]: one module per command.
 
+pub mod analysis;
 pub mod client;
 pub mod cluster;
 pub mod commands;

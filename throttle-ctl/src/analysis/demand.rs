@@ -1,0 +1,149 @@
+//! From completion times to bandwidth demand (seeds/002, DESIGN.md 5.2-5.6).
+//!
+//! CTI per bandwidth from medians; the bandwidth a CTI level needs, with censoring; the
+//! demand constant over pairs of sizes; projection to larger sizes; saturation size.
+
+use serde::Serialize;
+
+use super::stats::pav_non_increasing;
+
+/// How a demand figure is bounded by the measurements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Censored {
+    /// Interpolated between two measured steps.
+    None,
+    /// Even the lowest step kept CTI within the level: the demand is at most that step.
+    Below,
+    /// Every step under 100% exceeded the level: interpolated up to 100% (uncertain).
+    Above,
+}
+
+/// CTI in percent: (T(bw) - T(100)) / T(100) * 100.
+pub fn cti(t_bw: f64, t_100: f64) -> f64 {
+    (t_bw - t_100) / t_100 * 100.0
+}
+
+/// The curve of one size: measured bandwidths (ascending, below 100) with their CTI.
+#[derive(Clone, Debug)]
+pub struct CtiCurve {
+    pub bw: Vec<f64>,
+    pub cti: Vec<f64>,
+}
+
+impl CtiCurve {
+    /// The curve made non-increasing in bandwidth (CTI = 0 at 100 appended), and whether
+    /// that changed anything (non-monotone data).
+    pub fn monotone(&self) -> (Vec<f64>, Vec<f64>, bool) {
+        let mut bw = self.bw.clone();
+        let mut y = self.cti.clone();
+        bw.push(100.0);
+        y.push(0.0);
+        let fixed = pav_non_increasing(&y);
+        let changed = fixed.iter().zip(&y).any(|(a, b)| (a - b).abs() > 1e-12);
+        (bw, fixed, changed)
+    }
+
+    /// Lowest bandwidth (percent) at which CTI <= `level` (percent).
+    pub fn demand(&self, level: f64) -> Option<(f64, Censored)> {
+        let (bw, y, _) = self.monotone();
+        if bw.len() < 2 {
+            return None;
+        }
+        if y[0] <= level {
+            return Some((bw[0], Censored::Below));
+        }
+        // y is non-increasing and ends at 0 <= level: find the last step above the level.
+        let i = (0..bw.len() - 1).rev().find(|&i| y[i] > level)?;
+        let (b0, b1, y0, y1) = (bw[i], bw[i + 1], y[i], y[i + 1]);
+        let at = b0 + (y0 - level) / (y0 - y1) * (b1 - b0);
+        let censored = if i + 1 == bw.len() - 1 {
+            Censored::Above
+        } else {
+            Censored::None
+        };
+        Some((at, censored))
+    }
+}
+
+/// DC(c, p1, p2) = (BW(c,p1) / BW(c,p2)) * sqrt(p2 / p1), for p1 > p2.
+pub fn demand_constant(bw_p1: f64, bw_p2: f64, p1: f64, p2: f64) -> f64 {
+    bw_p1 / bw_p2 * (p2 / p1).sqrt()
+}
+
+/// BW(c, p') = BW(c, p*) * DC * sqrt(p' / p*).
+pub fn project(bw_star: f64, dc: f64, p_star: f64, p_new: f64) -> f64 {
+    bw_star * dc * (p_new / p_star).sqrt()
+}
+
+/// p_sat = p* * (100 / (DC * BW(c, p*)))^2: where the projected demand reaches 100%.
+pub fn saturation(bw_star: f64, dc: f64, p_star: f64) -> f64 {
+    p_star * (100.0 / (dc * bw_star)).powi(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curve(pts: &[(f64, f64)]) -> CtiCurve {
+        CtiCurve {
+            bw: pts.iter().map(|p| p.0).collect(),
+            cti: pts.iter().map(|p| p.1).collect(),
+        }
+    }
+
+    #[test]
+    fn cti_by_hand() {
+        assert!((cti(11.5, 10.0) - 15.0).abs() < 1e-12);
+        assert_eq!(cti(10.0, 10.0), 0.0);
+    }
+
+    #[test]
+    fn demand_interpolates_linearly_between_bracketing_steps() {
+        // CTI 30% at 20, 12% at 30, 4% at 40: level 10% lies between 30 and 40:
+        // 30 + (12 - 10) / (12 - 4) * 10 = 32.5.
+        let c = curve(&[(20.0, 30.0), (30.0, 12.0), (40.0, 4.0)]);
+        assert_eq!(c.demand(10.0), Some((32.5, Censored::None)));
+        // Level 20%: between 20 and 30: 20 + (30 - 20) / (30 - 12) * 10 = 25.555...
+        let (bw, cen) = c.demand(20.0).unwrap();
+        assert!((bw - (20.0 + 10.0 / 18.0 * 10.0)).abs() < 1e-12 && cen == Censored::None);
+    }
+
+    #[test]
+    fn demand_is_censored_below_when_the_lowest_step_is_good_enough() {
+        let c = curve(&[(20.0, 3.0), (40.0, 1.0)]);
+        assert_eq!(c.demand(5.0), Some((20.0, Censored::Below)));
+    }
+
+    #[test]
+    fn demand_is_censored_above_when_every_step_is_too_slow() {
+        // 40% already costs 25%: level 5% lies between 40 (25) and 100 (0): 40 + 20/25*60 = 88.
+        let c = curve(&[(20.0, 60.0), (40.0, 25.0)]);
+        assert_eq!(c.demand(5.0), Some((88.0, Censored::Above)));
+    }
+
+    #[test]
+    fn non_monotone_curves_are_fixed_before_interpolating() {
+        // 30% slower than 20%? Pool them: (20 + 10) / 2 = 15 at both.
+        let c = curve(&[(20.0, 10.0), (30.0, 20.0), (40.0, 2.0)]);
+        let (_, y, changed) = c.monotone();
+        assert!(changed);
+        assert_eq!(y, vec![15.0, 15.0, 2.0, 0.0]);
+        // Level 5: between 30 (15) and 40 (2): 30 + 10/13*10.
+        let (bw, _) = c.demand(5.0).unwrap();
+        assert!((bw - (30.0 + 100.0 / 13.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn demand_constant_projection_and_saturation_by_hand() {
+        // BW(16 procs) = 40, BW(4 procs) = 25: DC = 1.6 * sqrt(4/16) = 0.8.
+        let dc = demand_constant(40.0, 25.0, 16.0, 4.0);
+        assert!((dc - 0.8).abs() < 1e-12);
+        // From p* = 16 to 25: 40 * 0.8 * sqrt(25/16) = 40.
+        assert!((project(40.0, 0.8, 16.0, 25.0) - 40.0).abs() < 1e-12);
+        // Saturation: 16 * (100 / (0.8 * 40))^2 = 16 * 9.765625 = 156.25.
+        assert!((saturation(40.0, 0.8, 16.0) - 156.25).abs() < 1e-9);
+        // Consistency: projecting to the saturation size gives 100%.
+        assert!((project(40.0, 0.8, 16.0, 156.25) - 100.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,150 @@
+//! Small statistics used by the analysis: medians with a distribution-free confidence
+//! interval, coefficient of variation, pool-adjacent-violators, and a seeded bootstrap.
+
+/// Median of `x` (which must be non-empty).
+pub fn median(x: &[f64]) -> f64 {
+    let mut s = x.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// 95% confidence interval of the median from order statistics (binomial, no
+/// distributional assumption). With fewer than 6 values no interval reaches 95%; the
+/// full range is returned and `exact` is false.
+pub fn median_ci(x: &[f64]) -> (f64, f64, bool) {
+    let mut s = x.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    // Largest k with P(Bin(n, 1/2) <= k - 1) <= 0.025: interval [x_(k), x_(n-k+1)] (1-based).
+    let mut cdf = 0.0;
+    let mut k = 0;
+    let mut choose = 1.0f64;
+    let half_n = 0.5f64.powi(n as i32);
+    for j in 0..n {
+        cdf += choose * half_n;
+        if cdf > 0.025 {
+            break;
+        }
+        k = j + 1;
+        choose = choose * (n - j) as f64 / (j + 1) as f64;
+    }
+    if k == 0 {
+        return (s[0], s[n - 1], false);
+    }
+    (s[k - 1], s[n - k], true)
+}
+
+/// Coefficient of variation (sample standard deviation / mean); 0 for one value.
+pub fn cv(x: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    if x.len() < 2 {
+        return 0.0;
+    }
+    let mean = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    if mean == 0.0 {
+        0.0
+    } else {
+        var.sqrt() / mean.abs()
+    }
+}
+
+/// Pool-adjacent-violators with equal weights: the closest non-increasing sequence.
+pub fn pav_non_increasing(y: &[f64]) -> Vec<f64> {
+    // Blocks of (sum, count); merge while a block's mean exceeds the previous one's.
+    let mut blocks: Vec<(f64, usize)> = Vec::new();
+    for &v in y {
+        blocks.push((v, 1));
+        while blocks.len() > 1 {
+            let (s2, c2) = blocks[blocks.len() - 1];
+            let (s1, c1) = blocks[blocks.len() - 2];
+            if s2 / c2 as f64 > s1 / c1 as f64 {
+                blocks.pop();
+                blocks.pop();
+                blocks.push((s1 + s2, c1 + c2));
+            } else {
+                break;
+            }
+        }
+    }
+    blocks
+        .into_iter()
+        .flat_map(|(s, c)| std::iter::repeat_n(s / c as f64, c))
+        .collect()
+}
+
+/// A small deterministic generator for bootstrap resampling (SplitMix64).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// Percentile bootstrap 95% interval of the mean of `x` (2,000 resamples, fixed seed).
+pub fn bootstrap_mean_ci(x: &[f64]) -> Option<(f64, f64)> {
+    if x.len() < 2 {
+        return None;
+    }
+    let mut rng = Rng::new(0x5EED);
+    let mut means: Vec<f64> = (0..2000)
+        .map(|_| (0..x.len()).map(|_| x[rng.below(x.len())]).sum::<f64>() / x.len() as f64)
+        .collect();
+    means.sort_by(|a, b| a.total_cmp(b));
+    Some((means[50], means[1949]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_intervals() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        let (lo, hi, exact) = median_ci(&[5.0, 1.0, 3.0]);
+        assert_eq!((lo, hi, exact), (1.0, 5.0, false));
+        // n = 10: P(Bin <= 1) = 11/1024 <= 0.025 < P(Bin <= 2) = 56/1024, so k = 2:
+        // [x(2), x(9)].
+        let x: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(median_ci(&x), (2.0, 9.0, true));
+    }
+
+    #[test]
+    fn cv_by_hand() {
+        // mean 2, sample sd 1 -> 0.5
+        assert!((cv(&[1.0, 2.0, 3.0]) - 0.5).abs() < 1e-12);
+        assert_eq!(cv(&[7.0]), 0.0);
+    }
+
+    #[test]
+    fn pav_pools_violators() {
+        assert_eq!(
+            pav_non_increasing(&[30.0, 20.0, 25.0, 5.0, 0.0]),
+            vec![30.0, 22.5, 22.5, 5.0, 0.0]
+        );
+        assert_eq!(pav_non_increasing(&[1.0, 2.0, 3.0]), vec![2.0, 2.0, 2.0]);
+        assert_eq!(pav_non_increasing(&[3.0, 2.0, 1.0]), vec![3.0, 2.0, 1.0]);
+    }
+
+    #[test]
+    fn bootstrap_brackets_the_mean() {
+        let x = [0.7, 0.8, 0.9, 0.75, 0.85];
+        let (lo, hi) = bootstrap_mean_ci(&x).unwrap();
+        assert!(lo < 0.8 && hi > 0.8 && lo >= 0.7 && hi <= 0.9, "{lo} {hi}");
+    }
+}
