@@ -11,4 +11,7 @@ pub mod client;
 pub mod cluster;
 pub mod commands;
 pub mod local;
+pub mod report;
+pub mod store;
+pub mod sweep;
 pub mod table;

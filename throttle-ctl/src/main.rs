@@ -112,6 +112,91 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Run a sweep (bandwidth steps x node counts x repeats) and store every run; resumable.
+    #[command(
+        after_help = "The spec is TOML; see experiments/*.toml. Re-running the same command skips\nthe points already stored; Ctrl-C stops after killing the running job."
+    )]
+    Sweep {
+        /// The sweep specification (TOML).
+        spec: PathBuf,
+        /// Results database [default: ./throttle-results.db].
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Derive CTI curves, bandwidth demand, the demand constant and projections.
+    #[command(
+        after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/"
+    )]
+    Analyze {
+        /// Results database [default: ./throttle-results.db].
+        #[arg(long, conflicts_with = "csv")]
+        db: Option<PathBuf>,
+        /// Runs measured with any tool: columns workload,nodes,procs,bw_pct,repeat,seconds.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// CTI levels in percent.
+        #[arg(long, default_value = "5,10,15,20,25")]
+        cti: String,
+        /// Sizes (processes) to project to; measured ones are held out for validation.
+        #[arg(long)]
+        predict: Option<String>,
+        /// The series to analyse when the data holds several.
+        #[arg(long)]
+        series: Option<String>,
+        #[arg(long)]
+        json: bool,
+        /// Write plots (SVG, PNG) and index.html here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Completion time to analyse: job (launch to exit), kernel (the workload's own
+        /// timing), or auto (kernel when every run reported one).
+        #[arg(long, default_value = "auto")]
+        time: String,
+    },
+    /// The whole method end to end on a local emulated cluster (a few minutes).
+    #[command(
+        after_help = "Writes everything to --dir: cluster file, results.db, sweep.toml, report/index.html.\nThe cluster is taken down at the end, also after an error or Ctrl-C."
+    )]
+    Demo {
+        /// Where the results and the report go.
+        #[arg(long, default_value = "throttle-demo")]
+        dir: PathBuf,
+        /// Node counts (one rank each); the largest is held out for validation. On a
+        /// machine with enough cores, square counts (1,4,9,16) give square process grids.
+        #[arg(long, default_value = "1,2,3,4")]
+        sizes: String,
+        /// Emulated link per node.
+        #[arg(long, default_value = "1Gbit")]
+        capacity: Rate,
+        /// BFS graph scale.
+        #[arg(long, default_value_t = 14)]
+        scale: u32,
+        /// BFS searches per run (longer kernels average out scheduling noise).
+        #[arg(long, default_value_t = 64)]
+        keys: usize,
+        #[arg(long, default_value_t = 3)]
+        repeats: u32,
+        /// Bandwidth steps (percent; ranges START:STOP:STEP allowed).
+        #[arg(long, default_value = "100,40,20,14,10,7,5,3")]
+        bandwidths: String,
+        #[arg(long, default_value = "5,10,15,20,25")]
+        cti: String,
+        /// Token bucket depth of the agents, ms of traffic (small: messages pay their
+        /// serialization delay even after idle).
+        #[arg(long, default_value_t = 1.0)]
+        burst_ms: f64,
+        /// Print the analysis as JSON at the end instead of the tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write every stored run as CSV.
+    Export {
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Output file [default: standard output].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Measure what each link really carries at 100%, and what this host can carry at all.
     Calibrate {
         /// Seconds per measurement.
@@ -187,6 +272,32 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Parse `a,b,c`.
+fn parse_list<T: std::str::FromStr>(text: &str, flag: &str) -> Result<Vec<T>> {
+    text.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<T>().map_err(|_| {
+                anyhow::anyhow!("{flag}: `{s}` is not a number (write a list like 5,10,15)")
+            })
+        })
+        .collect()
+}
+
+/// Set by Ctrl-C (SIGINT) or SIGTERM; the running job is then killed and the command stops.
+fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
+    static FLAG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    ctrlc::set_handler(|| {
+        if FLAG.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nstopping: killing the running job (Ctrl-C again to quit at once)");
+    })
+    .map_err(|e| anyhow::anyhow!("cannot install the Ctrl-C handler: {e}"))?;
+    Ok(&FLAG)
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<()> {
@@ -388,6 +499,162 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     outcome.reason.as_deref().unwrap_or("the job failed")
                 );
                 return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Sweep { spec, db } => {
+            let sweep = throttle_ctl::sweep::Sweep::load(&spec)?;
+            let cluster = Cluster::load(&path)?;
+            let db = db.unwrap_or_else(|| PathBuf::from(throttle_ctl::store::DEFAULT_DB));
+            let store = throttle_ctl::store::Store::open(&db)?;
+            let cancel = interrupt_flag()?;
+            eprintln!(
+                "sweep {}: {} points ({} node counts x {} bandwidths x {} repeats), results in {}",
+                sweep.series,
+                sweep.points.len(),
+                sweep.spec.nodes.len(),
+                sweep.points.len() / sweep.spec.nodes.len() / sweep.spec.repeats as usize,
+                sweep.spec.repeats,
+                db.display()
+            );
+            match throttle_ctl::sweep::run(&sweep, &cluster, &store, cancel, |l| eprintln!("{l}"))?
+            {
+                throttle_ctl::sweep::SweepEnd::Complete {
+                    ran,
+                    skipped,
+                    gave_up,
+                } => {
+                    println!("sweep complete: {ran} runs now, {skipped} already stored, {gave_up} points given up; analyze with `throttle-ctl analyze --db {}`", db.display());
+                    if gave_up > 0 {
+                        return Ok(ExitCode::from(1));
+                    }
+                }
+                throttle_ctl::sweep::SweepEnd::Interrupted { ran } => {
+                    eprintln!("interrupted after {ran} runs; everything stored is kept in {}. Run the same command to resume.", db.display());
+                    return Ok(ExitCode::from(130));
+                }
+            }
+        }
+        Command::Analyze {
+            db,
+            csv,
+            cti,
+            predict,
+            series,
+            json,
+            report,
+            time,
+        } => {
+            let levels = parse_list::<f64>(&cti, "--cti")?;
+            if levels.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
+                anyhow::bail!("--cti levels must be positive percentages, e.g. 5,10,15");
+            }
+            let predict = match predict {
+                Some(p) => parse_list::<u32>(&p, "--predict")?,
+                None => Vec::new(),
+            };
+            let (obs, capacity, time_source) = match csv {
+                Some(f) => {
+                    let text = std::fs::read_to_string(&f)
+                        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
+                    let obs = throttle_ctl::analysis::csv::parse(&text)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+                    (
+                        obs,
+                        None,
+                        format!("the `seconds` column of {}", f.display()),
+                    )
+                }
+                None => {
+                    let db = db.unwrap_or_else(|| PathBuf::from(throttle_ctl::store::DEFAULT_DB));
+                    if !db.exists() {
+                        anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
+                    }
+                    let store = throttle_ctl::store::Store::open(&db)?;
+                    let (obs, what) = store.observations(&time)?;
+                    (obs, store.capacity()?, what)
+                }
+            };
+            let req = throttle_ctl::analysis::Request {
+                cti: levels.clone(),
+                predict,
+                series,
+                time_source,
+            };
+            let a = throttle_ctl::analysis::analyze(&obs, &req)?;
+            let cap = capacity.map(throttle_agent::rate::format_bits_per_sec);
+            if json {
+                print_json(&a)?;
+            } else {
+                print!(
+                    "{}",
+                    throttle_ctl::analysis::render(&a, &levels, cap.as_deref())
+                );
+            }
+            if let Some(dir) = report {
+                let index = throttle_ctl::report::write(&dir, &a, &levels, cap.as_deref())?;
+                eprintln!("report: {}", index.display());
+            }
+        }
+        Command::Demo {
+            dir,
+            sizes,
+            capacity,
+            scale,
+            keys,
+            repeats,
+            bandwidths,
+            cti,
+            burst_ms,
+            json,
+        } => {
+            let levels = parse_list::<f64>(&cti, "--cti")?;
+            let opts = throttle_ctl::commands::demo::DemoOptions {
+                dir,
+                sizes: parse_list::<usize>(&sizes, "--sizes")?,
+                capacity,
+                scale,
+                keys,
+                repeats,
+                bandwidths: bandwidths
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .collect(),
+                cti: levels,
+                burst_ms,
+            };
+            let cancel = interrupt_flag()?;
+            let started = std::time::Instant::now();
+            let r = throttle_ctl::commands::demo::run(&opts, cancel, |l| eprintln!("{l}"))?;
+            if json {
+                print_json(&r.analysis)?;
+            } else {
+                println!();
+                print!("{}", r.text);
+            }
+            eprintln!(
+                "\ndemo {} in {:.0} s; results {}, report {}",
+                if r.interrupted {
+                    "interrupted (partial results analysed)"
+                } else {
+                    "finished"
+                },
+                started.elapsed().as_secs_f64(),
+                r.db.display(),
+                r.report.display()
+            );
+            if r.interrupted {
+                return Ok(ExitCode::from(130));
+            }
+        }
+        Command::Export { db, out } => {
+            let db = db.unwrap_or_else(|| PathBuf::from(throttle_ctl::store::DEFAULT_DB));
+            if !db.exists() {
+                anyhow::bail!("no results database at {}", db.display());
+            }
+            let store = throttle_ctl::store::Store::open(&db)?;
+            match out {
+                Some(f) => store.export_csv(std::io::BufWriter::new(std::fs::File::create(&f)?))?,
+                None => store.export_csv(std::io::stdout().lock())?,
             }
         }
         Command::Calibrate { seconds, json } => {

@@ -2,8 +2,9 @@
 //! `workload,nodes,procs,bw_pct,repeat,seconds`.
 //!
 //! Extra columns are labels: together with `workload` they name the series (runs are
-//! compared only within a series). An optional `status` column marks failed runs (anything
-//! but `ok`). `bw_pct` may be `unlimited`. Rows that do not parse are reported with their
+//! compared only within a series), except per-run columns such as `started_at`, `host`,
+//! `job`. An optional `status` column marks failed runs (anything but `ok`; they need no
+//! time). `bw_pct` may be `unlimited`. Rows that do not parse are reported with their
 //! line number, all of them, and nothing is analysed: the analysis refuses to guess.
 
 use anyhow::{bail, Result};
@@ -11,6 +12,18 @@ use anyhow::{bail, Result};
 use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
+/// Columns that describe one run rather than the series (never labels).
+const PER_RUN: [&str; 9] = [
+    "status",
+    "reason",
+    "started_at",
+    "kernel_seconds",
+    "teps",
+    "host",
+    "version",
+    "job",
+    "id",
+];
 
 /// Parse CSV text into observations.
 pub fn parse(text: &str) -> Result<Vec<Observation>> {
@@ -50,7 +63,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         idx("status"),
     );
     let labels: Vec<usize> = (0..cols.len())
-        .filter(|&i| !REQUIRED.contains(&cols[i].as_str()) && cols[i] != "status")
+        .filter(|&i| !REQUIRED.contains(&cols[i].as_str()) && !PER_RUN.contains(&cols[i].as_str()))
         .collect();
     let mut out = Vec::new();
     let mut errors = Vec::new();
@@ -80,10 +93,13 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
                 .map(Some)
         };
         let repeat = f[irep].parse::<u32>().ok();
+        let ok = ist == usize::MAX || f[ist].eq_ignore_ascii_case("ok");
+        // A failed run need not have a time.
         let seconds = f[isec]
             .parse::<f64>()
             .ok()
-            .filter(|s| s.is_finite() && *s > 0.0);
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .or((!ok).then_some(0.0));
         let mut bad = Vec::new();
         if procs.is_none() {
             bad.push(format!("procs `{}` is not a whole number > 0", f[ipr]));
@@ -117,7 +133,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
             bw_pct: bw.unwrap_or(None),
             repeat: repeat.unwrap_or(0),
             seconds: seconds.unwrap_or(0.0),
-            ok: ist == usize::MAX || f[ist].eq_ignore_ascii_case("ok"),
+            ok,
         });
     }
     if !errors.is_empty() {

@@ -44,6 +44,8 @@ pub struct Request {
     pub predict: Vec<u32>,
     /// Which series, when the data holds several.
     pub series: Option<String>,
+    /// Said in the output: what `seconds` of the observations is.
+    pub time_source: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -98,6 +100,8 @@ pub struct Saturation {
 #[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
     pub series: String,
+    /// Which time was analysed (the job's wall time or the workload's kernel time).
+    pub time_source: String,
     pub runs: usize,
     pub failed_runs: usize,
     pub min_repeats: usize,
@@ -352,6 +356,7 @@ pub fn analyze(obs: &[Observation], req: &Request) -> Result<Analysis> {
         }
     }
     Ok(Analysis {
+        time_source: req.time_source.clone(),
         series: chosen,
         runs: good.len(),
         failed_runs,
@@ -383,8 +388,8 @@ fn flag(c: Censored) -> &'static str {
 pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out\n\n",
-        a.series, a.runs, a.min_repeats, a.failed_runs
+        "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out\ntimes: {}\n\n",
+        a.series, a.runs, a.min_repeats, a.failed_runs, a.time_source
     ));
     match &a.regression {
         Some(r) => {
@@ -429,6 +434,7 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = crate::table::Table::new(&hdr);
     let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
+    sizes.sort_unstable();
     sizes.dedup();
     for p in sizes {
         let mut row = vec![format!(
@@ -467,6 +473,7 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
         None => out.push_str("demand constant: not available\n"),
     }
     let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
+    targets.sort_unstable();
     targets.dedup();
     if !targets.is_empty() {
         out.push_str(&format!(
@@ -564,6 +571,7 @@ mod tests {
             cti: vec![5.0, 10.0],
             predict: vec![],
             series: None,
+            time_source: "test".into(),
         };
         let with = analyze(&study(true), &req).unwrap();
         let without = analyze(&study(false), &req).unwrap();
@@ -582,6 +590,7 @@ mod tests {
             cti: vec![10.0, 20.0],
             predict: vec![25, 100],
             series: None,
+            time_source: "test".into(),
         };
         let a = analyze(&study(false), &req).unwrap();
         assert_eq!(a.held_out, vec![25]);
@@ -644,6 +653,7 @@ mod tests {
             cti: vec![5.0],
             predict: vec![],
             series: None,
+            time_source: "test".into(),
         };
         let e = analyze(&obs, &req).unwrap_err().to_string();
         assert!(e.contains("--series") && e.contains("`pmm`"), "{e}");
@@ -651,6 +661,7 @@ mod tests {
             cti: vec![5.0],
             predict: vec![],
             series: Some("bfs".into()),
+            time_source: "test".into(),
         };
         assert!(analyze(&obs, &req).is_ok());
     }

@@ -44,11 +44,12 @@ fn fit(points: &[(f64, f64)]) -> Option<[f64; 3]> {
             return None;
         }
         a.swap(col, piv);
-        for r in 0..3 {
+        let pivot_row = a[col];
+        for (r, row) in a.iter_mut().enumerate() {
             if r != col {
-                let f = a[r][col] / a[col][col];
-                for c in col..4 {
-                    a[r][c] -= f * a[col][c];
+                let f = row[col] / pivot_row[col];
+                for (x, p) in row.iter_mut().zip(pivot_row.iter()).skip(col) {
+                    *x -= f * p;
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! returns what to print, so the binary stays a thin parser.
 
 pub mod calibrate;
+pub mod demo;
 pub mod forward;
 pub mod run;
 pub mod set;

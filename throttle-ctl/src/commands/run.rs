@@ -5,6 +5,7 @@
 //! one failed (then kills the job everywhere), and always removes the job from the agents
 //! afterwards, so nothing is left running whatever happens.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
@@ -127,6 +128,16 @@ fn job_name(workload: &str) -> String {
 
 /// Run one job; `Err` only when the job could not be started at all.
 pub fn run(cluster: &Cluster, spec: &RunSpec) -> Result<RunOutcome> {
+    run_cancellable(cluster, spec, &AtomicBool::new(false))
+}
+
+/// Like [`run`]; when `cancel` becomes true the job is killed everywhere and the outcome
+/// has status `interrupted`.
+pub fn run_cancellable(
+    cluster: &Cluster,
+    spec: &RunSpec,
+    cancel: &AtomicBool,
+) -> Result<RunOutcome> {
     if spec.nodes == 0 || spec.nodes > cluster.file.nodes.len() {
         bail!(
             "--nodes {} is not available: the cluster file lists {} nodes ({})",
@@ -169,7 +180,7 @@ pub fn run(cluster: &Cluster, spec: &RunSpec) -> Result<RunOutcome> {
             return Err(e);
         }
     }
-    let outcome = wait(&clients, &job, spec, start);
+    let outcome = wait(&clients, &job, spec, start, cancel);
     for c in &clients {
         let _ = c.delete_job(&job);
     }
@@ -214,9 +225,20 @@ fn wait(
     job: &str,
     spec: &RunSpec,
     start: Instant,
+    cancel: &AtomicBool,
 ) -> (String, Option<String>, Vec<JobReport>) {
     let deadline = start + Duration::from_secs_f64(spec.time_limit_s + 15.0);
     loop {
+        if cancel.load(Ordering::SeqCst) {
+            for c in clients {
+                let _ = c.delete_job(job);
+            }
+            return (
+                "interrupted".into(),
+                Some("interrupted by the user".into()),
+                Vec::new(),
+            );
+        }
         let mut reports = Vec::new();
         let mut failure: Option<String> = None;
         for c in clients {

@@ -1,0 +1,580 @@
+//! `throttle-ctl sweep`: stepped bandwidths x node counts x repeats, stored run by run.
+//!
+//! The spec (TOML) names the workload and its options, the node counts, ranks per node,
+//! bandwidth steps (numbers and ranges such as `40:20:-2`), repeats, a time limit per run,
+//! retries, and whether to randomise the order (default yes, seeded, so reruns are
+//! reproducible). Every point has a key; a point with a successful row in the store is
+//! skipped, so re-running the same spec resumes. A failed run is stored with its reason and
+//! retried up to `retries` more times. Ctrl-C kills the running job and stops; everything
+//! stored stays.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::analysis::stats::Rng;
+use crate::cluster::Cluster;
+use crate::commands::run::{self, RunSpec, Workload};
+use crate::store::{RunRow, Store};
+
+/// The sweep specification file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// bfs, pmm or program.
+    pub workload: String,
+    pub nodes: Vec<usize>,
+    #[serde(default = "one")]
+    pub ranks_per_node: usize,
+    /// Steps: numbers, "unlimited", or ranges "start:stop:step" (inclusive).
+    pub bandwidths: Vec<toml::Value>,
+    #[serde(default = "three")]
+    pub repeats: u32,
+    /// Seconds per run before it is killed.
+    #[serde(default = "limit")]
+    pub time_limit: f64,
+    #[serde(default = "yes")]
+    pub randomize: bool,
+    #[serde(default = "two")]
+    pub retries: u32,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default)]
+    pub bfs: BfsOptions,
+    #[serde(default)]
+    pub pmm: PmmOptions,
+    #[serde(default)]
+    pub program: Option<ProgramOptions>,
+}
+
+fn one() -> usize {
+    1
+}
+fn two() -> u32 {
+    2
+}
+fn three() -> u32 {
+    3
+}
+fn limit() -> f64 {
+    600.0
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BfsOptions {
+    pub scale: u32,
+    pub edge_factor: u32,
+    pub keys: usize,
+    pub validate: bool,
+}
+
+impl Default for BfsOptions {
+    fn default() -> Self {
+        BfsOptions {
+            scale: 16,
+            edge_factor: 16,
+            keys: 64,
+            validate: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PmmOptions {
+    pub size: usize,
+    pub bcast: String,
+}
+
+impl Default for PmmOptions {
+    fn default() -> Self {
+        PmmOptions {
+            size: 1024,
+            bcast: "binomial".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProgramOptions {
+    pub name: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// Expand the bandwidth steps: `None` is unlimited.
+pub fn expand_bandwidths(steps: &[toml::Value]) -> Result<Vec<Option<f64>>> {
+    let mut out: Vec<Option<f64>> = Vec::new();
+    let check = |v: f64, what: &str| -> Result<f64> {
+        if v.is_finite() && v > 0.0 && v <= 100.0 {
+            Ok(v)
+        } else {
+            bail!("bandwidth {what}: {v} is not in (0, 100]")
+        }
+    };
+    for s in steps {
+        match s {
+            toml::Value::Integer(i) => out.push(Some(check(*i as f64, "step")?)),
+            toml::Value::Float(f) => out.push(Some(check(*f, "step")?)),
+            toml::Value::String(t) if t == "unlimited" => out.push(None),
+            toml::Value::String(t) => {
+                let parts: Vec<&str> = t.split(':').collect();
+                if parts.len() == 1 {
+                    let v: f64 = t.parse().map_err(|_| {
+                        anyhow!("bandwidth `{t}` is not a number, `unlimited` or START:STOP:STEP")
+                    })?;
+                    out.push(Some(check(v, "step")?));
+                    continue;
+                }
+                let nums: Vec<f64> = parts
+                    .iter()
+                    .map(|p| p.parse::<f64>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| {
+                        anyhow!("bandwidth range `{t}` must be START:STOP:STEP, e.g. 40:20:-2")
+                    })?;
+                if nums.len() != 3 {
+                    bail!("bandwidth range `{t}` must be START:STOP:STEP, e.g. 40:20:-2");
+                }
+                let (a, b, step) = (
+                    check(nums[0], "range start")?,
+                    check(nums[1], "range stop")?,
+                    nums[2],
+                );
+                if step == 0.0 || (b - a) * step < 0.0 {
+                    bail!("bandwidth range `{t}`: the step {step} does not lead from {a} to {b}");
+                }
+                let n = ((b - a) / step).floor() as usize;
+                if n > 1000 {
+                    bail!("bandwidth range `{t}` has more than 1000 steps");
+                }
+                for k in 0..=n {
+                    out.push(Some(((a + k as f64 * step) * 1e6).round() / 1e6));
+                }
+            }
+            other => {
+                bail!("bandwidth step `{other}` is not a number, `unlimited` or a range string")
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    out.retain(|v| {
+        let key = v.map(|x| (x * 1e6) as i64);
+        if seen.contains(&key) {
+            false
+        } else {
+            seen.push(key);
+            true
+        }
+    });
+    if out.is_empty() {
+        bail!("the sweep has no bandwidth steps");
+    }
+    Ok(out)
+}
+
+/// One point of the sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub nodes: usize,
+    pub bw_pct: Option<f64>,
+    pub repeat: u32,
+    pub key: String,
+}
+
+/// A parsed, checked sweep.
+pub struct Sweep {
+    pub spec: SweepSpec,
+    pub workload: Workload,
+    pub series: String,
+    pub options: serde_json::Value,
+    pub points: Vec<Point>,
+}
+
+impl Sweep {
+    pub fn load(path: &Path) -> Result<Sweep> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the sweep spec {}", path.display()))?;
+        let spec: SweepSpec = toml::from_str(&text)
+            .map_err(|e| anyhow!("the sweep spec {} is not valid: {e}", path.display()))?;
+        Sweep::new(spec)
+    }
+
+    pub fn new(spec: SweepSpec) -> Result<Sweep> {
+        let (workload, options) = match spec.workload.as_str() {
+            "bfs" => {
+                let o = &spec.bfs;
+                (
+                    Workload::Bfs {
+                        scale: o.scale,
+                        edge_factor: o.edge_factor,
+                        keys: o.keys,
+                        validate: o.validate,
+                    },
+                    json!({ "scale": o.scale, "edge_factor": o.edge_factor, "keys": o.keys, "validate": o.validate }),
+                )
+            }
+            "pmm" => {
+                let o = &spec.pmm;
+                if !["flat", "binomial", "pipelined"].contains(&o.bcast.as_str()) {
+                    bail!("pmm.bcast must be flat, binomial or pipelined");
+                }
+                (
+                    Workload::Pmm {
+                        size: o.size,
+                        bcast: o.bcast.clone(),
+                    },
+                    json!({ "size": o.size, "bcast": o.bcast }),
+                )
+            }
+            "program" => {
+                let o = spec.program.clone().ok_or_else(|| {
+                    anyhow!("workload = \"program\" needs a [program] table with name")
+                })?;
+                (
+                    Workload::Program {
+                        program: o.name.clone(),
+                        args: o.args.clone(),
+                    },
+                    json!({ "name": o.name, "args": o.args }),
+                )
+            }
+            other => bail!("unknown workload `{other}`: use bfs, pmm or program"),
+        };
+        if spec.nodes.is_empty() || spec.nodes.contains(&0) {
+            bail!("`nodes` must list node counts >= 1");
+        }
+        if spec.repeats == 0 {
+            bail!("`repeats` must be at least 1");
+        }
+        if !(spec.time_limit.is_finite() && spec.time_limit > 0.0) {
+            bail!("`time_limit` must be a positive number of seconds");
+        }
+        let bws = expand_bandwidths(&spec.bandwidths)?;
+        let series = format!(
+            "{} {}",
+            spec.workload,
+            options
+                .as_object()
+                .map(|m| m
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" "))
+                .unwrap_or_default()
+        );
+        let mut points = Vec::new();
+        for &n in &spec.nodes {
+            for bw in &bws {
+                for r in 0..spec.repeats {
+                    let bw_text = bw
+                        .map(|b| b.to_string())
+                        .unwrap_or_else(|| "unlimited".into());
+                    points.push(Point {
+                        nodes: n,
+                        bw_pct: *bw,
+                        repeat: r,
+                        key: format!(
+                            "{series}|nodes={n}|rpn={}|bw={bw_text}|rep={r}",
+                            spec.ranks_per_node
+                        ),
+                    });
+                }
+            }
+        }
+        if spec.randomize {
+            let mut rng = Rng::new(spec.seed ^ 0x005E_ED0F_5EE9);
+            for i in (1..points.len()).rev() {
+                let j = rng.below(i + 1);
+                points.swap(i, j);
+            }
+        }
+        Ok(Sweep {
+            spec,
+            workload,
+            series,
+            options,
+            points,
+        })
+    }
+}
+
+/// How a sweep ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SweepEnd {
+    Complete {
+        ran: usize,
+        skipped: usize,
+        gave_up: usize,
+    },
+    Interrupted {
+        ran: usize,
+    },
+}
+
+fn now_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // Civil date from days since the epoch (proleptic Gregorian).
+    let (days, rem) = (secs / 86400, secs % 86400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn fmt_eta(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Run the sweep against `cluster`, storing into `store`. `progress` gets one line per run.
+pub fn run(
+    sweep: &Sweep,
+    cluster: &Cluster,
+    store: &Store,
+    cancel: &AtomicBool,
+    mut progress: impl FnMut(&str),
+) -> Result<SweepEnd> {
+    if let Some(&max) = sweep.spec.nodes.iter().max() {
+        if max > cluster.file.nodes.len() {
+            bail!(
+                "the sweep needs {max} nodes, the cluster file lists {} ({})",
+                cluster.file.nodes.len(),
+                cluster.node_names().join(", ")
+            );
+        }
+    }
+    let done = store.done_points()?;
+    let mut failed = store.failed_attempts()?;
+    let todo: Vec<&Point> = sweep
+        .points
+        .iter()
+        .filter(|p| !done.contains(&p.key))
+        .collect();
+    let skipped = sweep.points.len() - todo.len();
+    if skipped > 0 {
+        progress(&format!(
+            "resuming: {skipped} of {} points already stored",
+            sweep.points.len()
+        ));
+    }
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let started = Instant::now();
+    let (mut ran, mut gave_up, mut finished) = (0usize, 0usize, 0usize);
+    for (i, p) in todo.iter().enumerate() {
+        loop {
+            let attempts = failed.get(&p.key).copied().unwrap_or(0);
+            if attempts > sweep.spec.retries {
+                gave_up += 1;
+                progress(&format!(
+                    "[{}/{}] {}: gave up after {attempts} failed attempts",
+                    i + 1,
+                    todo.len(),
+                    p.key
+                ));
+                break;
+            }
+            if cancel.load(Ordering::SeqCst) {
+                return Ok(SweepEnd::Interrupted { ran });
+            }
+            let spec = RunSpec {
+                workload: sweep.workload.clone(),
+                nodes: p.nodes,
+                ranks_per_node: sweep.spec.ranks_per_node,
+                bw_pct: p.bw_pct,
+                time_limit_s: sweep.spec.time_limit,
+            };
+            let started_at = now_utc();
+            let outcome = run::run_cancellable(cluster, &spec, cancel)?;
+            if outcome.status == "interrupted" {
+                return Ok(SweepEnd::Interrupted { ran });
+            }
+            ran += 1;
+            let ok = outcome.status == "ok";
+            store.insert(&RunRow {
+                point_key: p.key.clone(),
+                series: sweep.series.clone(),
+                workload: sweep.spec.workload.clone(),
+                options: sweep.options.to_string(),
+                nodes: p.nodes as u32,
+                ranks_per_node: sweep.spec.ranks_per_node as u32,
+                procs: outcome.procs as u32,
+                bw_pct: p.bw_pct,
+                capacity: outcome.capacity_bytes_per_sec,
+                latency_us: outcome.latency_us,
+                repeat: p.repeat,
+                started_at,
+                seconds: ok.then_some(outcome.seconds),
+                kernel_seconds: outcome.kernel_seconds,
+                teps: outcome.harmonic_mean_teps,
+                status: if ok { "ok".into() } else { "failed".into() },
+                reason: outcome.reason.clone(),
+                host: host.clone(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                job: outcome.job.clone(),
+            })?;
+            if ok {
+                finished += 1;
+                let per = started.elapsed().as_secs_f64() / ran as f64;
+                progress(&format!(
+                    "[{}/{}] nodes={} bw={} rep={}: {:.3} s | ETA {}",
+                    i + 1,
+                    todo.len(),
+                    p.nodes,
+                    p.bw_pct
+                        .map(|b| format!("{b}%"))
+                        .unwrap_or_else(|| "unlimited".into()),
+                    p.repeat,
+                    outcome.seconds,
+                    fmt_eta(per * (todo.len() - i - 1) as f64)
+                ));
+                break;
+            }
+            *failed.entry(p.key.clone()).or_default() += 1;
+            progress(&format!(
+                "[{}/{}] nodes={} bw={:?} rep={}: FAILED ({}), stored; retrying",
+                i + 1,
+                todo.len(),
+                p.nodes,
+                p.bw_pct,
+                p.repeat,
+                outcome.reason.as_deref().unwrap_or("unknown")
+            ));
+        }
+    }
+    let _ = finished;
+    Ok(SweepEnd::Complete {
+        ran,
+        skipped,
+        gave_up,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(v: &[&str]) -> Vec<toml::Value> {
+        v.iter()
+            .map(|s| toml::Value::String(s.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn ranges_expand_inclusively_and_duplicates_go() {
+        let bw = expand_bandwidths(&steps(&["100", "40:20:-5", "30"])).unwrap();
+        assert_eq!(
+            bw,
+            vec![
+                Some(100.0),
+                Some(40.0),
+                Some(35.0),
+                Some(30.0),
+                Some(25.0),
+                Some(20.0)
+            ]
+        );
+        let bw = expand_bandwidths(&steps(&["40:20:-2"])).unwrap();
+        assert_eq!(bw.len(), 11);
+        assert_eq!(
+            expand_bandwidths(&steps(&["unlimited"])).unwrap(),
+            vec![None]
+        );
+        for bad in ["40:20:2", "0:10:1", "40:20", "x", "101", "40:20:0"] {
+            assert!(expand_bandwidths(&steps(&[bad])).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn points_are_every_combination_in_a_seeded_order() {
+        let text = r#"
+            workload = "bfs"
+            nodes = [1, 2]
+            bandwidths = ["100", "50"]
+            repeats = 2
+            seed = 3
+            [bfs]
+            scale = 8
+        "#;
+        let a = Sweep::new(toml::from_str(text).unwrap()).unwrap();
+        let b = Sweep::new(toml::from_str(text).unwrap()).unwrap();
+        assert_eq!(a.points.len(), 8);
+        assert_eq!(a.points, b.points, "same seed, same order");
+        let mut keys: Vec<&str> = a.points.iter().map(|p| p.key.as_str()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 8);
+        assert!(a.series.starts_with("bfs ") && a.series.contains("scale=8"));
+    }
+
+    #[test]
+    fn bad_specs_are_explained() {
+        for (text, hint) in [
+            (
+                "workload = \"sort\"\nnodes=[1]\nbandwidths=[100]",
+                "unknown workload",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[]\nbandwidths=[100]",
+                "node counts",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats=0",
+                "repeats",
+            ),
+            (
+                "workload = \"pmm\"\nnodes=[1]\nbandwidths=[100]\n[pmm]\nbcast=\"tree\"",
+                "bcast",
+            ),
+        ] {
+            let spec: SweepSpec = toml::from_str(text).unwrap();
+            let e = Sweep::new(spec)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(hint), "{text}: {e}");
+        }
+        assert!(toml::from_str::<SweepSpec>(
+            "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100]\ncolour=1"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn timestamps_are_iso() {
+        let t = now_utc();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+}

@@ -1,0 +1,219 @@
+//! Sweeps with real agents and workloads: interrupted and resumed gives the same rows as
+//! one uninterrupted; analysis and report work on what was stored.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Cluster(PathBuf);
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = ctl(&self.0, &["local", "down"]);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl"))
+}
+
+fn ctl(dir: &Path, args: &[&str]) -> Output {
+    Command::new(exe())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("THROTTLE_CLUSTER")
+        .output()
+        .unwrap()
+}
+
+fn up(tag: &str, base: &str) -> Cluster {
+    let p = std::env::temp_dir().join(format!("throttle-sweep-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    let out = ctl(
+        &p,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            "3",
+            "--capacity",
+            "200Mbit",
+            "--base-addr",
+            base,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(
+        p.join("spec.toml"),
+        "workload = \"bfs\"\nnodes = [1, 2, 3]\nbandwidths = [\"100\", \"50:25:-25\"]\nrepeats = 2\nseed = 4\n[bfs]\nscale = 8\nkeys = 4\n",
+    )
+    .unwrap();
+    Cluster(p)
+}
+
+/// (point key, status) of every stored row, via the CSV export.
+fn stored(dir: &Path, db: &str) -> Vec<String> {
+    let out = ctl(dir, &["export", "--db", db]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut rows: Vec<String> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            // workload, nodes, procs, bw_pct, repeat, status
+            format!("{} {} {} {} {} {}", f[0], f[1], f[2], f[3], f[4], f[6])
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_to_the_same_rows_as_an_uninterrupted_one() {
+    let c = up("resume", "127.0.13.1");
+    let dir = &c.0;
+    // Uninterrupted.
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "whole.db"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let whole = stored(dir, "whole.db");
+    assert_eq!(whole.len(), 18, "{whole:?}");
+
+    // Interrupted with SIGINT once a few runs are stored, then resumed.
+    let child = Command::new(exe())
+        .args(["sweep", "spec.toml", "--db", "parts.db"])
+        .current_dir(dir)
+        .env_remove("THROTTLE_CLUSTER")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let n = if dir.join("parts.db").exists() {
+            stored(dir, "parts.db").len()
+        } else {
+            0
+        };
+        if n >= 3 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no runs stored");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("Run the same command to resume"), "{err}");
+    let partial = stored(dir, "parts.db");
+    assert!(
+        partial.len() < 18,
+        "the interrupt came too late to test anything: {}",
+        partial.len()
+    );
+    // No job is left running on the agents after the interrupt.
+    let status = ctl(dir, &["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    for n in v.as_array().unwrap() {
+        assert_eq!(n["running_jobs"], 0, "{n}");
+    }
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "parts.db"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("resuming"), "{err}");
+    assert_eq!(stored(dir, "parts.db"), whole);
+
+    // A third run does nothing.
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "parts.db"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 runs now, 18 already stored"));
+
+    // The stored runs analyse, as JSON with the documented keys, and make a report.
+    let out = ctl(
+        dir,
+        &[
+            "analyze",
+            "--db",
+            "whole.db",
+            "--cti",
+            "5,10",
+            "--predict",
+            "3,6",
+            "--json",
+            "--report",
+            "rep",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "regression",
+        "dc",
+        "dc_pairs",
+        "demand",
+        "projection",
+        "saturation",
+        "warnings",
+    ] {
+        assert!(a.get(key).is_some(), "missing key {key}: {a}");
+    }
+    assert_eq!(a["held_out"], serde_json::json!([3]));
+    let html = std::fs::read_to_string(dir.join("rep/index.html")).unwrap();
+    assert!(
+        html.contains("Bandwidth demand") && html.contains("<svg"),
+        "report without plots"
+    );
+    for f in [
+        "time_vs_bandwidth",
+        "cti_vs_bandwidth",
+        "strong_scaling",
+        "demand",
+    ] {
+        assert!(
+            dir.join(format!("rep/{f}.png")).metadata().unwrap().len() > 1000,
+            "{f}.png"
+        );
+    }
+}
+
+#[test]
+fn analyze_reports_bad_csv_rows_and_missing_data() {
+    let dir = std::env::temp_dir().join(format!("throttle-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("bad.csv"),
+        "workload,nodes,procs,bw_pct,repeat,seconds\nbfs,1,4,100,0,1.0\nbfs,1,4,zero,0,1.0\n",
+    )
+    .unwrap();
+    let out = ctl(&dir, &["analyze", "--csv", "bad.csv"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 3") && err.contains("bw_pct"), "{err}");
+    let out = ctl(&dir, &["analyze", "--db", "none.db"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run a sweep first"));
+    let out = ctl(&dir, &["analyze", "--csv", "bad.csv", "--cti", "5,x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cti"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
