@@ -572,6 +572,21 @@ mod tests {
     }
 
     #[test]
+    fn the_example_specs_in_experiments_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let s = Sweep::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                assert!(!s.points.is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 3, "expected the example specs in {}", dir.display());
+    }
+
+    #[test]
     fn timestamps_are_iso() {
         let t = now_utc();
         assert_eq!(t.len(), 20, "{t}");

@@ -83,6 +83,8 @@ pub struct Projection {
     pub procs: u32,
     pub cti: f64,
     pub bw_pct: f64,
+    /// The projection at the ends of the DC bootstrap interval.
+    pub bw_pct_ci: Option<(f64, f64)>,
     pub measured_bw_pct: Option<f64>,
     /// predicted - measured, percentage points.
     pub error_pp: Option<f64>,
@@ -344,6 +346,12 @@ pub fn analyze(obs: &[Observation], req: &Request) -> Result<Analysis> {
                     procs: p,
                     cti: c,
                     bw_pct: bw,
+                    bw_pct_ci: dc_ci.map(|(lo, hi)| {
+                        (
+                            demand::project(star.bw_pct, lo, ps as f64, p as f64),
+                            demand::project(star.bw_pct, hi, ps as f64, p as f64),
+                        )
+                    }),
                     measured_bw_pct: measured,
                     error_pp: measured.map(|m| bw - m),
                     from_censored: star.censored != Censored::None,

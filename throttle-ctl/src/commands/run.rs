@@ -109,6 +109,8 @@ pub struct RunOutcome {
     /// The workload's own timing (kernel seconds), when it reported one.
     pub kernel_seconds: Option<f64>,
     pub harmonic_mean_teps: Option<f64>,
+    /// The workload's own check: BFS validation or PMM verification.
+    pub validation: Option<String>,
     /// Rank 0's result line.
     pub result: Option<Value>,
     /// Rank 0's output.
@@ -214,6 +216,12 @@ pub fn run_cancellable(
         },
         kernel_seconds,
         harmonic_mean_teps,
+        validation: result.as_ref().and_then(|v| {
+            v["validation"]
+                .as_str()
+                .or_else(|| v["verification"].as_str())
+                .map(str::to_string)
+        }),
         result,
         output: rank0.map(|r| r.output_tail).unwrap_or_default(),
     })
