@@ -440,96 +440,89 @@ async fn calibrate(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
     Ok(Json(result).into_response())
 }
 
+/// One metric in Prometheus text format: HELP, TYPE, then `name{labels} value` lines.
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
 async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
     let s = status_of(&agent);
-    let node = &s.node;
+    let node = format!("node=\"{}\"", s.node);
+    let dir = |d: &str| format!("{node},direction=\"{d}\"");
+    let one = |v: String| vec![(node.clone(), v)];
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP throttle_link_bytes_total Payload bytes that crossed the emulated link."
+    metric(
+        &mut out,
+        "throttle_link_bytes_total",
+        "counter",
+        "Payload bytes that crossed the emulated link.",
+        &[
+            (dir("egress"), s.egress.bytes.to_string()),
+            (dir("ingress"), s.ingress.bytes.to_string()),
+        ],
     );
-    let _ = writeln!(out, "# TYPE throttle_link_bytes_total counter");
-    let _ = writeln!(
-        out,
-        "throttle_link_bytes_total{{node=\"{node}\",direction=\"egress\"}} {}",
-        s.egress.bytes
+    metric(
+        &mut out,
+        "throttle_link_rate_bytes_per_second",
+        "gauge",
+        "Payload rate over the last 250 ms.",
+        &[
+            (dir("egress"), s.egress.rate_bytes_per_sec.to_string()),
+            (dir("ingress"), s.ingress.rate_bytes_per_sec.to_string()),
+        ],
     );
-    let _ = writeln!(
-        out,
-        "throttle_link_bytes_total{{node=\"{node}\",direction=\"ingress\"}} {}",
-        s.ingress.bytes
+    metric(
+        &mut out,
+        "throttle_link_capacity_bytes_per_second",
+        "gauge",
+        "Emulated link capacity per direction.",
+        &one(s.capacity_bytes_per_sec.to_string()),
     );
-    let _ = writeln!(
-        out,
-        "# HELP throttle_link_rate_bytes_per_second Payload rate over the last 250 ms."
+    metric(
+        &mut out,
+        "throttle_link_pct",
+        "gauge",
+        "Bandwidth percentage in force (0 when unlimited).",
+        &one(s.pct.unwrap_or(0.0).to_string()),
     );
-    let _ = writeln!(out, "# TYPE throttle_link_rate_bytes_per_second gauge");
-    let _ = writeln!(
-        out,
-        "throttle_link_rate_bytes_per_second{{node=\"{node}\",direction=\"egress\"}} {}",
-        s.egress.rate_bytes_per_sec
+    metric(
+        &mut out,
+        "throttle_link_unlimited",
+        "gauge",
+        "1 when shaping is off.",
+        &one((s.pct.is_none() as u8).to_string()),
     );
-    let _ = writeln!(
-        out,
-        "throttle_link_rate_bytes_per_second{{node=\"{node}\",direction=\"ingress\"}} {}",
-        s.ingress.rate_bytes_per_sec
+    metric(
+        &mut out,
+        "throttle_link_latency_microseconds",
+        "gauge",
+        "Added one-way latency at egress.",
+        &one(s.latency_us.to_string()),
     );
-    let _ = writeln!(
-        out,
-        "# HELP throttle_link_capacity_bytes_per_second Emulated link capacity per direction."
+    metric(
+        &mut out,
+        "throttle_open_streams",
+        "gauge",
+        "Streams crossing the link now.",
+        &one(s.open_streams.to_string()),
     );
-    let _ = writeln!(out, "# TYPE throttle_link_capacity_bytes_per_second gauge");
-    let _ = writeln!(
-        out,
-        "throttle_link_capacity_bytes_per_second{{node=\"{node}\"}} {}",
-        s.capacity_bytes_per_sec
+    metric(
+        &mut out,
+        "throttle_registered_ranks",
+        "gauge",
+        "Ranks registered on this node.",
+        &one(s.registered_ranks.to_string()),
     );
-    let _ = writeln!(
-        out,
-        "# HELP throttle_link_pct Bandwidth percentage in force (0 when unlimited)."
-    );
-    let _ = writeln!(out, "# TYPE throttle_link_pct gauge");
-    let _ = writeln!(
-        out,
-        "throttle_link_pct{{node=\"{node}\"}} {}",
-        s.pct.unwrap_or(0.0)
-    );
-    let _ = writeln!(out, "# HELP throttle_link_unlimited 1 when shaping is off.");
-    let _ = writeln!(out, "# TYPE throttle_link_unlimited gauge");
-    let _ = writeln!(
-        out,
-        "throttle_link_unlimited{{node=\"{node}\"}} {}",
-        s.pct.is_none() as u8
-    );
-    let _ = writeln!(
-        out,
-        "# HELP throttle_link_latency_microseconds Added one-way latency at egress."
-    );
-    let _ = writeln!(out, "# TYPE throttle_link_latency_microseconds gauge");
-    let _ = writeln!(
-        out,
-        "throttle_link_latency_microseconds{{node=\"{node}\"}} {}",
-        s.latency_us
-    );
-    let _ = writeln!(
-        out,
-        "# HELP throttle_open_streams Streams crossing the link now."
-    );
-    let _ = writeln!(out, "# TYPE throttle_open_streams gauge");
-    let _ = writeln!(
-        out,
-        "throttle_open_streams{{node=\"{node}\"}} {}",
-        s.open_streams
-    );
-    let _ = writeln!(
-        out,
-        "# HELP throttle_registered_ranks Ranks registered on this node."
-    );
-    let _ = writeln!(out, "# TYPE throttle_registered_ranks gauge");
-    let _ = writeln!(
-        out,
-        "throttle_registered_ranks{{node=\"{node}\"}} {}",
-        s.registered_ranks
+    metric(
+        &mut out,
+        "throttle_running_jobs",
+        "gauge",
+        "Jobs with ranks running on this node.",
+        &one(s.running_jobs.to_string()),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }

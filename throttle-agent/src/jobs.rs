@@ -277,6 +277,16 @@ impl Launcher {
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .process_group(0);
+            // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL this
+            // rank if the agent dies (even by SIGKILL), so no rank outlives its agent.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
             match cmd.spawn() {
                 Ok(child) => {
                     {
@@ -291,7 +301,9 @@ impl Launcher {
                         error: format!("cannot start {}: {e}", program.display()),
                     };
                     j.ranks[slot].ended = Some(Instant::now());
+                    // The ranks not started yet are marked killed and stay unstarted.
                     kill_all(&mut j, "another rank failed to start");
+                    break;
                 }
             }
         }

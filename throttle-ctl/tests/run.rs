@@ -275,3 +275,60 @@ fn bad_run_arguments_are_explained() {
     assert!(!ok);
     assert!(v["reason"].as_str().unwrap().contains("square"), "{v}");
 }
+
+#[test]
+fn ranks_die_with_their_agent_even_when_it_is_killed() {
+    let c = up("pdeath", 1, "127.0.14.1");
+    let marker = "--sleep 77.5";
+    let run = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl")))
+        .args([
+            "run",
+            "--workload",
+            "program",
+            "--program",
+            "throttle-selftest",
+            "--nodes",
+            "1",
+            "--ranks-per-node",
+            "2",
+            "--",
+            "--sleep",
+            "77.5",
+        ])
+        .current_dir(&c.0)
+        .env_remove("THROTTLE_CLUSTER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_with(marker).len() < 2 {
+        assert!(Instant::now() < deadline, "the ranks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cluster = std::fs::read_to_string(c.0.join("throttle-cluster.toml")).unwrap();
+    let pid: i32 = cluster
+        .lines()
+        .find_map(|l| l.strip_prefix("pid = "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with(marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "ranks outlived their agent: {:?}",
+            processes_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        !out.status.success(),
+        "the controller must report the lost job"
+    );
+}

@@ -195,11 +195,11 @@ mod tests {
     #[test]
     fn rate_change_rescales_debt() {
         let b = TokenBucket::new(Some(100e6));
-        // Drive into debt of ~one burst (500 KB = 5 ms at 100 MB/s).
+        // Drive into debt of about one burst (10 ms of traffic: 1 MB at 100 MB/s).
         let _ = b.try_take(usize::MAX).unwrap();
         let _ = b.try_take(usize::MAX).unwrap();
         b.set_rate(Some(1e6));
-        // Debt is now ~5 ms of 1 MB/s = 5 KB, not 500 KB: the wait stays short.
+        // The debt is rescaled to 10 ms of 1 MB/s = 10 KB, not 1 MB: the wait stays short.
         let wait = b.try_take(1).unwrap_err();
         assert!(wait <= MAX_WAIT);
         std::thread::sleep(Duration::from_millis(15));

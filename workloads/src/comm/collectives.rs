@@ -264,32 +264,34 @@ pub fn allreduce_max_u64(comm: &Comm, g: &Group, v: u64) -> Result<u64, CommErro
     reduce_u64(comm, g, v, u64::max)
 }
 
-/// Sum of f64 values, added in group order (the same result on every member).
-pub fn allreduce_sum_f64(comm: &Comm, g: &Group, v: f64) -> Result<f64, CommError> {
+/// Fold every member's f64 in group order (so every member gets the same bits).
+fn reduce_f64(
+    comm: &Comm,
+    g: &Group,
+    v: f64,
+    init: f64,
+    f: impl Fn(f64, f64) -> f64,
+) -> Result<f64, CommError> {
     let all = allgatherv(comm, g, &v.to_le_bytes())?;
-    let mut acc = 0.0;
-    for b in all {
-        acc += f64::from_le_bytes(
-            b.as_slice()
-                .try_into()
-                .map_err(|_| CommError::Protocol("bad allreduce payload".into()))?,
-        );
-    }
-    Ok(acc)
-}
-
-pub fn allreduce_max_f64(comm: &Comm, g: &Group, v: f64) -> Result<f64, CommError> {
-    let all = allgatherv(comm, g, &v.to_le_bytes())?;
-    let mut acc = f64::NEG_INFINITY;
+    let mut acc = init;
     for b in all {
         let x = f64::from_le_bytes(
             b.as_slice()
                 .try_into()
                 .map_err(|_| CommError::Protocol("bad allreduce payload".into()))?,
         );
-        acc = acc.max(x);
+        acc = f(acc, x);
     }
     Ok(acc)
+}
+
+/// Sum of f64 values, added in group order (the same result on every member).
+pub fn allreduce_sum_f64(comm: &Comm, g: &Group, v: f64) -> Result<f64, CommError> {
+    reduce_f64(comm, g, v, 0.0, |a, b| a + b)
+}
+
+pub fn allreduce_max_f64(comm: &Comm, g: &Group, v: f64) -> Result<f64, CommError> {
+    reduce_f64(comm, g, v, f64::NEG_INFINITY, f64::max)
 }
 
 #[cfg(test)]
