@@ -187,7 +187,7 @@ impl Store {
         let what = if kernel {
             "kernel time reported by the workload (BFS: sum of the search times)"
         } else {
-            "job completion time (launch to the last rank's exit)"
+            "job completion time (rank 0's start to exit)"
         };
         Ok((obs, what.to_string()))
     }

@@ -104,7 +104,8 @@ pub struct RunOutcome {
     /// `ok` or `failed`.
     pub status: String,
     pub reason: Option<String>,
-    /// Wall time from launch to the last rank's exit, measured by the controller.
+    /// Job completion time: rank 0's wall time from start to exit, as its agent measured
+    /// it (the controller's launch-to-done time when rank 0 has no report).
     pub seconds: f64,
     /// The workload's own timing (kernel seconds), when it reported one.
     pub kernel_seconds: Option<f64>,
