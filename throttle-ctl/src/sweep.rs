@@ -391,7 +391,7 @@ pub fn run(
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
     let started = Instant::now();
-    let (mut ran, mut gave_up, mut finished) = (0usize, 0usize, 0usize);
+    let (mut ran, mut gave_up) = (0usize, 0usize);
     for (i, p) in todo.iter().enumerate() {
         loop {
             let attempts = failed.get(&p.key).copied().unwrap_or(0);
@@ -445,7 +445,6 @@ pub fn run(
                 job: outcome.job.clone(),
             })?;
             if ok {
-                finished += 1;
                 let per = started.elapsed().as_secs_f64() / ran as f64;
                 progress(&format!(
                     "[{}/{}] nodes={} bw={} rep={}: {:.3} s | ETA {}",
@@ -473,7 +472,6 @@ pub fn run(
             ));
         }
     }
-    let _ = finished;
     Ok(SweepEnd::Complete {
         ran,
         skipped,

@@ -153,7 +153,6 @@ pub fn run(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
     } else {
         Vec::new()
     };
-    let (s, e) = g.own_range();
     let mut search_seconds = Vec::new();
     let mut edges_traversed = Vec::new();
     let mut validation = if cfg.validate {
@@ -205,7 +204,6 @@ pub fn run(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
             }
         }
     }
-    let _ = (s, e);
     // Every rank reports rank 0's times so the result is the same everywhere.
     let times_bytes: Vec<u8> = search_seconds
         .iter()
