@@ -42,8 +42,10 @@ pub struct AgentConfig {
     pub pump: PumpOptions,
     /// How long a stream waits for its destination rank to register.
     pub register_timeout: Duration,
-    /// Depth of the token buckets, in time at the current rate.
+    /// Depth of the token buckets while traffic waits, in time at the current rate.
     pub burst: Duration,
+    /// Depth of an idle bucket (what a quiet link lets through at once).
+    pub idle_burst: Duration,
     /// Only programs inside this directory may be launched as ranks.
     pub allowed_dir: PathBuf,
 }
@@ -197,7 +199,7 @@ impl RunningAgent {
 /// Bind every listener and start the agent's services on the current tokio runtime.
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let link = Link::new(config.shape).map_err(|e| anyhow::anyhow!("{e}"))?;
-    link.set_burst(config.burst);
+    link.set_burst(config.burst, config.idle_burst);
     let control = TcpListener::bind(config.control)
         .await
         .with_context(|| format!("cannot bind the control API on {}", config.control))?;

@@ -61,9 +61,14 @@ struct Args {
     /// Seconds a stream waits for its destination rank to register.
     #[arg(long, default_value_t = 10.0)]
     register_timeout: f64,
-    /// Depth of the token buckets in milliseconds of traffic at the current rate.
+    /// Bucket depth while traffic waits, ms of traffic at the current rate: how long a
+    /// descheduled agent may catch up.
     #[arg(long, default_value_t = 10.0)]
     burst_ms: f64,
+    /// Bucket depth of an idle link, ms of traffic: what a message after a quiet phase gets
+    /// through without paying its serialization time (at least 16 KiB).
+    #[arg(long, default_value_t = 1.0)]
+    idle_burst_ms: f64,
     /// Worker threads of the agent [default: the number of CPUs]. On a local cluster with
     /// several agents per machine, 1 avoids cross-thread wake-ups (lower latency).
     #[arg(long)]
@@ -131,6 +136,9 @@ fn main() {
     if !(args.burst_ms.is_finite() && (0.1..=1000.0).contains(&args.burst_ms)) {
         fail("--burst-ms must be between 0.1 and 1000");
     }
+    if !(args.idle_burst_ms.is_finite() && (0.1..=1000.0).contains(&args.idle_burst_ms)) {
+        fail("--idle-burst-ms must be between 0.1 and 1000");
+    }
     let local_socket = args.local_socket.unwrap_or_else(|| {
         let dir = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
@@ -158,6 +166,7 @@ fn main() {
         },
         register_timeout: Duration::from_secs_f64(args.register_timeout),
         burst: Duration::from_secs_f64(args.burst_ms / 1000.0),
+        idle_burst: Duration::from_secs_f64(args.idle_burst_ms / 1000.0),
         allowed_dir,
     };
     let threads = args.threads.unwrap_or_else(|| {

@@ -181,10 +181,6 @@ enum Command {
         bandwidths: String,
         #[arg(long, default_value = "5,10,15,20,25")]
         cti: String,
-        /// Token bucket depth of the agents, ms of traffic (small: messages pay their
-        /// serialization delay even after idle).
-        #[arg(long, default_value_t = 1.0)]
-        burst_ms: f64,
         /// Print the analysis as JSON at the end instead of the tables.
         #[arg(long)]
         json: bool,
@@ -219,9 +215,12 @@ enum LocalCommand {
         /// First loopback address.
         #[arg(long, default_value = "127.0.1.1")]
         base_addr: Ipv4Addr,
-        /// Token bucket depth of every agent, in milliseconds of traffic.
+        /// Bucket depth of every agent while traffic waits, ms of traffic (catch-up after a stall).
         #[arg(long, default_value_t = 10.0)]
         burst_ms: f64,
+        /// Bucket depth of every agent when its link is idle, ms of traffic.
+        #[arg(long, default_value_t = 1.0)]
+        idle_burst_ms: f64,
         /// Worker threads per agent [default: 1, as several agents share this machine].
         #[arg(long, default_value_t = 1)]
         agent_threads: usize,
@@ -313,6 +312,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             capacity,
             base_addr,
             burst_ms,
+            idle_burst_ms,
             agent_threads,
             dir,
         }) => {
@@ -329,6 +329,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 agent_args: vec![
                     "--burst-ms".into(),
                     burst_ms.to_string(),
+                    "--idle-burst-ms".into(),
+                    idle_burst_ms.to_string(),
                     "--threads".into(),
                     agent_threads.to_string(),
                 ],
@@ -604,7 +606,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
             repeats,
             bandwidths,
             cti,
-            burst_ms,
             json,
         } => {
             let levels = parse_list::<f64>(&cti, "--cti")?;
@@ -620,7 +621,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .map(|s| s.trim().to_string())
                     .collect(),
                 cti: levels,
-                burst_ms,
             };
             let cancel = interrupt_flag()?;
             let started = std::time::Instant::now();

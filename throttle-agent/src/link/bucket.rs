@@ -7,8 +7,15 @@
 //! change is in force at once, and lets the caller do its own (short, capped) sleeping.
 //!
 //! Model: `tokens` may go negative ("debt"). A grant is made whenever `tokens > 0`, of at
-//! most one burst; the bytes are then owed. Over any window the bytes granted are
+//! most what the bucket holds (at least the idle depth); the bytes are then owed. Over any window the bytes granted are
 //! `rate * window + burst` at most, so averages over 100 ms are on target.
+//!
+//! Two depths: a link cannot bank capacity while nobody sends, so an idle bucket fills
+//! only to the small *idle* depth (1 ms by default): a message after a quiet phase gets at
+//! most that much for free, the rest pays its serialization time. While the link is busy
+//! (a sender was refused, or asked for a bulk chunk, within the last full depth), the
+//! bucket may fill to the full depth (10 ms by default), so that a shaper descheduled for a
+//! few ms catches up instead of losing the link's capacity.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -17,8 +24,15 @@ use std::time::{Duration, Instant};
 /// (or a refill) is noticed by a waiting stream: DESIGN.md asks for 10 ms.
 pub const MAX_WAIT: Duration = Duration::from_millis(4);
 
-/// Default depth of the bucket, in time at the current rate.
+/// Default depth of the bucket while traffic waits, in time at the current rate.
 pub const DEFAULT_BURST: Duration = Duration::from_millis(10);
+
+/// Default depth of an idle bucket, in time at the current rate.
+pub const DEFAULT_IDLE_BURST: Duration = Duration::from_millis(1);
+
+/// A request at least this large comes from a bulk transfer (the splice path): the link
+/// counts as busy, like after a refusal.
+const BULK_WANT: usize = 64 * 1024;
 
 /// Smallest depth in bytes, so that low rates still move whole packets.
 const MIN_BURST_BYTES: f64 = 16.0 * 1024.0;
@@ -34,8 +48,12 @@ struct State {
     /// Bytes per second; `None` means unlimited.
     rate: Option<f64>,
     burst_time: Duration,
+    idle_burst_time: Duration,
     tokens: f64,
     last: Instant,
+    /// When a sender was last refused or asked for a bulk chunk: the link is busy, and a
+    /// stall of the agent may be made up for.
+    last_busy: Option<Instant>,
 }
 
 impl State {
@@ -46,10 +64,33 @@ impl State {
         }
     }
 
+    fn idle_bytes(&self) -> f64 {
+        match self.rate {
+            Some(r) => (r * self.idle_burst_time.as_secs_f64())
+                .max(MIN_BURST_BYTES)
+                .min(self.burst_bytes()),
+            None => f64::INFINITY,
+        }
+    }
+
+    /// Traffic was refused, or moved in bulk, recently enough that the link counts as busy.
+    fn backlogged(&self, now: Instant) -> bool {
+        self.last_busy
+            .is_some_and(|t| now.saturating_duration_since(t) <= self.burst_time + MAX_WAIT)
+    }
+
     fn refill(&mut self, now: Instant) {
         if let Some(rate) = self.rate {
             let dt = now.saturating_duration_since(self.last).as_secs_f64();
-            self.tokens = (self.tokens + dt * rate).min(self.burst_bytes());
+            let burst = self.burst_bytes();
+            // Idle time may not raise the tokens above the idle depth (tokens already
+            // there are kept); a backlog may fill up to the full depth.
+            let cap = if self.backlogged(now) {
+                burst
+            } else {
+                self.idle_bytes().max(self.tokens).min(burst)
+            };
+            self.tokens = (self.tokens + dt * rate).min(cap);
         }
         self.last = now;
     }
@@ -61,11 +102,13 @@ impl TokenBucket {
         let mut state = State {
             rate,
             burst_time: DEFAULT_BURST,
+            idle_burst_time: DEFAULT_IDLE_BURST,
             tokens: 0.0,
             last: Instant::now(),
+            last_busy: None,
         };
         state.tokens = if rate.is_some() {
-            state.burst_bytes()
+            state.idle_bytes()
         } else {
             0.0
         };
@@ -102,10 +145,12 @@ impl TokenBucket {
         self.lock().rate
     }
 
-    /// Change the depth of the bucket (in time at the current rate).
-    pub fn set_burst(&self, burst: Duration) {
+    /// Change the depths of the bucket (in time at the current rate): `burst` while
+    /// traffic waits, `idle` for an idle link (at most `burst`).
+    pub fn set_burst(&self, burst: Duration, idle: Duration) {
         let mut s = self.lock();
         s.burst_time = burst.max(Duration::from_micros(100));
+        s.idle_burst_time = idle.max(Duration::from_micros(100)).min(s.burst_time);
     }
 
     /// Largest grant this bucket makes at once, in bytes (`usize::MAX` when unlimited).
@@ -130,10 +175,17 @@ impl TokenBucket {
         let now = Instant::now();
         s.refill(now);
         if s.tokens > 0.0 {
-            let grant = (want as f64).min(s.burst_bytes()).max(1.0) as usize;
+            // At most what the bucket holds (but at least the idle depth, so streams move
+            // in large chunks), never more than the full depth.
+            let limit = s.tokens.max(s.idle_bytes()).min(s.burst_bytes());
+            let grant = (want as f64).min(limit).max(1.0) as usize;
             s.tokens -= grant as f64;
+            if want >= BULK_WANT {
+                s.last_busy = Some(now);
+            }
             Ok(grant)
         } else {
+            s.last_busy = Some(now);
             let wait = Duration::from_secs_f64((-s.tokens + 1.0) / rate);
             Err(wait.clamp(Duration::from_micros(50), MAX_WAIT))
         }
@@ -173,6 +225,27 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_link_banks_only_the_idle_depth_but_a_backlog_catches_up() {
+        let b = TokenBucket::new(Some(100e6)); // idle depth 1 ms = 100 KB, full 10 ms = 1 MB
+        std::thread::sleep(Duration::from_millis(30));
+        // After 30 ms of idle, one grant is at most ~the idle depth...
+        let first = b.try_take(usize::MAX).unwrap();
+        assert!(first <= 110_000, "idle link granted {first} bytes at once");
+        // ...and then senders wait.
+        while b.try_take(usize::MAX).is_ok() {}
+        // A sender stalled for 8 ms while refused may use the whole 8 ms afterwards.
+        std::thread::sleep(Duration::from_millis(8));
+        let mut got = 0;
+        while let Ok(n) = b.try_take(64 * 1024) {
+            got += n;
+        }
+        assert!(
+            got >= 600_000,
+            "a backlog caught up only {got} bytes of ~800 KB"
+        );
+    }
+
+    #[test]
     fn grant_is_capped_at_one_burst_then_waits() {
         let b = TokenBucket::new(Some(1e6)); // 1 MB/s, burst 16 KiB (min)
         let first = b.try_take(1 << 20).unwrap();
@@ -195,11 +268,11 @@ mod tests {
     #[test]
     fn rate_change_rescales_debt() {
         let b = TokenBucket::new(Some(100e6));
-        // Drive into debt of about one burst (10 ms of traffic: 1 MB at 100 MB/s).
+        // Drive into debt.
         let _ = b.try_take(usize::MAX).unwrap();
         let _ = b.try_take(usize::MAX).unwrap();
         b.set_rate(Some(1e6));
-        // The debt is rescaled to 10 ms of 1 MB/s = 10 KB, not 1 MB: the wait stays short.
+        // The debt is rescaled to the same time at 1 MB/s: the wait stays short.
         let wait = b.try_take(1).unwrap_err();
         assert!(wait <= MAX_WAIT);
         std::thread::sleep(Duration::from_millis(15));

@@ -214,10 +214,11 @@ impl Link {
         Ok(shape)
     }
 
-    /// Set the bucket depth of both ports.
-    pub fn set_burst(&self, burst: Duration) {
-        self.egress.bucket.set_burst(burst);
-        self.ingress.bucket.set_burst(burst);
+    /// Set the bucket depths of both ports: `burst` while traffic waits, `idle` for an
+    /// idle link.
+    pub fn set_burst(&self, burst: Duration, idle: Duration) {
+        self.egress.bucket.set_burst(burst, idle);
+        self.ingress.bucket.set_burst(burst, idle);
     }
 
     /// Refresh the `current_rate` of both ports (called periodically by the agent).

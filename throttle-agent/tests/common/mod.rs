@@ -64,6 +64,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
             },
             register_timeout: Duration::from_secs(5),
             burst: throttle_agent::link::bucket::DEFAULT_BURST,
+            idle_burst: throttle_agent::link::bucket::DEFAULT_IDLE_BURST,
             allowed_dir: std::env::current_exe()
                 .unwrap()
                 .parent()

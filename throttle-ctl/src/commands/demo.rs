@@ -28,9 +28,6 @@ pub struct DemoOptions {
     pub repeats: u32,
     pub bandwidths: Vec<String>,
     pub cti: Vec<f64>,
-    /// Token bucket depth of the agents (ms). Small, so that a message sees the
-    /// serialization delay a real link imposes even when the link was idle before.
-    pub burst_ms: f64,
 }
 
 /// What the demo produced.
@@ -82,12 +79,7 @@ pub fn run(
         capacity: opts.capacity,
         base_addr: std::net::Ipv4Addr::new(127, 0, 1, 1),
         dir: dir.join("state"),
-        agent_args: vec![
-            "--threads".into(),
-            "1".into(),
-            "--burst-ms".into(),
-            opts.burst_ms.to_string(),
-        ],
+        agent_args: vec!["--threads".into(), "1".into()],
     };
     local::up(&up, &cluster_path)?;
     let _down = Down(cluster_path.clone());
