@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use throttle_agent::client;
-use throttle_agent::transport::forward::{self, ForwardSpec};
 
 const MB: usize = 1 << 20;
 
@@ -183,16 +182,7 @@ async fn forward_carries_an_unmodified_tcp_program_byte_exact() {
     let agents = cluster(&scratch, 2, shape(Some(40.0), 100e6), true).await;
     let bytes = 6 * MB;
     let (target, server) = pattern_server(bytes);
-    let info = forward::add(
-        &agents[0].state,
-        ForwardSpec {
-            listen: "127.0.0.1:0".into(),
-            to_node: "n1".into(),
-            target,
-        },
-    )
-    .await
-    .unwrap();
+    let info = forward_to_n1(&agents[0], target).await;
     let link0 = agents[0].state.link.clone();
     let changer = tokio::spawn(async move {
         for pct in [Some(80.0), Some(20.0), None, Some(60.0)] {
@@ -252,16 +242,7 @@ async fn shaped_rate_is_on_target() {
     // 50% of 160 Mbit/s = 10 MB/s.
     let agents = cluster(&scratch, 2, shape(Some(50.0), 20e6), true).await;
     let (target, _srv) = sink_server();
-    let info = forward::add(
-        &agents[0].state,
-        ForwardSpec {
-            listen: "127.0.0.1:0".into(),
-            to_node: "n1".into(),
-            target,
-        },
-    )
-    .await
-    .unwrap();
+    let info = forward_to_n1(&agents[0], target).await;
     let ingress_before = agents[1].state.link.ingress.bytes();
     let start = Instant::now();
     tokio::task::spawn_blocking(move || measure_rate(&info.listen, 3.0))
@@ -284,16 +265,7 @@ async fn two_streams_share_the_link_fairly() {
     // 100% of 80 Mbit/s = 10 MB/s, shared by two streams leaving n0.
     let agents = cluster(&scratch, 2, shape(Some(100.0), 10e6), true).await;
     let (target, _srv) = sink_server();
-    let info = forward::add(
-        &agents[0].state,
-        ForwardSpec {
-            listen: "127.0.0.1:0".into(),
-            to_node: "n1".into(),
-            target,
-        },
-    )
-    .await
-    .unwrap();
+    let info = forward_to_n1(&agents[0], target).await;
     let a = info.listen.clone();
     let b = info.listen.clone();
     let (ra, rb) = tokio::task::spawn_blocking(move || {
@@ -332,16 +304,7 @@ async fn added_latency_shows_in_round_trips() {
             });
         }
     });
-    let info = forward::add(
-        &agents[0].state,
-        ForwardSpec {
-            listen: "127.0.0.1:0".into(),
-            to_node: "n1".into(),
-            target,
-        },
-    )
-    .await
-    .unwrap();
+    let info = forward_to_n1(&agents[0], target).await;
     let rtt = |listen: String| {
         tokio::task::spawn_blocking(move || {
             let mut c = std::net::TcpStream::connect(&listen).unwrap();
@@ -382,16 +345,7 @@ async fn rate_change_reaches_a_stream_that_is_already_open() {
     // Start at 1% of 80 Mbit/s (100 kB/s), then lift the limit while streaming.
     let agents = cluster(&scratch, 2, shape(Some(1.0), 10e6), true).await;
     let (target, _srv) = sink_server();
-    let info = forward::add(
-        &agents[0].state,
-        ForwardSpec {
-            listen: "127.0.0.1:0".into(),
-            to_node: "n1".into(),
-            target,
-        },
-    )
-    .await
-    .unwrap();
+    let info = forward_to_n1(&agents[0], target).await;
     let listen = info.listen.clone();
     let sender = tokio::task::spawn_blocking(move || measure_rate(&listen, 1.5));
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -1,41 +1,11 @@
 //! throttle-ctl end to end: real agent processes started by `local up`, driven by the CLI.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-struct Dir(PathBuf);
+mod common;
 
-impl Drop for Dir {
-    fn drop(&mut self) {
-        // Stop agents even when an assertion failed.
-        let _ = ctl(&self.0, &["local", "down"]);
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(tag: &str) -> Dir {
-    let p = std::env::temp_dir().join(format!("throttle-ctl-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    Dir(p)
-}
-
-fn ctl(dir: &Path, args: &[&str]) -> Output {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl"));
-    let agent = exe.with_file_name("throttle-agent");
-    assert!(
-        agent.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` so the agent is built",
-        agent.display()
-    );
-    Command::new(exe)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("THROTTLE_CLUSTER")
-        .output()
-        .unwrap()
-}
+use common::*;
 
 fn ok(out: Output) -> String {
     assert!(

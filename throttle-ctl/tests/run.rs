@@ -1,61 +1,12 @@
 //! `throttle-ctl run` end to end: real agents launching real workload processes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Cluster(PathBuf);
+mod common;
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = ctl(&self.0, &["local", "down"]);
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn ctl(dir: &Path, args: &[&str]) -> Output {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl"));
-    for bin in [
-        "throttle-agent",
-        "throttle-bfs",
-        "throttle-pmm",
-        "throttle-selftest",
-    ] {
-        assert!(
-            exe.with_file_name(bin).exists(),
-            "{bin} is missing next to throttle-ctl: run the tests with `cargo test --workspace`"
-        );
-    }
-    Command::new(exe)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("THROTTLE_CLUSTER")
-        .output()
-        .unwrap()
-}
-
-fn up(tag: &str, nodes: usize, base: &str) -> Cluster {
-    let p = std::env::temp_dir().join(format!("throttle-run-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    let out = ctl(
-        &p,
-        &[
-            "local",
-            "up",
-            "--nodes",
-            &nodes.to_string(),
-            "--base-addr",
-            base,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Cluster(p)
-}
+use common::*;
 
 fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
     let mut a = vec!["run", "--json"];
@@ -83,7 +34,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 
 #[test]
 fn bfs_and_pmm_run_through_the_agents_and_verify() {
-    let c = up("wl", 3, "127.0.8.1");
+    let c = up("wl", 3, "1Gbit", "127.0.8.1");
     let (ok, v, err) = json_run(
         &c.0,
         &[
@@ -133,7 +84,7 @@ fn bfs_and_pmm_run_through_the_agents_and_verify() {
 
 #[test]
 fn a_crashing_rank_fails_the_job_with_its_message_and_leaves_nothing_running() {
-    let c = up("crash", 2, "127.0.9.1");
+    let c = up("crash", 2, "1Gbit", "127.0.9.1");
     let start = Instant::now();
     let (ok, v, err) = json_run(
         &c.0,
@@ -186,7 +137,7 @@ fn a_crashing_rank_fails_the_job_with_its_message_and_leaves_nothing_running() {
 
 #[test]
 fn run_refuses_programs_outside_the_allowed_directory() {
-    let c = up("deny", 1, "127.0.10.1");
+    let c = up("deny", 1, "1Gbit", "127.0.10.1");
     for program in ["/bin/sh", "../../../../../bin/sh"] {
         let (ok, _, err) = json_run(
             &c.0,
@@ -222,7 +173,7 @@ fn run_refuses_programs_outside_the_allowed_directory() {
 
 #[test]
 fn the_time_limit_kills_a_job_that_hangs() {
-    let c = up("limit", 1, "127.0.11.1");
+    let c = up("limit", 1, "1Gbit", "127.0.11.1");
     let start = Instant::now();
     let (ok, v, _) = json_run(
         &c.0,
@@ -249,7 +200,7 @@ fn the_time_limit_kills_a_job_that_hangs() {
 
 #[test]
 fn bad_run_arguments_are_explained() {
-    let c = up("args", 2, "127.0.12.1");
+    let c = up("args", 2, "1Gbit", "127.0.12.1");
     for (args, hint) in [
         (&["--workload", "bfs", "--nodes", "5"][..], "lists 2 nodes"),
         (
@@ -278,7 +229,7 @@ fn bad_run_arguments_are_explained() {
 
 #[test]
 fn ranks_die_with_their_agent_even_when_it_is_killed() {
-    let c = up("pdeath", 1, "127.0.14.1");
+    let c = up("pdeath", 1, "1Gbit", "127.0.14.1");
     let marker = "--sleep 77.5";
     let run = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl")))
         .args([

@@ -1,60 +1,23 @@
 //! Sweeps with real agents and workloads: interrupted and resumed gives the same rows as
 //! one uninterrupted; analysis and report work on what was stored.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Cluster(PathBuf);
+mod common;
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = ctl(&self.0, &["local", "down"]);
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::*;
 
-fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl"))
-}
-
-fn ctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(exe())
-        .args(args)
-        .current_dir(dir)
-        .env_remove("THROTTLE_CLUSTER")
-        .output()
-        .unwrap()
-}
-
-fn up(tag: &str, base: &str) -> Cluster {
-    let p = std::env::temp_dir().join(format!("throttle-sweep-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    let out = ctl(
-        &p,
-        &[
-            "local",
-            "up",
-            "--nodes",
-            "3",
-            "--capacity",
-            "200Mbit",
-            "--base-addr",
-            base,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// A 3-node cluster with a small BFS sweep spec next to it.
+fn with_spec(tag: &str, base: &str) -> Scratch {
+    let c = common::up(tag, 3, "200Mbit", base);
     std::fs::write(
-        p.join("spec.toml"),
+        c.0.join("spec.toml"),
         "workload = \"bfs\"\nnodes = [1, 2, 3]\nbandwidths = [\"100\", \"50:25:-25\"]\nrepeats = 2\nseed = 4\n[bfs]\nscale = 8\nkeys = 4\n",
     )
     .unwrap();
-    Cluster(p)
+    c
 }
 
 /// (point key, status) of every stored row, via the CSV export.
@@ -81,7 +44,7 @@ fn stored(dir: &Path, db: &str) -> Vec<String> {
 
 #[test]
 fn an_interrupted_sweep_resumes_to_the_same_rows_as_an_uninterrupted_one() {
-    let c = up("resume", "127.0.13.1");
+    let c = with_spec("resume", "127.0.13.1");
     let dir = &c.0;
     // Uninterrupted.
     let out = ctl(dir, &["sweep", "spec.toml", "--db", "whole.db"]);

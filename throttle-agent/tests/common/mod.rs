@@ -86,6 +86,23 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
     agents
 }
 
+/// A forward on `agent` from an ephemeral loopback port to `target` on node n1.
+pub async fn forward_to_n1(
+    agent: &RunningAgent,
+    target: String,
+) -> throttle_agent::transport::forward::ForwardInfo {
+    throttle_agent::transport::forward::add(
+        &agent.state,
+        throttle_agent::transport::forward::ForwardSpec {
+            listen: "127.0.0.1:0".into(),
+            to_node: "n1".into(),
+            target,
+        },
+    )
+    .await
+    .unwrap()
+}
+
 /// Tell every agent the rank-to-node map of `job`.
 pub fn set_job(agents: &[RunningAgent], job: &str, ranks: &[&str]) {
     for a in agents {
