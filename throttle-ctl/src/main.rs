@@ -14,14 +14,15 @@ use throttle_ctl::local;
 
 /// Throttle the interconnect of a (local or real) cluster and measure what programs need.
 ///
-/// Every node runs a throttle-agent that shapes its traffic to a percentage of an
-/// emulated link. throttle-ctl reads the cluster file (default ./throttle-cluster.toml,
-/// or --cluster / THROTTLE_CLUSTER), sets bandwidths, and carries TCP programs through
-/// shaped port forwards.
+/// Every node runs a throttle-agent that shapes its traffic to a percentage of an emulated
+/// link. throttle-ctl reads the cluster file (default ./throttle-cluster.toml, or --cluster
+/// / THROTTLE_CLUSTER), sets bandwidths, runs workloads at stepped bandwidths and cluster
+/// sizes, stores every run, and derives how much bandwidth a program needs and how that
+/// grows with the cluster.
 #[derive(Parser, Debug)]
 #[command(
     version,
-    after_help = "Start here:\n  throttle-ctl local up --nodes 4 --capacity 1Gbit\n  throttle-ctl set 50\n  throttle-ctl status\n  throttle-ctl local down"
+    after_help = "Start here:\n  throttle-ctl demo                                  the whole method on a local cluster\n  throttle-ctl local up --nodes 4 --capacity 1Gbit   a local cluster to work with\n  throttle-ctl set 50 && throttle-ctl status\n  throttle-ctl run --workload bfs --nodes 4 --bw 30\n  throttle-ctl local down"
 )]
 struct Cli {
     /// Cluster file [default: ./throttle-cluster.toml, or $THROTTLE_CLUSTER].
