@@ -120,21 +120,8 @@ fn local_cluster_lifecycle_status_set_and_errors() {
 
 #[test]
 fn forward_through_the_cli_is_shaped_and_byte_exact() {
-    let d = scratch("fwd");
+    let d = up("fwd", 2, "80Mbit", "127.0.6.1");
     let dir = &d.0;
-    ok(ctl(
-        dir,
-        &[
-            "local",
-            "up",
-            "--nodes",
-            "2",
-            "--capacity",
-            "80Mbit",
-            "--base-addr",
-            "127.0.6.1",
-        ],
-    ));
     // A server on "n1" that returns the sum of what it received.
     let l = std::net::TcpListener::bind("127.0.6.2:0").unwrap();
     let target = format!("n1:{}", l.local_addr().unwrap());
@@ -202,21 +189,8 @@ fn unmodified_iperf3_through_a_forward_gets_the_shaped_rate() {
         eprintln!("SKIP: iperf3 is not installed (apt-get install iperf3)");
         return;
     }
-    let d = scratch("iperf");
+    let d = up("iperf", 2, "200Mbit", "127.0.7.1");
     let dir = &d.0;
-    ok(ctl(
-        dir,
-        &[
-            "local",
-            "up",
-            "--nodes",
-            "2",
-            "--capacity",
-            "200Mbit",
-            "--base-addr",
-            "127.0.7.1",
-        ],
-    ));
     let port = std::net::TcpListener::bind("127.0.7.2:0")
         .unwrap()
         .local_addr()
