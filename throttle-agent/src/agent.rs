@@ -16,21 +16,25 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::api::Tls;
 use crate::auth::Token;
 use crate::directory::{Directory, NodeEntry};
 use crate::endpoint::Conn;
 use crate::jobs::Launcher;
+use crate::limits::Limits;
 use crate::link::{Link, Shape};
+use crate::name::Name;
+use crate::programs::ProgramPolicy;
 use crate::registry::Registry;
 use crate::transport::forward::{self, ForwardSpec, Forwards};
 use crate::transport::pump::{self, PumpOptions};
-use crate::transport::wire::{Code, Request, WireError};
+use crate::transport::wire::{Code, PeerWant, WireError};
 use crate::transport::{local, peer, CONNECT_TIMEOUT};
 
 /// Everything an agent is started with.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
-    pub node: String,
+    pub node: Name,
     pub control: SocketAddr,
     pub data: SocketAddr,
     pub local_socket: PathBuf,
@@ -46,14 +50,22 @@ pub struct AgentConfig {
     pub burst: Duration,
     /// Depth of an idle bucket (what a quiet link lets through at once).
     pub idle_burst: Duration,
-    /// Only programs inside this directory may be launched as ranks.
-    pub allowed_dir: PathBuf,
+    /// The programs that may be launched as ranks.
+    pub programs: ProgramPolicy,
+    /// Serve the control API over TLS with this certificate (None: plain HTTP).
+    pub tls: Option<Tls>,
 }
 
 /// The state every service of the agent shares.
 #[derive(Debug)]
 pub struct Agent {
-    pub node: String,
+    pub node: Name,
+    /// Where the control API and the data port are bound (a forward may not target them).
+    pub control_addr: SocketAddr,
+    pub data_addr: SocketAddr,
+    pub limits: Limits,
+    /// Whether the control API speaks TLS.
+    pub tls: bool,
     pub link: Arc<Link>,
     pub token: Token,
     pub directory: Directory,
@@ -68,8 +80,8 @@ pub struct Agent {
 /// Result of a calibration run from this node to another.
 #[derive(Clone, Debug, Serialize)]
 pub struct Calibration {
-    pub from: String,
-    pub to: String,
+    pub from: Name,
+    pub to: Name,
     /// Configured rate during the run (bytes/s); `None` if unlimited.
     pub target_bytes_per_sec: Option<f64>,
     pub bytes: u64,
@@ -81,7 +93,7 @@ impl Agent {
     /// Connect to the accept endpoint of a rank on this node and announce the stream.
     pub async fn connect_rank(
         &self,
-        job: &str,
+        job: &Name,
         src_rank: u32,
         dst_rank: u32,
     ) -> Result<Conn, WireError> {
@@ -89,6 +101,45 @@ impl Agent {
             .registry
             .wait_for(job, dst_rank, self.register_timeout)
             .await?;
+        self.connect_endpoint(endpoint, job, src_rank, dst_rank)
+            .await
+    }
+
+    /// A rank stream that node `src_node` asks for: `dst_rank` must be a rank of `job`
+    /// that runs (and has registered) on this node, and `src_rank` must run on `src_node`,
+    /// as the job's rank map says. Nothing else is reachable through the data port.
+    pub async fn accept_rank(
+        &self,
+        src_node: &Name,
+        job: &Name,
+        src_rank: u32,
+        dst_rank: u32,
+    ) -> Result<Conn, WireError> {
+        let endpoint = self
+            .registry
+            .wait_for(job, dst_rank, self.register_timeout)
+            .await?;
+        let dst_node = self.directory.node_of(job, dst_rank)?;
+        let claimed = self.directory.node_of(job, src_rank)?;
+        if dst_node != self.node || claimed != *src_node {
+            return Err(WireError::new(
+                Code::Forbidden,
+                format!(
+                    "job `{job}` places rank {dst_rank} on `{dst_node}` and rank {src_rank} on `{claimed}`; node `{src_node}` may not open that stream here"
+                ),
+            ));
+        }
+        self.connect_endpoint(endpoint, job, src_rank, dst_rank)
+            .await
+    }
+
+    async fn connect_endpoint(
+        &self,
+        endpoint: crate::endpoint::Endpoint,
+        job: &Name,
+        src_rank: u32,
+        dst_rank: u32,
+    ) -> Result<Conn, WireError> {
         let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect())
             .await
             .map_err(|_| {
@@ -115,18 +166,14 @@ impl Agent {
     }
 
     /// Send as fast as this node's egress allows to `to` for `duration`; the peer measures.
-    pub async fn calibrate(&self, to: &str, duration: Duration) -> Result<Calibration, WireError> {
-        if to == self.node {
+    pub async fn calibrate(&self, to: &Name, duration: Duration) -> Result<Calibration, WireError> {
+        if *to == self.node {
             return Err(WireError::new(
                 Code::UnknownNode,
                 "calibration needs another node: same-node streams are not shaped",
             ));
         }
-        let req = Request::PeerSink {
-            token: self.token.as_str().to_string(),
-            src_node: self.node.clone(),
-        };
-        let mut s = peer::dial(self, to, &req).await?;
+        let mut s = peer::dial(self, to, PeerWant::Sink).await?;
         let _open = self.link.stream_opened();
         let target = self.link.egress.rate_limit();
         let io = |e: std::io::Error| {
@@ -144,7 +191,7 @@ impl Agent {
         let seconds = f64::from_be_bytes(result[8..].try_into().unwrap_or_default());
         Ok(Calibration {
             from: self.node.clone(),
-            to: to.to_string(),
+            to: to.clone(),
             target_bytes_per_sec: target,
             bytes,
             seconds,
@@ -212,18 +259,16 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             config.local_socket.display()
         )
     })?;
-    let launcher = Launcher::new(&config.node, &config.allowed_dir, &config.local_socket)
-        .with_context(|| {
-            format!(
-                "the allowed program directory {} is not usable",
-                config.allowed_dir.display()
-            )
-        })?;
+    let launcher = Launcher::new(&config.node, config.programs, &config.local_socket);
     let control_addr = control.local_addr()?;
     let data_addr = data.local_addr()?;
 
     let agent = Arc::new(Agent {
         node: config.node.clone(),
+        control_addr,
+        data_addr,
+        limits: Limits::for_this_process(),
+        tls: config.tls.is_some(),
         link,
         token: config.token,
         directory: Directory::default(),
@@ -238,7 +283,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     nodes.retain(|n| n.name != config.node);
     nodes.push(NodeEntry {
         name: config.node.clone(),
-        data: data_addr.to_string(),
+        data: data_addr,
     });
     agent.directory.set_nodes(&nodes);
 
@@ -263,9 +308,33 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             }
         })
     };
+    let reaper = {
+        let agent = agent.clone();
+        let mut sd = shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tokio::select! {
+                    _ = sd.wait() => return,
+                    _ = tick.tick() => {
+                        for job in agent.launcher.expired() {
+                            agent.directory.remove_job(&job);
+                            tracing::warn!(%job, "job lease expired: its controller stopped renewing; ranks killed");
+                        }
+                    }
+                }
+            }
+        })
+    };
     let tasks = vec![
         sampler,
-        tokio::spawn(crate::api::serve(agent.clone(), control, shutdown.clone())),
+        reaper,
+        tokio::spawn(crate::api::serve(
+            agent.clone(),
+            control,
+            config.tls,
+            shutdown.clone(),
+        )),
         tokio::spawn(peer::serve(agent.clone(), data, shutdown.clone())),
         tokio::spawn(local::serve(agent.clone(), local_listener, shutdown)),
     ];

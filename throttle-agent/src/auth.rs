@@ -3,8 +3,15 @@
 //! The token is read from a file (never from the command line, where `ps` would show it)
 //! and compared in constant time. `throttle-ctl local up` generates one; on a real cluster
 //! the operator distributes the file.
+//!
+//! On the data port the token itself never crosses the network: both agents prove that
+//! they hold it with an HMAC-SHA256 over fresh nonces from both sides and the request
+//! ([`Token::proof`]); see `transport::wire` for the exchange.
 
 use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
 /// Fewest characters a token may have.
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -56,6 +63,56 @@ impl Token {
         &self.0
     }
 
+    /// The proof that `side` holds the token, for one peer handshake: HMAC-SHA256 keyed
+    /// with the token over a label for the side, both nonces and the request's bytes.
+    /// Different labels keep a proof from being reflected back as the other side's.
+    pub fn proof(
+        &self,
+        side: Side,
+        client_nonce: &[u8],
+        server_nonce: &[u8],
+        request: &[u8],
+    ) -> [u8; 32] {
+        self.mac(side, client_nonce, server_nonce, request)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
+    /// Check a proof in constant time.
+    pub fn check_proof(
+        &self,
+        side: Side,
+        client_nonce: &[u8],
+        server_nonce: &[u8],
+        request: &[u8],
+        proof: &[u8],
+    ) -> bool {
+        self.mac(side, client_nonce, server_nonce, request)
+            .verify_slice(proof)
+            .is_ok()
+    }
+
+    fn mac(
+        &self,
+        side: Side,
+        client_nonce: &[u8],
+        server_nonce: &[u8],
+        request: &[u8],
+    ) -> Hmac<Sha256> {
+        // HMAC takes keys of any length; new_from_slice cannot fail for it.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(self.0.as_bytes())
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(match side {
+            Side::Server => b"throttle-v2 peer server",
+            Side::Client => b"throttle-v2 peer client",
+        });
+        mac.update(client_nonce);
+        mac.update(server_nonce);
+        mac.update(request);
+        mac
+    }
+
     /// Compare with `candidate` in time independent of where they differ.
     pub fn matches(&self, candidate: &str) -> bool {
         let a = self.0.as_bytes();
@@ -66,6 +123,38 @@ impl Token {
         }
         diff == 0
     }
+}
+
+/// Which end of a peer handshake a proof is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The agent that accepted the connection.
+    Server,
+    /// The agent that dialed.
+    Client,
+}
+
+/// A fresh random nonce for a handshake.
+pub fn nonce() -> std::io::Result<[u8; 32]> {
+    let mut n = [0u8; 32];
+    getrandom::getrandom(&mut n)
+        .map_err(|e| std::io::Error::other(format!("no randomness: {e}")))?;
+    Ok(n)
+}
+
+/// Warn when a token file can be read by other users (the token grants what
+/// ARCHITECTURE.md's threat model lists).
+pub fn permission_warning(path: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "the token file {} can be read by other users (mode {:o}); `chmod 600 {}`",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        )
+    })
 }
 
 #[cfg(test)]
@@ -80,6 +169,22 @@ mod tests {
         assert!(!t.matches("0123456789abcde"));
         assert!(!t.matches("0123456789abcdef0"));
         assert!(!t.matches(""));
+    }
+
+    #[test]
+    fn proofs_bind_side_nonces_and_request() {
+        let t = Token::new("0123456789abcdef").unwrap();
+        let other = Token::new("0123456789abcdeX").unwrap();
+        let p = t.proof(Side::Client, b"cn", b"sn", b"req");
+        assert!(t.check_proof(Side::Client, b"cn", b"sn", b"req", &p));
+        assert!(!t.check_proof(Side::Server, b"cn", b"sn", b"req", &p));
+        assert!(!t.check_proof(Side::Client, b"cX", b"sn", b"req", &p));
+        assert!(!t.check_proof(Side::Client, b"cn", b"sX", b"req", &p));
+        assert!(!t.check_proof(Side::Client, b"cn", b"sn", b"reX", &p));
+        assert!(!t.check_proof(Side::Client, b"cn", b"sn", b"req", &p[..31]));
+        assert!(!other.check_proof(Side::Client, b"cn", b"sn", b"req", &p));
+        // The proof is not the token, nor contains it.
+        assert!(!p.windows(16).any(|w| w == &t.as_str().as_bytes()[..16]));
     }
 
     #[test]

@@ -4,12 +4,17 @@
 //! keeps the returned connection open, (3) [`open_rank`]s streams to other ranks, and
 //! (4) on each accepted connection calls [`read_incoming`] to learn who is calling.
 //! Used by the workloads and by tests; no async runtime needed.
+//!
+//! [`dial_peer`] is the blocking form of an agent dialing another agent's data port (the
+//! challenge-response included), for tools and tests that probe the data port.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use crate::transport::wire::{self, Code, Request, WireError};
+use crate::auth::{self, Side, Token};
+use crate::name::Name;
+use crate::transport::wire::{self, Answer, Code, PeerRequest, PeerWant, Request, WireError};
 
 fn connect(socket: &Path) -> Result<UnixStream, WireError> {
     UnixStream::connect(socket).map_err(|e| {
@@ -35,14 +40,14 @@ fn request(socket: &Path, req: &Request) -> Result<UnixStream, WireError> {
 /// Open a stream from `src_rank` to `dst_rank` of `job`. The returned socket carries it.
 pub fn open_rank(
     socket: &Path,
-    job: &str,
+    job: &Name,
     src_rank: u32,
     dst_rank: u32,
 ) -> Result<UnixStream, WireError> {
     request(
         socket,
         &Request::OpenRank {
-            job: job.to_string(),
+            job: job.clone(),
             src_rank,
             dst_rank,
         },
@@ -53,14 +58,14 @@ pub fn open_rank(
 /// registered while the returned connection is open.
 pub fn register(
     socket: &Path,
-    job: &str,
+    job: &Name,
     rank: u32,
     accept: &str,
 ) -> Result<UnixStream, WireError> {
     request(
         socket,
         &Request::Register {
-            job: job.to_string(),
+            job: job.clone(),
             rank,
             accept: accept.to_string(),
         },
@@ -68,7 +73,7 @@ pub fn register(
 }
 
 /// Who opened an accepted stream: `(job, src_rank, dst_rank)`.
-pub fn read_incoming<R: std::io::Read>(stream: &mut R) -> Result<(String, u32, u32), WireError> {
+pub fn read_incoming<R: std::io::Read>(stream: &mut R) -> Result<(Name, u32, u32), WireError> {
     match wire::read_request_blocking(stream)? {
         Request::Incoming {
             job,
@@ -80,4 +85,42 @@ pub fn read_incoming<R: std::io::Read>(stream: &mut R) -> Result<(String, u32, u
             format!("expected an Incoming header, got {other:?}"),
         )),
     }
+}
+
+/// Dial a data port as node `src_node` would, for `want`, proving the token without
+/// sending it. Returns the stream after the peer's `Ok`, or the peer's refusal.
+pub fn dial_peer<S: Read + Write>(
+    stream: &mut S,
+    token: &Token,
+    src_node: &Name,
+    want: PeerWant,
+) -> Result<(), WireError> {
+    let io = |e: std::io::Error| WireError::new(Code::PeerUnreachable, e.to_string());
+    let nonce = auth::nonce().map_err(io)?;
+    let raw = Request::Peer(PeerRequest {
+        src_node: src_node.clone(),
+        nonce,
+        want,
+    })
+    .encode();
+    stream.write_all(&raw).map_err(io)?;
+    let challenge = match wire::read_answer_blocking(stream)? {
+        Answer::Challenge(c) => c,
+        Answer::Reply(r) => return r.into_result(),
+    };
+    if !token.check_proof(
+        Side::Server,
+        &nonce,
+        &challenge.nonce,
+        &raw,
+        &challenge.proof,
+    ) {
+        return Err(WireError::new(
+            Code::Unauthorized,
+            "the agent does not hold this token (its proof does not match)",
+        ));
+    }
+    let proof = token.proof(Side::Client, &nonce, &challenge.nonce, &raw);
+    stream.write_all(&proof).map_err(io)?;
+    wire::read_reply_blocking(stream)?.into_result()
 }

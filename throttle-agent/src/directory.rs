@@ -6,36 +6,54 @@
 //! rank up here; nothing is guessed: an unknown job, rank or node is an error code.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::RwLock;
 
 use serde::{Deserialize, Serialize};
 
+use crate::name::Name;
 use crate::transport::wire::{Code, WireError};
 
 /// One node as the agents see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NodeEntry {
-    pub name: String,
-    /// Address of the node agent's data port (`host:port`).
-    pub data: String,
+    pub name: Name,
+    /// Address of the node agent's data port.
+    #[serde(deserialize_with = "ip_port")]
+    pub data: SocketAddr,
+}
+
+fn ip_port<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "data address `{}` must be IP:PORT, e.g. 10.0.0.1:7601",
+            s.escape_debug()
+        ))
+    })
 }
 
 /// Nodes and jobs known to this agent.
 #[derive(Debug, Default)]
 pub struct Directory {
-    nodes: RwLock<BTreeMap<String, String>>,
-    jobs: RwLock<HashMap<String, Vec<String>>>,
+    nodes: RwLock<BTreeMap<Name, SocketAddr>>,
+    jobs: RwLock<HashMap<Name, Vec<Name>>>,
 }
 
 /// Largest number of ranks a job may have; bounds what a request can make us store.
 pub const MAX_RANKS: usize = 1 << 16;
+/// Largest number of nodes in a directory.
+pub const MAX_NODES: usize = 4096;
+/// Largest number of rank maps held at once.
+pub const MAX_JOB_MAPS: usize = 1024;
 
 impl Directory {
     pub fn set_nodes(&self, nodes: &[NodeEntry]) {
         let mut map = self.nodes.write().unwrap_or_else(|e| e.into_inner());
         map.clear();
         for n in nodes {
-            map.insert(n.name.clone(), n.data.clone());
+            map.insert(n.name.clone(), n.data);
         }
     }
 
@@ -44,20 +62,20 @@ impl Directory {
         map.iter()
             .map(|(name, data)| NodeEntry {
                 name: name.clone(),
-                data: data.clone(),
+                data: *data,
             })
             .collect()
     }
 
     /// The data address of `node`.
-    pub fn data_addr(&self, node: &str) -> Result<String, WireError> {
+    pub fn data_addr(&self, node: &str) -> Result<SocketAddr, WireError> {
         let map = self.nodes.read().unwrap_or_else(|e| e.into_inner());
-        map.get(node).cloned().ok_or_else(|| {
+        map.get(node).copied().ok_or_else(|| {
             WireError::new(
                 Code::UnknownNode,
                 format!(
                     "node `{node}` is not in this agent's directory (known: {}); push the cluster with `throttle-ctl local up` or PUT /cluster",
-                    map.keys().cloned().collect::<Vec<_>>().join(", ")
+                    map.keys().map(Name::as_str).collect::<Vec<_>>().join(", ")
                 ),
             )
         })
@@ -68,10 +86,15 @@ impl Directory {
         map.contains_key(node)
     }
 
-    /// Record a job's rank-to-node map (index = rank).
-    pub fn set_job(&self, job: &str, ranks: Vec<String>) {
+    /// Record a job's rank-to-node map (index = rank). Refused (false) when the directory
+    /// already holds [`MAX_JOB_MAPS`] other jobs.
+    pub fn set_job(&self, job: &Name, ranks: Vec<Name>) -> bool {
         let mut jobs = self.jobs.write().unwrap_or_else(|e| e.into_inner());
-        jobs.insert(job.to_string(), ranks);
+        if jobs.len() >= MAX_JOB_MAPS && !jobs.contains_key(job) {
+            return false;
+        }
+        jobs.insert(job.clone(), ranks);
+        true
     }
 
     pub fn remove_job(&self, job: &str) -> bool {
@@ -79,13 +102,13 @@ impl Directory {
         jobs.remove(job).is_some()
     }
 
-    pub fn jobs(&self) -> BTreeMap<String, Vec<String>> {
+    pub fn jobs(&self) -> BTreeMap<Name, Vec<Name>> {
         let jobs = self.jobs.read().unwrap_or_else(|e| e.into_inner());
         jobs.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// The node that runs `rank` of `job`.
-    pub fn node_of(&self, job: &str, rank: u32) -> Result<String, WireError> {
+    pub fn node_of(&self, job: &str, rank: u32) -> Result<Name, WireError> {
         let jobs = self.jobs.read().unwrap_or_else(|e| e.into_inner());
         let ranks = jobs.get(job).ok_or_else(|| {
             WireError::new(
@@ -111,13 +134,14 @@ mod tests {
 
     #[test]
     fn routes_ranks_and_names_what_is_unknown() {
+        let n = |s: &str| Name::parse("name", s).unwrap();
         let d = Directory::default();
         d.set_nodes(&[NodeEntry {
-            name: "n0".into(),
-            data: "127.0.1.1:1".into(),
+            name: n("n0"),
+            data: "127.0.1.1:1".parse().unwrap(),
         }]);
-        d.set_job("j", vec!["n0".into(), "n1".into()]);
-        assert_eq!(d.node_of("j", 1).unwrap(), "n1");
+        assert!(d.set_job(&n("j"), vec![n("n0"), n("n1")]));
+        assert_eq!(d.node_of("j", 1).unwrap(), n("n1"));
         assert_eq!(d.node_of("j", 2).unwrap_err().code, Code::UnknownRank);
         assert_eq!(d.node_of("k", 0).unwrap_err().code, Code::UnknownJob);
         let e = d.data_addr("n1").unwrap_err();
@@ -125,5 +149,13 @@ mod tests {
         assert!(e.message.contains("n0"), "{e}");
         assert!(d.remove_job("j"));
         assert!(!d.remove_job("j"));
+        for i in 0..MAX_JOB_MAPS {
+            assert!(d.set_job(&n(&format!("j{i}")), vec![]));
+        }
+        assert!(!d.set_job(&n("one-too-many"), vec![]));
+        assert!(
+            d.set_job(&n("j0"), vec![n("n0")]),
+            "replacing a held job is fine"
+        );
     }
 }

@@ -1,12 +1,17 @@
 //! Starting, watching and stopping the ranks of a job on this node.
 //!
 //! The controller asks each node's agent to launch that node's ranks (`POST
-//! /jobs/{job}/launch`). Only programs inside the allowed directory run (by default the
-//! directory of the agent binary, where the workloads are installed). Each rank runs in its
-//! own process group, so killing the group leaves nothing behind. The agent keeps the tail
-//! of each rank's output and the rank's self-reported result line
+//! /jobs/{job}/launch`). Only programs the [`ProgramPolicy`] allows run, with an
+//! environment from which loader and interpreter variables are refused. Each rank runs in
+//! its own process group, so killing the group leaves nothing behind. The agent keeps the
+//! tail of each rank's output and the rank's self-reported result line
 //! (`THROTTLE_RESULT {json}`), kills the job's other ranks when one fails or the time limit
 //! passes, and kills everything on request or when the agent stops.
+//!
+//! Every job holds a *lease*: the controller that launched it renews it (`POST
+//! /jobs/{job}/renew`) while it waits; when renewals stop for `lease_s` seconds (the
+//! controller was killed, or lost the network) the job's ranks are killed and the job is
+//! forgotten ([`Launcher::expired`]), so no run outlives the controller that measures it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -17,12 +22,106 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
+use crate::name::{path_inside, Name};
+use crate::programs::{ProgramError, ProgramPolicy};
+
 /// Lines of output kept per rank.
 const TAIL_LINES: usize = 40;
 /// Longest output line kept (longer lines are cut).
 const MAX_LINE: usize = 2000;
 /// Prefix of the line a rank prints with its timings.
 pub const RESULT_PREFIX: &str = "THROTTLE_RESULT ";
+/// Jobs an agent holds at once (running or finished but not yet deleted).
+pub const MAX_JOBS: usize = 256;
+/// Lease of a job whose launch did not say, seconds.
+pub const DEFAULT_LEASE_S: f64 = 30.0;
+/// Arguments and environment variables a launch may carry, and their sizes.
+const MAX_ARGS: usize = 1024;
+const MAX_ENV: usize = 256;
+const MAX_ARG_BYTES: usize = 16 * 1024;
+
+/// Environment variables a launch may not set: they change how the dynamic loader, libc,
+/// a shell or an interpreter behaves (and so what code runs), or where programs are found.
+const DENIED_ENV: &[&str] = &[
+    "PATH",
+    "IFS",
+    "ENV",
+    "BASH_ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "CDPATH",
+    "PROMPT_COMMAND",
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "HOSTALIASES",
+    "LOCALDOMAIN",
+    "LOCPATH",
+    "NLSPATH",
+    "RESOLV_HOST_CONF",
+    "RES_OPTIONS",
+    "TZDIR",
+    "TMPDIR",
+    "CLASSPATH",
+    "OPENSSL_CONF",
+    "OPENSSL_ENGINES",
+    "SSLKEYLOGFILE",
+    "TCLLIBPATH",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+];
+/// Prefixes of denied variables (loader, libc tunables and allocators, interpreters).
+const DENIED_ENV_PREFIXES: &[&str] = &[
+    "LD_",
+    "DYLD_",
+    "GLIBC_",
+    "MALLOC_",
+    "BASH_FUNC_",
+    "PYTHON",
+    "PERL",
+    "RUBY",
+    "NODE_",
+    "LUA_",
+    "JAVA_",
+    "_JAVA_",
+    "JDK_JAVA_",
+    "GIT_",
+    "THROTTLE_",
+];
+
+/// Refuse an environment variable a launch may not set, saying why.
+pub fn check_env(key: &str, value: &str) -> Result<(), String> {
+    let valid_key = !key.is_empty()
+        && key.len() <= 128
+        && !key.as_bytes()[0].is_ascii_digit()
+        && key.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_');
+    if !valid_key {
+        return Err(format!(
+            "environment variable name `{}` is not valid: letters, digits and `_`, not starting with a digit",
+            key.escape_debug()
+        ));
+    }
+    let upper = key.to_ascii_uppercase();
+    if upper.starts_with("THROTTLE_") {
+        return Err(format!(
+            "environment variable `{key}` cannot be set: THROTTLE_* are set by the agent"
+        ));
+    }
+    if DENIED_ENV.contains(&upper.as_str())
+        || DENIED_ENV_PREFIXES.iter().any(|p| upper.starts_with(p))
+    {
+        return Err(format!(
+            "environment variable `{key}` cannot be set through a launch: it changes what code a program loads or runs (loader, libc, shell and interpreter variables are refused)"
+        ));
+    }
+    if value.len() > MAX_ARG_BYTES || value.contains('\0') {
+        return Err(format!(
+            "environment variable `{key}`: the value is longer than {MAX_ARG_BYTES} bytes or contains NUL"
+        ));
+    }
+    Ok(())
+}
 
 /// What the controller asks for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -35,14 +134,22 @@ pub struct LaunchSpec {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Node of every rank (index = rank).
-    pub ranks: Vec<String>,
+    pub ranks: Vec<Name>,
     /// Seconds before the job is killed.
     #[serde(default = "default_limit")]
     pub time_limit_s: f64,
+    /// Seconds the job lives without a renewal from the controller (`POST
+    /// /jobs/{job}/renew`); then its ranks are killed and the job is forgotten.
+    #[serde(default = "default_lease")]
+    pub lease_s: f64,
 }
 
 fn default_limit() -> f64 {
     600.0
+}
+
+fn default_lease() -> f64 {
+    DEFAULT_LEASE_S
 }
 
 /// How a rank is doing.
@@ -80,11 +187,14 @@ pub struct RankReport {
 /// This node's part of a job.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobReport {
-    pub job: String,
-    pub node: String,
+    pub job: Name,
+    pub node: Name,
     /// `running`, `succeeded` or `failed`.
     pub state: String,
     pub reason: Option<String>,
+    /// Seconds left before the lease runs out (0 once it has).
+    #[serde(default)]
+    pub lease_left_s: f64,
     pub ranks: Vec<RankReport>,
 }
 
@@ -102,21 +212,33 @@ struct Job {
     ranks: Vec<RankSlot>,
     reason: Option<String>,
     run_dir: PathBuf,
+    lease: Duration,
+    renewed: Instant,
+}
+
+impl Job {
+    fn lease_left(&self, now: Instant) -> Duration {
+        (self.renewed + self.lease).saturating_duration_since(now)
+    }
 }
 
 /// The jobs running on this node.
 pub struct Launcher {
-    node: String,
-    allowed_dir: PathBuf,
+    node: Name,
+    policy: ProgramPolicy,
     base_run_dir: PathBuf,
     local_socket: PathBuf,
-    jobs: Mutex<HashMap<String, Arc<Mutex<Job>>>>,
+    jobs: Mutex<HashMap<Name, Arc<Mutex<Job>>>>,
+    /// Numbers the run directories: a job's directory is named by this counter, never by
+    /// the job's name, so no request field ever becomes a path component (and paths stay
+    /// short enough for the ranks' Unix sockets).
+    next_dir: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Launcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Launcher")
-            .field("allowed_dir", &self.allowed_dir)
+            .field("policy", &self.policy)
             .finish()
     }
 }
@@ -132,75 +254,41 @@ pub enum LaunchError {
     Conflict(String),
 }
 
+impl From<ProgramError> for LaunchError {
+    fn from(e: ProgramError) -> LaunchError {
+        match e {
+            ProgramError::NotAllowed(m) => LaunchError::NotAllowed(m),
+            ProgramError::Invalid(m) => LaunchError::Invalid(m),
+        }
+    }
+}
+
 impl Launcher {
-    /// `allowed_dir` must exist; it is canonicalized so symlinks cannot escape it.
-    pub fn new(node: &str, allowed_dir: &Path, local_socket: &Path) -> std::io::Result<Launcher> {
-        let allowed_dir = allowed_dir.canonicalize()?;
-        let base_run_dir = local_socket
+    /// Job run directories go next to the local socket, in `throttle-jobs-NODE/JOB`.
+    pub fn new(node: &Name, policy: ProgramPolicy, local_socket: &Path) -> Launcher {
+        let parent = local_socket
             .parent()
             .map(Path::to_path_buf)
-            .unwrap_or_else(std::env::temp_dir)
-            .join(format!("throttle-jobs-{node}"));
-        Ok(Launcher {
-            node: node.to_string(),
-            allowed_dir,
+            .unwrap_or_else(std::env::temp_dir);
+        let base_run_dir = path_inside(&parent, "throttle-jobs-", node, "")
+            .unwrap_or_else(|| parent.join("throttle-jobs"));
+        Launcher {
+            node: node.clone(),
+            policy,
             base_run_dir,
             local_socket: local_socket.to_path_buf(),
             jobs: Mutex::new(HashMap::new()),
-        })
+            next_dir: std::sync::atomic::AtomicU64::new(1),
+        }
     }
 
-    pub fn allowed_dir(&self) -> &Path {
-        &self.allowed_dir
+    pub fn policy(&self) -> &ProgramPolicy {
+        &self.policy
     }
 
-    /// The executable for `program`, if it is inside the allowed directory.
-    pub fn resolve(&self, program: &str) -> Result<PathBuf, LaunchError> {
-        if program.is_empty() {
-            return Err(LaunchError::Invalid("the program name is empty".into()));
-        }
-        let candidate = if program.contains('/') {
-            PathBuf::from(program)
-        } else {
-            self.allowed_dir.join(program)
-        };
-        let real = candidate.canonicalize().map_err(|e| {
-            LaunchError::NotAllowed(format!(
-                "program `{program}` is not available in {} ({e})",
-                self.allowed_dir.display()
-            ))
-        })?;
-        if !real.starts_with(&self.allowed_dir) {
-            return Err(LaunchError::NotAllowed(format!(
-                "program {} is outside the allowed directory {}; install it there or start the agent with --allow-dir",
-                real.display(),
-                self.allowed_dir.display()
-            )));
-        }
-        use std::os::unix::fs::PermissionsExt;
-        let meta = std::fs::metadata(&real)
-            .map_err(|e| LaunchError::NotAllowed(format!("{}: {e}", real.display())))?;
-        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-            return Err(LaunchError::NotAllowed(format!(
-                "{} is not an executable file",
-                real.display()
-            )));
-        }
-        Ok(real)
-    }
-
-    /// Start this node's ranks of `job`. Returns the ranks started here.
-    pub fn launch(self: &Arc<Self>, job: &str, spec: &LaunchSpec) -> Result<Vec<u32>, LaunchError> {
-        if job.is_empty()
-            || job.len() > 128
-            || !job
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(LaunchError::Invalid(
-                "job names must be 1..128 characters of letters, digits, `-`, `_`, `.`".into(),
-            ));
-        }
+    /// Check a launch request without starting anything: names, limits, environment,
+    /// arguments, and the program itself. Returns the executable.
+    pub fn check(&self, spec: &LaunchSpec) -> Result<PathBuf, LaunchError> {
         if !(spec.time_limit_s.is_finite()
             && spec.time_limit_s > 0.0
             && spec.time_limit_s <= 7.0 * 86400.0)
@@ -209,14 +297,39 @@ impl Launcher {
                 "time_limit_s must be between 0 and one week".into(),
             ));
         }
-        for key in spec.env.keys() {
-            if key.is_empty() || key.contains('=') || key.starts_with("THROTTLE_") {
-                return Err(LaunchError::Invalid(format!(
-                    "environment variable `{key}` cannot be set (THROTTLE_* are set by the agent)"
-                )));
-            }
+        if !(spec.lease_s.is_finite() && (1.0..=86400.0).contains(&spec.lease_s)) {
+            return Err(LaunchError::Invalid(
+                "lease_s must be between 1 and 86400 seconds".into(),
+            ));
         }
-        let program = self.resolve(&spec.program)?;
+        if spec.env.len() > MAX_ENV {
+            return Err(LaunchError::Invalid(format!(
+                "at most {MAX_ENV} environment variables"
+            )));
+        }
+        for (key, value) in &spec.env {
+            check_env(key, value).map_err(LaunchError::Invalid)?;
+        }
+        if spec.args.len() > MAX_ARGS
+            || spec
+                .args
+                .iter()
+                .any(|a| a.len() > MAX_ARG_BYTES || a.contains('\0'))
+        {
+            return Err(LaunchError::Invalid(format!(
+                "at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES} bytes each, without NUL"
+            )));
+        }
+        Ok(self.policy.resolve(&spec.program)?)
+    }
+
+    /// Start this node's ranks of `job`. Returns the ranks started here.
+    pub fn launch(
+        self: &Arc<Self>,
+        job: &Name,
+        spec: &LaunchSpec,
+    ) -> Result<Vec<u32>, LaunchError> {
+        let program = self.check(spec)?;
         let local: Vec<u32> = spec
             .ranks
             .iter()
@@ -224,7 +337,13 @@ impl Launcher {
             .filter(|(_, n)| **n == self.node)
             .map(|(r, _)| r as u32)
             .collect();
-        let run_dir = self.base_run_dir.join(job);
+        let number = self
+            .next_dir
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir_name = Name::parse("run directory", &format!("j{number}"))
+            .map_err(|e| LaunchError::Invalid(e.to_string()))?;
+        let run_dir = path_inside(&self.base_run_dir, "", &dir_name, "")
+            .ok_or_else(|| LaunchError::Invalid("no run directory".into()))?;
         {
             let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(existing) = jobs.get(job) {
@@ -234,6 +353,10 @@ impl Launcher {
                         "job `{job}` is already running here; DELETE /jobs/{job} first"
                     )));
                 }
+            } else if jobs.len() >= MAX_JOBS {
+                return Err(LaunchError::Conflict(format!(
+                    "this agent holds {MAX_JOBS} jobs already; DELETE finished ones (or wait for their leases to run out)"
+                )));
             }
             std::fs::create_dir_all(&run_dir).map_err(|e| {
                 LaunchError::Invalid(format!("cannot create {}: {e}", run_dir.display()))
@@ -251,11 +374,13 @@ impl Launcher {
                 })
                 .collect();
             jobs.insert(
-                job.to_string(),
+                job.clone(),
                 Arc::new(Mutex::new(Job {
                     ranks: slots,
                     reason: None,
                     run_dir: run_dir.clone(),
+                    lease: Duration::from_secs_f64(spec.lease_s),
+                    renewed: Instant::now(),
                 })),
             );
         }
@@ -266,10 +391,10 @@ impl Launcher {
             let mut cmd = tokio::process::Command::new(&program);
             cmd.args(&spec.args)
                 .envs(&spec.env)
-                .env("THROTTLE_JOB", job)
+                .env("THROTTLE_JOB", job.as_str())
                 .env("THROTTLE_RANK", rank.to_string())
                 .env("THROTTLE_SIZE", spec.ranks.len().to_string())
-                .env("THROTTLE_NODE", &self.node)
+                .env("THROTTLE_NODE", self.node.as_str())
                 .env("THROTTLE_AGENT_SOCKET", &self.local_socket)
                 .env("THROTTLE_RUN_DIR", &run_dir)
                 .stdin(Stdio::null())
@@ -322,7 +447,7 @@ impl Launcher {
         Ok(local)
     }
 
-    fn job(&self, job: &str) -> Option<Arc<Mutex<Job>>> {
+    fn job(&self, job: &Name) -> Option<Arc<Mutex<Job>>> {
         self.jobs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -331,7 +456,7 @@ impl Launcher {
     }
 
     /// This node's view of `job`, if it was launched here.
-    pub fn report(&self, job: &str) -> Option<JobReport> {
+    pub fn report(&self, job: &Name) -> Option<JobReport> {
         let entry = self.job(job)?;
         let j = entry.lock().unwrap_or_else(|e| e.into_inner());
         let ranks: Vec<RankReport> = j
@@ -358,16 +483,68 @@ impl Launcher {
             "failed"
         };
         Some(JobReport {
-            job: job.to_string(),
+            job: job.clone(),
             node: self.node.clone(),
             state: state.to_string(),
             reason: j.reason.clone(),
+            lease_left_s: j.lease_left(Instant::now()).as_secs_f64(),
             ranks,
         })
     }
 
+    /// Every job held here, with its state.
+    pub fn reports(&self) -> Vec<JobReport> {
+        let names: Vec<Name> = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        let mut out: Vec<JobReport> = names.iter().filter_map(|n| self.report(n)).collect();
+        out.sort_by(|a, b| a.job.cmp(&b.job));
+        out
+    }
+
+    /// Extend the lease of `job` by its full length from now. False if it is not here.
+    pub fn renew(&self, job: &Name) -> bool {
+        match self.job(job) {
+            Some(e) => {
+                e.lock().unwrap_or_else(|e| e.into_inner()).renewed = Instant::now();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kill and forget every job whose lease ran out; returns their names.
+    pub fn expired(&self) -> Vec<Name> {
+        let now = Instant::now();
+        let due: Vec<(Name, Duration)> = {
+            let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            jobs.iter()
+                .filter_map(|(name, j)| {
+                    let j = j.lock().unwrap_or_else(|e| e.into_inner());
+                    j.lease_left(now).is_zero().then(|| (name.clone(), j.lease))
+                })
+                .collect()
+        };
+        for (name, lease) in &due {
+            let reason = format!(
+                "lease expired: no renewal from the controller for {:.0} s",
+                lease.as_secs_f64()
+            );
+            self.remove_with(name, &reason);
+        }
+        due.into_iter().map(|(n, _)| n).collect()
+    }
+
     /// Kill the job's ranks and forget it. False if it was not launched here.
-    pub fn remove(&self, job: &str) -> bool {
+    pub fn remove(&self, job: &Name) -> bool {
+        self.remove_with(job, "killed on request")
+    }
+
+    fn remove_with(&self, job: &Name, reason: &str) -> bool {
         let entry = self
             .jobs
             .lock()
@@ -376,8 +553,11 @@ impl Launcher {
         match entry {
             Some(e) => {
                 let mut j = e.lock().unwrap_or_else(|e| e.into_inner());
-                kill_all(&mut j, "killed on request");
-                let _ = std::fs::remove_dir_all(&j.run_dir);
+                kill_all(&mut j, reason);
+                // Only ever a directory named by a validated job name inside our own base.
+                if j.run_dir.parent() == Some(self.base_run_dir.as_path()) {
+                    let _ = std::fs::remove_dir_all(&j.run_dir);
+                }
                 true
             }
             None => false,
@@ -386,7 +566,7 @@ impl Launcher {
 
     /// Kill every job (agent shutdown).
     pub fn kill_everything(&self) {
-        let names: Vec<String> = self
+        let names: Vec<Name> = self
             .jobs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -394,7 +574,7 @@ impl Launcher {
             .cloned()
             .collect();
         for n in names {
-            self.remove(&n);
+            self.remove_with(&n, "the agent stopped");
         }
         let _ = std::fs::remove_dir_all(&self.base_run_dir);
     }

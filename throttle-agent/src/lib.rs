@@ -7,7 +7,9 @@
 //! * [`transport`]: the proxy transport (handshake, copy loop, local endpoint, data port,
 //!   forwards): *how* bytes move.
 //! * [`api`]: the HTTP/JSON control API.
-//! * [`jobs`]: launching and watching the ranks of a job on this node.
+//! * [`jobs`]: launching and watching the ranks of a job on this node; [`programs`]: which
+//!   programs may be launched.
+//! * [`name`]: the one grammar for job and node names; [`limits`]: connection caps.
 //! * [`agent`]: configuration, shared state, start/stop.
 //! * [`client`]: blocking helpers for programs that use the rank tunnels.
 
@@ -18,7 +20,10 @@ pub mod client;
 pub mod directory;
 pub mod endpoint;
 pub mod jobs;
+pub mod limits;
 pub mod link;
+pub mod name;
+pub mod programs;
 pub mod rate;
 pub mod registry;
 pub mod transport;

@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use clap::Parser;
 use throttle_agent::agent::{self, AgentConfig};
+use throttle_agent::api::Tls;
 use throttle_agent::auth::Token;
 use throttle_agent::directory::NodeEntry;
 use throttle_agent::link::{parse_pct, Shape};
+use throttle_agent::name::Name;
+use throttle_agent::programs::ProgramPolicy;
 use throttle_agent::rate::Rate;
 use throttle_agent::transport::forward::ForwardSpec;
 use throttle_agent::transport::pump::PumpOptions;
@@ -22,15 +25,22 @@ use throttle_agent::transport::pump::PumpOptions;
 #[derive(Parser, Debug)]
 #[command(
     version,
-    after_help = "Example:\n  throttle-agent --node n0 --control 127.0.0.1:7600 --data 10.0.0.1:7601 \\\n      --capacity 1Gbit --token-file /etc/throttle/token\n\nLogs go to stderr; set RUST_LOG=debug for detail."
+    after_help = "Example:\n  throttle-agent --node n0 --control 127.0.0.1:7600 --data 10.0.0.1:7601 \\\n      --capacity 1Gbit --token-file /etc/throttle/token\n\nWhat a holder of the token can do (ARCHITECTURE.md, Threat model): set the shaping,\nadd forwards between this node's addresses and other nodes, and start the programs\nallowed here (by default only throttle's workloads) as this agent's user.\n\nLogs go to stderr; set RUST_LOG=debug for detail."
 )]
 struct Args {
-    /// This node's name, as the cluster file calls it.
-    #[arg(long)]
-    node: String,
-    /// Address of the control API (HTTP). Bind it only where the controller can reach it.
+    /// This node's name, as the cluster file calls it (letters, digits, `-`, `_`, `.`).
+    #[arg(long, value_parser = parse_name)]
+    node: Name,
+    /// Address of the control API (HTTP, or HTTPS with --tls-cert). Bind it only where the
+    /// controller can reach it.
     #[arg(long, default_value = "127.0.0.1:7600")]
     control: SocketAddr,
+    /// Serve the control API over TLS with this PEM certificate (chain) [with --tls-key].
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Address of the data port other agents connect to (the emulated interconnect).
     #[arg(long, default_value = "127.0.0.1:7601")]
     data: SocketAddr,
@@ -73,13 +83,25 @@ struct Args {
     /// several agents per machine, 1 avoids cross-thread wake-ups (lower latency).
     #[arg(long)]
     threads: Option<usize>,
-    /// Only programs in this directory may be launched as ranks [default: the directory of
-    /// this binary, where the workloads are installed].
-    #[arg(long)]
-    allow_dir: Option<PathBuf>,
+    /// Also allow launching this program (repeatable). By default only throttle's
+    /// workloads installed next to this binary (throttle-bfs, throttle-pmm,
+    /// throttle-selftest) may be launched; the agent and throttle-ctl never are.
+    #[arg(long = "allow-program", value_name = "PATH")]
+    allow_programs: Vec<PathBuf>,
+    /// Also allow launching every program in this directory (repeatable). A directory that
+    /// holds a shell or an interpreter gives every token holder a shell as this user.
+    #[arg(long = "allow-dir", value_name = "DIR")]
+    allow_dirs: Vec<PathBuf>,
+    /// Allow no program at all (the node only shapes traffic).
+    #[arg(long, conflicts_with_all = ["allow_programs", "allow_dirs"])]
+    no_programs: bool,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
+}
+
+fn parse_name(text: &str) -> Result<Name, String> {
+    Name::parse("node name", text).map_err(|e| e.to_string())
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -98,6 +120,9 @@ fn main() {
     let args = Args::parse();
     raise_fd_limit();
     let token = Token::load(&args.token_file).unwrap_or_else(|e| fail(e));
+    if let Some(w) = throttle_agent::auth::permission_warning(&args.token_file) {
+        tracing::warn!("{w}");
+    }
     let pct = parse_pct(&args.pct).unwrap_or_else(|e| fail(e));
     let shape = Shape {
         pct,
@@ -113,12 +138,12 @@ fn main() {
             let (name, data) = p
                 .split_once('=')
                 .unwrap_or_else(|| fail(format!("--peer `{p}` must be NAME=IP:PORT")));
-            if data.parse::<SocketAddr>().is_err() {
-                fail(format!("--peer `{p}`: `{data}` is not IP:PORT"));
-            }
+            let data = data
+                .parse::<SocketAddr>()
+                .unwrap_or_else(|_| fail(format!("--peer `{p}`: `{data}` is not IP:PORT")));
             NodeEntry {
-                name: name.to_string(),
-                data: data.to_string(),
+                name: parse_name(name).unwrap_or_else(|e| fail(format!("--peer `{p}`: {e}"))),
+                data,
             }
         })
         .collect();
@@ -145,12 +170,32 @@ fn main() {
             .unwrap_or_else(std::env::temp_dir);
         dir.join(format!("throttle-{}.sock", args.node))
     });
-    let allowed_dir = args.allow_dir.clone().unwrap_or_else(|| {
-        std::env::current_exe()
+    let mut programs = if args.no_programs {
+        ProgramPolicy::nothing()
+    } else {
+        let here = std::env::current_exe()
             .ok()
             .and_then(|p| p.parent().map(|d| d.to_path_buf()))
-            .unwrap_or_else(|| PathBuf::from("."))
-    });
+            .unwrap_or_else(|| PathBuf::from("."));
+        ProgramPolicy::workloads_in(&here)
+    };
+    for p in &args.allow_programs {
+        programs.allow_program(p).unwrap_or_else(|e| fail(e));
+    }
+    for d in &args.allow_dirs {
+        programs.allow_dir(d).unwrap_or_else(|e| fail(e));
+    }
+    for w in programs.warnings() {
+        tracing::warn!("{w}");
+    }
+    tracing::info!(programs = %programs.describe(), "programs that may be launched");
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(Tls::load(c, k).unwrap_or_else(|e| fail(e))),
+        _ => None,
+    };
+    if tls.is_none() && !args.control.ip().is_loopback() {
+        tracing::warn!(control = %args.control, "the control API is plain HTTP on a non-loopback address: the token crosses the network in clear; use --tls-cert/--tls-key, or a management network");
+    }
     let config = AgentConfig {
         node: args.node,
         control: args.control,
@@ -167,7 +212,8 @@ fn main() {
         register_timeout: Duration::from_secs_f64(args.register_timeout),
         burst: Duration::from_secs_f64(args.burst_ms / 1000.0),
         idle_burst: Duration::from_secs_f64(args.idle_burst_ms / 1000.0),
-        allowed_dir,
+        programs,
+        tls,
     };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()

@@ -4,64 +4,10 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-
-struct AgentProcess {
-    child: Child,
-    control: String,
-    data: String,
-}
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_agent(scratch: &Scratch, node: &str, extra: &[&str]) -> AgentProcess {
-    let token = scratch.path("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let ready = scratch.path(&format!("{node}.ready"));
-    let child = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
-        .args([
-            "--node",
-            node,
-            "--control",
-            "127.0.0.1:0",
-            "--data",
-            "127.0.0.1:0",
-        ])
-        .arg("--local-socket")
-        .arg(scratch.path(&format!("{node}.sock")))
-        .arg("--token-file")
-        .arg(&token)
-        .arg("--ready-file")
-        .arg(&ready)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !ready.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "agent did not become ready"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
-    AgentProcess {
-        child,
-        control: v["control"].as_str().unwrap().to_string(),
-        data: v["data"].as_str().unwrap().to_string(),
-    }
-}
 
 #[test]
 fn refuses_bad_flags_with_a_clear_message() {
@@ -79,7 +25,8 @@ fn refuses_bad_flags_with_a_clear_message() {
     let t = token.to_str().unwrap();
     assert!(run(&["--node", "n0", "--token-file", "/nonexistent/token"])
         .contains("cannot read the token file"));
-    assert!(run(&["--node", "n0", "--token-file", t, "--pct", "0"]).contains("(0, 100]"));
+    assert!(run(&["--node", "n0", "--token-file", t, "--pct", "0"]).contains("0.01 to 100"));
+    assert!(run(&["--node", "..", "--token-file", t]).contains("node name"));
     assert!(run(&["--node", "n0", "--token-file", t, "--capacity", "fast"]).contains("1Gbit"));
     assert!(run(&["--node", "n0", "--token-file", t, "--forward", "x"])
         .contains("LISTEN=NODE:HOST:PORT"));
@@ -123,6 +70,14 @@ fn a_peer_agent_dying_mid_stream_is_an_error_not_a_short_stream() {
             &format!("127.0.0.1:0=n1:{target}"),
         ],
     );
+    // n1 accepts peer streams only from nodes in its directory: tell it about n0, as the
+    // controller does.
+    let cluster = format!(
+        r#"{{"nodes":[{{"name":"n0","data":"{}"}},{{"name":"n1","data":"{}"}}]}}"#,
+        n0.data, n1.data
+    );
+    let (code, body) = http(&n1.control, "PUT", "/cluster", Some(TOKEN), Some(&cluster));
+    assert_eq!(code, 200, "{body}");
     // Find the forward's bound port through the API.
     let (_, body) = http(&n0.control, "GET", "/forwards", Some(TOKEN), None);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -6,8 +6,9 @@ mod common;
 use std::io::{Read, Write};
 
 use common::*;
+use throttle_agent::auth::Token;
 use throttle_agent::client;
-use throttle_agent::transport::wire::{self, Code, Request};
+use throttle_agent::transport::wire::{self, Code, PeerRequest, PeerWant, Request};
 
 fn status_ok(addr: &str) {
     let (code, body) = http(addr, "GET", "/status", Some(TOKEN), None);
@@ -75,11 +76,11 @@ async fn shape_is_set_and_bad_shapes_are_refused() {
         assert_eq!(link.shape().capacity, 1.25e9);
         let before = link.shape();
         let bad = [
-            (r#"{"pct": 0}"#, "(0, 100]"),
-            (r#"{"pct": -5}"#, "(0, 100]"),
-            (r#"{"pct": 100.5}"#, "(0, 100]"),
-            (r#"{"pct": "NaN"}"#, "(0, 100]"),
-            (r#"{"pct": "lots"}"#, "(0, 100]"),
+            (r#"{"pct": 0}"#, "0.01 to 100"),
+            (r#"{"pct": -5}"#, "0.01 to 100"),
+            (r#"{"pct": 100.5}"#, "0.01 to 100"),
+            (r#"{"pct": "NaN"}"#, "0.01 to 100"),
+            (r#"{"pct": "lots"}"#, "0.01 to 100"),
             (r#"{"pct": true}"#, "number"),
             (r#"{"capacity": -1}"#, "range"),
             (r#"{"capacity": "5Pbit"}"#, "not understood"),
@@ -256,8 +257,8 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
     // n1 is told of a node n2 whose agent does not exist.
     let mut nodes = agents[0].state.directory.nodes();
     nodes.push(throttle_agent::directory::NodeEntry {
-        name: "n2".into(),
-        data: "127.0.0.1:9".into(),
+        name: n("n2"),
+        data: "127.0.0.1:9".parse().unwrap(),
     });
     agents[0].state.directory.set_nodes(&nodes);
     set_job(&agents, "dead", &["n0", "n2"]);
@@ -266,16 +267,16 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
             local_request(&s0, b"GET / HTTP/1.1\r\n\r\n"),
             Code::BadMagic
         );
-        let mut v2 = Request::OpenRank {
-            job: "j".into(),
+        let mut v1 = Request::OpenRank {
+            job: n("j"),
             src_rank: 0,
             dst_rank: 1,
         }
         .encode();
-        v2[4] = 2;
-        assert_eq!(local_request(&s0, &v2), Code::BadVersion);
+        v1[4] = 1;
+        assert_eq!(local_request(&s0, &v1), Code::BadVersion);
         let trunc = Request::OpenRank {
-            job: "j".into(),
+            job: n("j"),
             src_rank: 0,
             dst_rank: 1,
         }
@@ -285,38 +286,39 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
             Code::Malformed
         );
         assert_eq!(local_request(&s0, b"THRT"), Code::Malformed);
-        let e = client::open_rank(&s0, "nojob", 0, 1).unwrap_err();
+        let e = client::open_rank(&s0, &n("nojob"), 0, 1).unwrap_err();
         assert_eq!(e.code, Code::UnknownJob);
         assert!(e.message.contains("nojob"));
         assert_eq!(
-            client::open_rank(&s0, "j", 0, 5).unwrap_err().code,
+            client::open_rank(&s0, &n("j"), 0, 5).unwrap_err().code,
             Code::UnknownRank
         );
         assert_eq!(
-            client::open_rank(&s0, "j", 9, 1).unwrap_err().code,
+            client::open_rank(&s0, &n("j"), 9, 1).unwrap_err().code,
             Code::UnknownRank
         );
-        let e = client::open_rank(&s0, "dead", 0, 1).unwrap_err();
+        let e = client::open_rank(&s0, &n("dead"), 0, 1).unwrap_err();
         assert_eq!(e.code, Code::PeerUnreachable, "{e}");
         assert!(e.message.contains("n2"), "{e}");
         // A destination rank that never registers.
-        let e = client::open_rank(&s0, "j", 0, 1).unwrap_err();
+        let e = client::open_rank(&s0, &n("j"), 0, 1).unwrap_err();
         assert_eq!(e.code, Code::RankNotRegistered, "{e}");
-        assert!(client::register(&s0, "j", 0, "nonsense")
+        assert!(client::register(&s0, &n("j"), 0, "nonsense")
             .unwrap_err()
             .message
             .contains("unix:"));
         // Agent-to-agent requests on the local endpoint, and vice versa.
-        let peer = Request::PeerSink {
-            token: TOKEN.into(),
-            src_node: "x".into(),
-        }
+        let peer = Request::Peer(PeerRequest {
+            src_node: n("n1"),
+            nonce: [0; 32],
+            want: PeerWant::Sink,
+        })
         .encode();
         assert_eq!(local_request(&s0, &peer), Code::Malformed);
         let mut d = std::net::TcpStream::connect(&data1).unwrap();
         d.write_all(
             &Request::OpenRank {
-                job: "j".into(),
+                job: n("j"),
                 src_rank: 0,
                 dst_rank: 1,
             }
@@ -327,17 +329,19 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
             wire::read_reply_blocking(&mut d).unwrap().code,
             Code::Malformed
         );
-        // Wrong token on the data port.
+        // A dialer with the wrong token learns that the agent's proof does not match its
+        // token, and the agent refuses a wrong proof.
+        let wrong = Token::new("bad-token-0123456789").unwrap();
         let mut d = std::net::TcpStream::connect(&data1).unwrap();
-        d.write_all(
-            &Request::PeerForward {
-                token: "bad-token-0123456789".into(),
-                src_node: "n0".into(),
-                target: "127.0.0.1:9".into(),
-            }
-            .encode(),
-        )
-        .unwrap();
+        let e = client::dial_peer(&mut d, &wrong, &n("n0"), PeerWant::Sink).unwrap_err();
+        assert_eq!(e.code, Code::Unauthorized, "{e}");
+        let mut d = std::net::TcpStream::connect(&data1).unwrap();
+        d.write_all(&peer).unwrap();
+        assert!(matches!(
+            wire::read_answer_blocking(&mut d).unwrap(),
+            wire::Answer::Challenge(_)
+        ));
+        d.write_all(&[0u8; 32]).unwrap();
         assert_eq!(
             wire::read_reply_blocking(&mut d).unwrap().code,
             Code::Unauthorized
@@ -355,20 +359,18 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
         let mut rest = Vec::new();
         let _ = d.read_to_end(&mut rest);
         // Forward target that refuses.
+        let token = Token::new(TOKEN).unwrap();
         let mut d = std::net::TcpStream::connect(&data1).unwrap();
-        d.write_all(
-            &Request::PeerForward {
-                token: TOKEN.into(),
-                src_node: "n0".into(),
+        let e = client::dial_peer(
+            &mut d,
+            &token,
+            &n("n0"),
+            PeerWant::Forward {
                 target: "127.0.0.1:9".into(),
-            }
-            .encode(),
+            },
         )
-        .unwrap();
-        assert_eq!(
-            wire::read_reply_blocking(&mut d).unwrap().code,
-            Code::TargetUnreachable
-        );
+        .unwrap_err();
+        assert_eq!(e.code, Code::TargetUnreachable, "{e}");
         status_ok(&control);
     })
     .await

@@ -34,7 +34,7 @@ async fn rank_round_trip(splice: bool, bytes: usize, shape_changes: bool) {
         got
     });
     let sender = std::thread::spawn(move || {
-        let mut s = client::open_rank(&s0, "j", 0, 1).unwrap();
+        let mut s = client::open_rank(&s0, &n("j"), 0, 1).unwrap();
         let mut r = s.try_clone().unwrap();
         let back = std::thread::spawn(move || check_pattern(&mut r, 2).unwrap());
         send_pattern(&mut s, 1, bytes).unwrap();
@@ -104,7 +104,7 @@ async fn many_streams_at_once_are_all_byte_exact() {
         .map(|seed| {
             let s0 = s0.clone();
             std::thread::spawn(move || {
-                let mut s = client::open_rank(&s0, "m", 0, 1).unwrap();
+                let mut s = client::open_rank(&s0, &n("m"), 0, 1).unwrap();
                 s.write_all(&(seed + 100).to_le_bytes()).unwrap();
                 send_pattern(&mut s, seed + 100, BYTES).unwrap();
                 s.shutdown(Shutdown::Write).unwrap();
@@ -138,7 +138,7 @@ async fn same_node_streams_are_delivered_and_not_shaped() {
             client::read_incoming(&mut c).unwrap();
             check_pattern(&mut c, 5).unwrap()
         });
-        let mut s = client::open_rank(&s0, "s", 0, 1).unwrap();
+        let mut s = client::open_rank(&s0, &n("s"), 0, 1).unwrap();
         send_pattern(&mut s, 5, 2 * MB).unwrap();
         s.shutdown(Shutdown::Write).unwrap();
         rx.join().unwrap()

@@ -25,14 +25,17 @@ impl AgentClient {
     }
 
     pub fn with_timeout(cluster: &Cluster, node: &Node, timeout: Duration) -> AgentClient {
+        let mut http = ureq::AgentBuilder::new()
+            .timeout_connect(Duration::from_secs(3))
+            .timeout(timeout);
+        if let Some(tls) = &cluster.tls {
+            http = http.tls_config(tls.clone());
+        }
         AgentClient {
             node: node.name.clone(),
-            base: format!("http://{}", node.control),
+            base: cluster.control_url(node),
             auth: format!("Bearer {}", cluster.token.as_str()),
-            http: ureq::AgentBuilder::new()
-                .timeout_connect(Duration::from_secs(3))
-                .timeout(timeout)
-                .build(),
+            http: http.build(),
         }
     }
 
@@ -113,6 +116,31 @@ impl AgentClient {
 
     pub fn launch(&self, job: &str, spec: &Value) -> Result<Value> {
         self.call("POST", &format!("/jobs/{job}/launch"), Some(spec))
+    }
+
+    /// Extend the lease of `job` on this node.
+    pub fn renew(&self, job: &str) -> Result<()> {
+        self.call("POST", &format!("/jobs/{job}/renew"), None)
+            .map(|_| ())
+    }
+
+    /// Names of every job this node holds (launched, or only a rank map).
+    pub fn job_names(&self) -> Result<Vec<String>> {
+        let v = self.call("GET", "/jobs", None)?;
+        let mut names: Vec<String> = v["jobs"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        if let Some(launched) = v["launched"].as_array() {
+            names.extend(
+                launched
+                    .iter()
+                    .filter_map(|j| j["job"].as_str().map(str::to_string)),
+            );
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     pub fn job_report(&self, job: &str) -> Result<throttle_agent::jobs::JobReport> {

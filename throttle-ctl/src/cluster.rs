@@ -23,6 +23,11 @@ pub struct ClusterFile {
     /// Directory of a local cluster's state (sockets, logs); absent for real clusters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_dir: Option<PathBuf>,
+    /// PEM certificate of the authority that signed the agents' control-API certificates:
+    /// when set, the controller talks HTTPS to the agents and checks their certificates
+    /// (relative paths are relative to the cluster file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
     #[serde(rename = "node")]
     pub nodes: Vec<Node>,
 }
@@ -42,12 +47,14 @@ pub struct Node {
     pub pid: Option<u32>,
 }
 
-/// A loaded cluster: the file, where it was, and the token.
+/// A loaded cluster: the file, where it was, the token, and the TLS trust for the agents.
 #[derive(Clone, Debug)]
 pub struct Cluster {
     pub path: PathBuf,
     pub file: ClusterFile,
     pub token: Token,
+    /// Client TLS configuration trusting `tls_ca` (None: plain HTTP).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl ClusterFile {
@@ -89,11 +96,22 @@ impl Cluster {
         let base = path.parent().unwrap_or(Path::new("."));
         let token_path = base.join(&file.token_file);
         let token = Token::load(&token_path).map_err(|e| anyhow!("{e}"))?;
+        let tls = match &file.tls_ca {
+            Some(ca) => Some(client_tls(&base.join(ca))?),
+            None => None,
+        };
         Ok(Cluster {
             path: path.to_path_buf(),
             file,
             token,
+            tls,
         })
+    }
+
+    /// The base URL of a node's control API.
+    pub fn control_url(&self, node: &Node) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", node.control)
     }
 
     /// The node called `name`, or an error listing the known ones.
@@ -124,6 +142,37 @@ impl Cluster {
     }
 }
 
+/// A TLS client configuration that trusts the certificates in the PEM file `ca` (and
+/// nothing else).
+pub fn client_tls(ca: &Path) -> Result<std::sync::Arc<rustls::ClientConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            anyhow!(
+                "cannot read the cluster's CA certificate {}: {e}",
+                ca.display()
+            )
+        })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs {
+        roots
+            .add(c)
+            .map_err(|e| anyhow!("{}: not a usable CA certificate: {e}", ca.display()))?;
+    }
+    if roots.is_empty() {
+        bail!("{} holds no PEM certificate", ca.display());
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow!("TLS setup: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(std::sync::Arc::new(config))
+}
+
 /// Where the cluster file is: the flag, then `THROTTLE_CLUSTER`, then the default.
 pub fn resolve_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("THROTTLE_CLUSTER").map(PathBuf::from))
@@ -143,6 +192,7 @@ mod tests {
             token_file: "token".into(),
             capacity: "1Gbit".into(),
             local_dir: None,
+            tls_ca: None,
             nodes: vec![Node {
                 name: "n0".into(),
                 control: "127.0.0.1:1".into(),

@@ -3,10 +3,12 @@
 //!
 //! * [`cluster`]: the cluster file.
 //! * [`client`]: the control-API client for one agent.
-//! * [`local`]: starting and stopping a local emulated cluster.
+//! * [`local`]: starting and stopping a local emulated cluster; [`certs`]: its TLS
+//!   certificates.
 //! * [`commands`]: one module per command.
 
 pub mod analysis;
+pub mod certs;
 pub mod client;
 pub mod cluster;
 pub mod commands;

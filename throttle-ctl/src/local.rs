@@ -28,6 +28,8 @@ pub struct LocalUp {
     pub dir: PathBuf,
     /// Extra flags for every agent.
     pub agent_args: Vec<String>,
+    /// Serve every agent's control API over TLS with certificates from a fresh cluster CA.
+    pub tls: bool,
 }
 
 /// The `throttle-agent` binary: `THROTTLE_AGENT_BIN`, else next to this executable, else PATH.
@@ -95,6 +97,11 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         std::io::Write::write_all(&mut f, token.as_str().as_bytes())?;
     }
     let base = u32::from(req.base_addr);
+    let ca = if req.tls {
+        Some(crate::certs::ClusterCa::create(&dir)?)
+    } else {
+        None
+    };
     let mut children = Vec::new();
     for i in 0..req.nodes {
         let name = format!("n{i}");
@@ -121,6 +128,13 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
+        if let Some((ca, _)) = &ca {
+            let cert = ca.issue(&dir, &name, std::net::IpAddr::V4(addr))?;
+            cmd.arg("--tls-cert")
+                .arg(&cert.cert)
+                .arg("--tls-key")
+                .arg(&cert.key);
+        }
         {
             use std::os::unix::process::CommandExt;
             // Own process group: a Ctrl-C aimed at throttle-ctl leaves the agents running.
@@ -165,6 +179,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         token_file: token_path,
         capacity: req.capacity.to_string().replace(' ', "").replace("/s", ""),
         local_dir: Some(dir),
+        tls_ca: ca.map(|(_, path)| path),
         nodes,
     };
     file.write(cluster_path)?;

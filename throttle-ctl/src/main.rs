@@ -48,7 +48,7 @@ enum Command {
         after_help = "Examples:\n  throttle-ctl set 30                  every node at 30% of its capacity\n  throttle-ctl set unlimited           shaping off\n  throttle-ctl set 100 --node n2 --latency-us 50"
     )]
     Set {
-        /// Percentage in (0, 100], or `unlimited`.
+        /// Percentage from 0.01 to 100, or `unlimited`.
         pct: String,
         /// Only this node.
         #[arg(long)]
@@ -106,6 +106,10 @@ enum Command {
         /// Seconds before the job is killed.
         #[arg(long, default_value_t = 600.0)]
         time_limit: f64,
+        /// Seconds the agents keep the job alive without hearing from this command (it
+        /// renews while it waits); if throttle-ctl is killed, the job dies this long after.
+        #[arg(long, default_value_t = throttle_ctl::commands::run::DEFAULT_LEASE_S)]
+        lease: f64,
         /// Print one JSON object instead of the workload's output.
         #[arg(long)]
         json: bool,
@@ -115,7 +119,7 @@ enum Command {
     },
     /// Run a sweep (bandwidth steps x node counts x repeats) and store every run; resumable.
     #[command(
-        after_help = "The spec is TOML; see experiments/*.toml. Re-running the same command skips\nthe points already stored; Ctrl-C stops after killing the running job."
+        after_help = "The spec is TOML; see experiments/*.toml. Re-running the same command skips\nthe points already stored (and first removes jobs an earlier, killed run of it left on\nthe agents); Ctrl-C stops after killing the running job. A node that cannot be reached\nfails its points with a reason naming it, and the sweep goes on (--fail-fast stops)."
     )]
     Sweep {
         /// The sweep specification (TOML).
@@ -123,6 +127,13 @@ enum Command {
         /// Results database [default: ./throttle-results.db].
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Stop at the first run that cannot start because a node is unreachable or
+        /// refuses it, instead of storing the failure and going on.
+        #[arg(long)]
+        fail_fast: bool,
+        /// Seconds the agents keep a job alive without hearing from this sweep.
+        #[arg(long, default_value_t = throttle_ctl::commands::run::DEFAULT_LEASE_S)]
+        lease: f64,
     },
     /// Derive CTI curves, bandwidth demand, the demand constant and projections.
     #[command(
@@ -228,6 +239,10 @@ enum LocalCommand {
         /// State directory for the token, sockets and logs [default: .throttle-local next to the cluster file].
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Serve the agents' control APIs over TLS, with certificates from a fresh cluster
+        /// CA (written to the state directory; the cluster file's tls_ca names it).
+        #[arg(long)]
+        tls: bool,
     },
     /// Stop the local cluster's agents and remove its state and cluster file.
     Down,
@@ -316,6 +331,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             idle_burst_ms,
             agent_threads,
             dir,
+            tls,
         }) => {
             let dir = dir.unwrap_or_else(|| {
                 path.parent()
@@ -335,6 +351,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     "--threads".into(),
                     agent_threads.to_string(),
                 ],
+                tls,
             };
             let cluster = local::up(&req, &path)?;
             eprintln!(
@@ -440,6 +457,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             bcast,
             program,
             time_limit,
+            lease,
             json,
             args,
         } => {
@@ -476,8 +494,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ranks_per_node,
                 bw_pct,
                 time_limit_s: time_limit,
+                lease_s: lease,
+                job_prefix: None,
             };
-            let outcome = run_cmd::run(&cluster, &spec)?;
+            let cancel = interrupt_flag()?;
+            let outcome = run_cmd::run_cancellable(&cluster, &spec, cancel)?;
             if json {
                 println!("{}", serde_json::to_string(&outcome)?);
             } else {
@@ -504,11 +525,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
         }
-        Command::Sweep { spec, db } => {
+        Command::Sweep {
+            spec,
+            db,
+            fail_fast,
+            lease,
+        } => {
             let sweep = throttle_ctl::sweep::Sweep::load(&spec)?;
             let cluster = Cluster::load(&path)?;
             let db = db.unwrap_or_else(|| PathBuf::from(throttle_ctl::store::DEFAULT_DB));
             let store = throttle_ctl::store::Store::open(&db)?;
+            let options = throttle_ctl::sweep::SweepOptions {
+                job_prefix: throttle_ctl::sweep::job_prefix(&db, &sweep.series),
+                lease_s: lease,
+                fail_fast,
+            };
             let cancel = interrupt_flag()?;
             eprintln!(
                 "sweep {}: {} points ({} node counts x {} bandwidths x {} repeats), results in {}",
@@ -519,8 +550,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 sweep.spec.repeats,
                 db.display()
             );
-            match throttle_ctl::sweep::run(&sweep, &cluster, &store, cancel, |l| eprintln!("{l}"))?
-            {
+            match throttle_ctl::sweep::run(&sweep, &cluster, &store, &options, cancel, |l| {
+                eprintln!("{l}")
+            })? {
                 throttle_ctl::sweep::SweepEnd::Complete {
                     ran,
                     skipped,

@@ -201,12 +201,12 @@ impl Store {
 
     /// Write every row as CSV (the columns `analyze --csv` reads, plus the rest).
     pub fn export_csv<W: Write>(&self, mut w: W) -> Result<()> {
-        writeln!(w, "workload,nodes,procs,bw_pct,repeat,seconds,status,series,ranks_per_node,capacity,latency_us,started_at,kernel_seconds,teps,host,version,job")?;
+        writeln!(w, "workload,nodes,procs,bw_pct,repeat,seconds,status,series,ranks_per_node,capacity,latency_us,started_at,kernel_seconds,teps,host,version,job,reason")?;
         let clean = |s: &str| s.replace([',', '\n', '"'], " ");
         for r in self.rows()? {
             writeln!(
                 w,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 r.workload,
                 r.nodes,
                 r.procs,
@@ -227,7 +227,8 @@ impl Store {
                 r.teps.map(|s| s.to_string()).unwrap_or_default(),
                 clean(&r.host),
                 r.version,
-                r.job
+                r.job,
+                clean(r.reason.as_deref().unwrap_or(""))
             )?;
         }
         Ok(())

@@ -7,6 +7,12 @@
 //! skipped, so re-running the same spec resumes. A failed run is stored with its reason and
 //! retried up to `retries` more times. Ctrl-C kills the running job and stops; everything
 //! stored stays.
+//!
+//! A node that cannot be reached makes the point fail with a reason naming the node, and
+//! the sweep goes on (or stops with that message, with [`SweepOptions::fail_fast`]).
+//! Every job of a sweep is named with a prefix derived from the results database and the
+//! series ([`job_prefix`]), so a sweep that resumes after its controller was killed first
+//! removes what that controller left on the agents.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,9 +23,57 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::analysis::stats::Rng;
+use crate::client::AgentClient;
 use crate::cluster::Cluster;
-use crate::commands::run::{self, RunSpec, Workload};
+use crate::commands::run::{self, RunOutcome, RunSpec, Workload};
 use crate::store::{RunRow, Store};
+
+/// How a sweep behaves beyond its spec.
+#[derive(Clone, Debug)]
+pub struct SweepOptions {
+    /// Prefix of every job name of this sweep ([`job_prefix`]).
+    pub job_prefix: String,
+    /// Lease of each job on the agents, seconds.
+    pub lease_s: f64,
+    /// Stop at the first run that fails because a node could not be reached or refused
+    /// to start it, instead of storing the failure and going on.
+    pub fail_fast: bool,
+}
+
+/// The job-name prefix of a sweep: the same for the same results database and series,
+/// so a resumed sweep recognises the jobs an earlier, killed run of it left behind.
+pub fn job_prefix(db: &Path, series: &str) -> String {
+    let db = db.canonicalize().unwrap_or_else(|_| db.to_path_buf());
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in db
+        .to_string_lossy()
+        .bytes()
+        .chain([0])
+        .chain(series.bytes())
+    {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("sw{:08x}", h as u32)
+}
+
+/// Remove, from every reachable node, the jobs whose names start with `prefix` (their
+/// ranks are killed). Returns how many were removed.
+pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
+    let mine = format!("{prefix}-");
+    let mut removed = 0;
+    for n in &cluster.file.nodes {
+        let c = AgentClient::new(cluster, n);
+        let Ok(names) = c.job_names() else { continue };
+        for job in names.iter().filter(|j| j.starts_with(&mine)) {
+            if c.delete_job(job).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
 
 /// The sweep specification file.
 #[derive(Clone, Debug, Deserialize)]
@@ -115,10 +169,10 @@ pub struct ProgramOptions {
 pub fn expand_bandwidths(steps: &[toml::Value]) -> Result<Vec<Option<f64>>> {
     let mut out: Vec<Option<f64>> = Vec::new();
     let check = |v: f64, what: &str| -> Result<f64> {
-        if v.is_finite() && v > 0.0 && v <= 100.0 {
+        if v.is_finite() && (throttle_agent::link::MIN_PCT..=100.0).contains(&v) {
             Ok(v)
         } else {
-            bail!("bandwidth {what}: {v} is not in (0, 100]")
+            bail!("bandwidth {what}: {v} is not a percentage from 0.01 to 100")
         }
     };
     for s in steps {
@@ -345,6 +399,11 @@ fn now_utc() -> String {
     )
 }
 
+fn bw_text(bw: Option<f64>) -> String {
+    bw.map(|b| format!("{b}%"))
+        .unwrap_or_else(|| "unlimited".into())
+}
+
 fn fmt_eta(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
     if s >= 3600 {
@@ -361,6 +420,7 @@ pub fn run(
     sweep: &Sweep,
     cluster: &Cluster,
     store: &Store,
+    options: &SweepOptions,
     cancel: &AtomicBool,
     mut progress: impl FnMut(&str),
 ) -> Result<SweepEnd> {
@@ -372,6 +432,12 @@ pub fn run(
                 cluster.node_names().join(", ")
             );
         }
+    }
+    let leftovers = remove_leftovers(cluster, &options.job_prefix);
+    if leftovers > 0 {
+        progress(&format!(
+            "removed {leftovers} job(s) an earlier run of this sweep left on the agents (their ranks are killed)"
+        ));
     }
     let done = store.done_points()?;
     let mut failed = store.failed_attempts()?;
@@ -414,9 +480,22 @@ pub fn run(
                 ranks_per_node: sweep.spec.ranks_per_node,
                 bw_pct: p.bw_pct,
                 time_limit_s: sweep.spec.time_limit,
+                lease_s: options.lease_s,
+                job_prefix: Some(options.job_prefix.clone()),
             };
             let started_at = now_utc();
-            let outcome = run::run_cancellable(cluster, &spec, cancel)?;
+            let outcome = match run::run_cancellable(cluster, &spec, cancel) {
+                Ok(o) => o,
+                Err(e) if options.fail_fast => {
+                    return Err(e.context(format!(
+                        "stopping the sweep at nodes={} bw={} rep={} (--fail-fast); everything stored is kept",
+                        p.nodes,
+                        bw_text(p.bw_pct),
+                        p.repeat
+                    )))
+                }
+                Err(e) => RunOutcome::not_started(cluster, &spec, format!("{e:#}")),
+            };
             if outcome.status == "interrupted" {
                 return Ok(SweepEnd::Interrupted { ran });
             }
@@ -451,9 +530,7 @@ pub fn run(
                     i + 1,
                     todo.len(),
                     p.nodes,
-                    p.bw_pct
-                        .map(|b| format!("{b}%"))
-                        .unwrap_or_else(|| "unlimited".into()),
+                    bw_text(p.bw_pct),
                     p.repeat,
                     outcome.seconds,
                     fmt_eta(per * (todo.len() - i - 1) as f64)
@@ -462,11 +539,11 @@ pub fn run(
             }
             *failed.entry(p.key.clone()).or_default() += 1;
             progress(&format!(
-                "[{}/{}] nodes={} bw={:?} rep={}: FAILED ({}), stored; retrying",
+                "[{}/{}] nodes={} bw={} rep={}: FAILED ({}), stored; retrying",
                 i + 1,
                 todo.len(),
                 p.nodes,
-                p.bw_pct,
+                bw_text(p.bw_pct),
                 p.repeat,
                 outcome.reason.as_deref().unwrap_or("unknown")
             ));
@@ -582,6 +659,17 @@ mod tests {
             }
         }
         assert!(n >= 3, "expected the example specs in {}", dir.display());
+    }
+
+    #[test]
+    fn job_prefixes_are_stable_and_tell_sweeps_apart() {
+        let a = job_prefix(Path::new("/tmp/r.db"), "bfs scale=8");
+        assert_eq!(a, job_prefix(Path::new("/tmp/r.db"), "bfs scale=8"));
+        assert_ne!(a, job_prefix(Path::new("/tmp/s.db"), "bfs scale=8"));
+        assert_ne!(a, job_prefix(Path::new("/tmp/r.db"), "bfs scale=9"));
+        assert!(throttle_agent::name::is_valid(&format!(
+            "{a}-bfs-1732000000000-abcdef"
+        )));
     }
 
     #[test]

@@ -72,9 +72,9 @@ fn local_cluster_lifecycle_status_set_and_errors() {
     );
 
     for (args, hint) in [
-        (&["set", "0"][..], "(0, 100]"),
-        (&["set", "150"][..], "(0, 100]"),
-        (&["set", "NaN"][..], "(0, 100]"),
+        (&["set", "0"][..], "0.01 to 100"),
+        (&["set", "150"][..], "0.01 to 100"),
+        (&["set", "NaN"][..], "0.01 to 100"),
         (&["set", "50", "--node", "n7"][..], "unknown node `n7`"),
         (&["set", "50", "--capacity=-3Gbit"][..], "--capacity"),
         (
@@ -250,4 +250,56 @@ fn unmodified_iperf3_through_a_forward_gets_the_shaped_rate() {
         (0.9..1.05).contains(&ratio),
         "iperf3 received {bps:.0} bit/s, ratio {ratio:.3}"
     );
+}
+
+/// `local up --tls`: the agents' control APIs speak HTTPS with certificates from a fresh
+/// cluster CA; the controller checks them; plain HTTP gets no answer.
+#[test]
+fn a_tls_cluster_is_served_over_https_only() {
+    let s = scratch("tls");
+    let dir = &s.0;
+    ok(ctl(
+        dir,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            "2",
+            "--base-addr",
+            "127.0.18.1",
+            "--tls",
+        ],
+    ));
+    let file = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
+    assert!(file.contains("tls_ca"), "{file}");
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(ctl(dir, &["status", "--json"]))).unwrap();
+    assert_eq!(status[0]["tls"], true, "{status}");
+    ok(ctl(dir, &["set", "40"]));
+    // Plain HTTP to a control port: no HTTP answer.
+    let control = file
+        .lines()
+        .find_map(|l| l.strip_prefix("control = "))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap();
+    let mut c = std::net::TcpStream::connect(&control).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = c.read_to_end(&mut answer);
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("200 OK"),
+        "plain HTTP was served"
+    );
+    // A controller that does not trust the CA refuses to talk.
+    let stripped: String = file
+        .lines()
+        .filter(|l| !l.starts_with("tls_ca"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.join("plain.toml"), stripped).unwrap();
+    let e = err(ctl(dir, &["--cluster", "plain.toml", "set", "50"]));
+    assert!(e.contains("node `n0`"), "{e}");
 }

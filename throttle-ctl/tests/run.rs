@@ -135,10 +135,32 @@ fn a_crashing_rank_fails_the_job_with_its_message_and_leaves_nothing_running() {
     }
 }
 
+/// Rank processes (throttle-selftest) whose command line contains `needle`.
+fn ranks_with(needle: &str) -> Vec<String> {
+    processes_with(needle)
+        .into_iter()
+        .filter(|c| {
+            c.split(' ')
+                .next()
+                .is_some_and(|p| p.ends_with("throttle-selftest"))
+        })
+        .collect()
+}
+
 #[test]
-fn run_refuses_programs_outside_the_allowed_directory() {
+fn run_starts_only_the_workloads_never_the_agent_or_the_controller() {
     let c = up("deny", 1, "1Gbit", "127.0.10.1");
-    for program in ["/bin/sh", "../../../../../bin/sh"] {
+    let bin = exe().parent().unwrap().to_path_buf();
+    let agent = bin.join("throttle-agent").display().to_string();
+    for program in [
+        "/bin/sh",
+        "../../../../../bin/sh",
+        "throttle-agent",
+        "throttle-ctl",
+        agent.as_str(),
+        "no-such-program",
+    ] {
+        // `throttle-ctl --cluster /etc/passwd status` once returned the file's first line.
         let (ok, _, err) = json_run(
             &c.0,
             &[
@@ -148,27 +170,74 @@ fn run_refuses_programs_outside_the_allowed_directory() {
                 program,
                 "--nodes",
                 "1",
+                "--",
+                "--cluster",
+                "/etc/passwd",
+                "status",
             ],
         );
         assert!(!ok);
-        assert!(
-            err.contains("outside the allowed directory"),
-            "{program}: {err}"
-        );
+        assert!(err.contains("not allowed on this node"), "{program}: {err}");
+        assert!(!err.contains("root:"), "{program}: {err}");
     }
-    let (ok, _, err) = json_run(
-        &c.0,
-        &[
+}
+
+/// Finding 6 of the security review: a controller killed mid-run leaves nothing behind;
+/// the agents kill the job when its lease runs out.
+#[test]
+fn a_killed_controller_leaves_no_job_behind() {
+    let c = up("lease", 2, "1Gbit", "127.0.15.1");
+    let marker = "--sleep 66.5";
+    let mut run = Command::new(exe())
+        .args([
+            "run",
             "--workload",
             "program",
             "--program",
-            "no-such-program",
+            "throttle-selftest",
             "--nodes",
-            "1",
-        ],
+            "2",
+            "--lease",
+            "2",
+            "--",
+            "--sleep",
+            "66.5",
+        ])
+        .current_dir(&c.0)
+        .env_remove("THROTTLE_CLUSTER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ranks_with(marker).len() < 2 {
+        assert!(Instant::now() < deadline, "the ranks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Longer than the lease: the controller renews while it lives.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        ranks_with(marker).len(),
+        2,
+        "the lease expired while renewed"
     );
-    assert!(!ok);
-    assert!(err.contains("not available"), "{err}");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let killed = Instant::now();
+    while !ranks_with(marker).is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(6),
+            "the job outlived its controller: {:?}",
+            ranks_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status: serde_json::Value =
+        serde_json::from_slice(&ctl(&c.0, &["status", "--json"]).stdout).unwrap();
+    for node in status.as_array().unwrap() {
+        assert_eq!(node["jobs"], 0, "{node}");
+        assert_eq!(node["running_jobs"], 0, "{node}");
+    }
 }
 
 #[test]
@@ -205,7 +274,7 @@ fn bad_run_arguments_are_explained() {
         (&["--workload", "bfs", "--nodes", "5"][..], "lists 2 nodes"),
         (
             &["--workload", "bfs", "--nodes", "1", "--bw", "0"][..],
-            "(0, 100]",
+            "0.01 to 100",
         ),
         (
             &["--workload", "sort", "--nodes", "1"][..],

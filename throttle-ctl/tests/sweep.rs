@@ -180,3 +180,134 @@ fn analyze_reports_bad_csv_rows_and_missing_data() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cti"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The pid of node `name`'s agent, from the cluster file `local up` wrote.
+fn agent_pid(dir: &Path, name: &str) -> i32 {
+    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
+    let file: toml::Value = toml::from_str(&text).unwrap();
+    file["node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"].as_str() == Some(name))
+        .and_then(|n| n["pid"].as_integer())
+        .unwrap() as i32
+}
+
+/// Finding 7 of the security review: a dead node fails its points with a reason naming
+/// it, and the sweep goes on; with --fail-fast it stops with that message.
+#[test]
+fn a_dead_node_fails_its_points_and_the_sweep_goes_on() {
+    let c = common::up("deadnode", 2, "1Gbit", "127.0.16.1");
+    let dir = &c.0;
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"bfs\"\nnodes = [1, 2]\nbandwidths = [100, 50]\nrepeats = 1\nretries = 0\nseed = 2\n[bfs]\nscale = 8\nkeys = 2\n",
+    )
+    .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent_pid(dir, "n1")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "r.db"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let text = String::from_utf8_lossy(&ctl(dir, &["export", "--db", "r.db"]).stdout).to_string();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for r in &rows {
+        let (nodes, status, reason) = (r[1], r[6], r[17]);
+        match nodes {
+            "1" => assert_eq!(status, "ok", "{text}"),
+            _ => {
+                assert_eq!(status, "failed", "{text}");
+                assert!(
+                    reason.contains("`n1`"),
+                    "the reason must name the node: {reason}"
+                );
+            }
+        }
+    }
+    assert!(err.contains("gave up"), "{err}");
+
+    let out = ctl(
+        dir,
+        &["sweep", "spec.toml", "--db", "fast.db", "--fail-fast"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--fail-fast") && err.contains("`n1`"), "{err}");
+}
+
+/// Finding 6 of the security review: a sweep that resumes after its controller was killed
+/// first removes the job that controller left running.
+#[test]
+fn a_resumed_sweep_removes_what_its_killed_predecessor_left() {
+    let c = common::up("leftover", 1, "1Gbit", "127.0.17.1");
+    let dir = &c.0;
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"program\"\nnodes = [1]\nbandwidths = [100]\nrepeats = 1\ntime_limit = 200\n[program]\nname = \"throttle-selftest\"\nargs = [\"--sleep\", \"55.5\"]\n",
+    )
+    .unwrap();
+    let running = |dir: &Path| -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_slice(&ctl(dir, &["status", "--json"]).stdout).unwrap();
+        v[0]["running_jobs"].as_u64().unwrap_or(0)
+    };
+    let spawn_sweep = || {
+        Command::new(exe())
+            .args(["sweep", "spec.toml", "--db", "s.db", "--lease", "120"])
+            .current_dir(dir)
+            .env_remove("THROTTLE_CLUSTER")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = spawn_sweep();
+    let start = Instant::now();
+    while running(dir) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the job never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        running(dir),
+        1,
+        "the killed sweep's job is still there (its lease is long)"
+    );
+    let mut second = spawn_sweep();
+    // Read until it reports the clean-up, then stop it.
+    let start = Instant::now();
+    let mut stderr = std::io::BufReader::new(second.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        use std::io::BufRead;
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if line.contains("removed") || start.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+    }
+    let _ = second.kill();
+    let _ = second.wait();
+    assert!(
+        seen.contains("removed 1 job(s) an earlier run of this sweep left"),
+        "{seen}"
+    );
+}

@@ -37,6 +37,22 @@ const BULK_WANT: usize = 64 * 1024;
 /// Smallest depth in bytes, so that low rates still move whole packets.
 const MIN_BURST_BYTES: f64 = 16.0 * 1024.0;
 
+/// Rates the bucket works with, in bytes/s. Any rate it is given is brought into this
+/// range (NaN and anything below become the minimum), so no arithmetic below can
+/// overflow a `Duration` or divide by zero, whatever a caller passes.
+const MIN_RATE: f64 = 1e-3;
+const MAX_RATE: f64 = 1e15;
+
+fn sane_rate(rate: Option<f64>) -> Option<f64> {
+    rate.map(|r| {
+        if r.is_nan() {
+            MIN_RATE
+        } else {
+            r.clamp(MIN_RATE, MAX_RATE)
+        }
+    })
+}
+
 /// A token bucket whose rate can change while streams wait on it.
 #[derive(Debug)]
 pub struct TokenBucket {
@@ -99,6 +115,7 @@ impl State {
 impl TokenBucket {
     /// A bucket at `rate` bytes/s (`None`: unlimited), starting full.
     pub fn new(rate: Option<f64>) -> TokenBucket {
+        let rate = sane_rate(rate);
         let mut state = State {
             rate,
             burst_time: DEFAULT_BURST,
@@ -124,8 +141,11 @@ impl TokenBucket {
     }
 
     /// Change the rate. Tokens (and debt) are rescaled so that they keep meaning the same
-    /// time at the link: a stream that owed 2 ms of traffic still owes 2 ms.
+    /// time at the link: a stream that owed 2 ms of traffic still owes 2 ms. Debt is then
+    /// capped at one full depth, so no debt outlives a rate change by more than the bucket's
+    /// own duration (a grant made at 0.01 % must not stall the link after `set 100`).
     pub fn set_rate(&self, rate: Option<f64>) {
+        let rate = sane_rate(rate);
         let mut s = self.lock();
         let now = Instant::now();
         s.refill(now);
@@ -136,9 +156,10 @@ impl TokenBucket {
         }
         s.rate = rate;
         let burst = s.burst_bytes();
-        if s.tokens > burst {
-            s.tokens = burst;
+        if !s.tokens.is_finite() {
+            s.tokens = 0.0;
         }
+        s.tokens = s.tokens.clamp(-burst, burst);
     }
 
     pub fn rate(&self) -> Option<f64> {
@@ -186,8 +207,14 @@ impl TokenBucket {
             Ok(grant)
         } else {
             s.last_busy = Some(now);
-            let wait = Duration::from_secs_f64((-s.tokens + 1.0) / rate);
-            Err(wait.clamp(Duration::from_micros(50), MAX_WAIT))
+            // Compared in seconds before any Duration is made: at a tiny rate the time to
+            // pay the debt can exceed what a Duration holds.
+            let secs = ((-s.tokens + 1.0) / rate).clamp(50e-6, MAX_WAIT.as_secs_f64());
+            Err(Duration::from_secs_f64(if secs.is_finite() {
+                secs
+            } else {
+                MAX_WAIT.as_secs_f64()
+            }))
         }
     }
 
@@ -279,6 +306,51 @@ mod tests {
         assert!(
             b.try_take(1).is_ok(),
             "after 15 ms at the new rate the debt is paid"
+        );
+    }
+
+    #[test]
+    fn any_rate_is_survived() {
+        for r in [
+            1e-30,
+            0.0,
+            -5.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::MIN_POSITIVE,
+            1e300,
+            12.5,
+        ] {
+            let b = TokenBucket::new(Some(r));
+            for _ in 0..4 {
+                let _ = b.try_take(usize::MAX);
+                let _ = b.try_take(1);
+            }
+            b.set_rate(Some(r / 3.0));
+            b.set_rate(Some(1e9));
+            let _ = b.try_take(1 << 20);
+            b.set_rate(Some(r));
+            let _ = b.try_take(1 << 20);
+            b.refund(usize::MAX);
+            let _ = b.max_grant();
+        }
+    }
+
+    #[test]
+    fn debt_from_a_tiny_rate_does_not_outlive_the_change() {
+        // 0.01 % of 1 Gbit/s = 12.5 kB/s: one minimum grant of 16 KiB is 1.3 s of debt.
+        let b = TokenBucket::new(Some(12.5e3));
+        // Taking until refused ends in debt: a grant made while a few bytes were left is a
+        // whole minimum depth.
+        while b.try_take(1 << 20).is_ok() {}
+        std::thread::sleep(Duration::from_millis(15));
+        assert!(b.try_take(1).is_err(), "1.3 s of debt at 12.5 kB/s");
+        b.set_rate(Some(125e6));
+        // At the new rate the debt is at most one full depth (10 ms).
+        std::thread::sleep(Duration::from_millis(15));
+        assert!(
+            b.try_take(1).is_ok(),
+            "debt from 12.5 kB/s still blocks 125 MB/s after 15 ms"
         );
     }
 

@@ -20,11 +20,14 @@ use crate::rate::Rate;
 
 /// Largest added one-way latency accepted: 10 s. More is a typo.
 pub const MAX_LATENCY_US: u64 = 10_000_000;
+/// Smallest bandwidth percentage accepted. Below it a single 16 KiB grant would take
+/// hours at the smallest capacities, which is a typo, not an experiment.
+pub const MIN_PCT: f64 = 0.01;
 
 /// What the link is set to. `pct = None` means unlimited (no shaping at all).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Shape {
-    /// Percentage of capacity in (0, 100]; `None` is unlimited.
+    /// Percentage of capacity, from [`MIN_PCT`] to 100; `None` is unlimited.
     pub pct: Option<f64>,
     /// Link speed per direction in payload bytes per second.
     pub capacity: f64,
@@ -35,7 +38,7 @@ pub struct Shape {
 /// Why a requested shape was refused.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ShapeError {
-    #[error("bandwidth percentage {0} is not allowed: give a number in (0, 100], or `unlimited` to switch shaping off")]
+    #[error("bandwidth percentage {0} is not allowed: give a number from 0.01 to 100, or `unlimited` to switch shaping off")]
     Pct(String),
     #[error("{0}")]
     Capacity(String),
@@ -47,7 +50,7 @@ impl Shape {
     /// Check every field; this is the only way a shape reaches a link.
     pub fn validate(self) -> Result<Shape, ShapeError> {
         if let Some(p) = self.pct {
-            if !p.is_finite() || p <= 0.0 || p > 100.0 {
+            if !(p.is_finite() && (MIN_PCT..=100.0).contains(&p)) {
                 return Err(ShapeError::Pct(p.to_string()));
             }
         }
@@ -68,14 +71,14 @@ impl Shape {
     }
 }
 
-/// Parse a user's percentage: a number in (0, 100] or `unlimited`.
+/// Parse a user's percentage: a number from [`MIN_PCT`] to 100, or `unlimited`.
 pub fn parse_pct(text: &str) -> Result<Option<f64>, ShapeError> {
     let t = text.trim().trim_end_matches('%');
     if t.eq_ignore_ascii_case("unlimited") || t.eq_ignore_ascii_case("off") {
         return Ok(None);
     }
     let p: f64 = t.parse().map_err(|_| ShapeError::Pct(text.to_string()))?;
-    if !p.is_finite() || p <= 0.0 || p > 100.0 {
+    if !(p.is_finite() && (MIN_PCT..=100.0).contains(&p)) {
         return Err(ShapeError::Pct(text.to_string()));
     }
     Ok(Some(p))
@@ -262,7 +265,7 @@ mod tests {
 
     #[test]
     fn refuses_bad_percentages() {
-        for p in [0.0, -1.0, 100.5, f64::NAN, f64::INFINITY] {
+        for p in [0.0, -1.0, 100.5, f64::NAN, f64::INFINITY, 1e-25, 0.009] {
             assert!(matches!(shape(Some(p)).validate(), Err(ShapeError::Pct(_))));
         }
         assert!(shape(Some(100.0)).validate().is_ok());
@@ -286,7 +289,8 @@ mod tests {
         assert_eq!(parse_pct("50").unwrap(), Some(50.0));
         assert_eq!(parse_pct("32.5%").unwrap(), Some(32.5));
         assert_eq!(parse_pct("unlimited").unwrap(), None);
-        for bad in ["0", "101", "-3", "NaN", "half", "inf"] {
+        assert_eq!(parse_pct("0.01").unwrap(), Some(0.01));
+        for bad in ["0", "101", "-3", "NaN", "half", "inf", "1e-25", "0.001"] {
             assert!(parse_pct(bad).is_err(), "{bad}");
         }
     }

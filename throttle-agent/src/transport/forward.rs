@@ -3,9 +3,13 @@
 //! X listens; each accepted connection is carried to Y's agent (through X's egress and
 //! Y's ingress), which connects to HOST:PORT. When X and Y are the same node the
 //! connection goes straight to the target, unshaped, as every same-node stream does.
+//!
+//! HOST:PORT must be an address *of node Y* ([`resolve_local_target`]: a loopback address
+//! or one of Y's interface addresses, and not Y's agent itself): a forward carries traffic
+//! between the cluster's nodes, it never relays to an arbitrary host.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -18,17 +22,22 @@ use tracing::{debug, info, warn};
 
 use super::peer;
 use super::pump::{self, Framing};
-use super::wire::Request;
+use super::wire::{Code, PeerWant, WireError};
 use crate::agent::Agent;
 use crate::endpoint::Conn;
+use crate::name::Name;
+
+/// Forward rules an agent holds at once.
+pub const MAX_FORWARDS: usize = 256;
 
 /// What a user asks for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ForwardSpec {
     /// Address to listen on, on this node (`127.0.0.1:5201`; port 0 picks one).
     pub listen: String,
     /// Node whose agent connects to the target.
-    pub to_node: String,
+    pub to_node: Name,
     /// `host:port` as seen from `to_node`.
     pub target: String,
 }
@@ -58,27 +67,31 @@ impl ForwardSpec {
             )
         })?;
         check_host_port(&self.target)?;
-        if self.to_node.is_empty() {
-            return Err("the destination node name is empty".into());
-        }
         Ok(())
     }
 }
 
 /// Split `NODE:HOST:PORT` into the node and `HOST:PORT`.
-pub fn parse_destination(text: &str) -> Result<(String, String), String> {
+pub fn parse_destination(text: &str) -> Result<(Name, String), String> {
     let (node, target) = text.split_once(':').ok_or_else(|| {
         format!("destination `{text}` must look like NODE:HOST:PORT, e.g. n1:127.0.0.1:5201")
     })?;
+    let node = Name::parse("node name", node).map_err(|e| e.to_string())?;
     check_host_port(target)?;
-    Ok((node.to_string(), target.to_string()))
+    Ok((node, target.to_string()))
 }
 
 fn check_host_port(target: &str) -> Result<(), String> {
-    let ok = target
-        .rsplit_once(':')
-        .map(|(h, p)| !h.is_empty() && p.parse::<u16>().map(|p| p > 0).unwrap_or(false))
-        .unwrap_or(false);
+    let ok = target.len() <= 300
+        && target
+            .rsplit_once(':')
+            .map(|(h, p)| {
+                !h.is_empty()
+                    && h.bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || b".-:[]_%".contains(&c))
+                    && p.parse::<u16>().map(|p| p > 0).unwrap_or(false)
+            })
+            .unwrap_or(false);
     if ok {
         Ok(())
     } else {
@@ -94,7 +107,7 @@ pub struct ForwardInfo {
     pub id: u64,
     /// The address actually bound.
     pub listen: String,
-    pub to_node: String,
+    pub to_node: Name,
     pub target: String,
     pub connections: u64,
 }
@@ -160,15 +173,110 @@ impl Forwards {
     }
 }
 
+/// The addresses of this node: loopback, and every address of its interfaces.
+fn own_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for a in addrs {
+            let Some(sa) = a.address else { continue };
+            if let Some(v4) = sa.as_sockaddr_in() {
+                out.push(IpAddr::V4(v4.ip()));
+            } else if let Some(v6) = sa.as_sockaddr_in6() {
+                out.push(IpAddr::V6(v6.ip()));
+            }
+        }
+    }
+    out
+}
+
+/// Resolve a forward target and check that it is an address of this node (a loopback
+/// address or one of its interfaces' addresses) and not this agent's own control API or
+/// data port. Returns the address to connect to.
+pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketAddr, WireError> {
+    check_host_port(target).map_err(|e| WireError::new(Code::Malformed, e))?;
+    let resolved: Vec<SocketAddr> = match target.parse::<SocketAddr>() {
+        Ok(a) => vec![a],
+        Err(_) => tokio::time::timeout(super::CONNECT_TIMEOUT, tokio::net::lookup_host(target))
+            .await
+            .map_err(|_| {
+                WireError::new(
+                    Code::TargetUnreachable,
+                    format!("resolving {target} timed out"),
+                )
+            })?
+            .map_err(|e| {
+                WireError::new(
+                    Code::TargetUnreachable,
+                    format!("cannot resolve {target}: {e}"),
+                )
+            })?
+            .collect(),
+    };
+    let own = own_addresses();
+    let is_agent = |a: &SocketAddr| {
+        [agent.control_addr, agent.data_addr].iter().any(|b| {
+            b.port() == a.port() && (b.ip().is_unspecified() || b.ip() == a.ip().to_canonical())
+        })
+    };
+    let mut refused = None;
+    for a in &resolved {
+        let ip = a.ip().to_canonical();
+        if !(ip.is_loopback() || own.contains(&ip)) {
+            refused = Some(format!(
+                "{target} ({ip}) is not an address of node `{}`: a forward may only reach addresses of its destination node, never another host",
+                agent.node
+            ));
+            continue;
+        }
+        if is_agent(&SocketAddr::new(ip, a.port())) {
+            refused = Some(format!(
+                "{target} is the agent of node `{}` itself; a forward may not target the agent",
+                agent.node
+            ));
+            continue;
+        }
+        return Ok(SocketAddr::new(ip, a.port()));
+    }
+    Err(WireError::new(
+        Code::Forbidden,
+        refused.unwrap_or_else(|| format!("{target} resolves to no address")),
+    ))
+}
+
+/// Why a forward rule was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// The rule is not well formed.
+    #[error("{0}")]
+    Invalid(String),
+    /// The target is not an address of the destination node.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The listen address is taken, or the agent holds too many rules.
+    #[error("{0}")]
+    Conflict(String),
+}
+
 /// Bind and start a rule on `agent`.
-pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, String> {
-    spec.check()?;
+pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, ForwardError> {
+    spec.check().map_err(ForwardError::Invalid)?;
+    if agent.forwards.len() >= MAX_FORWARDS {
+        return Err(ForwardError::Conflict(format!(
+            "this agent holds {MAX_FORWARDS} forwards already; remove some first"
+        )));
+    }
+    if spec.to_node == agent.node {
+        // Checked now for a clear error; checked again for every connection.
+        resolve_local_target(agent, &spec.target)
+            .await
+            .map_err(|e| ForwardError::Forbidden(e.message))?;
+    }
     let listener = TcpListener::bind(&spec.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", spec.listen))?;
+        .map_err(|e| ForwardError::Conflict(format!("cannot listen on {}: {e}", spec.listen)))?;
     let bound = listener
         .local_addr()
-        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+        .map_err(|e| ForwardError::Conflict(format!("cannot read the bound address: {e}")))?;
     let id = agent.forwards.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     let connections = Arc::new(AtomicU64::new(0));
     let info = ForwardInfo {
@@ -229,8 +337,13 @@ async fn accept_loop(
 
 async fn carry(agent: Arc<Agent>, client: TcpStream, spec: &ForwardSpec) -> std::io::Result<()> {
     client.set_nodelay(true)?;
+    let Some(_permit) = agent.limits.streams.try_enter(None) else {
+        agent.limits.note_refused();
+        super::socket::reset_on_close(client.as_raw_fd());
+        return Ok(());
+    };
     if spec.to_node == agent.node {
-        let target = match peer::connect_target(&spec.target).await {
+        let target = match peer::connect_local_target(&agent, &spec.target).await {
             Ok(t) => t,
             Err(e) => {
                 warn!(error = %e, "forward target refused");
@@ -241,12 +354,10 @@ async fn carry(agent: Arc<Agent>, client: TcpStream, spec: &ForwardSpec) -> std:
         pump::bridge(&client, &target, Framing::Raw, None, agent.pump).await?;
         return Ok(());
     }
-    let req = Request::PeerForward {
-        token: agent.token.as_str().to_string(),
-        src_node: agent.node.clone(),
+    let want = PeerWant::Forward {
         target: spec.target.clone(),
     };
-    match peer::dial(&agent, &spec.to_node, &req).await {
+    match peer::dial(&agent, &spec.to_node, want).await {
         Ok(peer_stream) => peer::carry(&agent, Conn::Tcp(client), peer_stream).await,
         Err(e) => {
             // The client sees a reset: the closest a plain TCP program can get to the error.
@@ -264,7 +375,7 @@ mod tests {
     #[test]
     fn parses_cli_rules_and_explains_mistakes() {
         let s = ForwardSpec::parse_cli("127.0.0.1:5201=n1:127.0.0.1:5202").unwrap();
-        assert_eq!(s.to_node, "n1");
+        assert_eq!(s.to_node.as_str(), "n1");
         assert_eq!(s.target, "127.0.0.1:5202");
         assert!(ForwardSpec::parse_cli("127.0.0.1:5201")
             .unwrap_err()
@@ -276,5 +387,9 @@ mod tests {
             .unwrap_err()
             .contains("port"));
         assert!(ForwardSpec::parse_cli("127.0.0.1:1=n1").is_err());
+        assert!(ForwardSpec::parse_cli("127.0.0.1:1=..:127.0.0.1:2")
+            .unwrap_err()
+            .contains("node name"));
+        assert!(ForwardSpec::parse_cli("127.0.0.1:1=n1:a b:2").is_err());
     }
 }

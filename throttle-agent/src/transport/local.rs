@@ -13,10 +13,11 @@ use tokio::net::{UnixListener, UnixStream};
 use tracing::{debug, warn};
 
 use super::pump::{self, Framing};
-use super::wire::{self, Code, Reply, Request, WireError};
+use super::wire::{self, Code, PeerWant, Reply, Request, WireError};
 use super::{peer, HANDSHAKE_TIMEOUT};
 use crate::agent::{Agent, Shutdown};
 use crate::endpoint::{Conn, Endpoint};
+use crate::name::Name;
 
 /// Bind the local endpoint at `path` (owner-only permissions), replacing a stale socket.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
@@ -48,9 +49,21 @@ pub async fn serve(agent: Arc<Agent>, listener: UnixListener, mut shutdown: Shut
             _ = shutdown.wait() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    let permits = agent
+                        .limits
+                        .local_handshakes
+                        .try_enter(None)
+                        .zip(agent.limits.streams.try_enter(None));
+                    let Some((handshake, stream_permit)) = permits else {
+                        agent.limits.note_refused();
+                        let busy = Reply::from(WireError::new(Code::Busy, "the agent holds as many local connections as it may; try again"));
+                        let _ = stream.try_write(&busy.encode());
+                        continue;
+                    };
                     let agent = agent.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = handle(agent, stream).await {
+                        let _stream_permit = stream_permit;
+                        if let Err(e) = handle(agent, stream, handshake).await {
                             debug!(error = %e, "local stream ended with an error");
                         }
                     });
@@ -70,7 +83,11 @@ async fn refuse(stream: &mut UnixStream, e: WireError) -> std::io::Result<()> {
     stream.shutdown().await
 }
 
-async fn handle(agent: Arc<Agent>, mut stream: UnixStream) -> std::io::Result<()> {
+async fn handle(
+    agent: Arc<Agent>,
+    mut stream: UnixStream,
+    handshake: crate::limits::Permit,
+) -> std::io::Result<()> {
     let req = match tokio::time::timeout(HANDSHAKE_TIMEOUT, wire::read_request(&mut stream)).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return refuse(&mut stream, e).await,
@@ -82,6 +99,7 @@ async fn handle(agent: Arc<Agent>, mut stream: UnixStream) -> std::io::Result<()
             .await
         }
     };
+    drop(handshake);
     match req {
         Request::OpenRank {
             job,
@@ -107,7 +125,7 @@ async fn handle(agent: Arc<Agent>, mut stream: UnixStream) -> std::io::Result<()
 async fn open_rank(
     agent: Arc<Agent>,
     mut stream: UnixStream,
-    job: &str,
+    job: &Name,
     src_rank: u32,
     dst_rank: u32,
 ) -> std::io::Result<()> {
@@ -132,14 +150,12 @@ async fn open_rank(
         };
         return Ok(());
     }
-    let req = Request::PeerRank {
-        token: agent.token.as_str().to_string(),
-        src_node: agent.node.clone(),
-        job: job.to_string(),
+    let want = PeerWant::Rank {
+        job: job.clone(),
         src_rank,
         dst_rank,
     };
-    let peer_stream = match peer::dial(&agent, &node, &req).await {
+    let peer_stream = match peer::dial(&agent, &node, want).await {
         Ok(s) => s,
         Err(e) => return refuse(&mut stream, e).await,
     };
@@ -150,7 +166,7 @@ async fn open_rank(
 async fn register(
     agent: Arc<Agent>,
     mut stream: UnixStream,
-    job: &str,
+    job: &Name,
     rank: u32,
     accept: &str,
 ) -> std::io::Result<()> {
@@ -178,12 +194,12 @@ async fn register(
 /// Send the `Incoming` header to a rank's accept endpoint.
 pub async fn announce(
     conn: &mut Conn,
-    job: &str,
+    job: &Name,
     src_rank: u32,
     dst_rank: u32,
 ) -> std::io::Result<()> {
     let bytes = Request::Incoming {
-        job: job.to_string(),
+        job: job.clone(),
         src_rank,
         dst_rank,
     }

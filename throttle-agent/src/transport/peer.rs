@@ -1,32 +1,51 @@
 //! The data port: streams handed from one agent to another.
 //!
-//! An agent dials the destination node's agent ([`dial`]), authenticates with the cluster
-//! token and says what the stream is for (a rank, a forward target, or a calibration
-//! sink). The receiving side ([`serve`]) checks the token, connects locally and answers;
-//! after an `Ok` both sides run the framed copy loop through their own link ports.
+//! An agent dials the destination node's agent ([`dial`]) and says what the stream is for
+//! (a rank, a forward target, or a calibration sink). The two agents then prove to each
+//! other that they hold the cluster token (challenge-response, `wire` and `auth`); the
+//! token itself never crosses the network. The receiving side ([`serve`]) accepts a
+//! request only from a node in its directory, and only for something that belongs to its
+//! own node: a rank of a job that runs here, or an address of this node; never an
+//! arbitrary host (the data port is not a relay). After an `Ok` both sides run the framed
+//! copy loop through their own link ports.
 
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, warn};
 
 use super::pump::{self, Framing};
-use super::wire::{self, Code, Reply, Request, WireError};
+use super::wire::{
+    self, Answer, Challenge, Code, PeerRequest, PeerWant, Reply, Request, WireError,
+};
 use super::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 use crate::agent::{Agent, Shutdown};
+use crate::auth::{self, Side};
 use crate::endpoint::Conn;
+use crate::limits::Permit;
+use crate::name::Name;
 
-/// Accept agent-to-agent streams until shutdown.
+/// Accept agent-to-agent streams until shutdown. Connections beyond the handshake limit
+/// are refused at once with [`Code::Busy`] (never queued), so idle or slow clients cannot
+/// starve the port.
 pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut shutdown: Shutdown) {
     loop {
         tokio::select! {
             _ = shutdown.wait() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
+                    let Some(permit) = agent.limits.data_handshakes.try_enter(Some(from.ip())) else {
+                        agent.limits.note_refused();
+                        debug!(%from, "data port busy: refusing a connection");
+                        let busy = Reply::from(WireError::new(Code::Busy, "too many connections in their handshake; try again"));
+                        // A new socket's send buffer has room: answer without waiting.
+                        let _ = stream.try_write(&busy.encode());
+                        continue;
+                    };
                     let agent = agent.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = handle(agent, stream).await {
+                        if let Err(e) = handle(agent, stream, permit).await {
                             debug!(%from, error = %e, "peer stream ended with an error");
                         }
                     });
@@ -46,11 +65,68 @@ async fn refuse(stream: &mut TcpStream, e: WireError) -> std::io::Result<()> {
     stream.shutdown().await
 }
 
-async fn handle(agent: Arc<Agent>, mut stream: TcpStream) -> std::io::Result<()> {
+/// Read the request and run the challenge-response; the authenticated request, or the
+/// error to answer with.
+async fn authenticate(agent: &Agent, stream: &mut TcpStream) -> Result<PeerRequest, WireError> {
+    let req =
+        match wire::read_request(stream).await? {
+            Request::Peer(p) => p,
+            _ => return Err(WireError::new(
+                Code::Malformed,
+                "the data port takes agent-to-agent requests only; ranks use the local endpoint",
+            )),
+        };
+    let raw = Request::Peer(req.clone()).encode();
+    let nonce = auth::nonce().map_err(|e| WireError::new(Code::Internal, e.to_string()))?;
+    let challenge = Challenge {
+        nonce,
+        proof: agent.token.proof(Side::Server, &req.nonce, &nonce, &raw),
+    };
+    stream
+        .write_all(&challenge.encode())
+        .await
+        .map_err(|e| WireError::new(Code::Malformed, format!("sending the challenge: {e}")))?;
+    let mut proof = [0u8; wire::PROOF_LEN];
+    stream
+        .read_exact(&mut proof)
+        .await
+        .map_err(|e| WireError::new(Code::Malformed, format!("no proof came: {e}")))?;
+    if !agent
+        .token
+        .check_proof(Side::Client, &req.nonce, &nonce, &raw, &proof)
+    {
+        return Err(WireError::new(
+            Code::Unauthorized,
+            "wrong cluster token (the proof does not match)",
+        ));
+    }
+    if req.src_node == agent.node || !agent.directory.has_node(&req.src_node) {
+        return Err(WireError::new(
+            Code::Forbidden,
+            format!(
+                "node `{}` is not another node of this agent's cluster directory; peer streams are accepted only from the cluster's nodes",
+                req.src_node
+            ),
+        ));
+    }
+    Ok(req)
+}
+
+async fn handle(
+    agent: Arc<Agent>,
+    mut stream: TcpStream,
+    handshake: Permit,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
-    let req = match tokio::time::timeout(HANDSHAKE_TIMEOUT, wire::read_request(&mut stream)).await {
+    let req = match tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&agent, &mut stream)).await
+    {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => return refuse(&mut stream, e).await,
+        Ok(Err(e)) => {
+            if e.code == Code::Unauthorized || e.code == Code::Forbidden {
+                warn!(error = %e, peer = ?stream.peer_addr().ok(), "refused a peer request");
+            }
+            return refuse(&mut stream, e).await;
+        }
         Err(_) => {
             return refuse(
                 &mut stream,
@@ -59,49 +135,40 @@ async fn handle(agent: Arc<Agent>, mut stream: TcpStream) -> std::io::Result<()>
             .await
         }
     };
-    let token = match &req {
-        Request::PeerRank { token, .. }
-        | Request::PeerForward { token, .. }
-        | Request::PeerSink { token, .. } => token,
-        _ => return refuse(
-            &mut stream,
-            WireError::new(
-                Code::Malformed,
-                "the data port takes agent-to-agent requests only; ranks use the local endpoint",
-            ),
-        )
-        .await,
-    };
-    if !agent.token.matches(token) {
+    drop(handshake);
+    let Some(_stream_permit) = agent.limits.streams.try_enter(None) else {
+        agent.limits.note_refused();
         return refuse(
             &mut stream,
-            WireError::new(Code::Unauthorized, "wrong cluster token"),
+            WireError::new(Code::Busy, "this agent carries as many streams as it may"),
         )
         .await;
-    }
-    match req {
-        Request::PeerRank {
+    };
+    match req.want {
+        PeerWant::Rank {
             job,
             src_rank,
             dst_rank,
-            ..
         } => {
-            let conn = match agent.connect_rank(&job, src_rank, dst_rank).await {
+            let conn = match agent
+                .accept_rank(&req.src_node, &job, src_rank, dst_rank)
+                .await
+            {
                 Ok(c) => c,
                 Err(e) => return refuse(&mut stream, e).await,
             };
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             carry(&agent, conn, stream).await
         }
-        Request::PeerForward { target, .. } => {
-            let conn = match connect_target(&target).await {
+        PeerWant::Forward { target } => {
+            let conn = match connect_local_target(&agent, &target).await {
                 Ok(c) => c,
                 Err(e) => return refuse(&mut stream, e).await,
             };
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             carry(&agent, Conn::Tcp(conn), stream).await
         }
-        Request::PeerSink { .. } => {
+        PeerWant::Sink => {
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             let (bytes, secs) = pump::discard(&stream, &agent.link.ingress).await?;
             let mut out = [0u8; 16];
@@ -109,7 +176,6 @@ async fn handle(agent: Arc<Agent>, mut stream: TcpStream) -> std::io::Result<()>
             out[8..].copy_from_slice(&secs.to_be_bytes());
             stream.write_all(&out).await
         }
-        _ => Ok(()),
     }
 }
 
@@ -126,9 +192,11 @@ pub async fn carry(agent: &Agent, local: Conn, peer: TcpStream) -> std::io::Resu
     Ok(())
 }
 
-/// Connect to a forward target on this node.
-pub async fn connect_target(target: &str) -> Result<TcpStream, WireError> {
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target))
+/// Connect to `target`, which must be an address of this node (see
+/// [`super::forward::resolve_local_target`]).
+pub async fn connect_local_target(agent: &Agent, target: &str) -> Result<TcpStream, WireError> {
+    let addr = super::forward::resolve_local_target(agent, target).await?;
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| {
             WireError::new(
@@ -146,8 +214,9 @@ pub async fn connect_target(target: &str) -> Result<TcpStream, WireError> {
     Ok(conn)
 }
 
-/// Open a stream to `node`'s agent for `req`; returns it once the peer said `Ok`.
-pub async fn dial(agent: &Agent, node: &str, req: &Request) -> Result<TcpStream, WireError> {
+/// Open a stream to `node`'s agent for `want`; returns it once both sides proved they hold
+/// the token and the peer said `Ok`.
+pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStream, WireError> {
     let addr = agent.directory.data_addr(node)?;
     let unreachable = |e: String| {
         WireError::new(
@@ -155,22 +224,49 @@ pub async fn dial(agent: &Agent, node: &str, req: &Request) -> Result<TcpStream,
             format!("the agent of node `{node}` at {addr} is unreachable: {e}"),
         )
     };
+    let nonce = auth::nonce().map_err(|e| WireError::new(Code::Internal, e.to_string()))?;
+    let req = Request::Peer(PeerRequest {
+        src_node: agent.node.clone(),
+        nonce,
+        want,
+    });
+    let raw = req.encode();
     let mut s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addr))
         .await
         .map_err(|_| unreachable("connect timed out".into()))?
         .map_err(|e| unreachable(e.to_string()))?;
     let _ = s.set_nodelay(true);
-    s.write_all(&req.encode())
+    s.write_all(&raw)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
-    let reply = tokio::time::timeout(
-        agent.register_timeout + HANDSHAKE_TIMEOUT,
-        wire::read_reply(&mut s),
-    )
-    .await
-    .map_err(|_| unreachable("no answer to the handshake".into()))??;
-    reply
-        .into_result()
+    let exchange = async {
+        let challenge = match wire::read_answer(&mut s).await? {
+            Answer::Challenge(c) => c,
+            Answer::Reply(r) => return r.into_result(),
+        };
+        if !agent.token.check_proof(
+            Side::Server,
+            &nonce,
+            &challenge.nonce,
+            &raw,
+            &challenge.proof,
+        ) {
+            return Err(WireError::new(
+                Code::Unauthorized,
+                "the agent there does not hold this cluster's token (its proof does not match)",
+            ));
+        }
+        let proof = agent
+            .token
+            .proof(Side::Client, &nonce, &challenge.nonce, &raw);
+        s.write_all(&proof)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        wire::read_reply(&mut s).await?.into_result()
+    };
+    tokio::time::timeout(agent.register_timeout + HANDSHAKE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| unreachable("no answer to the handshake".into()))?
         .map_err(|e| WireError::new(e.code, format!("node `{node}`: {}", e.message)))?;
     Ok(s)
 }

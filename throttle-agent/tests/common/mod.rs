@@ -4,15 +4,23 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use throttle_agent::agent::{self, AgentConfig, RunningAgent};
 use throttle_agent::auth::Token;
 use throttle_agent::directory::NodeEntry;
 use throttle_agent::link::Shape;
+use throttle_agent::name::Name;
+use throttle_agent::programs::ProgramPolicy;
 use throttle_agent::transport::pump::PumpOptions;
 
 pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A name known to be valid.
+pub fn n(s: &str) -> Name {
+    Name::parse("name", s).unwrap()
+}
 
 /// A scratch directory removed on drop.
 pub struct Scratch(pub PathBuf);
@@ -50,7 +58,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
     let mut agents = Vec::new();
     for i in 0..n {
         let config = AgentConfig {
-            node: format!("n{i}"),
+            node: Name::parse("node", &format!("n{i}")).unwrap(),
             control: "127.0.0.1:0".parse().unwrap(),
             data: "127.0.0.1:0".parse().unwrap(),
             local_socket: scratch.path(&format!("n{i}.sock")),
@@ -65,11 +73,15 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
             register_timeout: Duration::from_secs(5),
             burst: throttle_agent::link::bucket::DEFAULT_BURST,
             idle_burst: throttle_agent::link::bucket::DEFAULT_IDLE_BURST,
-            allowed_dir: std::env::current_exe()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .to_path_buf(),
+            programs: ProgramPolicy::workloads_in(
+                std::env::current_exe()
+                    .unwrap()
+                    .parent()
+                    .unwrap()
+                    .parent()
+                    .unwrap(),
+            ),
+            tls: None,
         };
         agents.push(agent::start(config).await.unwrap());
     }
@@ -77,7 +89,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
         .iter()
         .map(|a| NodeEntry {
             name: a.state.node.clone(),
-            data: a.data_addr.to_string(),
+            data: a.data_addr,
         })
         .collect();
     for a in &agents {
@@ -95,7 +107,7 @@ pub async fn forward_to_n1(
         &agent.state,
         throttle_agent::transport::forward::ForwardSpec {
             listen: "127.0.0.1:0".into(),
-            to_node: "n1".into(),
+            to_node: n("n1"),
             target,
         },
     )
@@ -108,7 +120,7 @@ pub fn set_job(agents: &[RunningAgent], job: &str, ranks: &[&str]) {
     for a in agents {
         a.state
             .directory
-            .set_job(job, ranks.iter().map(|s| s.to_string()).collect());
+            .set_job(&n(job), ranks.iter().map(|s| n(s)).collect());
     }
 }
 
@@ -236,7 +248,7 @@ pub fn rank(scratch: &Scratch, agent_socket: &Path, job: &str, rank: u32) -> Ran
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     let registration = throttle_agent::client::register(
         agent_socket,
-        job,
+        &n(job),
         rank,
         &format!("unix:{}", path.display()),
     )
@@ -245,4 +257,163 @@ pub fn rank(scratch: &Scratch, agent_socket: &Path, job: &str, rank: u32) -> Ran
         listener,
         registration,
     }
+}
+
+/// The agent binary built for these tests.
+pub fn agent_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_throttle-agent"))
+}
+
+/// A real `throttle-agent` process on loopback, killed on drop.
+pub struct AgentProcess {
+    pub child: Child,
+    pub control: String,
+    pub data: String,
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start the real agent binary as node `node` with `extra` flags; waits until it is ready.
+pub fn spawn_agent(scratch: &Scratch, node: &str, extra: &[&str]) -> AgentProcess {
+    spawn_agent_with(scratch, node, extra, None)
+}
+
+/// Like [`spawn_agent`], with the agent's open-file limit (soft and hard) set to `nofile`.
+pub fn spawn_agent_with(
+    scratch: &Scratch,
+    node: &str,
+    extra: &[&str],
+    nofile: Option<u64>,
+) -> AgentProcess {
+    let token = scratch.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let ready = scratch.path(&format!("{node}.ready"));
+    let mut cmd = Command::new(agent_binary());
+    cmd.args([
+        "--node",
+        node,
+        "--control",
+        "127.0.0.1:0",
+        "--data",
+        "127.0.0.1:0",
+    ])
+    .arg("--local-socket")
+    .arg(scratch.path(&format!("{node}.sock")))
+    .arg("--token-file")
+    .arg(&token)
+    .arg("--ready-file")
+    .arg(&ready)
+    .args(extra)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if let Some(limit) = nofile {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; it only lowers this child's own limit.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_NOFILE,
+                    limit,
+                    limit,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
+    let child = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while !ready.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "agent did not become ready"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+    AgentProcess {
+        child,
+        control: v["control"].as_str().unwrap().to_string(),
+        data: v["data"].as_str().unwrap().to_string(),
+    }
+}
+
+/// A TCP connection from a chosen local address (e.g. `127.0.0.99`), so tests can play a
+/// client on another host; `None` if the connection could not be made within 2 s.
+pub fn connect_from(source: &str, to: &str) -> Option<std::net::TcpStream> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    let src: std::net::SocketAddr = format!("{source}:0").parse().ok()?;
+    socket.bind(&src.into()).ok()?;
+    let to: std::net::SocketAddr = to.parse().ok()?;
+    socket
+        .connect_timeout(&to.into(), Duration::from_secs(2))
+        .ok()?;
+    Some(socket.into())
+}
+
+/// Like [`http`], but gives up after `timeout` (status 0) instead of hanging.
+pub fn http_within(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+    timeout: Duration,
+) -> (u16, String) {
+    let Ok(to) = addr.parse::<std::net::SocketAddr>() else {
+        return (0, String::new());
+    };
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&to, timeout) else {
+        return (0, "connect failed".into());
+    };
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.set_write_timeout(Some(timeout)).unwrap();
+    let body = body.unwrap_or("");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    if s.write_all(req.as_bytes()).is_err() {
+        return (0, "write failed".into());
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).to_string();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// An echo server on loopback: every connection gets back what it sends.
+pub fn echo_server() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            std::thread::spawn(move || {
+                let mut r = c.try_clone().unwrap();
+                let _ = std::io::copy(&mut r, &mut c);
+                let _ = c.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    addr
 }

@@ -80,6 +80,7 @@ pub fn run(
         base_addr: std::net::Ipv4Addr::new(127, 0, 1, 1),
         dir: dir.join("state"),
         agent_args: vec!["--threads".into(), "1".into()],
+        tls: false,
     };
     local::up(&up, &cluster_path)?;
     let _down = Down(cluster_path.clone());
@@ -106,7 +107,12 @@ pub fn run(
         sweep.points.len()
     ));
     let store = Store::open(&db)?;
-    let end = sweep::run(&sweep, &cluster, &store, cancel, &mut progress)?;
+    let options = sweep::SweepOptions {
+        job_prefix: sweep::job_prefix(&db, &sweep.series),
+        lease_s: crate::commands::run::DEFAULT_LEASE_S,
+        fail_fast: false,
+    };
+    let end = sweep::run(&sweep, &cluster, &store, &options, cancel, &mut progress)?;
     let interrupted = matches!(end, SweepEnd::Interrupted { .. });
     let held_out = max_nodes as u32;
     let (obs, time_source) = store.observations("auto")?;

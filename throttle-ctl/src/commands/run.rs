@@ -3,7 +3,9 @@
 //! Sets the bandwidth on those nodes, asks each node's agent to launch its ranks (block
 //! placement: ranks 0..R-1 on the first node, ...), polls until every rank finished or
 //! one failed (then kills the job everywhere), and always removes the job from the agents
-//! afterwards, so nothing is left running whatever happens.
+//! afterwards, so nothing is left running whatever happens. While it waits it renews the
+//! job's lease on every node; if this process is killed outright, the agents kill the job
+//! themselves when the lease runs out.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -88,7 +90,15 @@ pub struct RunSpec {
     /// `None`: unlimited.
     pub bw_pct: Option<f64>,
     pub time_limit_s: f64,
+    /// Seconds the agents keep the job without hearing from this controller.
+    pub lease_s: f64,
+    /// Prefix of the job's name, so that a sweep can find its own leftovers.
+    pub job_prefix: Option<String>,
 }
+
+/// Default lease of a job, seconds: the agents kill a job this long after its controller
+/// stopped renewing.
+pub const DEFAULT_LEASE_S: f64 = 20.0;
 
 /// What happened, for printing and for the results store.
 #[derive(Clone, Debug, Serialize)]
@@ -119,14 +129,46 @@ pub struct RunOutcome {
     pub output: Vec<String>,
 }
 
-fn job_name(workload: &str) -> String {
+impl RunOutcome {
+    /// A run that could not be started (a node unreachable, a launch refused).
+    pub fn not_started(cluster: &Cluster, spec: &RunSpec, reason: String) -> RunOutcome {
+        RunOutcome {
+            job: String::new(),
+            workload: spec.workload.name().to_string(),
+            nodes: spec.nodes,
+            ranks_per_node: spec.ranks_per_node,
+            procs: spec.nodes * spec.ranks_per_node,
+            bw_pct: spec.bw_pct,
+            capacity_bytes_per_sec: cluster
+                .file
+                .capacity()
+                .map(|r| r.bytes_per_sec())
+                .unwrap_or(0.0),
+            latency_us: 0,
+            status: "failed".into(),
+            reason: Some(reason),
+            seconds: 0.0,
+            kernel_seconds: None,
+            harmonic_mean_teps: None,
+            validation: None,
+            result: None,
+            output: Vec::new(),
+        }
+    }
+}
+
+fn job_name(prefix: Option<&str>, workload: &str) -> String {
     let mut b = [0u8; 3];
     let _ = getrandom::getrandom(&mut b);
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    format!("{workload}-{ms}-{:02x}{:02x}{:02x}", b[0], b[1], b[2])
+    let name = format!("{workload}-{ms}-{:02x}{:02x}{:02x}", b[0], b[1], b[2]);
+    match prefix {
+        Some(p) => format!("{p}-{name}"),
+        None => name,
+    }
 }
 
 /// Run one job; `Err` only when the job could not be started at all.
@@ -152,6 +194,9 @@ pub fn run_cancellable(
     if spec.ranks_per_node == 0 || spec.ranks_per_node > 256 {
         bail!("--ranks-per-node must be between 1 and 256");
     }
+    if !(spec.lease_s.is_finite() && (1.0..=86400.0).contains(&spec.lease_s)) {
+        bail!("--lease must be between 1 and 86400 seconds");
+    }
     let nodes = &cluster.file.nodes[..spec.nodes];
     let clients: Vec<AgentClient> = nodes.iter().map(|n| AgentClient::new(cluster, n)).collect();
     let pct = match spec.bw_pct {
@@ -163,7 +208,7 @@ pub fn run_cancellable(
         shape = Some(c.set_shape(&json!({ "pct": pct }))?);
     }
     let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
-    let job = job_name(spec.workload.name());
+    let job = job_name(spec.job_prefix.as_deref(), spec.workload.name());
     let ranks: Vec<String> = (0..spec.nodes * spec.ranks_per_node)
         .map(|r| nodes[r / spec.ranks_per_node].name.clone())
         .collect();
@@ -173,6 +218,7 @@ pub fn run_cancellable(
         "args": args,
         "ranks": ranks,
         "time_limit_s": spec.time_limit_s,
+        "lease_s": spec.lease_s,
     });
     let start = Instant::now();
     for (k, c) in clients.iter().enumerate() {
@@ -237,6 +283,9 @@ fn wait(
     cancel: &AtomicBool,
 ) -> (String, Option<String>, Vec<JobReport>) {
     let deadline = start + Duration::from_secs_f64(spec.time_limit_s + 15.0);
+    // Renew well before the lease runs out, so one slow poll cannot lose the job.
+    let renew_every = Duration::from_secs_f64(spec.lease_s / 4.0);
+    let mut renewed = Instant::now();
     loop {
         if cancel.load(Ordering::SeqCst) {
             for c in clients {
@@ -250,10 +299,24 @@ fn wait(
         }
         let mut reports = Vec::new();
         let mut failure: Option<String> = None;
+        if renewed.elapsed() >= renew_every {
+            renewed = Instant::now();
+            for c in clients {
+                if let Err(e) = c.renew(job) {
+                    failure = Some(format!(
+                        "node `{}` no longer holds the job (its lease of {:.0} s ran out, or the agent restarted): {e}",
+                        c.node(),
+                        spec.lease_s
+                    ));
+                }
+            }
+        }
         for c in clients {
             match c.job_report(job) {
                 Ok(r) => reports.push(r),
-                Err(e) => failure = Some(format!("lost contact with node `{}`: {e}", c.node())),
+                Err(e) => {
+                    failure.get_or_insert(format!("lost contact with node `{}`: {e}", c.node()));
+                }
             }
         }
         for r in &reports {

@@ -20,6 +20,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use throttle_agent::name::Name;
 
 pub use collectives::{BcastAlgo, Group};
 use mailbox::{Mailbox, Message};
@@ -45,7 +46,7 @@ enum Transport {
     /// Through the node's agent.
     Agent {
         socket: PathBuf,
-        job: String,
+        job: Name,
         out: Vec<Mutex<Option<BufWriter<UnixStream>>>>,
         _registration: UnixStream,
     },
@@ -109,20 +110,21 @@ impl Comm {
         run_dir: PathBuf,
         timeout: Duration,
     ) -> Result<Comm, CommError> {
+        let job = Name::parse("THROTTLE_JOB", job).map_err(|e| CommError::Setup(e.to_string()))?;
         let path = run_dir.join(format!("rank-{rank}.sock"));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)
             .map_err(|e| CommError::Setup(format!("cannot listen on {}: {e}", path.display())))?;
         let registration = throttle_agent::client::register(
             &socket,
-            job,
+            &job,
             rank as u32,
             &format!("unix:{}", path.display()),
         )
         .map_err(|e| CommError::Setup(format!("cannot register with the agent: {e}")))?;
         let mailbox = Arc::new(Mailbox::new(size));
         let mb = mailbox.clone();
-        let job_name = job.to_string();
+        let job_name = job.clone();
         std::thread::spawn(move || accept_loop(listener, mb, job_name, size));
         Ok(Comm {
             rank,
@@ -130,7 +132,7 @@ impl Comm {
             mailbox,
             transport: Transport::Agent {
                 socket,
-                job: job.to_string(),
+                job,
                 out: (0..size).map(|_| Mutex::new(None)).collect(),
                 _registration: registration,
             },
@@ -278,7 +280,7 @@ impl Comm {
     }
 }
 
-fn accept_loop(listener: UnixListener, mailbox: Arc<Mailbox>, job: String, size: usize) {
+fn accept_loop(listener: UnixListener, mailbox: Arc<Mailbox>, job: Name, size: usize) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         let (from_job, src, _dst) = match throttle_agent::client::read_incoming(&mut conn) {

@@ -5,13 +5,24 @@
 //! | `GET /status`            | shape, bytes and current rate per direction, streams   |
 //! | `PUT /shape`             | `{"pct": 50 \| "unlimited", "capacity": "1Gbit", "latency_us": 0}` (all optional) |
 //! | `GET /cluster`, `PUT /cluster` | the directory: `{"nodes":[{"name","data"}]}`     |
-//! | `GET /jobs`, `PUT /jobs/{job}`, `DELETE /jobs/{job}` | rank-to-node maps: `{"ranks":["n0","n1"]}`; DELETE also kills the job's ranks |
+//! | `GET /jobs`              | launched jobs (state, lease) and rank-to-node maps     |
+//! | `PUT /jobs/{job}`, `DELETE /jobs/{job}` | rank-to-node maps: `{"ranks":["n0","n1"]}`; DELETE also kills the job's ranks |
 //! | `POST /jobs/{job}/launch`, `GET /jobs/{job}` | start this node's ranks (`LaunchSpec`), and their state, output tail, result |
+//! | `POST /jobs/{job}/renew` | extend the job's lease (the controller does this while it waits) |
 //! | `GET /forwards`, `POST /forwards`, `DELETE /forwards/{id}` | `{"listen","to_node","target"}` |
 //! | `POST /calibrate`        | `{"to":"n1","seconds":3}`: measured rate to that node  |
 //! | `GET /metrics`           | Prometheus text format                                 |
 //!
-//! Errors are `{"error": "..."}` with a 4xx status; the message says what to change.
+//! Every refusal, including 404, 405, 413 and 503, is `{"error": "..."}` with a 4xx/5xx
+//! status; the message says what to change. Names in paths and bodies pass the [`Name`]
+//! grammar before anything else happens.
+//!
+//! [`server`] serves this router with the limits that keep the agent responsive under
+//! abuse, and optionally over TLS.
+
+mod server;
+
+pub use server::{serve, Tls, HEADER_TIMEOUT, MAX_BODY_BYTES};
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -28,10 +39,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::agent::{Agent, Shutdown};
-use crate::directory::{NodeEntry, MAX_RANKS};
+use crate::agent::Agent;
+use crate::directory::{NodeEntry, MAX_NODES, MAX_RANKS};
 use crate::jobs::{LaunchError, LaunchSpec};
 use crate::link::{parse_pct, Shape};
+use crate::name::Name;
 use crate::rate::{format_bits_per_sec, Rate};
 use crate::transport::forward::{self, ForwardSpec};
 use crate::transport::wire::Code;
@@ -54,6 +66,11 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<Response, ApiError>;
 
+/// A name from a request path, checked against the grammar.
+fn name(what: &'static str, text: &str) -> Result<Name, ApiError> {
+    Name::parse(what, text).map_err(|e| ApiError::bad(e.to_string()))
+}
+
 fn parse_body<T: DeserializeOwned>(body: &Bytes, example: &str) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         ApiError::bad(format!(
@@ -74,27 +91,19 @@ pub fn router(agent: Arc<Agent>) -> Router {
             get(job_report).put(set_job).delete(delete_job),
         )
         .route("/jobs/:job/launch", post(launch_job))
+        .route("/jobs/:job/renew", post(renew_job))
         .route("/forwards", get(list_forwards).post(add_forward))
         .route("/forwards/:id", delete(delete_forward))
         .route("/calibrate", post(calibrate))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             agent.clone(),
             authenticate,
         ))
+        .layer(axum::middleware::from_fn(server::json_errors))
         .with_state(agent)
-}
-
-/// Serve the control API on `listener` until shutdown.
-pub async fn serve(agent: Arc<Agent>, listener: tokio::net::TcpListener, mut shutdown: Shutdown) {
-    let app = router(agent);
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.wait().await })
-        .await;
-    if let Err(e) = result {
-        tracing::error!(error = %e, "control API stopped");
-    }
 }
 
 async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next) -> Response {
@@ -105,7 +114,10 @@ async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next)
         .and_then(|v| v.strip_prefix("Bearer "));
     match presented {
         Some(t) if agent.token.matches(t) => next.run(req).await,
-        Some(_) => ApiError(StatusCode::UNAUTHORIZED, "wrong token".into()).into_response(),
+        Some(_) => {
+            tracing::warn!(path = %req.uri().path(), "refused a control request: wrong token");
+            ApiError(StatusCode::UNAUTHORIZED, "wrong token".into()).into_response()
+        }
         None => ApiError(
             StatusCode::UNAUTHORIZED,
             "missing `Authorization: Bearer <token>`; the token is in the file named by the cluster file's token_file".into(),
@@ -117,14 +129,14 @@ async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next)
 async fn not_found() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see GET /status, PUT /shape, /cluster, /jobs, /forwards, POST /calibrate, GET /metrics".into(),
+        "no such endpoint; see GET /status, PUT /shape, /cluster, /jobs, /jobs/{job}[/launch|/renew], /forwards, POST /calibrate, GET /metrics".into(),
     )
 }
 
 /// The status document (also used by `throttle-ctl status --json`).
 #[derive(Debug, Serialize, Deserialize, Clone)]
 pub struct Status {
-    pub node: String,
+    pub node: Name,
     pub version: String,
     /// `null` when unlimited.
     pub pct: Option<f64>,
@@ -142,6 +154,13 @@ pub struct Status {
     pub running_jobs: usize,
     pub splice: bool,
     pub uptime_seconds: f64,
+    /// Connections refused because a limit was reached (control API, data port, local
+    /// endpoint, streams).
+    #[serde(default)]
+    pub refused_connections: u64,
+    /// Whether the control API speaks TLS.
+    #[serde(default)]
+    pub tls: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize, Clone)]
@@ -175,6 +194,8 @@ pub fn status_of(agent: &Agent) -> Status {
         running_jobs: agent.launcher.running(),
         splice: agent.pump.splice,
         uptime_seconds: agent.started.elapsed().as_secs_f64(),
+        refused_connections: agent.limits.refused(),
+        tls: agent.tls,
     }
 }
 
@@ -204,7 +225,7 @@ async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
             Value::String(s) => parse_pct(s).map_err(|e| ApiError::bad(e.to_string()))?,
             _ => {
                 return Err(ApiError::bad(
-                    "`pct` must be a number in (0, 100] or the string \"unlimited\"",
+                    "`pct` must be a number from 0.01 to 100 or the string \"unlimited\"",
                 ))
             }
         };
@@ -250,19 +271,15 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
         &body,
         r#"{"nodes":[{"name":"n0","data":"127.0.1.1:7601"}]}"#,
     )?;
+    if req.nodes.len() > MAX_NODES {
+        return Err(ApiError::bad(format!(
+            "a cluster has at most {MAX_NODES} nodes"
+        )));
+    }
     let mut seen = std::collections::HashSet::new();
     for n in &req.nodes {
-        if n.name.is_empty() || n.name.len() > 128 {
-            return Err(ApiError::bad("node names must have 1..128 characters"));
-        }
         if !seen.insert(n.name.as_str()) {
             return Err(ApiError::bad(format!("node `{}` appears twice", n.name)));
-        }
-        if n.data.parse::<std::net::SocketAddr>().is_err() {
-            return Err(ApiError::bad(format!(
-                "node `{}`: data address `{}` must be IP:PORT",
-                n.name, n.data
-            )));
         }
     }
     if !req.nodes.iter().any(|n| n.name == agent.node) {
@@ -276,13 +293,16 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
 }
 
 async fn get_jobs(State(agent): State<Arc<Agent>>) -> Json<Value> {
-    Json(json!({ "jobs": agent.directory.jobs() }))
+    Json(json!({
+        "jobs": agent.directory.jobs(),
+        "launched": agent.launcher.reports(),
+    }))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JobBody {
-    ranks: Vec<String>,
+    ranks: Vec<Name>,
 }
 
 async fn set_job(
@@ -290,10 +310,8 @@ async fn set_job(
     Path(job): Path<String>,
     body: Bytes,
 ) -> ApiResult {
+    let job = name("job name", &job)?;
     let req: JobBody = parse_body(&body, r#"{"ranks":["n0","n0","n1","n1"]}"#)?;
-    if job.is_empty() || job.len() > 128 {
-        return Err(ApiError::bad("job names must have 1..128 characters"));
-    }
     if req.ranks.is_empty() || req.ranks.len() > MAX_RANKS {
         return Err(ApiError::bad(format!(
             "a job needs 1..{MAX_RANKS} ranks, got {}",
@@ -310,11 +328,17 @@ async fn set_job(
         return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
     }
     let n = req.ranks.len();
-    agent.directory.set_job(&job, req.ranks);
+    if !agent.directory.set_job(&job, req.ranks) {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            "this agent holds as many rank maps as it may; DELETE /jobs/{job} old ones".into(),
+        ));
+    }
     Ok(Json(json!({ "job": job, "ranks": n })).into_response())
 }
 
 async fn delete_job(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
+    let job = name("job name", &job)?;
     let launched = agent.launcher.remove(&job);
     if agent.directory.remove_job(&job) || launched {
         Ok(StatusCode::NO_CONTENT.into_response())
@@ -331,9 +355,10 @@ async fn launch_job(
     Path(job): Path<String>,
     body: Bytes,
 ) -> ApiResult {
+    let job = name("job name", &job)?;
     let spec: LaunchSpec = parse_body(
         &body,
-        r#"{"program":"throttle-bfs","args":["--scale","16"],"ranks":["n0","n1"],"time_limit_s":600}"#,
+        r#"{"program":"throttle-bfs","args":["--scale","16"],"ranks":["n0","n1"],"time_limit_s":600,"lease_s":30}"#,
     )?;
     if spec.ranks.is_empty() || spec.ranks.len() > MAX_RANKS {
         return Err(ApiError::bad(format!("a job needs 1..{MAX_RANKS} ranks")));
@@ -347,13 +372,30 @@ async fn launch_job(
             .unwrap_or_default();
         return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
     }
-    let started = agent.launcher.launch(&job, &spec).map_err(|e| match e {
+    let refusal = |e: LaunchError| match e {
         LaunchError::NotAllowed(m) => ApiError(StatusCode::FORBIDDEN, m),
         LaunchError::Invalid(m) => ApiError::bad(m),
         LaunchError::Conflict(m) => ApiError(StatusCode::CONFLICT, m),
+    };
+    agent.launcher.check(&spec).map_err(|e| {
+        tracing::warn!(%job, program = %spec.program.escape_debug(), error = %e, "launch refused");
+        refusal(e)
     })?;
-    agent.directory.set_job(&job, spec.ranks.clone());
-    tracing::info!(%job, program = %spec.program, local_ranks = ?started, "job launched");
+    // The rank map goes in first: a rank that starts and registers at once must find it.
+    let had_map = agent.directory.jobs().contains_key(&job);
+    if !agent.directory.set_job(&job, spec.ranks.clone()) {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            "this agent holds as many rank maps as it may; DELETE /jobs/{job} old ones".into(),
+        ));
+    }
+    let started = agent.launcher.launch(&job, &spec).map_err(|e| {
+        if !had_map {
+            agent.directory.remove_job(&job);
+        }
+        refusal(e)
+    })?;
+    tracing::info!(%job, program = %spec.program, local_ranks = ?started, lease_s = spec.lease_s, "job launched");
     Ok((
         StatusCode::CREATED,
         Json(json!({ "job": job, "local_ranks": started })),
@@ -361,7 +403,20 @@ async fn launch_job(
         .into_response())
 }
 
+async fn renew_job(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
+    let job = name("job name", &job)?;
+    if agent.launcher.renew(&job) {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("job `{job}` is not held by this agent (finished and deleted, or its lease ran out)"),
+        ))
+    }
+}
+
 async fn job_report(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
+    let job = name("job name", &job)?;
     match agent.launcher.report(&job) {
         Some(r) => Ok(Json(r).into_response()),
         None => Err(ApiError(
@@ -390,9 +445,11 @@ async fn add_forward(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
             .unwrap_or_default();
         return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
     }
-    let info = forward::add(&agent, spec)
-        .await
-        .map_err(|e| ApiError(StatusCode::CONFLICT, e))?;
+    let info = forward::add(&agent, spec).await.map_err(|e| match e {
+        forward::ForwardError::Invalid(m) => ApiError::bad(m),
+        forward::ForwardError::Forbidden(m) => ApiError(StatusCode::FORBIDDEN, m),
+        forward::ForwardError::Conflict(m) => ApiError(StatusCode::CONFLICT, m),
+    })?;
     Ok((StatusCode::CREATED, Json(info)).into_response())
 }
 
@@ -413,7 +470,7 @@ async fn delete_forward(State(agent): State<Arc<Agent>>, Path(id): Path<String>)
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CalibrateBody {
-    to: String,
+    to: Name,
     #[serde(default = "default_seconds")]
     seconds: f64,
 }
@@ -516,6 +573,13 @@ async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
         "gauge",
         "Ranks registered on this node.",
         &one(s.registered_ranks.to_string()),
+    );
+    metric(
+        &mut out,
+        "throttle_refused_connections_total",
+        "counter",
+        "Connections refused because a limit was reached.",
+        &one(s.refused_connections.to_string()),
     );
     metric(
         &mut out,

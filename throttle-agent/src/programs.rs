@@ -1,0 +1,319 @@
+//! Which programs a token holder may start on this node.
+//!
+//! The launcher runs programs as the agent's user, which is root on many clusters, so
+//! the set is closed: by default only the workload programs installed next to the agent
+//! binary (`throttle-bfs`, `throttle-pmm`, `throttle-selftest`); the operator adds more
+//! explicitly (`--allow-program PATH`, `--allow-dir DIR`). Whatever the allow-list says,
+//! the agent never starts itself or the controller (either would hand out a shell through
+//! its own flags), nor a set-user-ID program. Paths are canonicalized, so `..` and
+//! symbolic links cannot leave the allowed places.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The workload programs shipped with throttle, allowed by default when installed next to
+/// the agent.
+pub const WORKLOADS: &[&str] = &["throttle-bfs", "throttle-pmm", "throttle-selftest"];
+
+/// Never started, whatever the allow-list says.
+const NEVER: &[&str] = &["throttle-agent", "throttle-ctl"];
+
+/// Programs that give whoever starts them a way to run anything else.
+const INTERPRETERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "csh", "tcsh", "fish", "busybox", "env", "python",
+    "python3", "perl", "ruby", "node", "lua", "tclsh", "awk", "gawk", "find", "xargs", "sudo",
+    "su", "ssh", "nc", "socat",
+];
+
+/// Why a program may not be started.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProgramError {
+    #[error("{0}")]
+    NotAllowed(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The programs this agent starts.
+#[derive(Clone, Debug, Default)]
+pub struct ProgramPolicy {
+    /// Allowed one by one: name -> canonical path.
+    programs: BTreeMap<String, PathBuf>,
+    /// Directories whose every executable is allowed (canonical).
+    dirs: Vec<PathBuf>,
+    /// This agent's own executable (canonical), never started.
+    own_exe: Option<PathBuf>,
+}
+
+impl ProgramPolicy {
+    /// The default policy: the workload programs found in `dir` (the agent's directory).
+    pub fn workloads_in(dir: &Path) -> ProgramPolicy {
+        let mut p = ProgramPolicy {
+            own_exe: std::env::current_exe()
+                .ok()
+                .and_then(|e| e.canonicalize().ok()),
+            ..ProgramPolicy::default()
+        };
+        for w in WORKLOADS {
+            let _ = p.allow_program(&dir.join(w));
+        }
+        p
+    }
+
+    /// An empty policy (nothing may be started) that still knows the agent's own binary.
+    pub fn nothing() -> ProgramPolicy {
+        ProgramPolicy {
+            own_exe: std::env::current_exe()
+                .ok()
+                .and_then(|e| e.canonicalize().ok()),
+            ..ProgramPolicy::default()
+        }
+    }
+
+    /// Allow one program by path.
+    pub fn allow_program(&mut self, path: &Path) -> Result<(), String> {
+        let real = self
+            .check_file(path)
+            .map_err(|e| format!("--allow-program {}: {e}", path.display()))?;
+        let name = real
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.programs.insert(name, real);
+        Ok(())
+    }
+
+    /// Allow every executable in a directory.
+    pub fn allow_dir(&mut self, dir: &Path) -> Result<(), String> {
+        let real = dir
+            .canonicalize()
+            .map_err(|e| format!("--allow-dir {}: {e}", dir.display()))?;
+        if !real.is_dir() {
+            return Err(format!("--allow-dir {}: not a directory", dir.display()));
+        }
+        self.dirs.push(real);
+        Ok(())
+    }
+
+    /// What is allowed, for messages.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.programs.keys().cloned().collect();
+        parts.extend(
+            self.dirs
+                .iter()
+                .map(|d| format!("the programs in {}", d.display())),
+        );
+        if parts.is_empty() {
+            "nothing".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    /// Things an operator should know about the allow-list: interpreters or shells inside
+    /// an allowed directory (they let a token holder run anything), and directories that
+    /// others may write to (a program could be swapped between check and start).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for d in &self.dirs {
+            let risky: Vec<&str> = INTERPRETERS
+                .iter()
+                .copied()
+                .filter(|i| d.join(i).is_file())
+                .collect();
+            if !risky.is_empty() {
+                out.push(format!(
+                    "--allow-dir {} holds {}: a token holder can run any command through them",
+                    d.display(),
+                    risky.join(", ")
+                ));
+            }
+        }
+        let mut seen = Vec::new();
+        for p in self.programs.values().chain(self.dirs.iter()) {
+            let dir = if p.is_dir() {
+                p.clone()
+            } else {
+                p.parent().map(Path::to_path_buf).unwrap_or_default()
+            };
+            if seen.contains(&dir) {
+                continue;
+            }
+            if let Ok(m) = std::fs::metadata(&dir) {
+                if m.permissions().mode() & 0o002 != 0 && m.permissions().mode() & 0o1000 == 0 {
+                    out.push(format!(
+                        "{} is writable by every user: anyone could replace an allowed program",
+                        dir.display()
+                    ));
+                }
+            }
+            seen.push(dir);
+        }
+        out
+    }
+
+    /// The executable to start for `program`: a name on the allow-list or in an allowed
+    /// directory, or a path inside an allowed place.
+    pub fn resolve(&self, program: &str) -> Result<PathBuf, ProgramError> {
+        if program.is_empty() || program.len() > 4096 || program.contains('\0') {
+            return Err(ProgramError::Invalid(
+                "the program name is empty, too long or contains NUL".into(),
+            ));
+        }
+        let not_allowed = || {
+            ProgramError::NotAllowed(format!(
+                "program `{}` is not allowed on this node: it may start {}; the agent's operator can add programs with --allow-program PATH or --allow-dir DIR",
+                program.escape_debug(),
+                self.describe()
+            ))
+        };
+        let candidate = if program.contains('/') {
+            PathBuf::from(program)
+        } else if program == "." || program == ".." {
+            return Err(not_allowed());
+        } else if let Some(p) = self.programs.get(program) {
+            p.clone()
+        } else {
+            self.dirs
+                .iter()
+                .map(|d| d.join(program))
+                .find(|p| p.exists())
+                .ok_or_else(not_allowed)?
+        };
+        let real = candidate.canonicalize().map_err(|_| not_allowed())?;
+        let allowed = self.programs.values().any(|p| *p == real)
+            || self.dirs.iter().any(|d| real.starts_with(d));
+        if !allowed {
+            return Err(not_allowed());
+        }
+        self.check_file(&real).map_err(ProgramError::NotAllowed)
+    }
+
+    /// Canonical path of an executable that may ever be started.
+    fn check_file(&self, path: &Path) -> Result<PathBuf, String> {
+        let real = path.canonicalize().map_err(|e| e.to_string())?;
+        let name = real
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let meta = std::fs::metadata(&real).map_err(|e| e.to_string())?;
+        let same_as_me = self.own_exe.as_ref().is_some_and(|me| {
+            *me == real
+                || std::fs::metadata(me)
+                    .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+        });
+        if same_as_me || NEVER.contains(&name.as_str()) {
+            return Err(format!(
+                "{} is throttle's own agent or controller, which is never started as a job",
+                real.display()
+            ));
+        }
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(format!("{} is not an executable file", real.display()));
+        }
+        if meta.permissions().mode() & 0o6000 != 0 {
+            return Err(format!(
+                "{} is set-user-ID or set-group-ID, which is never started as a job",
+                real.display()
+            ));
+        }
+        Ok(real)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exe(dir: &Path, name: &str, mode: u32) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, "#!/bin/true\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("throttle-prog-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn by_default_only_the_workloads_next_to_the_agent_run() {
+        let d = scratch("default");
+        exe(&d, "throttle-bfs", 0o755);
+        exe(&d, "throttle-agent", 0o755);
+        exe(&d, "throttle-ctl", 0o755);
+        exe(&d, "sh", 0o755);
+        let p = ProgramPolicy::workloads_in(&d);
+        assert_eq!(
+            p.resolve("throttle-bfs").unwrap(),
+            d.join("throttle-bfs").canonicalize().unwrap()
+        );
+        for refused in [
+            "throttle-agent",
+            "throttle-ctl",
+            "sh",
+            "/bin/sh",
+            "throttle-pmm", // not installed there
+            "..",
+            ".",
+            "",
+        ] {
+            assert!(p.resolve(refused).is_err(), "{refused}");
+        }
+        let via_dots = format!(
+            "{}/../{}/throttle-agent",
+            d.display(),
+            d.file_name().unwrap().to_string_lossy()
+        );
+        assert!(p.resolve(&via_dots).is_err());
+        let e = p.resolve("sh").unwrap_err().to_string();
+        assert!(
+            e.contains("--allow-program") && e.contains("throttle-bfs"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_allowed_directory_never_yields_the_agent_the_controller_or_setuid() {
+        let d = scratch("dir");
+        exe(&d, "app", 0o755);
+        exe(&d, "throttle-agent", 0o755);
+        exe(&d, "throttle-ctl", 0o755);
+        exe(&d, "suid", 0o4755);
+        exe(&d, "plain", 0o644);
+        std::os::unix::fs::symlink(d.join("throttle-agent"), d.join("innocent")).unwrap();
+        let mut p = ProgramPolicy::nothing();
+        p.allow_dir(&d).unwrap();
+        assert!(p.resolve("app").is_ok());
+        assert!(p.resolve(&d.join("app").to_string_lossy()).is_ok());
+        for refused in [
+            "throttle-agent",
+            "throttle-ctl",
+            "suid",
+            "plain",
+            "innocent",
+        ] {
+            assert!(p.resolve(refused).is_err(), "{refused}");
+        }
+        // The agent's own binary, under any name, is refused even when allowed explicitly.
+        let me = std::env::current_exe().unwrap();
+        assert!(ProgramPolicy::nothing().allow_program(&me).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn interpreters_in_an_allowed_directory_are_reported() {
+        let d = scratch("warn");
+        exe(&d, "bash", 0o755);
+        let mut p = ProgramPolicy::nothing();
+        p.allow_dir(&d).unwrap();
+        let w = p.warnings();
+        assert!(w.iter().any(|w| w.contains("bash")), "{w:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
