@@ -39,3 +39,19 @@ awk -v d="${MED[direct]}" -v t="${MED[two_agents]}" -v h="${MED[two_haproxy]:-}"
   split(d, a, " "); split(t, b, " "); dm=(a[1]+a[2])/2; tm=(b[1]+b[2])/2; add=tm-dm;
   printf "added median round trip, two agents: %.1f us (target <= 50): %s\n", add, (add <= 50 ? "ok" : "MISS");
   if (h != "") { split(h, c, " "); printf "added median round trip, two haproxy hops (reference): %.1f us\n", (c[1]+c[2])/2-dm } }'
+echo
+echo "# a new connection per message: set-up (agents: dial + authenticated handshake) + first round trip"
+printf "%-12s %10s %10s %10s\n" path "median us" "p90 us" "p99 us"
+declare -A CMED
+for round in 1 2; do
+  for path in $PATHS; do
+    IFS=: read -r name host port <<<"$path"
+    out=$("$EX/pingpong" connect "$host:$port" "${CONNECTS:-2000}" 64)
+    m=$(jq .median_us <<<"$out"); CMED[$name]="${CMED[$name]:-} $m"
+    printf "%-12s %10s %10s %10s\n" "$name" "$m" "$(jq .p90_us <<<"$out")" "$(jq .p99_us <<<"$out")"
+  done
+done
+awk -v d="${CMED[direct]}" -v t="${CMED[two_agents]}" -v h="${CMED[two_haproxy]:-}" 'BEGIN{
+  split(d, a, " "); split(t, b, " "); dm=(a[1]+a[2])/2; tm=(b[1]+b[2])/2;
+  printf "added median connection set-up + round trip, two agents: %.1f us\n", tm-dm;
+  if (h != "") { split(h, c, " "); printf "added median connection set-up + round trip, two haproxy hops (reference): %.1f us\n", (c[1]+c[2])/2-dm } }'

@@ -28,13 +28,23 @@ fn connect(socket: &Path) -> Result<UnixStream, WireError> {
     })
 }
 
+/// Send `req`; asks again (with backoff) while the agent answers `Busy`.
 fn request(socket: &Path, req: &Request) -> Result<UnixStream, WireError> {
-    let mut s = connect(socket)?;
-    s.write_all(&req.encode()).map_err(|e| {
-        WireError::new(Code::PeerUnreachable, format!("sending the handshake: {e}"))
-    })?;
-    wire::read_reply_blocking(&mut s)?.into_result()?;
-    Ok(s)
+    let mut attempt = 0u32;
+    loop {
+        let mut s = connect(socket)?;
+        s.write_all(&req.encode()).map_err(|e| {
+            WireError::new(Code::PeerUnreachable, format!("sending the handshake: {e}"))
+        })?;
+        match wire::read_reply_blocking(&mut s)?.into_result() {
+            Ok(()) => return Ok(s),
+            Err(e) if e.code == Code::Busy && attempt < crate::transport::BUSY_RETRIES => {
+                attempt += 1;
+                std::thread::sleep(crate::transport::busy_backoff(attempt));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Open a stream from `src_rank` to `dst_rank` of `job`. The returned socket carries it.

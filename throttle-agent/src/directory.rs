@@ -81,6 +81,12 @@ impl Directory {
         })
     }
 
+    /// Whether `ip` is the data address of a node in the directory.
+    pub fn is_node_ip(&self, ip: std::net::IpAddr) -> bool {
+        let map = self.nodes.read().unwrap_or_else(|e| e.into_inner());
+        map.values().any(|a| a.ip() == ip)
+    }
+
     pub fn has_node(&self, node: &str) -> bool {
         let map = self.nodes.read().unwrap_or_else(|e| e.into_inner());
         map.contains_key(node)

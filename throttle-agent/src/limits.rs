@@ -6,7 +6,9 @@
 //! 503), never queued. Connections still in their handshake and established streams draw
 //! from separate pools, so clients that never authenticate cannot crowd out real traffic,
 //! and one source address may hold only a quarter of a listener's pool, so one abusive
-//! host cannot lock the controller (on another address) out. Whatever a client holds is
+//! host cannot lock the controller (on another address) out. On the data port the
+//! cluster's own agents (their data addresses) are exempt from that share: a large job
+//! opens hundreds of streams between two nodes at once. Whatever a client holds is
 //! released by the handshake and header timeouts.
 
 use std::collections::HashMap;
@@ -19,7 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Connections at once on the control API (at most).
 pub const CONTROL_CONNECTIONS: usize = 64;
 /// Connections at once in their handshake, per transport listener (at most).
-pub const HANDSHAKES: usize = 256;
+pub const HANDSHAKES: usize = 1024;
 /// File descriptors one stream may use: two sockets and two pipes per direction.
 const FDS_PER_STREAM: u64 = 10;
 

@@ -123,6 +123,70 @@ async fn many_streams_at_once_are_all_byte_exact() {
     assert_eq!(got, want);
 }
 
+/// A burst of streams opening at the same moment (a large job starting) exceeds the
+/// handshake pools (1,024 each; a quarter per source that is not a node): refused ones are
+/// asked again, and every stream is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_opening_streams_is_served_not_refused() {
+    let scratch = Scratch::new("burst");
+    let agents = cluster(&scratch, 2, shape(None, 125e6), true).await;
+    set_job(&agents, "b", &["n0", "n1"]);
+    let s0 = agents[0].local_socket.clone();
+    let r1 = rank(&scratch, &agents[1].local_socket, "b", 1);
+    const STREAMS: usize = 600;
+    let receiver = std::thread::spawn(move || {
+        let mut handles = Vec::new();
+        for _ in 0..STREAMS {
+            let (mut conn, _) = r1.listener.accept().unwrap();
+            handles.push(std::thread::spawn(move || {
+                client::read_incoming(&mut conn).unwrap();
+                let mut b = [0u8; 1];
+                conn.read_exact(&mut b).unwrap();
+                b[0]
+            }));
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|b| *b == 9)
+            .count()
+    });
+    let go = std::sync::Arc::new(std::sync::Barrier::new(STREAMS));
+    let senders: Vec<_> = (0..STREAMS)
+        .map(|_| {
+            let (s0, go) = (s0.clone(), go.clone());
+            std::thread::spawn(move || {
+                go.wait();
+                let mut s = client::open_rank(&s0, &n("b"), 0, 1)?;
+                s.write_all(&[9])?;
+                s.shutdown(Shutdown::Write)?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            })
+        })
+        .collect();
+    let (failed, received) = tokio::task::spawn_blocking(move || {
+        let failed: Vec<String> = senders
+            .into_iter()
+            .filter_map(|s| s.join().unwrap().err().map(|e| e.to_string()))
+            .collect();
+        let received = if failed.is_empty() {
+            receiver.join().unwrap()
+        } else {
+            0
+        };
+        (failed, received)
+    })
+    .await
+    .unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} of {STREAMS} refused: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(3)]
+    );
+    assert_eq!(received, STREAMS);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_node_streams_are_delivered_and_not_shaped() {
     let scratch = Scratch::new("same");

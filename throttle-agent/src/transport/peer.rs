@@ -35,7 +35,10 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut shutdown: Shutd
             _ = shutdown.wait() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
-                    let Some(permit) = agent.limits.data_handshakes.try_enter(Some(from.ip())) else {
+                    // The cluster's own agents (they dial from their data address) share the
+                    // whole pool; any other source gets at most a quarter of it.
+                    let source = (!agent.directory.is_node_ip(from.ip())).then_some(from.ip());
+                    let Some(permit) = agent.limits.data_handshakes.try_enter(source) else {
                         agent.limits.note_refused();
                         debug!(%from, "data port busy: refusing a connection");
                         let busy = Reply::from(WireError::new(Code::Busy, "too many connections in their handshake; try again"));
@@ -214,9 +217,43 @@ pub async fn connect_local_target(agent: &Agent, target: &str) -> Result<TcpStre
     Ok(conn)
 }
 
+/// Connect to another agent from this agent's data address (when it is a specific one),
+/// so the peer sees the address its directory lists for this node, whatever route the
+/// kernel would pick otherwise.
+async fn connect_from_data_address(
+    agent: &Agent,
+    to: std::net::SocketAddr,
+) -> std::io::Result<TcpStream> {
+    let ip = agent.data_addr.ip();
+    if ip.is_unspecified() || ip.is_ipv4() != to.is_ipv4() {
+        return TcpStream::connect(to).await;
+    }
+    let socket = if ip.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind(std::net::SocketAddr::new(ip, 0))?;
+    socket.connect(to).await
+}
+
 /// Open a stream to `node`'s agent for `want`; returns it once both sides proved they hold
-/// the token and the peer said `Ok`.
+/// the token and the peer said `Ok`. A peer that is momentarily full (`Busy`: many streams
+/// opening at once when a large job starts) is asked again, a few times, with backoff.
 pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStream, WireError> {
+    let mut attempt = 0u32;
+    loop {
+        match dial_once(agent, node, want.clone()).await {
+            Err(e) if e.code == Code::Busy && attempt < super::BUSY_RETRIES => {
+                attempt += 1;
+                tokio::time::sleep(super::busy_backoff(attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn dial_once(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStream, WireError> {
     let addr = agent.directory.data_addr(node)?;
     let unreachable = |e: String| {
         WireError::new(
@@ -231,7 +268,7 @@ pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStrea
         want,
     });
     let raw = req.encode();
-    let mut s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addr))
+    let mut s = tokio::time::timeout(CONNECT_TIMEOUT, connect_from_data_address(agent, addr))
         .await
         .map_err(|_| unreachable("connect timed out".into()))?
         .map_err(|e| unreachable(e.to_string()))?;
