@@ -3,7 +3,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 need() { command -v "$1" >/dev/null 2>&1 || { echo "bench: $1 is required (apt-get install $2)" >&2; exit 2; }; }
 build() { (cd "$ROOT" && cargo build --release --workspace --bins --examples -q); }
-CTL="$ROOT/target/release/throttle-ctl"
+# BENCH_BIN=DIR measures the throttle-ctl/throttle-agent found in DIR (another build, e.g.
+# an earlier commit) with this tree's load generators.
+CTL="${BENCH_BIN:-$ROOT/target/release}/throttle-ctl"
 EX="$ROOT/target/release/examples"
 WORK=$(mktemp -d /tmp/throttle-bench.XXXXXX)
 export THROTTLE_CLUSTER="$WORK/throttle-cluster.toml"

@@ -64,16 +64,19 @@ impl Token {
     }
 
     /// The proof that `side` holds the token, for one peer handshake: HMAC-SHA256 keyed
-    /// with the token over a label for the side, both nonces and the request's bytes.
-    /// Different labels keep a proof from being reflected back as the other side's.
+    /// with the token over a label for the side, both nonces, the name of the node dialed,
+    /// and the request's bytes. Different labels keep a proof from being reflected back as
+    /// the other side's; the node's name keeps a handshake meant for one node from being
+    /// redirected to another.
     pub fn proof(
         &self,
         side: Side,
         client_nonce: &[u8],
         server_nonce: &[u8],
+        dialed: &str,
         request: &[u8],
     ) -> [u8; 32] {
-        self.mac(side, client_nonce, server_nonce, request)
+        self.mac(side, client_nonce, server_nonce, dialed, request)
             .finalize()
             .into_bytes()
             .into()
@@ -85,10 +88,11 @@ impl Token {
         side: Side,
         client_nonce: &[u8],
         server_nonce: &[u8],
+        dialed: &str,
         request: &[u8],
         proof: &[u8],
     ) -> bool {
-        self.mac(side, client_nonce, server_nonce, request)
+        self.mac(side, client_nonce, server_nonce, dialed, request)
             .verify_slice(proof)
             .is_ok()
     }
@@ -98,6 +102,7 @@ impl Token {
         side: Side,
         client_nonce: &[u8],
         server_nonce: &[u8],
+        dialed: &str,
         request: &[u8],
     ) -> Hmac<Sha256> {
         // HMAC takes keys of any length; new_from_slice cannot fail for it.
@@ -109,6 +114,9 @@ impl Token {
         });
         mac.update(client_nonce);
         mac.update(server_nonce);
+        // Length-prefixed, so the name and the request cannot be shifted into each other.
+        mac.update(&(dialed.len() as u32).to_be_bytes());
+        mac.update(dialed.as_bytes());
         mac.update(request);
         mac
     }
@@ -175,14 +183,15 @@ mod tests {
     fn proofs_bind_side_nonces_and_request() {
         let t = Token::new("0123456789abcdef").unwrap();
         let other = Token::new("0123456789abcdeX").unwrap();
-        let p = t.proof(Side::Client, b"cn", b"sn", b"req");
-        assert!(t.check_proof(Side::Client, b"cn", b"sn", b"req", &p));
-        assert!(!t.check_proof(Side::Server, b"cn", b"sn", b"req", &p));
-        assert!(!t.check_proof(Side::Client, b"cX", b"sn", b"req", &p));
-        assert!(!t.check_proof(Side::Client, b"cn", b"sX", b"req", &p));
-        assert!(!t.check_proof(Side::Client, b"cn", b"sn", b"reX", &p));
-        assert!(!t.check_proof(Side::Client, b"cn", b"sn", b"req", &p[..31]));
-        assert!(!other.check_proof(Side::Client, b"cn", b"sn", b"req", &p));
+        let p = t.proof(Side::Client, b"cn", b"sn", "n1", b"req");
+        assert!(t.check_proof(Side::Client, b"cn", b"sn", "n1", b"req", &p));
+        assert!(!t.check_proof(Side::Server, b"cn", b"sn", "n1", b"req", &p));
+        assert!(!t.check_proof(Side::Client, b"cX", b"sn", "n1", b"req", &p));
+        assert!(!t.check_proof(Side::Client, b"cn", b"sX", "n1", b"req", &p));
+        assert!(!t.check_proof(Side::Client, b"cn", b"sn", "n2", b"req", &p));
+        assert!(!t.check_proof(Side::Client, b"cn", b"sn", "n1", b"reX", &p));
+        assert!(!t.check_proof(Side::Client, b"cn", b"sn", "n1", b"req", &p[..31]));
+        assert!(!other.check_proof(Side::Client, b"cn", b"sn", "n1", b"req", &p));
         // The proof is not the token, nor contains it.
         assert!(!p.windows(16).any(|w| w == &t.as_str().as_bytes()[..16]));
     }

@@ -33,10 +33,21 @@ fn request(socket: &Path, req: &Request) -> Result<UnixStream, WireError> {
     let mut attempt = 0u32;
     loop {
         let mut s = connect(socket)?;
-        s.write_all(&req.encode()).map_err(|e| {
-            WireError::new(Code::PeerUnreachable, format!("sending the handshake: {e}"))
-        })?;
-        match wire::read_reply_blocking(&mut s)?.into_result() {
+        // An agent that is full answers Busy and closes without reading: the write may
+        // fail while its answer waits to be read.
+        let sent = s.write_all(&req.encode());
+        let answer = wire::read_reply_blocking(&mut s);
+        let reply = match (sent, answer) {
+            (_, Ok(r)) => r,
+            (Err(e), Err(_)) => {
+                return Err(WireError::new(
+                    Code::PeerUnreachable,
+                    format!("sending the handshake: {e}"),
+                ))
+            }
+            (Ok(()), Err(e)) => return Err(e),
+        };
+        match reply.into_result() {
             Ok(()) => return Ok(s),
             Err(e) if e.code == Code::Busy && attempt < crate::transport::BUSY_RETRIES => {
                 attempt += 1;
@@ -103,6 +114,7 @@ pub fn dial_peer<S: Read + Write>(
     stream: &mut S,
     token: &Token,
     src_node: &Name,
+    dialed: &Name,
     want: PeerWant,
 ) -> Result<(), WireError> {
     let io = |e: std::io::Error| WireError::new(Code::PeerUnreachable, e.to_string());
@@ -116,12 +128,19 @@ pub fn dial_peer<S: Read + Write>(
     stream.write_all(&raw).map_err(io)?;
     let challenge = match wire::read_answer_blocking(stream)? {
         Answer::Challenge(c) => c,
+        Answer::Reply(r) if r.code == Code::Ok => {
+            return Err(WireError::new(
+                Code::Unauthorized,
+                "the other side said Ok without proving that it holds the token",
+            ))
+        }
         Answer::Reply(r) => return r.into_result(),
     };
     if !token.check_proof(
         Side::Server,
         &nonce,
         &challenge.nonce,
+        dialed,
         &raw,
         &challenge.proof,
     ) {
@@ -130,7 +149,7 @@ pub fn dial_peer<S: Read + Write>(
             "the agent does not hold this token (its proof does not match)",
         ));
     }
-    let proof = token.proof(Side::Client, &nonce, &challenge.nonce, &raw);
+    let proof = token.proof(Side::Client, &nonce, &challenge.nonce, dialed, &raw);
     stream.write_all(&proof).map_err(io)?;
     wire::read_reply_blocking(stream)?.into_result()
 }

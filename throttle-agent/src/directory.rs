@@ -47,6 +47,8 @@ pub const MAX_RANKS: usize = 1 << 16;
 pub const MAX_NODES: usize = 4096;
 /// Largest number of rank maps held at once.
 pub const MAX_JOB_MAPS: usize = 1024;
+/// Largest number of ranks over all rank maps held at once.
+pub const MAX_TOTAL_RANKS: usize = 1 << 20;
 
 impl Directory {
     pub fn set_nodes(&self, nodes: &[NodeEntry]) {
@@ -84,7 +86,8 @@ impl Directory {
     /// Whether `ip` is the data address of a node in the directory.
     pub fn is_node_ip(&self, ip: std::net::IpAddr) -> bool {
         let map = self.nodes.read().unwrap_or_else(|e| e.into_inner());
-        map.values().any(|a| a.ip() == ip)
+        let ip = ip.to_canonical();
+        map.values().any(|a| a.ip().to_canonical() == ip)
     }
 
     pub fn has_node(&self, node: &str) -> bool {
@@ -99,8 +102,27 @@ impl Directory {
         if jobs.len() >= MAX_JOB_MAPS && !jobs.contains_key(job) {
             return false;
         }
+        let others: usize = jobs
+            .iter()
+            .filter(|(k, _)| *k != job)
+            .map(|(_, v)| v.len())
+            .sum();
+        if others + ranks.len() > MAX_TOTAL_RANKS {
+            return false;
+        }
         jobs.insert(job.clone(), ranks);
         true
+    }
+
+    /// The rank map of `job`, if held.
+    pub fn job(&self, job: &str) -> Option<Vec<Name>> {
+        let jobs = self.jobs.read().unwrap_or_else(|e| e.into_inner());
+        jobs.get(job).cloned()
+    }
+
+    /// How many rank maps are held (without copying them).
+    pub fn job_count(&self) -> usize {
+        self.jobs.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     pub fn remove_job(&self, job: &str) -> bool {

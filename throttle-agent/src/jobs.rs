@@ -33,6 +33,10 @@ const MAX_LINE: usize = 2000;
 pub const RESULT_PREFIX: &str = "THROTTLE_RESULT ";
 /// Jobs an agent holds at once (running or finished but not yet deleted).
 pub const MAX_JOBS: usize = 256;
+/// Ranks one launch may start on this node.
+pub const MAX_LOCAL_RANKS: usize = 1024;
+/// Ranks running on this node at once, over all jobs.
+pub const MAX_RUNNING_RANKS: usize = 4096;
 /// Lease of a job whose launch did not say, seconds.
 pub const DEFAULT_LEASE_S: f64 = 30.0;
 /// Arguments and environment variables a launch may carry, and their sizes.
@@ -214,6 +218,9 @@ struct Job {
     run_dir: PathBuf,
     lease: Duration,
     renewed: Instant,
+    /// Set when the job is killed (by request, a failed rank, the time limit or its
+    /// lease): no rank may be started after that, even by a launch still in progress.
+    closed: bool,
 }
 
 impl Job {
@@ -337,6 +344,13 @@ impl Launcher {
             .filter(|(_, n)| **n == self.node)
             .map(|(r, _)| r as u32)
             .collect();
+        if local.len() > MAX_LOCAL_RANKS {
+            return Err(LaunchError::Invalid(format!(
+                "the job places {} ranks on node `{}`; at most {MAX_LOCAL_RANKS} per node",
+                local.len(),
+                self.node
+            )));
+        }
         let number = self
             .next_dir
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -346,6 +360,18 @@ impl Launcher {
             .ok_or_else(|| LaunchError::Invalid("no run directory".into()))?;
         {
             let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            let running: usize = jobs
+                .values()
+                .map(|j| {
+                    let j = j.lock().unwrap_or_else(|e| e.into_inner());
+                    j.ranks.iter().filter(|r| !r.state.finished()).count()
+                })
+                .sum();
+            if running + local.len() > MAX_RUNNING_RANKS {
+                return Err(LaunchError::Conflict(format!(
+                    "{running} ranks run on this node already; at most {MAX_RUNNING_RANKS} at once"
+                )));
+            }
             if let Some(existing) = jobs.get(job) {
                 let j = existing.lock().unwrap_or_else(|e| e.into_inner());
                 if j.ranks.iter().any(|r| !r.state.finished()) {
@@ -353,14 +379,18 @@ impl Launcher {
                         "job `{job}` is already running here; DELETE /jobs/{job} first"
                     )));
                 }
+                // The finished job this launch replaces leaves no directory behind.
+                if j.run_dir.parent() == Some(self.base_run_dir.as_path()) {
+                    let _ = std::fs::remove_dir_all(&j.run_dir);
+                }
             } else if jobs.len() >= MAX_JOBS {
                 return Err(LaunchError::Conflict(format!(
                     "this agent holds {MAX_JOBS} jobs already; DELETE finished ones (or wait for their leases to run out)"
                 )));
             }
-            std::fs::create_dir_all(&run_dir).map_err(|e| {
-                LaunchError::Invalid(format!("cannot create {}: {e}", run_dir.display()))
-            })?;
+            crate::private_dir::ensure(&self.base_run_dir)
+                .and_then(|_| crate::private_dir::ensure(&run_dir))
+                .map_err(|e| LaunchError::Invalid(e.to_string()))?;
             let slots = local
                 .iter()
                 .map(|&rank| RankSlot {
@@ -381,6 +411,7 @@ impl Launcher {
                     run_dir: run_dir.clone(),
                     lease: Duration::from_secs_f64(spec.lease_s),
                     renewed: Instant::now(),
+                    closed: false,
                 })),
             );
         }
@@ -388,6 +419,9 @@ impl Launcher {
             .job(job)
             .ok_or_else(|| LaunchError::Invalid("job vanished".into()))?;
         for (slot, &rank) in local.iter().enumerate() {
+            if entry.lock().unwrap_or_else(|e| e.into_inner()).closed {
+                break; // killed while this launch was still starting ranks
+            }
             let mut cmd = tokio::process::Command::new(&program);
             cmd.args(&spec.args)
                 .envs(&spec.env)
@@ -417,6 +451,13 @@ impl Launcher {
                     {
                         let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
                         j.ranks[slot].pid = child.id();
+                        if j.closed {
+                            // Killed between the check above and the spawn: this rank
+                            // was marked killed without a pid; kill its group now.
+                            if let Some(pid) = child.id() {
+                                kill_group(pid);
+                            }
+                        }
                     }
                     tokio::spawn(watch_rank(entry.clone(), slot, child));
                 }
@@ -492,6 +533,17 @@ impl Launcher {
         })
     }
 
+    /// Whether `job` has ranks running here.
+    pub fn is_running(&self, job: &Name) -> bool {
+        self.job(job).is_some_and(|e| {
+            e.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .ranks
+                .iter()
+                .any(|r| !r.state.finished())
+        })
+    }
+
     /// Every job held here, with its state.
     pub fn reports(&self) -> Vec<JobReport> {
         let names: Vec<Name> = self
@@ -517,26 +569,46 @@ impl Launcher {
         }
     }
 
-    /// Kill and forget every job whose lease ran out; returns their names.
+    /// Kill and forget every job whose lease ran out; returns their names. The check and
+    /// the removal happen under one lock, so a renewal or a new launch under the same name
+    /// that comes in between is never killed.
     pub fn expired(&self) -> Vec<Name> {
         let now = Instant::now();
-        let due: Vec<(Name, Duration)> = {
-            let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-            jobs.iter()
-                .filter_map(|(name, j)| {
-                    let j = j.lock().unwrap_or_else(|e| e.into_inner());
-                    j.lease_left(now).is_zero().then(|| (name.clone(), j.lease))
+        let due: Vec<(Name, Arc<Mutex<Job>>)> = {
+            let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            let names: Vec<Name> = jobs
+                .iter()
+                .filter(|(_, j)| {
+                    j.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .lease_left(now)
+                        .is_zero()
                 })
+                .map(|(n, _)| n.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|n| jobs.remove(&n).map(|e| (n, e)))
                 .collect()
         };
-        for (name, lease) in &due {
+        for (_, entry) in &due {
+            let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
             let reason = format!(
                 "lease expired: no renewal from the controller for {:.0} s",
-                lease.as_secs_f64()
+                j.lease.as_secs_f64()
             );
-            self.remove_with(name, &reason);
+            self.close(&mut j, &reason);
         }
         due.into_iter().map(|(n, _)| n).collect()
+    }
+
+    /// Kill a removed job's ranks and remove its run directory.
+    fn close(&self, j: &mut Job, reason: &str) {
+        kill_all(j, reason);
+        // Only ever a numbered directory inside our own base.
+        if j.run_dir.parent() == Some(self.base_run_dir.as_path()) {
+            let _ = std::fs::remove_dir_all(&j.run_dir);
+        }
     }
 
     /// Kill the job's ranks and forget it. False if it was not launched here.
@@ -553,11 +625,7 @@ impl Launcher {
         match entry {
             Some(e) => {
                 let mut j = e.lock().unwrap_or_else(|e| e.into_inner());
-                kill_all(&mut j, reason);
-                // Only ever a directory named by a validated job name inside our own base.
-                if j.run_dir.parent() == Some(self.base_run_dir.as_path()) {
-                    let _ = std::fs::remove_dir_all(&j.run_dir);
-                }
+                self.close(&mut j, reason);
                 true
             }
             None => false,
@@ -593,8 +661,16 @@ impl Launcher {
     }
 }
 
-/// Kill the process groups of all running ranks, recording why.
+fn kill_group(pid: u32) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// Kill the process groups of all running ranks, recording why; no rank starts after it.
 fn kill_all(job: &mut Job, reason: &str) {
+    job.closed = true;
     if job.reason.is_none() {
         job.reason = Some(reason.to_string());
     }
@@ -603,10 +679,7 @@ fn kill_all(job: &mut Job, reason: &str) {
             continue;
         }
         if let Some(pid) = r.pid {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            kill_group(pid);
         }
         r.state = RankState::Killed {
             reason: reason.to_string(),
@@ -657,6 +730,11 @@ async fn watch_rank(job: Arc<Mutex<Job>>, slot: usize, mut child: tokio::process
         let _ = tokio::time::timeout(Duration::from_secs(2), h).await;
     }
     let mut j = job.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(pid) = j.ranks[slot].pid {
+        // Leave nothing behind: the rank's own children die with its group, also when
+        // the rank was marked killed before its pid was known.
+        kill_group(pid);
+    }
     if j.ranks[slot].state.finished() {
         return; // already killed, reason recorded
     }
@@ -675,13 +753,6 @@ async fn watch_rank(job: Arc<Mutex<Job>>, slot: usize, mut child: tokio::process
     let rank = j.ranks[slot].rank;
     j.ranks[slot].state = state;
     j.ranks[slot].ended = Some(Instant::now());
-    if let Some(pid) = j.ranks[slot].pid {
-        // Leave nothing behind: the rank's own children die with its group.
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
     if failed {
         kill_all(&mut j, &format!("rank {rank} failed"));
     }

@@ -9,7 +9,8 @@
 //! * [`api`]: the HTTP/JSON control API.
 //! * [`jobs`]: launching and watching the ranks of a job on this node; [`programs`]: which
 //!   programs may be launched.
-//! * [`name`]: the one grammar for job and node names; [`limits`]: connection caps.
+//! * [`name`]: the one grammar for job and node names; [`limits`]: connection caps;
+//!   [`private_dir`]: directories only the agent's user may enter.
 //! * [`agent`]: configuration, shared state, start/stop.
 //! * [`client`]: blocking helpers for programs that use the rank tunnels.
 
@@ -23,6 +24,7 @@ pub mod jobs;
 pub mod limits;
 pub mod link;
 pub mod name;
+pub mod private_dir;
 pub mod programs;
 pub mod rate;
 pub mod registry;

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -32,6 +33,10 @@ type BySource = Arc<Mutex<HashMap<IpAddr, usize>>>;
 #[derive(Debug)]
 pub struct Pool {
     sem: Arc<Semaphore>,
+    /// Extra permits only trusted clients may use (the cluster's agents on the data port,
+    /// sources that recently presented the token on the control API), so that clients
+    /// without the token cannot lock them out by filling the pool from many addresses.
+    reserve: Arc<Semaphore>,
     size: usize,
     /// Most permits one source address may hold.
     per_source: usize,
@@ -59,21 +64,49 @@ impl Drop for Permit {
     }
 }
 
+/// The address a per-source share is counted against: IPv4 as is (IPv4-mapped IPv6
+/// included), IPv6 by its /64, since one host usually holds a whole /64.
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
 impl Pool {
     fn new(size: usize) -> Pool {
         let size = size.max(1);
         Pool {
             sem: Arc::new(Semaphore::new(size)),
+            reserve: Arc::new(Semaphore::new((size / 4).max(1))),
             size,
             per_source: (size / 4).max(1),
             by_source: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
+    /// A permit for a trusted client: from the pool, or from the reserve when the pool is
+    /// used up; no per-source share.
+    pub fn try_enter_trusted(&self) -> Option<Permit> {
+        let permit = self
+            .sem
+            .clone()
+            .try_acquire_owned()
+            .or_else(|_| self.reserve.clone().try_acquire_owned())
+            .ok()?;
+        Some(Permit {
+            _permit: permit,
+            source: None,
+        })
+    }
+
     /// A permit, or `None` when the pool (or this source's share of it) is used up.
     /// `source` is the client's address; `None` for Unix sockets and authenticated streams.
     pub fn try_enter(&self, source: Option<IpAddr>) -> Option<Permit> {
-        let Some(ip) = source else {
+        let Some(ip) = source.map(source_key) else {
             return Some(Permit {
                 _permit: self.sem.clone().try_acquire_owned().ok()?,
                 source: None,
@@ -103,9 +136,24 @@ pub struct Limits {
     pub control: Pool,
     pub data_handshakes: Pool,
     pub local_handshakes: Pool,
+    /// Streams between agents and rank streams.
     pub streams: Pool,
+    /// Connections accepted by forward listeners (which anyone who can reach them may
+    /// open), kept apart so they cannot use up the rank streams' pool.
+    pub forwarded: Pool,
     refused: AtomicU64,
+    /// Sources that presented the token recently (control API), and when.
+    trusted: Mutex<HashMap<IpAddr, Instant>>,
+    /// Refusals not yet logged, and when the last refusal was logged.
+    quiet: Mutex<(Instant, u64)>,
 }
+
+/// How long a source stays trusted after presenting the token.
+const TRUST_FOR: Duration = Duration::from_secs(15 * 60);
+/// Most sources remembered as trusted.
+const MAX_TRUSTED: usize = 1024;
+/// At most one refusal log line per this interval (the rest are counted).
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 
 impl Limits {
     pub fn new(control: usize, handshakes: usize, streams: usize) -> Limits {
@@ -114,7 +162,10 @@ impl Limits {
             data_handshakes: Pool::new(handshakes),
             local_handshakes: Pool::new(handshakes),
             streams: Pool::new(streams),
+            forwarded: Pool::new((streams / 2).max(1)),
             refused: AtomicU64::new(0),
+            trusted: Mutex::new(HashMap::new()),
+            quiet: Mutex::new((Instant::now() - REFUSAL_LOG_EVERY, 0)),
         }
     }
 
@@ -124,8 +175,10 @@ impl Limits {
         let budget = nofile.saturating_sub(64);
         let control = (budget / 8).min(CONTROL_CONNECTIONS as u64);
         let handshakes = (budget / 8).min(HANDSHAKES as u64);
-        let streams =
-            (budget.saturating_sub(control + 2 * handshakes) / FDS_PER_STREAM).clamp(16, 65536);
+        // Pools with their reserves (a quarter more), then streams and forwarded
+        // connections (half as many again) at about ten descriptors each.
+        let listeners = (control + 2 * handshakes) * 5 / 4;
+        let streams = (budget.saturating_sub(listeners) * 2 / 3 / FDS_PER_STREAM).clamp(16, 65536);
         Limits::new(control as usize, handshakes as usize, streams as usize)
     }
 
@@ -145,6 +198,44 @@ impl Limits {
     /// Connections refused so far because a pool was full.
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Remember that `ip` presented the token.
+    pub fn trust(&self, ip: IpAddr) {
+        let mut t = self.trusted.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if t.len() >= MAX_TRUSTED && !t.contains_key(&ip) {
+            t.retain(|_, at| now.duration_since(*at) < TRUST_FOR);
+            if t.len() >= MAX_TRUSTED {
+                if let Some(oldest) = t.iter().min_by_key(|(_, at)| **at).map(|(k, _)| *k) {
+                    t.remove(&oldest);
+                }
+            }
+        }
+        t.insert(ip.to_canonical(), now);
+    }
+
+    /// Whether `ip` presented the token within the last 15 minutes.
+    pub fn is_trusted(&self, ip: IpAddr) -> bool {
+        let t = self.trusted.lock().unwrap_or_else(|e| e.into_inner());
+        t.get(&ip.to_canonical())
+            .is_some_and(|at| at.elapsed() < TRUST_FOR)
+    }
+
+    /// Log a refusal at warning level, at most once a second; the ones in between are
+    /// counted and reported with the next line (so a flood cannot fill the disk).
+    pub fn warn_refusal(&self, what: std::fmt::Arguments<'_>) {
+        let mut q = self.quiet.lock().unwrap_or_else(|e| e.into_inner());
+        if q.0.elapsed() >= REFUSAL_LOG_EVERY {
+            if q.1 > 0 {
+                tracing::warn!("{what} ({} similar refusals not logged)", q.1);
+            } else {
+                tracing::warn!("{what}");
+            }
+            *q = (Instant::now(), 0);
+        } else {
+            q.1 += 1;
+        }
     }
 }
 
@@ -190,11 +281,34 @@ mod tests {
     }
 
     #[test]
+    fn trusted_clients_get_the_reserve_and_ipv6_counts_by_prefix() {
+        let p = Pool::new(4);
+        let held: Vec<Permit> = (0..4)
+            .map(|i| {
+                p.try_enter(Some(format!("198.18.0.{i}").parse().unwrap()))
+                    .unwrap()
+            })
+            .collect();
+        assert!(p.try_enter(Some("198.18.1.1".parse().unwrap())).is_none());
+        assert!(p.try_enter_trusted().is_some(), "the reserve");
+        drop(held);
+        let a: IpAddr = "2001:db8::1".parse().unwrap();
+        let b: IpAddr = "2001:db8::2".parse().unwrap();
+        assert_eq!(source_key(a), source_key(b));
+        let mapped: IpAddr = "::ffff:198.18.0.1".parse().unwrap();
+        assert_eq!(source_key(mapped), "198.18.0.1".parse::<IpAddr>().unwrap());
+        let l = Limits::new(4, 4, 4);
+        let ip: IpAddr = "198.18.0.7".parse().unwrap();
+        assert!(!l.is_trusted(ip));
+        l.trust(ip);
+        assert!(l.is_trusted(ip));
+    }
+
+    #[test]
     fn small_file_limits_shrink_the_pools() {
         let l = Limits::for_open_files(1024);
-        let fds = l.control.size() as u64
-            + 2 * l.data_handshakes.size() as u64
-            + 10 * l.streams.size() as u64;
+        let fds = (l.control.size() as u64 + 2 * l.data_handshakes.size() as u64) * 5 / 4
+            + 10 * (l.streams.size() + l.forwarded.size()) as u64;
         assert!(fds <= 1024, "pools need {fds} descriptors of 1024");
         let big = Limits::for_open_files(1 << 20);
         assert_eq!(big.control.size(), CONTROL_CONNECTIONS);

@@ -44,7 +44,8 @@ struct Args {
     /// Address of the data port other agents connect to (the emulated interconnect).
     #[arg(long, default_value = "127.0.0.1:7601")]
     data: SocketAddr,
-    /// Unix socket where local ranks open streams and register [default: $XDG_RUNTIME_DIR or /tmp, throttle-NODE.sock].
+    /// Unix socket where local ranks open streams and register [default: NODE.sock in a
+    /// private directory: $XDG_RUNTIME_DIR/throttle, /run/throttle for root, or /tmp/throttle-UID].
     #[arg(long)]
     local_socket: Option<PathBuf>,
     /// Emulated link speed per direction, in payload bytes: 1Gbit, 10Gbit, 125MB, ...
@@ -164,11 +165,10 @@ fn main() {
     if !(args.idle_burst_ms.is_finite() && (0.1..=1000.0).contains(&args.idle_burst_ms)) {
         fail("--idle-burst-ms must be between 0.1 and 1000");
     }
-    let local_socket = args.local_socket.unwrap_or_else(|| {
-        let dir = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
-        dir.join(format!("throttle-{}.sock", args.node))
+    let local_socket = args.local_socket.clone().unwrap_or_else(|| {
+        let home = throttle_agent::private_dir::default_home();
+        throttle_agent::private_dir::ensure(&home).unwrap_or_else(|e| fail(e));
+        home.join(format!("{}.sock", args.node))
     });
     let mut programs = if args.no_programs {
         ProgramPolicy::nothing()

@@ -42,17 +42,84 @@ pub struct ProgramPolicy {
     programs: BTreeMap<String, PathBuf>,
     /// Directories whose every executable is allowed (canonical).
     dirs: Vec<PathBuf>,
-    /// This agent's own executable (canonical), never started.
-    own_exe: Option<PathBuf>,
+    /// This agent's own executable and the controller next to it, never started, under
+    /// any name: recognised by path, by inode (hard links) and by content (copies).
+    own_exe: Vec<Forbidden>,
+}
+
+/// A binary that is never started.
+#[derive(Clone, Debug)]
+struct Forbidden {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+}
+
+impl Forbidden {
+    fn of(path: &Path) -> Option<Forbidden> {
+        let path = path.canonicalize().ok()?;
+        let m = std::fs::metadata(&path).ok()?;
+        Some(Forbidden {
+            path,
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.len(),
+        })
+    }
+
+    /// Whether `real` (canonical, with metadata `m`) is this binary, or a copy of it.
+    fn matches(&self, real: &Path, m: &std::fs::Metadata) -> bool {
+        if self.path == real || (self.dev == m.dev() && self.ino == m.ino()) {
+            return true;
+        }
+        m.len() == self.size && same_content(&self.path, real)
+    }
+}
+
+fn same_content(a: &Path, b: &Path) -> bool {
+    use std::io::Read;
+    let (Ok(mut fa), Ok(mut fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else {
+        return false;
+    };
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let na = fa.read(&mut ba).unwrap_or(0);
+        let mut nb = 0;
+        while nb < na {
+            match fb.read(&mut bb[nb..na]) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => nb += n,
+            }
+        }
+        if na == 0 {
+            return fb.read(&mut bb[..1]).map(|n| n == 0).unwrap_or(false);
+        }
+        if ba[..na] != bb[..na] {
+            return false;
+        }
+    }
+}
+
+/// This agent's binary and the controller installed next to it.
+fn own_binaries() -> Vec<Forbidden> {
+    let Ok(me) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Forbidden> = Forbidden::of(&me).into_iter().collect();
+    if let Some(dir) = me.parent() {
+        for n in NEVER {
+            out.extend(Forbidden::of(&dir.join(n)));
+        }
+    }
+    out
 }
 
 impl ProgramPolicy {
     /// The default policy: the workload programs found in `dir` (the agent's directory).
     pub fn workloads_in(dir: &Path) -> ProgramPolicy {
         let mut p = ProgramPolicy {
-            own_exe: std::env::current_exe()
-                .ok()
-                .and_then(|e| e.canonicalize().ok()),
+            own_exe: own_binaries(),
             ..ProgramPolicy::default()
         };
         for w in WORKLOADS {
@@ -64,9 +131,7 @@ impl ProgramPolicy {
     /// An empty policy (nothing may be started) that still knows the agent's own binary.
     pub fn nothing() -> ProgramPolicy {
         ProgramPolicy {
-            own_exe: std::env::current_exe()
-                .ok()
-                .and_then(|e| e.canonicalize().ok()),
+            own_exe: own_binaries(),
             ..ProgramPolicy::default()
         }
     }
@@ -198,11 +263,7 @@ impl ProgramPolicy {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let meta = std::fs::metadata(&real).map_err(|e| e.to_string())?;
-        let same_as_me = self.own_exe.as_ref().is_some_and(|me| {
-            *me == real
-                || std::fs::metadata(me)
-                    .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
-        });
+        let same_as_me = self.own_exe.iter().any(|f| f.matches(&real, &meta));
         if same_as_me || NEVER.contains(&name.as_str()) {
             return Err(format!(
                 "{} is throttle's own agent or controller, which is never started as a job",
@@ -300,9 +361,15 @@ mod tests {
         ] {
             assert!(p.resolve(refused).is_err(), "{refused}");
         }
-        // The agent's own binary, under any name, is refused even when allowed explicitly.
+        // The agent's own binary, under any name, is refused even when allowed explicitly,
+        // and so are a hard link and a copy of it.
         let me = std::env::current_exe().unwrap();
         assert!(ProgramPolicy::nothing().allow_program(&me).is_err());
+        std::fs::copy(&me, d.join("copy")).unwrap();
+        if std::fs::hard_link(&me, d.join("hardlink")).is_ok() {
+            assert!(p.resolve("hardlink").is_err(), "a hard link to the agent");
+        }
+        assert!(p.resolve("copy").is_err(), "a copy of the agent");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

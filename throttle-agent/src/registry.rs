@@ -14,6 +14,9 @@ use tokio::sync::Notify;
 use crate::endpoint::Endpoint;
 use crate::transport::wire::{Code, WireError};
 
+/// Most ranks registered on one node at once.
+pub const MAX_REGISTERED: usize = 65_536;
+
 #[derive(Debug, Default)]
 pub struct Registry {
     ranks: Mutex<HashMap<(String, u32), (u64, Endpoint)>>,
@@ -58,6 +61,12 @@ impl Registry {
         };
         {
             let mut ranks = self.ranks.lock().unwrap_or_else(|e| e.into_inner());
+            if ranks.len() >= MAX_REGISTERED {
+                return Err(WireError::new(
+                    Code::Busy,
+                    format!("{MAX_REGISTERED} ranks are registered on this node already"),
+                ));
+            }
             if ranks.contains_key(&key) {
                 return Err(WireError::new(
                     Code::Conflict,

@@ -333,7 +333,7 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
         // token, and the agent refuses a wrong proof.
         let wrong = Token::new("bad-token-0123456789").unwrap();
         let mut d = std::net::TcpStream::connect(&data1).unwrap();
-        let e = client::dial_peer(&mut d, &wrong, &n("n0"), PeerWant::Sink).unwrap_err();
+        let e = client::dial_peer(&mut d, &wrong, &n("n0"), &n("n1"), PeerWant::Sink).unwrap_err();
         assert_eq!(e.code, Code::Unauthorized, "{e}");
         let mut d = std::net::TcpStream::connect(&data1).unwrap();
         d.write_all(&peer).unwrap();
@@ -365,6 +365,7 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
             &mut d,
             &token,
             &n("n0"),
+            &n("n1"),
             PeerWant::Forward {
                 target: "127.0.0.1:9".into(),
             },

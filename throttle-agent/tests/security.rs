@@ -201,7 +201,7 @@ async fn the_token_stays_off_the_wire_and_the_data_port_relays_nothing() {
         let token = Token::new(TOKEN).unwrap();
         let peer = |src: &str, want: PeerWant| {
             let mut d = std::net::TcpStream::connect(&data1).unwrap();
-            client::dial_peer(&mut d, &token, &n(src), want)
+            client::dial_peer(&mut d, &token, &n(src), &n("n1"), want)
         };
         // A node that is not in n1's directory.
         let e = peer(
@@ -270,6 +270,7 @@ async fn the_token_stays_off_the_wire_and_the_data_port_relays_nothing() {
             &mut d,
             &token,
             &n("n0"),
+            &n("n1"),
             PeerWant::Rank {
                 job: n("j"),
                 src_rank: 0,
@@ -329,6 +330,7 @@ fn idle_connections_cannot_starve_the_agent() {
     let e = client::dial_peer(
         &mut d,
         &Token::new(TOKEN).unwrap(),
+        &n("n0"),
         &n("n0"),
         PeerWant::Sink,
     )
@@ -431,6 +433,280 @@ async fn every_refusal_is_json() {
                 "{answer}"
             );
         }
+    })
+    .await
+    .unwrap();
+}
+
+// Findings of a second review (by probing the fixed agent).
+
+/// `sleep 1000` processes (children that `throttle-selftest --spawn-child` leaves).
+fn sleepers() -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| c == b"sleep\x001000\x00")
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+/// A DELETE (or a lease running out) while a large launch is still starting ranks leaves
+/// no process behind: ranks started after the kill are killed with their children.
+#[test]
+fn a_job_killed_while_it_launches_leaves_no_process() {
+    let scratch = Scratch::new("race");
+    let a = spawn_agent(&scratch, "n0", &["--threads", "4"]);
+    let before = sleepers();
+    let launch = r#"{"program":"throttle-selftest","args":["--spawn-child","--sleep","300"],"ranks":[RANKS],"time_limit_s":600}"#
+        .replace("RANKS", &vec!["\"n0\""; 300].join(","));
+    let control = a.control.clone();
+    let launcher = std::thread::spawn(move || {
+        http_within(
+            &control,
+            "POST",
+            "/jobs/race/launch",
+            Some(TOKEN),
+            Some(&launch),
+            Duration::from_secs(60),
+        )
+    });
+    // DELETE as soon as the job exists, while its ranks are still being started.
+    let start = Instant::now();
+    loop {
+        let (code, body) = http(&a.control, "DELETE", "/jobs/race", Some(TOKEN), None);
+        if code == 204 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{code} {body}");
+    }
+    let (lcode, lbody) = launcher.join().unwrap();
+    assert!(lcode == 201 || lcode == 409, "launch: {lcode} {lbody}");
+    // Children of ranks started late appear a little later.
+    std::thread::sleep(Duration::from_secs(2));
+    let start = Instant::now();
+    while sleepers() > before {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{} child processes outlived their job",
+            sleepers() - before
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The ranks' run directories must be private: a directory someone else could enter is
+/// refused, not used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_directories_others_could_enter_are_refused() {
+    let scratch = Scratch::new("rundir");
+    let agents = cluster(&scratch, 1, shape(Some(50.0), 125e6), true).await;
+    let base = scratch.path("throttle-jobs-n0");
+    std::fs::create_dir_all(&base).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let addr = agents[0].control_addr.to_string();
+    tokio::task::spawn_blocking(move || {
+        let body = r#"{"program":"throttle-selftest","ranks":["n0"]}"#;
+        let (code, answer) = http(&addr, "POST", "/jobs/j/launch", Some(TOKEN), Some(body));
+        assert_eq!(code, 400, "{answer}");
+        assert!(answer.contains("not a private directory"), "{answer}");
+        // Nothing is left of the refused launch: not even its rank map.
+        let (_, jobs) = http(&addr, "GET", "/jobs", Some(TOKEN), None);
+        assert!(!jobs.contains("\"j\""), "{jobs}");
+    })
+    .await
+    .unwrap();
+}
+
+/// A client without the token gets one answer per connection, and whoever presented the
+/// token recently still gets in while others fill the pool from many addresses.
+#[test]
+fn clients_without_the_token_cannot_hold_the_control_api() {
+    let scratch = Scratch::new("hold");
+    let a = spawn_agent(&scratch, "n0", &[]);
+    // One 401, then the close: a second request on the same connection gets nothing.
+    let mut c = std::net::TcpStream::connect(&a.control).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\nGET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    let _ = c.read_to_string(&mut all);
+    assert_eq!(all.matches("HTTP/1.1 401").count(), 1, "{all}");
+    // The controller presents the token once; then 4 hosts fill the whole pool.
+    let (code, _) = http(&a.control, "GET", "/status", Some(TOKEN), None);
+    assert_eq!(code, 200);
+    let mut held = Vec::new();
+    for host in 1..=4 {
+        for _ in 0..20 {
+            if let Some(s) = connect_from(&format!("127.0.0.{}", 90 + host), &a.control) {
+                held.push(s);
+            }
+        }
+    }
+    let (code, body) = http_within(
+        &a.control,
+        "GET",
+        "/status",
+        Some(TOKEN),
+        None,
+        Duration::from_secs(3),
+    );
+    assert_eq!(code, 200, "the controller was locked out: {body}");
+    // A newcomer without the token is refused while the pool is full.
+    let (code, _) = http_within(
+        &connect_addr(&a.control),
+        "GET",
+        "/status",
+        None,
+        None,
+        Duration::from_secs(3),
+    );
+    assert!(code == 503 || code == 0 || code == 401, "{code}");
+    drop(held);
+}
+
+fn connect_addr(a: &str) -> String {
+    a.to_string()
+}
+
+/// Refusals are logged at most about once a second, however many come.
+#[test]
+fn a_flood_of_refusals_does_not_fill_the_log() {
+    let scratch = Scratch::new("logflood");
+    let log = scratch.path("agent.log");
+    let a = spawn_agent_logging(&scratch, "n0", &log);
+    for _ in 0..300 {
+        let _ = http(
+            &a.control,
+            "GET",
+            "/status",
+            Some("wrong-token-0123456789"),
+            None,
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines = text
+        .lines()
+        .filter(|l| l.contains("refused a control request"))
+        .count();
+    assert!(
+        (1..=10).contains(&lines),
+        "{lines} refusal lines for 300 refusals"
+    );
+}
+
+/// A "peer" that answers Ok without proving the token gets no application bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_cannot_prove_the_token_gets_nothing() {
+    let scratch = Scratch::new("fakepeer");
+    let agents = cluster(&scratch, 1, shape(None, 125e6), true).await;
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake_addr = fake.local_addr().unwrap();
+    let received = Arc::new(Mutex::new(0usize));
+    let got = received.clone();
+    std::thread::spawn(move || {
+        for c in fake.incoming() {
+            let Ok(mut c) = c else { return };
+            let got = got.clone();
+            std::thread::spawn(move || {
+                let mut header = [0u8; 8];
+                if c.read_exact(&mut header).is_err() {
+                    return;
+                }
+                let len = u16::from_be_bytes([header[6], header[7]]) as usize;
+                let mut body = vec![0u8; len];
+                let _ = c.read_exact(&mut body);
+                let _ = c.write_all(b"THRR\x02\x00\x00\x00"); // "Ok", no challenge
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    *got.lock().unwrap() += n;
+                }
+            });
+        }
+    });
+    let mut nodes = agents[0].state.directory.nodes();
+    nodes.push(throttle_agent::directory::NodeEntry {
+        name: n("n3"),
+        data: fake_addr,
+    });
+    agents[0].state.directory.set_nodes(&nodes);
+    let addr = agents[0].control_addr.to_string();
+    tokio::task::spawn_blocking(move || {
+        let (code, body) = http(
+            &addr,
+            "POST",
+            "/calibrate",
+            Some(TOKEN),
+            Some(r#"{"to":"n3","seconds":0.5}"#),
+        );
+        assert_eq!(code, 502, "{body}");
+        assert!(body.contains("without proving"), "{body}");
+    })
+    .await
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        *received.lock().unwrap(),
+        0,
+        "bytes went to a peer without the token"
+    );
+}
+
+/// A refused launch changes nothing (the rank map of the running job stays), one launch
+/// cannot start more ranks than a node allows, and relaunching a finished job leaves no
+/// run directory behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_launches_change_nothing_and_run_directories_do_not_pile_up() {
+    let scratch = Scratch::new("relaunch");
+    let agents = cluster(&scratch, 1, shape(None, 125e6), true).await;
+    let addr = agents[0].control_addr.to_string();
+    let base = scratch.path("throttle-jobs-n0");
+    tokio::task::spawn_blocking(move || {
+        let long = r#"{"program":"throttle-selftest","args":["--sleep","30"],"ranks":["n0"]}"#;
+        let (code, body) = http(&addr, "POST", "/jobs/r/launch", Some(TOKEN), Some(long));
+        assert_eq!(code, 201, "{body}");
+        let other = r#"{"program":"throttle-selftest","ranks":["n0","n0","n0"]}"#;
+        let (code, body) = http(&addr, "POST", "/jobs/r/launch", Some(TOKEN), Some(other));
+        assert_eq!(code, 409, "{body}");
+        let (_, jobs) = http(&addr, "GET", "/jobs", Some(TOKEN), None);
+        let v: serde_json::Value = serde_json::from_str(&jobs).unwrap();
+        assert_eq!(v["jobs"]["r"], serde_json::json!(["n0"]), "{jobs}");
+        let (code, _) = http(&addr, "DELETE", "/jobs/r", Some(TOKEN), None);
+        assert_eq!(code, 204);
+        let many = format!(
+            r#"{{"program":"throttle-selftest","ranks":[{}]}}"#,
+            vec!["\"n0\""; 1025].join(",")
+        );
+        let (code, body) = http(&addr, "POST", "/jobs/big/launch", Some(TOKEN), Some(&many));
+        assert_eq!(code, 400, "{body}");
+        // Three launches of one name, then DELETE: no run directory stays.
+        let quick = r#"{"program":"throttle-selftest","ranks":["n0"]}"#;
+        for _ in 0..3 {
+            let (code, body) = http(&addr, "POST", "/jobs/re/launch", Some(TOKEN), Some(quick));
+            assert_eq!(code, 201, "{body}");
+            let start = Instant::now();
+            loop {
+                let (_, r) = http(&addr, "GET", "/jobs/re", Some(TOKEN), None);
+                if r.contains("\"state\":\"succeeded\"") {
+                    break;
+                }
+                assert!(start.elapsed() < Duration::from_secs(20), "{r}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let (code, _) = http(&addr, "DELETE", "/jobs/re", Some(TOKEN), None);
+        assert_eq!(code, 204);
+        let left: Vec<_> = std::fs::read_dir(&base)
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "run directories left: {left:?}");
     })
     .await
     .unwrap();

@@ -84,6 +84,12 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     std::fs::create_dir_all(&req.dir)
         .with_context(|| format!("cannot create the state directory {}", req.dir.display()))?;
     let dir = req.dir.canonicalize()?;
+    {
+        // Token, certificates' keys, sockets and the ranks' run directories live here.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot make {} private", dir.display()))?;
+    }
     let token = Token::generate().map_err(|e| anyhow!(e))?;
     let token_path = dir.join("token");
     {

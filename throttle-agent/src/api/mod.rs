@@ -112,18 +112,33 @@ async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next)
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(t) if agent.token.matches(t) => next.run(req).await,
-        Some(_) => {
-            tracing::warn!(path = %req.uri().path(), "refused a control request: wrong token");
-            ApiError(StatusCode::UNAUTHORIZED, "wrong token".into()).into_response()
+    let peer = req.extensions().get::<server::PeerAddr>().map(|p| p.0);
+    let refusal = match presented {
+        Some(t) if agent.token.matches(t) => {
+            if let Some(p) = peer {
+                agent.limits.trust(p.ip());
+            }
+            return next.run(req).await;
         }
-        None => ApiError(
-            StatusCode::UNAUTHORIZED,
-            "missing `Authorization: Bearer <token>`; the token is in the file named by the cluster file's token_file".into(),
-        )
-        .into_response(),
-    }
+        Some(_) => "wrong token",
+        None => "missing `Authorization: Bearer <token>`; the token is in the file named by the cluster file's token_file",
+    };
+    agent.limits.warn_refusal(format_args!(
+        "refused a control request from {}: {}",
+        peer.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
+        if presented.is_some() {
+            "wrong token"
+        } else {
+            "no token"
+        }
+    ));
+    // A client without the token gets one answer per connection, then the close.
+    let mut resp = ApiError(StatusCode::UNAUTHORIZED, refusal.into()).into_response();
+    resp.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    resp
 }
 
 async fn not_found() -> ApiError {
@@ -189,7 +204,7 @@ pub fn status_of(agent: &Agent) -> Status {
         },
         open_streams: agent.link.open_streams(),
         registered_ranks: agent.registry.len(),
-        jobs: agent.directory.jobs().len(),
+        jobs: agent.directory.job_count(),
         forwards: agent.forwards.len(),
         running_jobs: agent.launcher.running(),
         splice: agent.pump.splice,
@@ -378,20 +393,41 @@ async fn launch_job(
         LaunchError::Conflict(m) => ApiError(StatusCode::CONFLICT, m),
     };
     agent.launcher.check(&spec).map_err(|e| {
-        tracing::warn!(%job, program = %spec.program.escape_debug(), error = %e, "launch refused");
+        agent
+            .limits
+            .warn_refusal(format_args!("launch of job `{job}` refused: {e}"));
         refusal(e)
     })?;
+    if agent.launcher.is_running(&job) {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("job `{job}` is already running here; DELETE /jobs/{job} first"),
+        ));
+    }
     // The rank map goes in first: a rank that starts and registers at once must find it.
-    let had_map = agent.directory.jobs().contains_key(&job);
+    // A launch that is refused below puts the previous map back.
+    let previous = agent.directory.job(&job);
     if !agent.directory.set_job(&job, spec.ranks.clone()) {
         return Err(ApiError(
             StatusCode::CONFLICT,
-            "this agent holds as many rank maps as it may; DELETE /jobs/{job} old ones".into(),
+            "this agent holds as many rank maps (or ranks in them) as it may; DELETE /jobs/{job} old ones".into(),
         ));
     }
-    let started = agent.launcher.launch(&job, &spec).map_err(|e| {
-        if !had_map {
-            agent.directory.remove_job(&job);
+    // Starting many processes takes a while: off the runtime's workers.
+    let launched = {
+        let (launcher, job, spec) = (agent.launcher.clone(), job.clone(), spec.clone());
+        tokio::task::spawn_blocking(move || launcher.launch(&job, &spec))
+            .await
+            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("launch: {e}")))?
+    };
+    let started = launched.map_err(|e| {
+        match previous {
+            Some(ranks) => {
+                agent.directory.set_job(&job, ranks);
+            }
+            None => {
+                agent.directory.remove_job(&job);
+            }
         }
         refusal(e)
     })?;

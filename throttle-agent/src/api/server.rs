@@ -41,6 +41,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest time a TLS handshake may take.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The address a control request came from (a request extension, for the token check).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
 /// TLS for the control API: the agent's certificate chain and key.
 #[derive(Clone)]
 pub struct Tls {
@@ -97,7 +101,15 @@ pub async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
-                    let Some(permit) = agent.limits.control.try_enter(Some(from.ip())) else {
+                    // Sources that presented the token recently may use the reserve, so
+                    // that clients without it cannot lock the controller out.
+                    let pool = &agent.limits.control;
+                    let permit = if agent.limits.is_trusted(from.ip()) {
+                        pool.try_enter_trusted()
+                    } else {
+                        pool.try_enter(Some(from.ip()))
+                    };
+                    let Some(permit) = permit else {
                         agent.limits.note_refused();
                         debug!(%from, "control API busy: refusing a connection");
                         if tls.is_none() {
@@ -109,7 +121,7 @@ pub async fn serve(
                     let tls = tls.clone();
                     connections.spawn(async move {
                         let _permit = permit;
-                        serve_connection(stream, tls, app).await;
+                        serve_connection(stream, from, tls, app).await;
                     });
                 }
                 Err(e) => {
@@ -133,13 +145,18 @@ fn refuse_busy(stream: &TcpStream) {
     let _ = stream.try_write(response.as_bytes());
 }
 
-async fn serve_connection(stream: TcpStream, tls: Option<Tls>, app: Router) {
+async fn serve_connection(
+    stream: TcpStream,
+    from: std::net::SocketAddr,
+    tls: Option<Tls>,
+    app: Router,
+) {
     let _ = stream.set_nodelay(true);
     match tls {
-        None => http(hyper_util::rt::TokioIo::new(stream), app).await,
+        None => http(hyper_util::rt::TokioIo::new(stream), from, app).await,
         Some(t) => {
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, t.acceptor.accept(stream)).await {
-                Ok(Ok(s)) => http(hyper_util::rt::TokioIo::new(s), app).await,
+                Ok(Ok(s)) => http(hyper_util::rt::TokioIo::new(s), from, app).await,
                 Ok(Err(e)) => debug!(error = %e, "TLS handshake failed"),
                 Err(_) => debug!("TLS handshake timed out"),
             }
@@ -147,11 +164,15 @@ async fn serve_connection(stream: TcpStream, tls: Option<Tls>, app: Router) {
     }
 }
 
-async fn http<I>(io: I, app: Router)
+async fn http<I>(io: I, from: std::net::SocketAddr, app: Router)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let service = hyper_util::service::TowerToHyperService::new(app);
+    let service =
+        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(PeerAddr(from));
+            tower::ServiceExt::oneshot(app.clone(), req)
+        });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(hyper_util::rt::TokioTimer::new())

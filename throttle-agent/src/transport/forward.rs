@@ -322,7 +322,7 @@ async fn accept_loop(
                 let agent = agent.clone();
                 let spec = spec.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = carry(agent, client, &spec).await {
+                    if let Err(e) = carry(agent, client, from, &spec).await {
                         debug!(%from, error = %e, "forwarded connection ended with an error");
                     }
                 });
@@ -335,9 +335,16 @@ async fn accept_loop(
     }
 }
 
-async fn carry(agent: Arc<Agent>, client: TcpStream, spec: &ForwardSpec) -> std::io::Result<()> {
+async fn carry(
+    agent: Arc<Agent>,
+    client: TcpStream,
+    from: SocketAddr,
+    spec: &ForwardSpec,
+) -> std::io::Result<()> {
     client.set_nodelay(true)?;
-    let Some(_permit) = agent.limits.streams.try_enter(None) else {
+    // Anyone who can reach a forward's listener may connect: those connections have
+    // their own pool (a quarter per source), apart from the rank streams'.
+    let Some(_permit) = agent.limits.forwarded.try_enter(Some(from.ip())) else {
         agent.limits.note_refused();
         super::socket::reset_on_close(client.as_raw_fd());
         return Ok(());
@@ -346,7 +353,9 @@ async fn carry(agent: Arc<Agent>, client: TcpStream, spec: &ForwardSpec) -> std:
         let target = match peer::connect_local_target(&agent, &spec.target).await {
             Ok(t) => t,
             Err(e) => {
-                warn!(error = %e, "forward target refused");
+                agent
+                    .limits
+                    .warn_refusal(format_args!("forward target refused: {e}"));
                 super::socket::reset_on_close(client.as_raw_fd());
                 return Ok(());
             }
@@ -361,7 +370,9 @@ async fn carry(agent: Arc<Agent>, client: TcpStream, spec: &ForwardSpec) -> std:
         Ok(peer_stream) => peer::carry(&agent, Conn::Tcp(client), peer_stream).await,
         Err(e) => {
             // The client sees a reset: the closest a plain TCP program can get to the error.
-            warn!(error = %e, "forward could not reach its destination");
+            agent
+                .limits
+                .warn_refusal(format_args!("forward could not reach its destination: {e}"));
             super::socket::reset_on_close(client.as_raw_fd());
             Ok(())
         }

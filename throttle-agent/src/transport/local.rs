@@ -33,8 +33,12 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         }
         std::fs::remove_file(path)?;
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            // A directory we create is private (mode 0700); one that exists is the
+            // operator's choice, but the jobs' run directories inside it are checked.
+            crate::private_dir::ensure(dir)?;
+        }
     }
     let listener = UnixListener::bind(path)?;
     use std::os::unix::fs::PermissionsExt;
@@ -49,20 +53,14 @@ pub async fn serve(agent: Arc<Agent>, listener: UnixListener, mut shutdown: Shut
             _ = shutdown.wait() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    let permits = agent
-                        .limits
-                        .local_handshakes
-                        .try_enter(None)
-                        .zip(agent.limits.streams.try_enter(None));
-                    let Some((handshake, stream_permit)) = permits else {
+                    let Some(handshake) = agent.limits.local_handshakes.try_enter(None) else {
                         agent.limits.note_refused();
-                        let busy = Reply::from(WireError::new(Code::Busy, "the agent holds as many local connections as it may; try again"));
+                        let busy = Reply::from(WireError::new(Code::Busy, "the agent holds as many local connections in their handshake as it may; try again"));
                         let _ = stream.try_write(&busy.encode());
                         continue;
                     };
                     let agent = agent.clone();
                     tokio::spawn(async move {
-                        let _stream_permit = stream_permit;
                         if let Err(e) = handle(agent, stream, handshake).await {
                             debug!(error = %e, "local stream ended with an error");
                         }
@@ -105,7 +103,19 @@ async fn handle(
             job,
             src_rank,
             dst_rank,
-        } => open_rank(agent, stream, &job, src_rank, dst_rank).await,
+        } => {
+            // A stream holds descriptors for its life; a registration holds one socket
+            // and is bounded by the registry instead.
+            let Some(_stream) = agent.limits.streams.try_enter(None) else {
+                agent.limits.note_refused();
+                return refuse(
+                    &mut stream,
+                    WireError::new(Code::Busy, "this agent carries as many streams as it may"),
+                )
+                .await;
+            };
+            open_rank(agent, stream, &job, src_rank, dst_rank).await
+        }
         Request::Register { job, rank, accept } => {
             register(agent, stream, &job, rank, &accept).await
         }

@@ -37,8 +37,13 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut shutdown: Shutd
                 Ok((stream, from)) => {
                     // The cluster's own agents (they dial from their data address) share the
                     // whole pool; any other source gets at most a quarter of it.
-                    let source = (!agent.directory.is_node_ip(from.ip())).then_some(from.ip());
-                    let Some(permit) = agent.limits.data_handshakes.try_enter(source) else {
+                    let pool = &agent.limits.data_handshakes;
+                    let permit = if agent.directory.is_node_ip(from.ip()) {
+                        pool.try_enter_trusted()
+                    } else {
+                        pool.try_enter(Some(from.ip()))
+                    };
+                    let Some(permit) = permit else {
                         agent.limits.note_refused();
                         debug!(%from, "data port busy: refusing a connection");
                         let busy = Reply::from(WireError::new(Code::Busy, "too many connections in their handshake; try again"));
@@ -83,7 +88,9 @@ async fn authenticate(agent: &Agent, stream: &mut TcpStream) -> Result<PeerReque
     let nonce = auth::nonce().map_err(|e| WireError::new(Code::Internal, e.to_string()))?;
     let challenge = Challenge {
         nonce,
-        proof: agent.token.proof(Side::Server, &req.nonce, &nonce, &raw),
+        proof: agent
+            .token
+            .proof(Side::Server, &req.nonce, &nonce, &agent.node, &raw),
     };
     stream
         .write_all(&challenge.encode())
@@ -96,7 +103,7 @@ async fn authenticate(agent: &Agent, stream: &mut TcpStream) -> Result<PeerReque
         .map_err(|e| WireError::new(Code::Malformed, format!("no proof came: {e}")))?;
     if !agent
         .token
-        .check_proof(Side::Client, &req.nonce, &nonce, &raw, &proof)
+        .check_proof(Side::Client, &req.nonce, &nonce, &agent.node, &raw, &proof)
     {
         return Err(WireError::new(
             Code::Unauthorized,
@@ -126,7 +133,10 @@ async fn handle(
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             if e.code == Code::Unauthorized || e.code == Code::Forbidden {
-                warn!(error = %e, peer = ?stream.peer_addr().ok(), "refused a peer request");
+                agent.limits.warn_refusal(format_args!(
+                    "refused a peer request from {:?}: {e}",
+                    stream.peer_addr().ok()
+                ));
             }
             return refuse(&mut stream, e).await;
         }
@@ -244,7 +254,10 @@ pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStrea
     let mut attempt = 0u32;
     loop {
         match dial_once(agent, node, want.clone()).await {
-            Err(e) if e.code == Code::Busy && attempt < super::BUSY_RETRIES => {
+            Err(e)
+                if (e.code == Code::Busy || e.code == Code::Refused)
+                    && attempt < super::BUSY_RETRIES =>
+            {
                 attempt += 1;
                 tokio::time::sleep(super::busy_backoff(attempt)).await;
             }
@@ -273,18 +286,39 @@ async fn dial_once(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStre
         .map_err(|_| unreachable("connect timed out".into()))?
         .map_err(|e| unreachable(e.to_string()))?;
     let _ = s.set_nodelay(true);
-    s.write_all(&raw)
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
+    // A peer that refused the connection at once (full pool) may have closed it before
+    // reading the request: a write or read failing here is worth asking again.
+    if let Err(e) = s.write_all(&raw).await {
+        return match wire::read_answer(&mut s).await {
+            Ok(Answer::Reply(r)) if r.code == Code::Busy => {
+                Err(WireError::new(Code::Busy, r.message))
+            }
+            _ => Err(WireError::new(
+                Code::Refused,
+                format!("the agent of node `{node}` at {addr} dropped the connection: {e}"),
+            )),
+        };
+    }
     let exchange = async {
-        let challenge = match wire::read_answer(&mut s).await? {
-            Answer::Challenge(c) => c,
-            Answer::Reply(r) => return r.into_result(),
+        let challenge = match wire::read_answer(&mut s).await {
+            Ok(Answer::Challenge(c)) => c,
+            Ok(Answer::Reply(r)) if r.code == Code::Ok => {
+                return Err(WireError::new(
+                    Code::Unauthorized,
+                    "the other side said Ok without proving that it holds the cluster token; it is not this cluster's agent",
+                ))
+            }
+            Ok(Answer::Reply(r)) => return r.into_result(),
+            Err(e) if e.code == Code::PeerUnreachable => {
+                return Err(WireError::new(Code::Refused, e.message))
+            }
+            Err(e) => return Err(e),
         };
         if !agent.token.check_proof(
             Side::Server,
             &nonce,
             &challenge.nonce,
+            node,
             &raw,
             &challenge.proof,
         ) {
@@ -295,7 +329,7 @@ async fn dial_once(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStre
         }
         let proof = agent
             .token
-            .proof(Side::Client, &nonce, &challenge.nonce, &raw);
+            .proof(Side::Client, &nonce, &challenge.nonce, node, &raw);
         s.write_all(&proof)
             .await
             .map_err(|e| unreachable(e.to_string()))?;

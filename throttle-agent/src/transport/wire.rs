@@ -495,6 +495,9 @@ pub enum Code {
     Forbidden = 13,
     /// Too many connections at once; try again later.
     Busy = 14,
+    /// The other side dropped the connection during the handshake (it may have been
+    /// full); worth asking again. Never sent on the wire.
+    Refused = 15,
 }
 
 impl Code {
@@ -514,6 +517,7 @@ impl Code {
             11 => Code::Conflict,
             13 => Code::Forbidden,
             14 => Code::Busy,
+            15 => Code::Refused,
             _ => Code::Internal,
         }
     }

@@ -283,12 +283,27 @@ pub fn spawn_agent(scratch: &Scratch, node: &str, extra: &[&str]) -> AgentProces
     spawn_agent_with(scratch, node, extra, None)
 }
 
+/// Like [`spawn_agent`], with the agent's log (stderr) written to `log`.
+pub fn spawn_agent_logging(scratch: &Scratch, node: &str, log: &Path) -> AgentProcess {
+    spawn_agent_full(scratch, node, &[], None, Some(log))
+}
+
 /// Like [`spawn_agent`], with the agent's open-file limit (soft and hard) set to `nofile`.
 pub fn spawn_agent_with(
     scratch: &Scratch,
     node: &str,
     extra: &[&str],
     nofile: Option<u64>,
+) -> AgentProcess {
+    spawn_agent_full(scratch, node, extra, nofile, None)
+}
+
+fn spawn_agent_full(
+    scratch: &Scratch,
+    node: &str,
+    extra: &[&str],
+    nofile: Option<u64>,
+    log: Option<&Path>,
 ) -> AgentProcess {
     let token = scratch.path("token");
     std::fs::write(&token, TOKEN).unwrap();
@@ -310,7 +325,10 @@ pub fn spawn_agent_with(
     .arg(&ready)
     .args(extra)
     .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    .stderr(match log {
+        Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+        None => Stdio::null(),
+    });
     if let Some(limit) = nofile {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; it only lowers this child's own limit.
