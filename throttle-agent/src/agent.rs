@@ -1,4 +1,5 @@
-//! One agent: its configuration, its shared state, and starting/stopping its services.
+//! One agent: its configuration, and starting and stopping its services (the shared state
+//! they all use is `state::Agent`).
 //!
 //! [`start`] binds the three listeners (control API, data port, local endpoint) before
 //! returning, so a caller that got a [`RunningAgent`] can connect at once; the addresses
@@ -10,26 +11,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Serialize;
-use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api::Tls;
-use crate::auth::Token;
 use crate::directory::{Directory, NodeEntry};
-use crate::endpoint::Conn;
 use crate::jobs::Launcher;
 use crate::limits::Limits;
 use crate::link::{Link, Shape};
-use crate::name::Name;
 use crate::programs::ProgramPolicy;
 use crate::registry::Registry;
+use crate::shutdown::Shutdown;
+use crate::state::Agent;
 use crate::transport::forward::{self, ForwardSpec, Forwards};
-use crate::transport::pump::{self, PumpOptions};
-use crate::transport::wire::{Code, PeerWant, WireError};
-use crate::transport::{local, peer, CONNECT_TIMEOUT};
+use crate::transport::pump::PumpOptions;
+use crate::transport::{peer, rank_endpoint};
+use throttle_proto::auth::Token;
+use throttle_proto::name::Name;
 
 /// Everything an agent is started with.
 #[derive(Clone, Debug)]
@@ -54,169 +53,6 @@ pub struct AgentConfig {
     pub programs: ProgramPolicy,
     /// Serve the control API over TLS with this certificate (None: plain HTTP).
     pub tls: Option<Tls>,
-}
-
-/// The state every service of the agent shares.
-#[derive(Debug)]
-pub struct Agent {
-    pub node: Name,
-    /// Where the control API and the data port are bound (a forward may not target them).
-    pub control_addr: SocketAddr,
-    pub data_addr: SocketAddr,
-    pub limits: Limits,
-    /// Whether the control API speaks TLS.
-    pub tls: bool,
-    pub link: Arc<Link>,
-    pub token: Token,
-    pub directory: Directory,
-    pub registry: Arc<Registry>,
-    pub forwards: Forwards,
-    pub pump: PumpOptions,
-    pub register_timeout: Duration,
-    pub started: Instant,
-    pub launcher: Arc<Launcher>,
-}
-
-/// Result of a calibration run from this node to another.
-#[derive(Clone, Debug, Serialize)]
-pub struct Calibration {
-    pub from: Name,
-    pub to: Name,
-    /// Configured rate during the run (bytes/s); `None` if unlimited.
-    pub target_bytes_per_sec: Option<f64>,
-    pub bytes: u64,
-    pub seconds: f64,
-    pub achieved_bytes_per_sec: f64,
-}
-
-impl Agent {
-    /// Connect to the accept endpoint of a rank on this node and announce the stream.
-    pub async fn connect_rank(
-        &self,
-        job: &Name,
-        src_rank: u32,
-        dst_rank: u32,
-    ) -> Result<Conn, WireError> {
-        let endpoint = self
-            .registry
-            .wait_for(job, dst_rank, self.register_timeout)
-            .await?;
-        self.connect_endpoint(endpoint, job, src_rank, dst_rank)
-            .await
-    }
-
-    /// A rank stream that node `src_node` asks for: `dst_rank` must be a rank of `job`
-    /// that runs (and has registered) on this node, and `src_rank` must run on `src_node`,
-    /// as the job's rank map says. Nothing else is reachable through the data port.
-    pub async fn accept_rank(
-        &self,
-        src_node: &Name,
-        job: &Name,
-        src_rank: u32,
-        dst_rank: u32,
-    ) -> Result<Conn, WireError> {
-        let endpoint = self
-            .registry
-            .wait_for(job, dst_rank, self.register_timeout)
-            .await?;
-        let dst_node = self.directory.node_of(job, dst_rank)?;
-        let claimed = self.directory.node_of(job, src_rank)?;
-        if dst_node != self.node || claimed != *src_node {
-            return Err(WireError::new(
-                Code::Forbidden,
-                format!(
-                    "job `{job}` places rank {dst_rank} on `{dst_node}` and rank {src_rank} on `{claimed}`; node `{src_node}` may not open that stream here"
-                ),
-            ));
-        }
-        self.connect_endpoint(endpoint, job, src_rank, dst_rank)
-            .await
-    }
-
-    async fn connect_endpoint(
-        &self,
-        endpoint: crate::endpoint::Endpoint,
-        job: &Name,
-        src_rank: u32,
-        dst_rank: u32,
-    ) -> Result<Conn, WireError> {
-        let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect())
-            .await
-            .map_err(|_| {
-                WireError::new(
-                    Code::TargetUnreachable,
-                    format!("rank {dst_rank} of job `{job}` at {endpoint}: connect timed out"),
-                )
-            })?
-            .map_err(|e| {
-                WireError::new(
-                    Code::TargetUnreachable,
-                    format!("rank {dst_rank} of job `{job}` does not accept at {endpoint}: {e}"),
-                )
-            })?;
-        local::announce(&mut conn, job, src_rank, dst_rank)
-            .await
-            .map_err(|e| {
-                WireError::new(
-                    Code::TargetUnreachable,
-                    format!("rank {dst_rank} of job `{job}` closed its endpoint: {e}"),
-                )
-            })?;
-        Ok(conn)
-    }
-
-    /// Send as fast as this node's egress allows to `to` for `duration`; the peer measures.
-    pub async fn calibrate(&self, to: &Name, duration: Duration) -> Result<Calibration, WireError> {
-        if *to == self.node {
-            return Err(WireError::new(
-                Code::UnknownNode,
-                "calibration needs another node: same-node streams are not shaped",
-            ));
-        }
-        let mut s = peer::dial(self, to, PeerWant::Sink).await?;
-        let _open = self.link.stream_opened();
-        let target = self.link.egress.rate_limit();
-        let io = |e: std::io::Error| {
-            WireError::new(
-                Code::PeerUnreachable,
-                format!("calibration stream to `{to}` failed: {e}"),
-            )
-        };
-        pump::send_zeros(&s, &self.link.egress, duration)
-            .await
-            .map_err(io)?;
-        let mut result = [0u8; 16];
-        s.read_exact(&mut result).await.map_err(io)?;
-        let bytes = u64::from_be_bytes(result[..8].try_into().unwrap_or_default());
-        let seconds = f64::from_be_bytes(result[8..].try_into().unwrap_or_default());
-        Ok(Calibration {
-            from: self.node.clone(),
-            to: to.clone(),
-            target_bytes_per_sec: target,
-            bytes,
-            seconds,
-            achieved_bytes_per_sec: if seconds > 0.0 {
-                bytes as f64 / seconds
-            } else {
-                0.0
-            },
-        })
-    }
-}
-
-/// A signal that the agent is stopping; each service holds one.
-#[derive(Clone, Debug)]
-pub struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    /// Resolve once shutdown was asked for.
-    pub async fn wait(&mut self) {
-        while !*self.0.borrow() {
-            if self.0.changed().await.is_err() {
-                return;
-            }
-        }
-    }
 }
 
 /// A started agent: its bound addresses and the handle to stop it.
@@ -245,7 +81,7 @@ impl RunningAgent {
 
 /// Bind every listener and start the agent's services on the current tokio runtime.
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
-    let link = Link::new(config.shape).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let link = Link::new(config.shape);
     link.set_burst(config.burst, config.idle_burst);
     let control = TcpListener::bind(config.control)
         .await
@@ -253,7 +89,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let data = TcpListener::bind(config.data)
         .await
         .with_context(|| format!("cannot bind the data port on {}", config.data))?;
-    let local_listener = local::bind(&config.local_socket).with_context(|| {
+    let local_listener = rank_endpoint::bind(&config.local_socket).with_context(|| {
         format!(
             "cannot bind the local endpoint at {}",
             config.local_socket.display()
@@ -336,7 +172,11 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             shutdown.clone(),
         )),
         tokio::spawn(peer::serve(agent.clone(), data, shutdown.clone())),
-        tokio::spawn(local::serve(agent.clone(), local_listener, shutdown)),
+        tokio::spawn(rank_endpoint::serve(
+            agent.clone(),
+            local_listener,
+            shutdown,
+        )),
     ];
     tracing::info!(node = %agent.node, control = %control_addr, data = %data_addr,
         local = %config.local_socket.display(), "agent started");

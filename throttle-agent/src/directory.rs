@@ -9,30 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::RwLock;
 
-use serde::{Deserialize, Serialize};
-
-use crate::name::Name;
 use crate::transport::wire::{Code, WireError};
+use throttle_proto::name::Name;
 
-/// One node as the agents see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeEntry {
-    pub name: Name,
-    /// Address of the node agent's data port.
-    #[serde(deserialize_with = "ip_port")]
-    pub data: SocketAddr,
-}
-
-fn ip_port<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
-    let s = String::deserialize(d)?;
-    s.parse().map_err(|_| {
-        serde::de::Error::custom(format!(
-            "data address `{}` must be IP:PORT, e.g. 10.0.0.1:7601",
-            s.escape_debug()
-        ))
-    })
-}
+pub use throttle_proto::cluster::NodeEntry;
 
 /// Nodes and jobs known to this agent.
 #[derive(Debug, Default)]

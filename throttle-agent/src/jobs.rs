@@ -13,24 +13,23 @@
 //! controller was killed, or lost the network) the job's ranks are killed and the job is
 //! forgotten ([`Launcher::expired`]), so no run outlives the controller that measures it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use throttle_proto::job::{JobReport, JobState, LaunchSpec, RankReport, RankState};
+use throttle_proto::result::WorkloadResult;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
-use crate::name::{path_inside, Name};
 use crate::programs::{ProgramError, ProgramPolicy};
+use throttle_proto::name::{path_inside, Name};
 
 /// Lines of output kept per rank.
 const TAIL_LINES: usize = 40;
 /// Longest output line kept (longer lines are cut).
 const MAX_LINE: usize = 2000;
-/// Prefix of the line a rank prints with its timings.
-pub const RESULT_PREFIX: &str = "THROTTLE_RESULT ";
 /// Jobs an agent holds at once (running or finished but not yet deleted).
 pub const MAX_JOBS: usize = 256;
 /// Ranks one launch may start on this node.
@@ -127,87 +126,12 @@ pub fn check_env(key: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// What the controller asks for.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LaunchSpec {
-    /// Program name (looked up in the allowed directory) or path (must be inside it).
-    pub program: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Node of every rank (index = rank).
-    pub ranks: Vec<Name>,
-    /// Seconds before the job is killed.
-    #[serde(default = "default_limit")]
-    pub time_limit_s: f64,
-    /// Seconds the job lives without a renewal from the controller (`POST
-    /// /jobs/{job}/renew`); then its ranks are killed and the job is forgotten.
-    #[serde(default = "default_lease")]
-    pub lease_s: f64,
-}
-
-fn default_limit() -> f64 {
-    600.0
-}
-
-fn default_lease() -> f64 {
-    DEFAULT_LEASE_S
-}
-
-/// How a rank is doing.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum RankState {
-    Running,
-    Exited { code: i32 },
-    Signaled { signal: i32 },
-    Killed { reason: String },
-    FailedToStart { error: String },
-}
-
-impl RankState {
-    pub fn finished(&self) -> bool {
-        !matches!(self, RankState::Running)
-    }
-    pub fn succeeded(&self) -> bool {
-        matches!(self, RankState::Exited { code: 0 })
-    }
-}
-
-/// One rank as reported by the API.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RankReport {
-    pub rank: u32,
-    pub pid: Option<u32>,
-    #[serde(flatten)]
-    pub state: RankState,
-    pub output_tail: Vec<String>,
-    pub result: Option<serde_json::Value>,
-    pub seconds: f64,
-}
-
-/// This node's part of a job.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct JobReport {
-    pub job: Name,
-    pub node: Name,
-    /// `running`, `succeeded` or `failed`.
-    pub state: String,
-    pub reason: Option<String>,
-    /// Seconds left before the lease runs out (0 once it has).
-    #[serde(default)]
-    pub lease_left_s: f64,
-    pub ranks: Vec<RankReport>,
-}
-
 struct RankSlot {
     rank: u32,
     pid: Option<u32>,
     state: RankState,
     tail: VecDeque<String>,
-    result: Option<serde_json::Value>,
+    result: Option<WorkloadResult>,
     started: Instant,
     ended: Option<Instant>,
 }
@@ -516,17 +440,11 @@ impl Launcher {
                     .as_secs_f64(),
             })
             .collect();
-        let state = if ranks.iter().any(|r| !r.state.finished()) {
-            "running"
-        } else if ranks.iter().all(|r| r.state.succeeded()) {
-            "succeeded"
-        } else {
-            "failed"
-        };
+        let state = JobState::of(ranks.iter().map(|r| &r.state));
         Some(JobReport {
             job: job.clone(),
             node: self.node.clone(),
-            state: state.to_string(),
+            state,
             reason: j.reason.clone(),
             lease_left_s: j.lease_left(Instant::now()).as_secs_f64(),
             ranks,
@@ -691,11 +609,11 @@ fn kill_all(job: &mut Job, reason: &str) {
 async fn collect_lines<R: AsyncRead + Unpin>(job: Arc<Mutex<Job>>, slot: usize, stream: R) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        if let Some(json) = line.strip_prefix(RESULT_PREFIX) {
-            if let Ok(v) = serde_json::from_str(json) {
-                job.lock().unwrap_or_else(|e| e.into_inner()).ranks[slot].result = Some(v);
-                continue;
-            }
+        // A well-formed result line is kept as the rank's result; a malformed one stays
+        // in the output tail, where the user sees it.
+        if let Some(Ok(result)) = WorkloadResult::from_line(&line) {
+            job.lock().unwrap_or_else(|e| e.into_inner()).ranks[slot].result = Some(result);
+            continue;
         }
         let mut line = line;
         if line.len() > MAX_LINE {

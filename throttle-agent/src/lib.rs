@@ -9,23 +9,26 @@
 //! * [`api`]: the HTTP/JSON control API.
 //! * [`jobs`]: launching and watching the ranks of a job on this node; [`programs`]: which
 //!   programs may be launched.
-//! * [`name`]: the one grammar for job and node names; [`limits`]: connection caps;
-//!   [`private_dir`]: directories only the agent's user may enter.
-//! * [`agent`]: configuration, shared state, start/stop.
-//! * [`client`]: blocking helpers for programs that use the rank tunnels.
+//! * [`directory`] and [`registry`]: the cluster's nodes and jobs, the ranks registered
+//!   here; [`endpoint`]: where a rank accepts streams.
+//! * [`limits`]: connection caps; [`private_dir`]: directories only the agent's user may
+//!   enter.
+//! * [`state`]: the state every service shares; [`shutdown`]: the stop signal;
+//!   [`agent`]: configuration and start/stop.
+//!
+//! The vocabulary (rates, percentages, names, the handshake, the API's bodies) is
+//! `throttle_proto`, shared with the controller and the workloads.
 
 pub mod agent;
 pub mod api;
-pub mod auth;
-pub mod client;
 pub mod directory;
 pub mod endpoint;
 pub mod jobs;
 pub mod limits;
 pub mod link;
-pub mod name;
 pub mod private_dir;
 pub mod programs;
-pub mod rate;
 pub mod registry;
+pub mod shutdown;
+pub mod state;
 pub mod transport;

@@ -7,14 +7,12 @@ use std::time::Duration;
 use clap::Parser;
 use throttle_agent::agent::{self, AgentConfig};
 use throttle_agent::api::Tls;
-use throttle_agent::auth::Token;
 use throttle_agent::directory::NodeEntry;
-use throttle_agent::link::{parse_pct, Shape};
-use throttle_agent::name::Name;
 use throttle_agent::programs::ProgramPolicy;
-use throttle_agent::rate::Rate;
 use throttle_agent::transport::forward::ForwardSpec;
 use throttle_agent::transport::pump::PumpOptions;
+use throttle_proto::auth::Token;
+use throttle_proto::{Name, Pct, Rate, Shape};
 
 /// The per-node agent of throttle: shapes this node's interconnect traffic to a
 /// percentage of an emulated link and carries it between nodes.
@@ -53,7 +51,7 @@ struct Args {
     capacity: Rate,
     /// Start at this percentage of the capacity, or `unlimited`.
     #[arg(long, default_value = "100")]
-    pct: String,
+    pct: Pct,
     /// Added one-way latency at egress, microseconds.
     #[arg(long, default_value_t = 0)]
     latency_us: u64,
@@ -121,17 +119,10 @@ fn main() {
     let args = Args::parse();
     raise_fd_limit();
     let token = Token::load(&args.token_file).unwrap_or_else(|e| fail(e));
-    if let Some(w) = throttle_agent::auth::permission_warning(&args.token_file) {
+    if let Some(w) = throttle_proto::auth::permission_warning(&args.token_file) {
         tracing::warn!("{w}");
     }
-    let pct = parse_pct(&args.pct).unwrap_or_else(|e| fail(e));
-    let shape = Shape {
-        pct,
-        capacity: args.capacity.bytes_per_sec(),
-        latency_us: args.latency_us,
-    }
-    .validate()
-    .unwrap_or_else(|e| fail(e));
+    let shape = Shape::new(args.pct, args.capacity, args.latency_us).unwrap_or_else(|e| fail(e));
     let peers = args
         .peers
         .iter()

@@ -6,9 +6,9 @@ mod common;
 use std::io::{Read, Write};
 
 use common::*;
-use throttle_agent::auth::Token;
-use throttle_agent::client;
 use throttle_agent::transport::wire::{self, Code, PeerRequest, PeerWant, Request};
+use throttle_proto::auth::Token;
+use throttle_proto::rank_client as client;
 
 fn status_ok(addr: &str) {
     let (code, body) = http(addr, "GET", "/status", Some(TOKEN), None);
@@ -36,7 +36,7 @@ async fn requests_without_the_token_get_401() {
     })
     .await
     .unwrap();
-    assert_eq!(agents[0].state.link.shape().pct, Some(50.0));
+    assert_eq!(agents[0].state.link.shape().pct().percent(), Some(50.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,8 +54,8 @@ async fn shape_is_set_and_bad_shapes_are_refused() {
             Some(r#"{"pct": 25, "latency_us": 100}"#),
         );
         assert_eq!(code, 200, "{body}");
-        assert_eq!(link.shape().pct, Some(25.0));
-        assert_eq!(link.shape().latency_us, 100);
+        assert_eq!(link.shape().pct().percent(), Some(25.0));
+        assert_eq!(link.shape().latency_us(), 100);
         let (code, _) = http(
             &addr,
             "PUT",
@@ -64,7 +64,7 @@ async fn shape_is_set_and_bad_shapes_are_refused() {
             Some(r#"{"pct": "unlimited"}"#),
         );
         assert_eq!(code, 200);
-        assert_eq!(link.shape().pct, None);
+        assert_eq!(link.shape().pct().percent(), None);
         let (code, _) = http(
             &addr,
             "PUT",
@@ -73,7 +73,7 @@ async fn shape_is_set_and_bad_shapes_are_refused() {
             Some(r#"{"pct": 40, "capacity": "10Gbit"}"#),
         );
         assert_eq!(code, 200);
-        assert_eq!(link.shape().capacity, 1.25e9);
+        assert_eq!(link.shape().capacity().bytes_per_sec(), 1.25e9);
         let before = link.shape();
         let bad = [
             (r#"{"pct": 0}"#, "0.01 to 100"),
@@ -121,11 +121,11 @@ async fn metrics_are_prometheus_text() {
             .unwrap()
             .1;
     assert!(
-        body.contains("# TYPE throttle_link_bytes_total counter"),
+        body.contains("# TYPE throttle_link_payload_bytes counter"),
         "{body}"
     );
     assert!(
-        body.contains(r#"throttle_link_pct{node="n0"} 50"#),
+        body.contains(r#"throttle_link_bandwidth_ratio{node="n0"} 0.5"#),
         "{body}"
     );
     assert!(body.contains(r#"throttle_link_capacity_bytes_per_second{node="n0"} 125000000"#));

@@ -15,9 +15,9 @@ use axum::http::{Method, Request};
 use proptest::prelude::*;
 use serde_json::Value;
 use throttle_agent::agent::{self, AgentConfig, RunningAgent};
-use throttle_agent::auth::Token;
 use throttle_agent::programs::ProgramPolicy;
 use throttle_agent::transport::pump::PumpOptions;
+use throttle_proto::auth::Token;
 use tower::ServiceExt;
 
 use common::*;
@@ -215,6 +215,6 @@ proptest! {
             prop_assert!(serde_json::from_slice::<Value>(&bytes).is_ok() || path == "/metrics");
         }
         // Put the shape back for the next case.
-        let _ = state.link.set_shape(before);
+        state.link.set_shape(before);
     }
 }

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use throttle_agent::auth::Token;
-use throttle_agent::client;
 use throttle_agent::transport::wire::{Code, PeerWant};
+use throttle_proto::auth::Token;
+use throttle_proto::rank_client as client;
 
 /// Finding 1: names from requests are validated before any path is built from them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +184,7 @@ async fn the_token_stays_off_the_wire_and_the_data_port_relays_nothing() {
     let s1 = agents[1].local_socket.clone();
     let rank_dir = Scratch::new("relay-rank");
     tokio::task::spawn_blocking(move || {
-        let mut c = std::net::TcpStream::connect(&fwd.listen).unwrap();
+        let mut c = std::net::TcpStream::connect(fwd.listen).unwrap();
         let payload: Vec<u8> = (0..65536u32).map(|i| (i * 7) as u8).collect();
         c.write_all(&payload).unwrap();
         c.shutdown(std::net::Shutdown::Write).unwrap();
@@ -382,7 +382,7 @@ async fn tiny_percentages_are_refused_and_do_not_stall_the_next_setting() {
         };
         // At 0.01 % of 1 Gbit/s (12.5 kB/s) a stream puts the buckets into debt.
         set("0.01");
-        let mut slow = std::net::TcpStream::connect(&fwd.listen).unwrap();
+        let mut slow = std::net::TcpStream::connect(fwd.listen).unwrap();
         slow.set_write_timeout(Some(Duration::from_millis(300)))
             .unwrap();
         let _ = slow.write_all(&vec![7u8; 256 * 1024]);
@@ -390,7 +390,7 @@ async fn tiny_percentages_are_refused_and_do_not_stall_the_next_setting() {
         set("100");
         drop(slow);
         let start = Instant::now();
-        let mut c = std::net::TcpStream::connect(&fwd.listen).unwrap();
+        let mut c = std::net::TcpStream::connect(fwd.listen).unwrap();
         let payload = vec![1u8; 100_000];
         c.write_all(&payload).unwrap();
         c.shutdown(std::net::Shutdown::Write).unwrap();

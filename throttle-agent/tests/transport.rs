@@ -8,7 +8,7 @@ use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use common::*;
-use throttle_agent::client;
+use throttle_proto::rank_client as client;
 
 const MB: usize = 1 << 20;
 
@@ -47,8 +47,8 @@ async fn rank_round_trip(splice: bool, bytes: usize, shape_changes: bool) {
         for pct in [Some(10.0), None, Some(30.0), Some(100.0), Some(5.0), None] {
             tokio::time::sleep(Duration::from_millis(150)).await;
             let s = shape(pct, 100e6);
-            link.set_shape(s).unwrap();
-            link1.set_shape(s).unwrap();
+            link.set_shape(s);
+            link1.set_shape(s);
         }
     }
     let (sent_back, received) =
@@ -251,11 +251,11 @@ async fn forward_carries_an_unmodified_tcp_program_byte_exact() {
     let changer = tokio::spawn(async move {
         for pct in [Some(80.0), Some(20.0), None, Some(60.0)] {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            link0.set_shape(shape(pct, 100e6)).unwrap();
+            link0.set_shape(shape(pct, 100e6));
         }
     });
     let got_back = tokio::task::spawn_blocking(move || {
-        let mut c = std::net::TcpStream::connect(&info.listen).unwrap();
+        let mut c = std::net::TcpStream::connect(info.listen).unwrap();
         let mut r = c.try_clone().unwrap();
         let rx = std::thread::spawn(move || check_pattern(&mut r, 8).unwrap());
         send_pattern(&mut c, 7, bytes).unwrap();
@@ -272,7 +272,7 @@ async fn forward_carries_an_unmodified_tcp_program_byte_exact() {
 }
 
 /// Stream from n0 to n1 for `secs`, return payload bytes/s as seen by the receiver.
-fn measure_rate(listen: &str, secs: f64) -> f64 {
+fn measure_rate(listen: &std::net::SocketAddr, secs: f64) -> f64 {
     let mut c = std::net::TcpStream::connect(listen).unwrap();
     let chunk = vec![7u8; 64 * 1024];
     let start = Instant::now();
@@ -330,8 +330,8 @@ async fn two_streams_share_the_link_fairly() {
     let agents = cluster(&scratch, 2, shape(Some(100.0), 10e6), true).await;
     let (target, _srv) = sink_server();
     let info = forward_to_n1(&agents[0], target).await;
-    let a = info.listen.clone();
-    let b = info.listen.clone();
+    let a = info.listen;
+    let b = info.listen;
     let (ra, rb) = tokio::task::spawn_blocking(move || {
         let ta = std::thread::spawn(move || measure_rate(&a, 3.0));
         let tb = std::thread::spawn(move || measure_rate(&b, 3.0));
@@ -369,9 +369,9 @@ async fn added_latency_shows_in_round_trips() {
         }
     });
     let info = forward_to_n1(&agents[0], target).await;
-    let rtt = |listen: String| {
+    let rtt = |listen: std::net::SocketAddr| {
         tokio::task::spawn_blocking(move || {
-            let mut c = std::net::TcpStream::connect(&listen).unwrap();
+            let mut c = std::net::TcpStream::connect(listen).unwrap();
             c.set_nodelay(true).unwrap();
             let mut buf = [1u8; 64];
             let mut times = Vec::new();
@@ -385,13 +385,14 @@ async fn added_latency_shows_in_round_trips() {
             times[times.len() / 2]
         })
     };
-    let base = rtt(info.listen.clone()).await.unwrap();
+    let base = rtt(info.listen).await.unwrap();
     for a in &agents {
-        let mut s = a.state.link.shape();
-        s.latency_us = 10_000;
-        a.state.link.set_shape(s).unwrap();
+        let s = a.state.link.shape();
+        a.state
+            .link
+            .set_shape(throttle_proto::Shape::new(s.pct(), s.capacity(), 10_000).unwrap());
     }
-    let delayed = rtt(info.listen.clone()).await.unwrap();
+    let delayed = rtt(info.listen).await.unwrap();
     // Two egress delays of 10 ms per round trip.
     assert!(
         delayed >= base + Duration::from_millis(19),
@@ -410,12 +411,12 @@ async fn rate_change_reaches_a_stream_that_is_already_open() {
     let agents = cluster(&scratch, 2, shape(Some(1.0), 10e6), true).await;
     let (target, _srv) = sink_server();
     let info = forward_to_n1(&agents[0], target).await;
-    let listen = info.listen.clone();
+    let listen = info.listen;
     let sender = tokio::task::spawn_blocking(move || measure_rate(&listen, 1.5));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = agents[1].state.link.ingress.bytes();
     for a in &agents {
-        a.state.link.set_shape(shape(Some(100.0), 10e6)).unwrap();
+        a.state.link.set_shape(shape(Some(100.0), 10e6));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let moved = agents[1].state.link.ingress.bytes() - before;

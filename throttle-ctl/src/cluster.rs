@@ -6,10 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
+use std::net::SocketAddr;
+
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
-use throttle_agent::auth::Token;
-use throttle_agent::rate::Rate;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use throttle_proto::auth::Token;
+use throttle_proto::{Name, Rate};
 
 pub const DEFAULT_PATH: &str = "throttle-cluster.toml";
 
@@ -18,8 +20,9 @@ pub const DEFAULT_PATH: &str = "throttle-cluster.toml";
 pub struct ClusterFile {
     /// File holding the token (relative paths are relative to the cluster file).
     pub token_file: PathBuf,
-    /// Link capacity of every node, e.g. "1Gbit".
-    pub capacity: String,
+    /// Link capacity of every node, e.g. "1 Gbit/s".
+    #[serde(serialize_with = "rate_text", deserialize_with = "rate_from_text")]
+    pub capacity: Rate,
     /// Directory of a local cluster's state (sockets, logs); absent for real clusters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_dir: Option<PathBuf>,
@@ -35,11 +38,11 @@ pub struct ClusterFile {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
-    pub name: String,
+    pub name: Name,
     /// Control API address.
-    pub control: String,
+    pub control: SocketAddr,
     /// Data port address (agent to agent).
-    pub data: String,
+    pub data: SocketAddr,
     /// The agent's local endpoint (Unix socket) on that node.
     pub socket: PathBuf,
     /// Process id, for agents started by `local up`.
@@ -57,11 +60,16 @@ pub struct Cluster {
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
-impl ClusterFile {
-    pub fn capacity(&self) -> Result<Rate> {
-        Rate::parse(&self.capacity).map_err(|e| anyhow!("cluster file: capacity: {e}"))
-    }
+/// The capacity is written as people write rates (`1 Gbit/s`), not as bytes per second.
+fn rate_text<S: Serializer>(r: &Rate, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(r)
+}
 
+fn rate_from_text<'de, D: Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
+    Rate::deserialize(d)
+}
+
+impl ClusterFile {
     pub fn write(&self, path: &Path) -> Result<()> {
         let text = format!(
             "# throttle cluster file: nodes, their agents' addresses, and the token file.\n{}",
@@ -92,7 +100,6 @@ impl Cluster {
         if file.nodes.is_empty() {
             bail!("the cluster file {} lists no nodes", path.display());
         }
-        file.capacity()?;
         let base = path.parent().unwrap_or(Path::new("."));
         let token_path = base.join(&file.token_file);
         let token = Token::load(&token_path).map_err(|e| anyhow!("{e}"))?;
@@ -116,10 +123,13 @@ impl Cluster {
 
     /// The node called `name`, or an error listing the known ones.
     pub fn node(&self, name: &str) -> Result<&Node> {
+        if !throttle_proto::name::is_valid(name) {
+            bail!("`{}` is not a node name", name.escape_debug());
+        }
         self.file
             .nodes
             .iter()
-            .find(|n| n.name == name)
+            .find(|n| n.name.as_str() == name)
             .ok_or_else(|| {
                 anyhow!(
                     "unknown node `{name}`: the cluster file {} lists {}",
@@ -130,7 +140,7 @@ impl Cluster {
     }
 
     pub fn node_names(&self) -> Vec<String> {
-        self.file.nodes.iter().map(|n| n.name.clone()).collect()
+        self.file.nodes.iter().map(|n| n.name.to_string()).collect()
     }
 
     /// The nodes a command applies to: one by name, or all.
@@ -190,13 +200,13 @@ mod tests {
         std::fs::write(dir.join("token"), "0123456789abcdef0123").unwrap();
         let file = ClusterFile {
             token_file: "token".into(),
-            capacity: "1Gbit".into(),
+            capacity: Rate::parse("1Gbit").unwrap(),
             local_dir: None,
             tls_ca: None,
             nodes: vec![Node {
-                name: "n0".into(),
-                control: "127.0.0.1:1".into(),
-                data: "127.0.0.1:2".into(),
+                name: Name::parse("node", "n0").unwrap(),
+                control: "127.0.0.1:1".parse().unwrap(),
+                data: "127.0.0.1:2".parse().unwrap(),
                 socket: "/tmp/n0.sock".into(),
                 pid: Some(5),
             }],

@@ -1,18 +1,27 @@
-//! throttle-ctl: the controller. The binary parses arguments; this library does the work
-//! so it can be tested and reused (e.g. by `demo`).
+//! throttle-ctl: the controller. The binary parses the command line; this library does
+//! the work, so it can be tested and reused.
 //!
-//! * [`cluster`]: the cluster file.
-//! * [`client`]: the control-API client for one agent.
-//! * [`local`]: starting and stopping a local emulated cluster; [`certs`]: its TLS
-//!   certificates.
-//! * [`commands`]: one module per command.
+//! * [`commands`]: one module per command, each with its arguments and `exec`.
+//! * [`cluster`]: the cluster file; [`agent_client`]: the typed client of one agent's
+//!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine.
+//! * [`job`]: one job on the cluster (launch, wait, renew, clean up), the step
+//!   [`sweep`] and the demo are made of.
+//! * [`store`]: the results database; [`measurements`]: from stored runs to the
+//!   [`analysis`]'s input; [`report`]: plots and the HTML report.
+//! * [`output`], [`table`], [`progress`]: what the user sees.
+//!
+//! The values shared with the agents and the workloads are `throttle_proto`'s.
 
+pub mod agent_client;
 pub mod analysis;
 pub mod certs;
-pub mod client;
 pub mod cluster;
 pub mod commands;
-pub mod local;
+pub mod job;
+pub mod local_cluster;
+pub mod measurements;
+pub mod output;
+pub mod progress;
 pub mod report;
 pub mod store;
 pub mod sweep;

@@ -127,7 +127,7 @@ where
 
 fn per_size(
     a: &Analysis,
-    f: impl Fn(&crate::analysis::Point) -> Option<f64>,
+    f: impl Fn(&crate::analysis::MedianPoint) -> Option<f64>,
 ) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut sizes: Vec<u32> = a.points.iter().map(|p| p.procs).collect();
     sizes.dedup();

@@ -2,7 +2,8 @@
 //!
 //! Failed runs are stored too (status `failed` and the reason), so a sweep can retry them
 //! up to a limit and the analysis can say how many it left out. Rows are never updated or
-//! deleted by throttle; a retry is a new row.
+//! deleted by throttle; a retry is a new row. The store knows rows and nothing of what is
+//! computed from them (`measurements` turns rows into the analysis's input).
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -10,8 +11,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection};
+use throttle_proto::Pct;
 
-use crate::analysis::Observation;
+use crate::job::RunStatus;
 
 pub const DEFAULT_DB: &str = "throttle-results.db";
 
@@ -26,8 +28,7 @@ pub struct RunRow {
     pub nodes: u32,
     pub ranks_per_node: u32,
     pub procs: u32,
-    /// `None`: unlimited.
-    pub bw_pct: Option<f64>,
+    pub bw_pct: Pct,
     pub capacity: f64,
     pub latency_us: u64,
     pub repeat: u32,
@@ -35,7 +36,7 @@ pub struct RunRow {
     pub seconds: Option<f64>,
     pub kernel_seconds: Option<f64>,
     pub teps: Option<f64>,
-    pub status: String,
+    pub status: RunStatus,
     pub reason: Option<String>,
     pub host: String,
     pub version: String,
@@ -91,8 +92,8 @@ impl Store {
             &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
             params![
                 r.point_key, r.series, r.workload, r.options, r.nodes, r.ranks_per_node, r.procs,
-                r.bw_pct, r.capacity, r.latency_us as i64, r.repeat, r.started_at, r.seconds,
-                r.kernel_seconds, r.teps, r.status, r.reason, r.host, r.version, r.job
+                r.bw_pct.percent(), r.capacity, r.latency_us as i64, r.repeat, r.started_at, r.seconds,
+                r.kernel_seconds, r.teps, r.status.as_str(), r.reason, r.host, r.version, r.job
             ],
         )?;
         Ok(())
@@ -129,7 +130,7 @@ impl Store {
                 nodes: r.get(4)?,
                 ranks_per_node: r.get(5)?,
                 procs: r.get(6)?,
-                bw_pct: r.get(7)?,
+                bw_pct: pct_column(r.get(7)?),
                 capacity: r.get(8)?,
                 latency_us: r.get::<_, i64>(9)? as u64,
                 repeat: r.get(10)?,
@@ -137,7 +138,7 @@ impl Store {
                 seconds: r.get(12)?,
                 kernel_seconds: r.get(13)?,
                 teps: r.get(14)?,
-                status: r.get(15)?,
+                status: status_column(r.get(15)?),
                 reason: r.get(16)?,
                 host: r.get(17)?,
                 version: r.get(18)?,
@@ -147,51 +148,6 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Every run as an observation for the analysis, with the chosen completion time:
-    /// `job` (wall time of the job), `kernel` (the workload's own timing), or `auto`
-    /// (kernel when every successful run reported one). Returns the observations and a
-    /// description of the time used.
-    pub fn observations(&self, time: &str) -> Result<(Vec<Observation>, String)> {
-        let rows = self.rows()?;
-        let all_kernel = rows
-            .iter()
-            .filter(|r| r.status == "ok")
-            .all(|r| r.kernel_seconds.is_some());
-        let kernel = match time {
-            "job" => false,
-            "kernel" => {
-                if !all_kernel {
-                    anyhow::bail!(
-                        "--time kernel: some runs did not report a kernel time; use --time job"
-                    );
-                }
-                true
-            }
-            "auto" => all_kernel,
-            other => anyhow::bail!("--time `{other}` is not auto, job or kernel"),
-        };
-        let obs = rows
-            .into_iter()
-            .map(|r| {
-                let t = if kernel { r.kernel_seconds } else { r.seconds };
-                Observation {
-                    ok: r.status == "ok" && t.is_some(),
-                    series: r.series,
-                    procs: r.procs,
-                    bw_pct: r.bw_pct,
-                    repeat: r.repeat,
-                    seconds: t.unwrap_or(0.0),
-                }
-            })
-            .collect();
-        let what = if kernel {
-            "kernel time reported by the workload (BFS: sum of the search times)"
-        } else {
-            "job completion time (rank 0's start to exit)"
-        };
-        Ok((obs, what.to_string()))
-    }
-
     /// Link capacity of the stored runs, if they agree.
     pub fn capacity(&self) -> Result<Option<f64>> {
         let mut st = self.conn.prepare("SELECT DISTINCT capacity FROM runs")?;
@@ -199,47 +155,80 @@ impl Store {
         Ok((caps.len() == 1).then(|| caps[0]))
     }
 
-    /// Write every row as CSV (the columns `analyze --csv` reads, plus the rest).
-    pub fn export_csv<W: Write>(&self, mut w: W) -> Result<()> {
-        writeln!(w, "workload,nodes,procs,bw_pct,repeat,seconds,status,series,ranks_per_node,capacity,latency_us,started_at,kernel_seconds,teps,host,version,job,reason")?;
-        let clean = |s: &str| s.replace([',', '\n', '"'], " ");
+    /// Write every row as CSV (the columns `analyze --csv` reads first, then the rest),
+    /// quoted where needed.
+    pub fn export_csv<W: Write>(&self, w: W) -> Result<()> {
+        let mut out = csv::Writer::from_writer(w);
+        out.write_record(EXPORT_COLUMNS)?;
         for r in self.rows()? {
-            writeln!(
-                w,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+            out.write_record([
                 r.workload,
-                r.nodes,
-                r.procs,
+                r.nodes.to_string(),
+                r.procs.to_string(),
                 r.bw_pct
+                    .percent()
                     .map(|b| b.to_string())
                     .unwrap_or_else(|| "unlimited".into()),
-                r.repeat,
-                r.seconds
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "NaN".into()),
-                if r.status == "ok" { "ok" } else { "failed" },
-                clean(&r.series),
-                r.ranks_per_node,
-                r.capacity,
-                r.latency_us,
+                r.repeat.to_string(),
+                opt(r.seconds),
+                r.status.to_string(),
+                r.series,
+                r.ranks_per_node.to_string(),
+                r.capacity.to_string(),
+                r.latency_us.to_string(),
                 r.started_at,
-                r.kernel_seconds.map(|s| s.to_string()).unwrap_or_default(),
-                r.teps.map(|s| s.to_string()).unwrap_or_default(),
-                clean(&r.host),
+                opt(r.kernel_seconds),
+                opt(r.teps),
+                r.host,
                 r.version,
                 r.job,
-                clean(r.reason.as_deref().unwrap_or(""))
-            )?;
+                r.reason.unwrap_or_default(),
+            ])?;
         }
+        out.flush()?;
         Ok(())
     }
+}
+
+/// The columns of [`Store::export_csv`].
+pub const EXPORT_COLUMNS: [&str; 18] = [
+    "workload",
+    "nodes",
+    "procs",
+    "bw_pct",
+    "repeat",
+    "seconds",
+    "status",
+    "series",
+    "ranks_per_node",
+    "capacity",
+    "latency_us",
+    "started_at",
+    "kernel_seconds",
+    "teps",
+    "host",
+    "version",
+    "job",
+    "reason",
+];
+
+/// A stored bandwidth: NULL is unlimited; a value the store holds was valid when stored.
+fn pct_column(v: Option<f64>) -> Pct {
+    v.and_then(|p| Pct::new(p).ok()).unwrap_or(Pct::UNLIMITED)
+}
+
+/// A stored status; anything unknown counts as failed (it is not a measurement).
+fn status_column(v: String) -> RunStatus {
+    v.parse().unwrap_or(RunStatus::Failed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn row(key: &str, status: &str) -> RunRow {
+    fn row(key: &str, status: RunStatus) -> RunRow {
+        let ok = status == RunStatus::Ok;
         RunRow {
             point_key: key.into(),
             series: "bfs scale=8".into(),
@@ -248,16 +237,16 @@ mod tests {
             nodes: 2,
             ranks_per_node: 1,
             procs: 2,
-            bw_pct: Some(50.0),
+            bw_pct: Pct::new(50.0).unwrap(),
             capacity: 125e6,
             latency_us: 0,
             repeat: 0,
             started_at: "2026-11-22T08:00:00Z".into(),
-            seconds: (status == "ok").then_some(1.5),
+            seconds: ok.then_some(1.5),
             kernel_seconds: None,
             teps: None,
-            status: status.into(),
-            reason: (status != "ok").then(|| "rank 1 exited".into()),
+            status,
+            reason: (!ok).then(|| "rank 1 exited, \"with quotes\", and a comma".into()),
             host: "h".into(),
             version: "0.1.0".into(),
             job: "j".into(),
@@ -270,24 +259,25 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         {
             let s = Store::open(&path).unwrap();
-            s.insert(&row("a", "ok")).unwrap();
-            s.insert(&row("b", "failed")).unwrap();
-            s.insert(&row("b", "failed")).unwrap();
+            s.insert(&row("a", RunStatus::Ok)).unwrap();
+            s.insert(&row("b", RunStatus::Failed)).unwrap();
+            s.insert(&row("b", RunStatus::Failed)).unwrap();
         }
         let s = Store::open(&path).unwrap();
         assert_eq!(s.done_points().unwrap(), HashSet::from(["a".to_string()]));
         assert_eq!(s.failed_attempts().unwrap().get("b"), Some(&2));
         let rows = s.rows().unwrap();
-        assert_eq!(rows[0], row("a", "ok"));
-        let (obs, _) = s.observations("auto").unwrap();
-        assert_eq!(obs.iter().filter(|o| !o.ok).count(), 2);
-        let mut csv = Vec::new();
-        s.export_csv(&mut csv).unwrap();
-        let text = String::from_utf8(csv).unwrap();
-        // The export reads back through the CSV analysis input.
-        let back = crate::analysis::csv::parse(&text).unwrap();
-        assert_eq!(back.len(), 3);
-        assert_eq!(back.iter().filter(|o| o.ok).count(), 1);
+        assert_eq!(rows[0], row("a", RunStatus::Ok));
+        let mut out = Vec::new();
+        s.export_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        // The reason's quotes and comma survive the export.
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let reasons: Vec<String> = r
+            .records()
+            .map(|rec| rec.unwrap()[17].to_string())
+            .collect();
+        assert_eq!(reasons[1], "rank 1 exited, \"with quotes\", and a comma");
         let _ = std::fs::remove_file(&path);
     }
 }

@@ -22,10 +22,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use serde_json::json;
 
+use throttle_proto::Pct;
+
+use crate::agent_client::AgentClient;
 use crate::analysis::stats::Rng;
-use crate::client::AgentClient;
 use crate::cluster::Cluster;
-use crate::commands::run::{self, RunOutcome, RunSpec, Workload};
+use crate::job::{self, Bcast, JobSpec, Outcome, RunStatus, Workload};
 use crate::store::{RunRow, Store};
 
 /// How a sweep behaves beyond its spec.
@@ -65,8 +67,8 @@ pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
     let mut removed = 0;
     for n in &cluster.file.nodes {
         let c = AgentClient::new(cluster, n);
-        let Ok(names) = c.job_names() else { continue };
-        for job in names.iter().filter(|j| j.starts_with(&mine)) {
+        let Ok(jobs) = c.jobs() else { continue };
+        for job in jobs.names().iter().filter(|j| j.starts_with(&mine)) {
             if c.delete_job(job).is_ok() {
                 removed += 1;
             }
@@ -145,14 +147,14 @@ impl Default for BfsOptions {
 #[serde(deny_unknown_fields, default)]
 pub struct PmmOptions {
     pub size: usize,
-    pub bcast: String,
+    pub bcast: Bcast,
 }
 
 impl Default for PmmOptions {
     fn default() -> Self {
         PmmOptions {
             size: 1024,
-            bcast: "binomial".into(),
+            bcast: Bcast::Binomial,
         }
     }
 }
@@ -166,14 +168,12 @@ pub struct ProgramOptions {
 }
 
 /// Expand the bandwidth steps: `None` is unlimited.
-pub fn expand_bandwidths(steps: &[toml::Value]) -> Result<Vec<Option<f64>>> {
+pub fn expand_bandwidths(steps: &[toml::Value]) -> Result<Vec<Pct>> {
     let mut out: Vec<Option<f64>> = Vec::new();
     let check = |v: f64, what: &str| -> Result<f64> {
-        if v.is_finite() && (throttle_agent::link::MIN_PCT..=100.0).contains(&v) {
-            Ok(v)
-        } else {
-            bail!("bandwidth {what}: {v} is not a percentage from 0.01 to 100")
-        }
+        Pct::new(v)
+            .map(|_| v)
+            .map_err(|_| anyhow!("bandwidth {what}: {v} is not a percentage from 0.01 to 100"))
     };
     for s in steps {
         match s {
@@ -233,15 +233,22 @@ pub fn expand_bandwidths(steps: &[toml::Value]) -> Result<Vec<Option<f64>>> {
     if out.is_empty() {
         bail!("the sweep has no bandwidth steps");
     }
-    Ok(out)
+    out.into_iter()
+        .map(|v| match v {
+            Some(p) => Pct::new(p).map_err(|e| anyhow!("{e}")),
+            None => Ok(Pct::UNLIMITED),
+        })
+        .collect()
 }
 
 /// One point of the sweep.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Point {
+pub struct SweepPoint {
     pub nodes: usize,
-    pub bw_pct: Option<f64>,
+    pub bw: Pct,
     pub repeat: u32,
+    /// Identifies the point across runs of the sweep (series, nodes, ranks per node,
+    /// bandwidth, repeat), so a resumed sweep knows what is stored.
     pub key: String,
 }
 
@@ -251,7 +258,7 @@ pub struct Sweep {
     pub workload: Workload,
     pub series: String,
     pub options: serde_json::Value,
-    pub points: Vec<Point>,
+    pub points: Vec<SweepPoint>,
 }
 
 impl Sweep {
@@ -279,13 +286,10 @@ impl Sweep {
             }
             "pmm" => {
                 let o = &spec.pmm;
-                if !["flat", "binomial", "pipelined"].contains(&o.bcast.as_str()) {
-                    bail!("pmm.bcast must be flat, binomial or pipelined");
-                }
                 (
                     Workload::Pmm {
                         size: o.size,
-                        bcast: o.bcast.clone(),
+                        bcast: o.bcast,
                     },
                     json!({ "size": o.size, "bcast": o.bcast }),
                 )
@@ -331,11 +335,12 @@ impl Sweep {
             for bw in &bws {
                 for r in 0..spec.repeats {
                     let bw_text = bw
+                        .percent()
                         .map(|b| b.to_string())
                         .unwrap_or_else(|| "unlimited".into());
-                    points.push(Point {
+                    points.push(SweepPoint {
                         nodes: n,
-                        bw_pct: *bw,
+                        bw: *bw,
                         repeat: r,
                         key: format!(
                             "{series}|nodes={n}|rpn={}|bw={bw_text}|rep={r}",
@@ -363,7 +368,8 @@ impl Sweep {
 }
 
 /// How a sweep ended.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "end", rename_all = "snake_case")]
 pub enum SweepEnd {
     Complete {
         ran: usize,
@@ -375,185 +381,168 @@ pub enum SweepEnd {
     },
 }
 
+/// What a running sweep tells its caller (which shows it as a progress bar, lines, or
+/// JSON).
+#[derive(Debug)]
+pub enum SweepEvent<'a> {
+    /// Jobs an earlier, killed run of this sweep left on the agents were removed.
+    LeftoversRemoved(usize),
+    /// Some points were stored already and are skipped.
+    Resuming { stored: usize, total: usize },
+    /// A run is about to start (`index` of `todo`, from 0).
+    Starting {
+        index: usize,
+        todo: usize,
+        point: &'a SweepPoint,
+    },
+    /// A run ended and was stored.
+    Finished {
+        index: usize,
+        todo: usize,
+        point: &'a SweepPoint,
+        outcome: &'a Outcome,
+        /// Estimated seconds for the rest of the sweep.
+        eta_s: f64,
+    },
+    /// A point failed more often than `retries` allows and is given up.
+    GaveUp {
+        point: &'a SweepPoint,
+        attempts: u32,
+    },
+}
+
 fn now_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    // Civil date from days since the epoch (proleptic Gregorian).
-    let (days, rem) = (secs / 86400, secs % 86400);
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
-fn bw_text(bw: Option<f64>) -> String {
-    bw.map(|b| format!("{b}%"))
-        .unwrap_or_else(|| "unlimited".into())
-}
-
-fn fmt_eta(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{s}s")
-    }
-}
-
-/// Run the sweep against `cluster`, storing into `store`. `progress` gets one line per run.
-pub fn run(
-    sweep: &Sweep,
-    cluster: &Cluster,
-    store: &Store,
-    options: &SweepOptions,
-    cancel: &AtomicBool,
-    mut progress: impl FnMut(&str),
-) -> Result<SweepEnd> {
-    if let Some(&max) = sweep.spec.nodes.iter().max() {
-        if max > cluster.file.nodes.len() {
-            bail!(
-                "the sweep needs {max} nodes, the cluster file lists {} ({})",
-                cluster.file.nodes.len(),
-                cluster.node_names().join(", ")
-            );
+impl Sweep {
+    /// Run the sweep against `cluster`, storing every run into `store`; `on_event` hears
+    /// of every step.
+    pub fn execute(
+        &self,
+        cluster: &Cluster,
+        store: &Store,
+        options: &SweepOptions,
+        cancel: &AtomicBool,
+        mut on_event: impl FnMut(SweepEvent<'_>),
+    ) -> Result<SweepEnd> {
+        if let Some(&max) = self.spec.nodes.iter().max() {
+            if max > cluster.file.nodes.len() {
+                bail!(
+                    "the sweep needs {max} nodes, the cluster file lists {} ({})",
+                    cluster.file.nodes.len(),
+                    cluster.node_names().join(", ")
+                );
+            }
         }
-    }
-    let leftovers = remove_leftovers(cluster, &options.job_prefix);
-    if leftovers > 0 {
-        progress(&format!(
-            "removed {leftovers} job(s) an earlier run of this sweep left on the agents (their ranks are killed)"
-        ));
-    }
-    let done = store.done_points()?;
-    let mut failed = store.failed_attempts()?;
-    let todo: Vec<&Point> = sweep
-        .points
-        .iter()
-        .filter(|p| !done.contains(&p.key))
-        .collect();
-    let skipped = sweep.points.len() - todo.len();
-    if skipped > 0 {
-        progress(&format!(
-            "resuming: {skipped} of {} points already stored",
-            sweep.points.len()
-        ));
-    }
-    let host = std::fs::read_to_string("/etc/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    let started = Instant::now();
-    let (mut ran, mut gave_up) = (0usize, 0usize);
-    for (i, p) in todo.iter().enumerate() {
-        loop {
-            let attempts = failed.get(&p.key).copied().unwrap_or(0);
-            if attempts > sweep.spec.retries {
-                gave_up += 1;
-                progress(&format!(
-                    "[{}/{}] {}: gave up after {attempts} failed attempts",
-                    i + 1,
-                    todo.len(),
-                    p.key
-                ));
-                break;
-            }
-            if cancel.load(Ordering::SeqCst) {
-                return Ok(SweepEnd::Interrupted { ran });
-            }
-            let spec = RunSpec {
-                workload: sweep.workload.clone(),
-                nodes: p.nodes,
-                ranks_per_node: sweep.spec.ranks_per_node,
-                bw_pct: p.bw_pct,
-                time_limit_s: sweep.spec.time_limit,
-                lease_s: options.lease_s,
-                job_prefix: Some(options.job_prefix.clone()),
-            };
-            let started_at = now_utc();
-            let outcome = match run::run_cancellable(cluster, &spec, cancel) {
-                Ok(o) => o,
-                Err(e) if options.fail_fast => {
-                    return Err(e.context(format!(
-                        "stopping the sweep at nodes={} bw={} rep={} (--fail-fast); everything stored is kept",
-                        p.nodes,
-                        bw_text(p.bw_pct),
-                        p.repeat
-                    )))
+        let leftovers = remove_leftovers(cluster, &options.job_prefix);
+        if leftovers > 0 {
+            on_event(SweepEvent::LeftoversRemoved(leftovers));
+        }
+        let done = store.done_points()?;
+        let mut failed = store.failed_attempts()?;
+        let todo: Vec<&SweepPoint> = self
+            .points
+            .iter()
+            .filter(|p| !done.contains(&p.key))
+            .collect();
+        let skipped = self.points.len() - todo.len();
+        if skipped > 0 {
+            on_event(SweepEvent::Resuming {
+                stored: skipped,
+                total: self.points.len(),
+            });
+        }
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        let started = Instant::now();
+        let (mut ran, mut gave_up) = (0usize, 0usize);
+        for (i, p) in todo.iter().enumerate() {
+            loop {
+                let attempts = failed.get(&p.key).copied().unwrap_or(0);
+                if attempts > self.spec.retries {
+                    gave_up += 1;
+                    on_event(SweepEvent::GaveUp { point: p, attempts });
+                    break;
                 }
-                Err(e) => RunOutcome::not_started(cluster, &spec, format!("{e:#}")),
-            };
-            if outcome.status == "interrupted" {
-                return Ok(SweepEnd::Interrupted { ran });
-            }
-            ran += 1;
-            let ok = outcome.status == "ok";
-            store.insert(&RunRow {
-                point_key: p.key.clone(),
-                series: sweep.series.clone(),
-                workload: sweep.spec.workload.clone(),
-                options: sweep.options.to_string(),
-                nodes: p.nodes as u32,
-                ranks_per_node: sweep.spec.ranks_per_node as u32,
-                procs: outcome.procs as u32,
-                bw_pct: p.bw_pct,
-                capacity: outcome.capacity_bytes_per_sec,
-                latency_us: outcome.latency_us,
-                repeat: p.repeat,
-                started_at,
-                seconds: ok.then_some(outcome.seconds),
-                kernel_seconds: outcome.kernel_seconds,
-                teps: outcome.harmonic_mean_teps,
-                status: if ok { "ok".into() } else { "failed".into() },
-                reason: outcome.reason.clone(),
-                host: host.clone(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                job: outcome.job.clone(),
-            })?;
-            if ok {
+                if cancel.load(Ordering::SeqCst) {
+                    return Ok(SweepEnd::Interrupted { ran });
+                }
+                on_event(SweepEvent::Starting {
+                    index: i,
+                    todo: todo.len(),
+                    point: p,
+                });
+                let spec = JobSpec {
+                    workload: self.workload.clone(),
+                    nodes: p.nodes,
+                    ranks_per_node: self.spec.ranks_per_node,
+                    bw: p.bw,
+                    time_limit_s: self.spec.time_limit,
+                    lease_s: options.lease_s,
+                    job_prefix: Some(options.job_prefix.clone()),
+                };
+                let started_at = now_utc();
+                let outcome = match job::execute(cluster, &spec, cancel) {
+                    Ok(o) => o,
+                    Err(e) if options.fail_fast => {
+                        return Err(e.context(format!(
+                            "stopping the sweep at nodes={} bw={} rep={} (--fail-fast); everything stored is kept",
+                            p.nodes, p.bw, p.repeat
+                        )))
+                    }
+                    Err(e) => Outcome::not_started(cluster, &spec, format!("{e:#}")),
+                };
+                if outcome.status == RunStatus::Interrupted {
+                    return Ok(SweepEnd::Interrupted { ran });
+                }
+                ran += 1;
+                let ok = outcome.status == RunStatus::Ok;
+                store.insert(&RunRow {
+                    point_key: p.key.clone(),
+                    series: self.series.clone(),
+                    workload: self.spec.workload.clone(),
+                    options: self.options.to_string(),
+                    nodes: p.nodes as u32,
+                    ranks_per_node: self.spec.ranks_per_node as u32,
+                    procs: outcome.procs as u32,
+                    bw_pct: p.bw,
+                    capacity: outcome.capacity_bytes_per_sec,
+                    latency_us: outcome.latency_us,
+                    repeat: p.repeat,
+                    started_at,
+                    seconds: ok.then_some(outcome.seconds),
+                    kernel_seconds: outcome.kernel_seconds(),
+                    teps: outcome.teps(),
+                    status: outcome.status,
+                    reason: outcome.reason.clone(),
+                    host: host.clone(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    job: outcome.job.clone(),
+                })?;
                 let per = started.elapsed().as_secs_f64() / ran as f64;
-                progress(&format!(
-                    "[{}/{}] nodes={} bw={} rep={}: {:.3} s | ETA {}",
-                    i + 1,
-                    todo.len(),
-                    p.nodes,
-                    bw_text(p.bw_pct),
-                    p.repeat,
-                    outcome.seconds,
-                    fmt_eta(per * (todo.len() - i - 1) as f64)
-                ));
-                break;
+                on_event(SweepEvent::Finished {
+                    index: i,
+                    todo: todo.len(),
+                    point: p,
+                    outcome: &outcome,
+                    eta_s: per * (todo.len() - i - 1) as f64,
+                });
+                if ok {
+                    break;
+                }
+                *failed.entry(p.key.clone()).or_default() += 1;
             }
-            *failed.entry(p.key.clone()).or_default() += 1;
-            progress(&format!(
-                "[{}/{}] nodes={} bw={} rep={}: FAILED ({}), stored; retrying",
-                i + 1,
-                todo.len(),
-                p.nodes,
-                bw_text(p.bw_pct),
-                p.repeat,
-                outcome.reason.as_deref().unwrap_or("unknown")
-            ));
         }
+        Ok(SweepEnd::Complete {
+            ran,
+            skipped,
+            gave_up,
+        })
     }
-    Ok(SweepEnd::Complete {
-        ran,
-        skipped,
-        gave_up,
-    })
 }
 
 #[cfg(test)]
@@ -569,8 +558,9 @@ mod tests {
     #[test]
     fn ranges_expand_inclusively_and_duplicates_go() {
         let bw = expand_bandwidths(&steps(&["100", "40:20:-5", "30"])).unwrap();
+        let pcts: Vec<Option<f64>> = bw.iter().map(|p| p.percent()).collect();
         assert_eq!(
-            bw,
+            pcts,
             vec![
                 Some(100.0),
                 Some(40.0),
@@ -584,7 +574,7 @@ mod tests {
         assert_eq!(bw.len(), 11);
         assert_eq!(
             expand_bandwidths(&steps(&["unlimited"])).unwrap(),
-            vec![None]
+            vec![Pct::UNLIMITED]
         );
         for bad in ["40:20:2", "0:10:1", "40:20", "x", "101", "40:20:0"] {
             assert!(expand_bandwidths(&steps(&[bad])).is_err(), "{bad}");
@@ -628,10 +618,6 @@ mod tests {
                 "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats=0",
                 "repeats",
             ),
-            (
-                "workload = \"pmm\"\nnodes=[1]\nbandwidths=[100]\n[pmm]\nbcast=\"tree\"",
-                "bcast",
-            ),
         ] {
             let spec: SweepSpec = toml::from_str(text).unwrap();
             let e = Sweep::new(spec)
@@ -644,6 +630,12 @@ mod tests {
             "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100]\ncolour=1"
         )
         .is_err());
+        let e = toml::from_str::<SweepSpec>(
+            "workload = \"pmm\"\nnodes=[1]\nbandwidths=[100]\n[pmm]\nbcast=\"tree\"",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tree") && e.contains("binomial"), "{e}");
     }
 
     #[test]
@@ -667,7 +659,7 @@ mod tests {
         assert_eq!(a, job_prefix(Path::new("/tmp/r.db"), "bfs scale=8"));
         assert_ne!(a, job_prefix(Path::new("/tmp/s.db"), "bfs scale=8"));
         assert_ne!(a, job_prefix(Path::new("/tmp/r.db"), "bfs scale=9"));
-        assert!(throttle_agent::name::is_valid(&format!(
+        assert!(throttle_proto::name::is_valid(&format!(
             "{a}-bfs-1732000000000-abcdef"
         )));
     }

@@ -1,51 +1,65 @@
-//! Plain-text tables for terminal output: columns padded to their widest cell.
+//! Terminal tables: borderless columns (comfy-table) that wrap to the terminal's width when
+//! there is one, and keep their full width when piped.
+
+use comfy_table::{presets, ColumnConstraint, ContentArrangement, Width};
 
 pub struct Table {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
+    inner: comfy_table::Table,
 }
 
 impl Table {
     pub fn new(header: &[&str]) -> Table {
-        Table {
-            header: header.iter().map(|s| s.to_string()).collect(),
-            rows: Vec::new(),
-        }
+        let mut inner = comfy_table::Table::new();
+        inner
+            .load_preset(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_header(header.iter().copied());
+        Table { inner }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.inner.add_row(cells);
     }
 
+    /// Cut column `index` at `width` characters (long error messages).
+    pub fn cap(&mut self, index: usize, width: u16) {
+        if let Some(c) = self.inner.column_mut(index) {
+            c.set_constraint(ColumnConstraint::UpperBoundary(Width::Fixed(width)));
+        }
+    }
+
+    /// The table, one line per row, without trailing blanks.
     pub fn render(&self) -> String {
-        let n = self.header.len();
-        let mut width = vec![0; n];
-        for r in std::iter::once(&self.header).chain(&self.rows) {
-            for (i, c) in r.iter().enumerate().take(n) {
-                width[i] = width[i].max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        for r in std::iter::once(&self.header).chain(&self.rows) {
-            let line: Vec<String> = r
-                .iter()
-                .enumerate()
-                .take(n)
-                .map(|(i, c)| format!("{c:<w$}", w = width[i]))
-                .collect();
-            out.push_str(line.join("  ").trim_end());
-            out.push('\n');
-        }
+        let mut out: String = self
+            .inner
+            .lines()
+            .map(|l| l.trim_end().to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        out.push('\n');
         out
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn pads_columns() {
-        let mut t = super::Table::new(&["a", "bbb"]);
+    fn columns_line_up_and_long_cells_can_be_cut() {
+        let mut t = Table::new(&["a", "bbb"]);
         t.row(vec!["xxxx".into(), "y".into()]);
-        assert_eq!(t.render(), "a     bbb\nxxxx  y\n");
+        let text = t.render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0].find("bbb"), lines[1].find('y'), "{text}");
+        let mut t = Table::new(&["node", "error"]);
+        t.row(vec!["n1".into(), "x".repeat(200)]);
+        t.cap(1, 40);
+        assert!(
+            t.render().lines().all(|l| l.chars().count() < 60),
+            "{}",
+            t.render()
+        );
     }
 }

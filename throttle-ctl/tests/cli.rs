@@ -63,7 +63,7 @@ fn local_cluster_lifecycle_status_set_and_errors() {
         serde_json::from_str(&ok(ctl(dir, &["status", "--json"]))).unwrap();
     assert_eq!(status[0]["pct"], 25.0);
     assert_eq!(status[0]["limit_bytes_per_sec"], 25e6);
-    assert!(status[1]["pct"].is_null());
+    assert_eq!(status[1]["pct"], "unlimited");
     assert_eq!(status[1]["latency_us"], 30);
     let table = ok(ctl(dir, &["status"]));
     assert!(
@@ -115,6 +115,9 @@ fn local_cluster_lifecycle_status_set_and_errors() {
     let down = ok(ctl(dir, &["local", "down"]));
     assert!(down.contains("stopped 3 agents"), "{down}");
     assert!(!dir.join("throttle-cluster.toml").exists());
+    // Twice is not an error.
+    let again = ok(ctl(dir, &["local", "down"]));
+    assert!(again.contains("nothing to stop"), "{again}");
     assert!(err(ctl(dir, &["status"])).contains("local up"));
 }
 

@@ -12,10 +12,7 @@ pub mod bfs;
 pub mod comm;
 pub mod pmm;
 
-/// Print the result line the agent collects (see `throttle_agent::jobs`).
-pub fn print_result<T: serde::Serialize>(result: &T) {
-    match serde_json::to_string(result) {
-        Ok(s) => println!("{}{s}", throttle_agent::jobs::RESULT_PREFIX),
-        Err(e) => eprintln!("cannot serialize the result: {e}"),
-    }
+/// Print the result line the agent collects (`throttle_proto::result`).
+pub fn print_result(result: &throttle_proto::result::WorkloadResult) {
+    println!("{}", result.line());
 }

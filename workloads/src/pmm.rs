@@ -53,6 +53,37 @@ pub struct PmmResult {
     pub verified: bool,
 }
 
+impl PmmResult {
+    /// What rank 0 reports: the multiplication's time, the verification, GFLOP/s and the
+    /// model parameters (Tflops, Tcomm); the whole result as detail.
+    pub fn report(&self) -> throttle_proto::result::WorkloadResult {
+        use throttle_proto::result::{Check, WorkloadResult};
+        WorkloadResult {
+            workload: "pmm".into(),
+            seconds: Some(self.seconds),
+            check: if self.verified {
+                Check::Passed
+            } else {
+                Check::Failed(self.verification.clone())
+            },
+            metrics: [
+                ("gflops", self.gflops),
+                ("tflops", self.tflops),
+                ("tcomm", self.tcomm),
+                ("compute_seconds", self.compute_seconds),
+                ("bcast_seconds", self.bcast_seconds),
+                ("roll_seconds", self.roll_seconds),
+                ("max_compute_seconds", self.max_compute_seconds),
+                ("max_comm_seconds", self.max_comm_seconds),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            detail: serde_json::to_value(self).unwrap_or_default(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PmmError {
     #[error("{0}")]

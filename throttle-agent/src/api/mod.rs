@@ -20,11 +20,11 @@
 //! [`server`] serves this router with the limits that keep the agent responsive under
 //! abuse, and optionally over TLS.
 
+mod metrics;
 mod server;
 
 pub use server::{serve, Tls, HEADER_TIMEOUT, MAX_BODY_BYTES};
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,16 +36,19 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use throttle_proto::calibration::CalibrateRequest;
+use throttle_proto::cluster::ClusterNodes;
+use throttle_proto::forward::{ForwardList, ForwardSpec};
+use throttle_proto::job::{JobList, JobMap, LaunchSpec, Launched};
+use throttle_proto::name::Name;
+use throttle_proto::refusal::Refusal;
+use throttle_proto::shape::ShapeChange;
+use throttle_proto::status::{DirectionStatus, Status};
 
-use crate::agent::Agent;
-use crate::directory::{NodeEntry, MAX_NODES, MAX_RANKS};
-use crate::jobs::{LaunchError, LaunchSpec};
-use crate::link::{parse_pct, Shape};
-use crate::name::Name;
-use crate::rate::{format_bits_per_sec, Rate};
-use crate::transport::forward::{self, ForwardSpec};
+use crate::directory::{MAX_NODES, MAX_RANKS};
+use crate::jobs::LaunchError;
+use crate::state::Agent;
+use crate::transport::forward;
 use crate::transport::wire::Code;
 
 /// An error answer: status and a message for the user.
@@ -60,7 +63,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
+        (self.0, Json(Refusal { error: self.1 })).into_response()
     }
 }
 
@@ -148,52 +151,16 @@ async fn not_found() -> ApiError {
     )
 }
 
-/// The status document (also used by `throttle-ctl status --json`).
-#[derive(Debug, Serialize, Deserialize, Clone)]
-pub struct Status {
-    pub node: Name,
-    pub version: String,
-    /// `null` when unlimited.
-    pub pct: Option<f64>,
-    pub capacity_bytes_per_sec: f64,
-    pub capacity: String,
-    /// `null` when unlimited.
-    pub limit_bytes_per_sec: Option<f64>,
-    pub latency_us: u64,
-    pub egress: DirectionStatus,
-    pub ingress: DirectionStatus,
-    pub open_streams: usize,
-    pub registered_ranks: usize,
-    pub jobs: usize,
-    pub forwards: usize,
-    pub running_jobs: usize,
-    pub splice: bool,
-    pub uptime_seconds: f64,
-    /// Connections refused because a limit was reached (control API, data port, local
-    /// endpoint, streams).
-    #[serde(default)]
-    pub refused_connections: u64,
-    /// Whether the control API speaks TLS.
-    #[serde(default)]
-    pub tls: bool,
-}
-
-#[derive(Debug, Serialize, Deserialize, Clone)]
-pub struct DirectionStatus {
-    pub bytes: u64,
-    pub rate_bytes_per_sec: f64,
-}
-
+/// This agent's status document (`GET /status`, and the answer to `PUT /shape`).
 pub fn status_of(agent: &Agent) -> Status {
     let shape = agent.link.shape();
     Status {
         node: agent.node.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        pct: shape.pct,
-        capacity_bytes_per_sec: shape.capacity,
-        capacity: format_bits_per_sec(shape.capacity),
+        pct: shape.pct(),
+        capacity: shape.capacity(),
         limit_bytes_per_sec: shape.rate(),
-        latency_us: shape.latency_us,
+        latency_us: shape.latency_us(),
         egress: DirectionStatus {
             bytes: agent.link.egress.bytes(),
             rate_bytes_per_sec: agent.link.egress.current_rate(),
@@ -218,71 +185,34 @@ async fn status(State(agent): State<Arc<Agent>>) -> Json<Status> {
     Json(status_of(&agent))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ShapeRequest {
-    pct: Option<Value>,
-    capacity: Option<Value>,
-    latency_us: Option<Value>,
-}
-
-const SHAPE_EXAMPLE: &str = r#"{"pct": 50, "capacity": "1Gbit", "latency_us": 0}"#;
-
 async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
-    let req: ShapeRequest = parse_body(&body, SHAPE_EXAMPLE)?;
-    let mut shape: Shape = agent.link.shape();
-    if let Some(p) = req.pct {
-        shape.pct = match &p {
-            Value::Number(n) => {
-                let v = n.as_f64().unwrap_or(f64::NAN);
-                parse_pct(&v.to_string()).map_err(|e| ApiError::bad(e.to_string()))?
-            }
-            Value::String(s) => parse_pct(s).map_err(|e| ApiError::bad(e.to_string()))?,
-            _ => {
-                return Err(ApiError::bad(
-                    "`pct` must be a number from 0.01 to 100 or the string \"unlimited\"",
-                ))
-            }
-        };
-    }
-    if let Some(c) = req.capacity {
-        shape.capacity = match &c {
-            Value::Number(n) => Rate::from_bytes_per_sec(n.as_f64().unwrap_or(f64::NAN)),
-            Value::String(s) => Rate::parse(s),
-            _ => {
-                return Err(ApiError::bad(
-                    "`capacity` must be a rate like \"1Gbit\" or a number of bytes/s",
-                ))
-            }
-        }
-        .map_err(|e| ApiError::bad(e.to_string()))?
-        .bytes_per_sec();
-    }
-    if let Some(l) = req.latency_us {
-        shape.latency_us = l.as_u64().ok_or_else(|| {
-            ApiError::bad("`latency_us` must be a whole number of microseconds >= 0")
-        })?;
-    }
-    let applied = agent
-        .link
-        .set_shape(shape)
+    let change: ShapeChange = parse_body(
+        &body,
+        r#"{"pct": 50, "capacity": "1Gbit", "latency_us": 0}"#,
+    )?;
+    let before = agent.link.shape();
+    let shape = change
+        .apply(before)
         .map_err(|e| ApiError::bad(e.to_string()))?;
-    tracing::info!(pct = ?applied.pct, capacity = applied.capacity, latency_us = applied.latency_us, "shape set");
+    agent.link.set_shape(shape);
+    tracing::info!(
+        pct = %shape.pct(),
+        capacity = %shape.capacity(),
+        latency_us = shape.latency_us(),
+        was = %before.pct(),
+        "shape set"
+    );
     Ok(Json(status_of(&agent)).into_response())
 }
 
-#[derive(Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-struct ClusterBody {
-    nodes: Vec<NodeEntry>,
-}
-
-async fn get_cluster(State(agent): State<Arc<Agent>>) -> Json<Value> {
-    Json(json!({ "nodes": agent.directory.nodes() }))
+async fn get_cluster(State(agent): State<Arc<Agent>>) -> Json<ClusterNodes> {
+    Json(ClusterNodes {
+        nodes: agent.directory.nodes(),
+    })
 }
 
 async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
-    let req: ClusterBody = parse_body(
+    let req: ClusterNodes = parse_body(
         &body,
         r#"{"nodes":[{"name":"n0","data":"127.0.1.1:7601"}]}"#,
     )?;
@@ -304,36 +234,29 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
         )));
     }
     agent.directory.set_nodes(&req.nodes);
-    Ok(Json(json!({ "nodes": agent.directory.nodes() })).into_response())
+    tracing::info!(nodes = req.nodes.len(), "cluster directory set");
+    Ok(Json(ClusterNodes {
+        nodes: agent.directory.nodes(),
+    })
+    .into_response())
 }
 
-async fn get_jobs(State(agent): State<Arc<Agent>>) -> Json<Value> {
-    Json(json!({
-        "jobs": agent.directory.jobs(),
-        "launched": agent.launcher.reports(),
-    }))
+async fn get_jobs(State(agent): State<Arc<Agent>>) -> Json<JobList> {
+    Json(JobList {
+        jobs: agent.directory.jobs().into_iter().collect(),
+        launched: agent.launcher.reports(),
+    })
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JobBody {
-    ranks: Vec<Name>,
-}
-
-async fn set_job(
-    State(agent): State<Arc<Agent>>,
-    Path(job): Path<String>,
-    body: Bytes,
-) -> ApiResult {
-    let job = name("job name", &job)?;
-    let req: JobBody = parse_body(&body, r#"{"ranks":["n0","n0","n1","n1"]}"#)?;
-    if req.ranks.is_empty() || req.ranks.len() > MAX_RANKS {
+/// Check a rank map's size and that every node in it is known.
+fn check_ranks(agent: &Agent, ranks: &[Name]) -> Result<(), ApiError> {
+    if ranks.is_empty() || ranks.len() > MAX_RANKS {
         return Err(ApiError::bad(format!(
             "a job needs 1..{MAX_RANKS} ranks, got {}",
-            req.ranks.len()
+            ranks.len()
         )));
     }
-    if let Some(unknown) = req.ranks.iter().find(|n| !agent.directory.has_node(n)) {
+    if let Some(unknown) = ranks.iter().find(|n| !agent.directory.has_node(n)) {
         let e = agent
             .directory
             .data_addr(unknown)
@@ -342,20 +265,31 @@ async fn set_job(
             .unwrap_or_default();
         return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
     }
-    let n = req.ranks.len();
-    if !agent.directory.set_job(&job, req.ranks) {
+    Ok(())
+}
+
+async fn set_job(
+    State(agent): State<Arc<Agent>>,
+    Path(job): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let job = name("job name", &job)?;
+    let req: JobMap = parse_body(&body, r#"{"ranks":["n0","n0","n1","n1"]}"#)?;
+    check_ranks(&agent, &req.ranks)?;
+    if !agent.directory.set_job(&job, req.ranks.clone()) {
         return Err(ApiError(
             StatusCode::CONFLICT,
-            "this agent holds as many rank maps as it may; DELETE /jobs/{job} old ones".into(),
+            "this agent holds as many rank maps (or ranks in them) as it may; DELETE /jobs/{job} old ones".into(),
         ));
     }
-    Ok(Json(json!({ "job": job, "ranks": n })).into_response())
+    Ok(Json(req).into_response())
 }
 
 async fn delete_job(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
     let job = name("job name", &job)?;
     let launched = agent.launcher.remove(&job);
     if agent.directory.remove_job(&job) || launched {
+        tracing::debug!(%job, "job deleted");
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError(
@@ -375,18 +309,7 @@ async fn launch_job(
         &body,
         r#"{"program":"throttle-bfs","args":["--scale","16"],"ranks":["n0","n1"],"time_limit_s":600,"lease_s":30}"#,
     )?;
-    if spec.ranks.is_empty() || spec.ranks.len() > MAX_RANKS {
-        return Err(ApiError::bad(format!("a job needs 1..{MAX_RANKS} ranks")));
-    }
-    if let Some(unknown) = spec.ranks.iter().find(|n| !agent.directory.has_node(n)) {
-        let e = agent
-            .directory
-            .data_addr(unknown)
-            .err()
-            .map(|e| e.message)
-            .unwrap_or_default();
-        return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
-    }
+    check_ranks(&agent, &spec.ranks)?;
     let refusal = |e: LaunchError| match e {
         LaunchError::NotAllowed(m) => ApiError(StatusCode::FORBIDDEN, m),
         LaunchError::Invalid(m) => ApiError::bad(m),
@@ -420,7 +343,7 @@ async fn launch_job(
             .await
             .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("launch: {e}")))?
     };
-    let started = launched.map_err(|e| {
+    let local_ranks = launched.map_err(|e| {
         match previous {
             Some(ranks) => {
                 agent.directory.set_job(&job, ranks);
@@ -431,12 +354,8 @@ async fn launch_job(
         }
         refusal(e)
     })?;
-    tracing::info!(%job, program = %spec.program, local_ranks = ?started, lease_s = spec.lease_s, "job launched");
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "job": job, "local_ranks": started })),
-    )
-        .into_response())
+    tracing::info!(%job, program = %spec.program, ?local_ranks, lease_s = spec.lease_s, "job launched");
+    Ok((StatusCode::CREATED, Json(Launched { job, local_ranks })).into_response())
 }
 
 async fn renew_job(State(agent): State<Arc<Agent>>, Path(job): Path<String>) -> ApiResult {
@@ -462,8 +381,10 @@ async fn job_report(State(agent): State<Arc<Agent>>, Path(job): Path<String>) ->
     }
 }
 
-async fn list_forwards(State(agent): State<Arc<Agent>>) -> Json<Value> {
-    Json(json!({ "forwards": agent.forwards.list() }))
+async fn list_forwards(State(agent): State<Arc<Agent>>) -> Json<ForwardList> {
+    Json(ForwardList {
+        forwards: agent.forwards.list(),
+    })
 }
 
 async fn add_forward(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
@@ -471,7 +392,6 @@ async fn add_forward(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
         &body,
         r#"{"listen":"127.0.0.1:5201","to_node":"n1","target":"127.0.0.1:5201"}"#,
     )?;
-    spec.check().map_err(ApiError::bad)?;
     if spec.to_node != agent.node && !agent.directory.has_node(&spec.to_node) {
         let e = agent
             .directory
@@ -482,7 +402,6 @@ async fn add_forward(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
         return Err(ApiError(StatusCode::UNPROCESSABLE_ENTITY, e));
     }
     let info = forward::add(&agent, spec).await.map_err(|e| match e {
-        forward::ForwardError::Invalid(m) => ApiError::bad(m),
         forward::ForwardError::Forbidden(m) => ApiError(StatusCode::FORBIDDEN, m),
         forward::ForwardError::Conflict(m) => ApiError(StatusCode::CONFLICT, m),
     })?;
@@ -490,9 +409,12 @@ async fn add_forward(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
 }
 
 async fn delete_forward(State(agent): State<Arc<Agent>>, Path(id): Path<String>) -> ApiResult {
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::bad(format!("forward id `{id}` is not a number")))?;
+    let id: u64 = id.parse().map_err(|_| {
+        ApiError::bad(format!(
+            "forward id `{}` is not a number",
+            id.escape_debug()
+        ))
+    })?;
     if agent.forwards.remove(id) {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
@@ -503,126 +425,31 @@ async fn delete_forward(State(agent): State<Arc<Agent>>, Path(id): Path<String>)
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CalibrateBody {
-    to: Name,
-    #[serde(default = "default_seconds")]
-    seconds: f64,
-}
-
-fn default_seconds() -> f64 {
-    3.0
-}
-
 async fn calibrate(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
-    let req: CalibrateBody = parse_body(&body, r#"{"to":"n1","seconds":3}"#)?;
+    let req: CalibrateRequest = parse_body(&body, r#"{"to":"n1","seconds":3}"#)?;
     if !req.seconds.is_finite() || !(0.1..=60.0).contains(&req.seconds) {
         return Err(ApiError::bad("`seconds` must be between 0.1 and 60"));
     }
-    let result = agent
-        .calibrate(&req.to, Duration::from_secs_f64(req.seconds))
-        .await
-        .map_err(|e| {
-            let status = match e.code {
-                Code::UnknownNode => StatusCode::UNPROCESSABLE_ENTITY,
-                _ => StatusCode::BAD_GATEWAY,
-            };
-            ApiError(status, e.message)
-        })?;
+    let result = crate::transport::calibration::calibrate(
+        &agent,
+        &req.to,
+        Duration::from_secs_f64(req.seconds),
+    )
+    .await
+    .map_err(|e| {
+        let status = match e.code {
+            Code::UnknownNode => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        ApiError(status, e.message)
+    })?;
     Ok(Json(result).into_response())
 }
 
-/// One metric in Prometheus text format: HELP, TYPE, then `name{labels} value` lines.
-fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, String)]) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (labels, value) in samples {
-        let _ = writeln!(out, "{name}{{{labels}}} {value}");
-    }
-}
-
 async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
-    let s = status_of(&agent);
-    let node = format!("node=\"{}\"", s.node);
-    let dir = |d: &str| format!("{node},direction=\"{d}\"");
-    let one = |v: String| vec![(node.clone(), v)];
-    let mut out = String::new();
-    metric(
-        &mut out,
-        "throttle_link_bytes_total",
-        "counter",
-        "Payload bytes that crossed the emulated link.",
-        &[
-            (dir("egress"), s.egress.bytes.to_string()),
-            (dir("ingress"), s.ingress.bytes.to_string()),
-        ],
-    );
-    metric(
-        &mut out,
-        "throttle_link_rate_bytes_per_second",
-        "gauge",
-        "Payload rate over the last 250 ms.",
-        &[
-            (dir("egress"), s.egress.rate_bytes_per_sec.to_string()),
-            (dir("ingress"), s.ingress.rate_bytes_per_sec.to_string()),
-        ],
-    );
-    metric(
-        &mut out,
-        "throttle_link_capacity_bytes_per_second",
-        "gauge",
-        "Emulated link capacity per direction.",
-        &one(s.capacity_bytes_per_sec.to_string()),
-    );
-    metric(
-        &mut out,
-        "throttle_link_pct",
-        "gauge",
-        "Bandwidth percentage in force (0 when unlimited).",
-        &one(s.pct.unwrap_or(0.0).to_string()),
-    );
-    metric(
-        &mut out,
-        "throttle_link_unlimited",
-        "gauge",
-        "1 when shaping is off.",
-        &one((s.pct.is_none() as u8).to_string()),
-    );
-    metric(
-        &mut out,
-        "throttle_link_latency_microseconds",
-        "gauge",
-        "Added one-way latency at egress.",
-        &one(s.latency_us.to_string()),
-    );
-    metric(
-        &mut out,
-        "throttle_open_streams",
-        "gauge",
-        "Streams crossing the link now.",
-        &one(s.open_streams.to_string()),
-    );
-    metric(
-        &mut out,
-        "throttle_registered_ranks",
-        "gauge",
-        "Ranks registered on this node.",
-        &one(s.registered_ranks.to_string()),
-    );
-    metric(
-        &mut out,
-        "throttle_refused_connections_total",
-        "counter",
-        "Connections refused because a limit was reached.",
-        &one(s.refused_connections.to_string()),
-    );
-    metric(
-        &mut out,
-        "throttle_running_jobs",
-        "gauge",
-        "Jobs with ranks running on this node.",
-        &one(s.running_jobs.to_string()),
-    );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        metrics::render(&status_of(&agent)),
+    )
+        .into_response()
 }

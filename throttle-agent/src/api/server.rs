@@ -27,7 +27,8 @@ use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
-use crate::agent::{Agent, Shutdown};
+use crate::shutdown::Shutdown;
+use crate::state::Agent;
 
 /// Longest time a client may take to send a complete request header, and longest time a
 /// kept-alive connection may sit idle between requests.

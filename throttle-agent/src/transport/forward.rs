@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 
 use std::os::fd::AsRawFd;
 
-use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -23,94 +22,12 @@ use tracing::{debug, info, warn};
 use super::peer;
 use super::pump::{self, Framing};
 use super::wire::{Code, PeerWant, WireError};
-use crate::agent::Agent;
 use crate::endpoint::Conn;
-use crate::name::Name;
+use crate::state::Agent;
+pub use throttle_proto::forward::{ForwardInfo, ForwardSpec, HostPort};
 
 /// Forward rules an agent holds at once.
 pub const MAX_FORWARDS: usize = 256;
-
-/// What a user asks for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ForwardSpec {
-    /// Address to listen on, on this node (`127.0.0.1:5201`; port 0 picks one).
-    pub listen: String,
-    /// Node whose agent connects to the target.
-    pub to_node: Name,
-    /// `host:port` as seen from `to_node`.
-    pub target: String,
-}
-
-impl ForwardSpec {
-    /// Parse the command-line form `LISTEN=NODE:HOST:PORT`.
-    pub fn parse_cli(text: &str) -> Result<ForwardSpec, String> {
-        let (listen, to) = text.split_once('=').ok_or_else(|| {
-            format!("forward `{text}` must look like LISTEN=NODE:HOST:PORT, e.g. 127.0.0.1:5201=n1:127.0.0.1:5201")
-        })?;
-        let (to_node, target) = parse_destination(to)?;
-        let spec = ForwardSpec {
-            listen: listen.to_string(),
-            to_node,
-            target,
-        };
-        spec.check()?;
-        Ok(spec)
-    }
-
-    /// Check the addresses' form.
-    pub fn check(&self) -> Result<(), String> {
-        self.listen.parse::<SocketAddr>().map_err(|_| {
-            format!(
-                "listen address `{}` must be IP:PORT, e.g. 127.0.0.1:5201",
-                self.listen
-            )
-        })?;
-        check_host_port(&self.target)?;
-        Ok(())
-    }
-}
-
-/// Split `NODE:HOST:PORT` into the node and `HOST:PORT`.
-pub fn parse_destination(text: &str) -> Result<(Name, String), String> {
-    let (node, target) = text.split_once(':').ok_or_else(|| {
-        format!("destination `{text}` must look like NODE:HOST:PORT, e.g. n1:127.0.0.1:5201")
-    })?;
-    let node = Name::parse("node name", node).map_err(|e| e.to_string())?;
-    check_host_port(target)?;
-    Ok((node, target.to_string()))
-}
-
-fn check_host_port(target: &str) -> Result<(), String> {
-    let ok = target.len() <= 300
-        && target
-            .rsplit_once(':')
-            .map(|(h, p)| {
-                !h.is_empty()
-                    && h.bytes()
-                        .all(|c| c.is_ascii_alphanumeric() || b".-:[]_%".contains(&c))
-                    && p.parse::<u16>().map(|p| p > 0).unwrap_or(false)
-            })
-            .unwrap_or(false);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "target `{target}` must be HOST:PORT with a port in 1..65535"
-        ))
-    }
-}
-
-/// A running rule, as reported by the API.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ForwardInfo {
-    pub id: u64,
-    /// The address actually bound.
-    pub listen: String,
-    pub to_node: Name,
-    pub target: String,
-    pub connections: u64,
-}
 
 struct Rule {
     info: ForwardInfo,
@@ -193,7 +110,7 @@ fn own_addresses() -> Vec<IpAddr> {
 /// address or one of its interfaces' addresses) and not this agent's own control API or
 /// data port. Returns the address to connect to.
 pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketAddr, WireError> {
-    check_host_port(target).map_err(|e| WireError::new(Code::Malformed, e))?;
+    HostPort::parse(target).map_err(|e| WireError::new(Code::Malformed, e))?;
     let resolved: Vec<SocketAddr> = match target.parse::<SocketAddr>() {
         Ok(a) => vec![a],
         Err(_) => tokio::time::timeout(super::CONNECT_TIMEOUT, tokio::net::lookup_host(target))
@@ -246,9 +163,6 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
 /// Why a forward rule was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
-    /// The rule is not well formed.
-    #[error("{0}")]
-    Invalid(String),
     /// The target is not an address of the destination node.
     #[error("{0}")]
     Forbidden(String),
@@ -259,7 +173,6 @@ pub enum ForwardError {
 
 /// Bind and start a rule on `agent`.
 pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, ForwardError> {
-    spec.check().map_err(ForwardError::Invalid)?;
     if agent.forwards.len() >= MAX_FORWARDS {
         return Err(ForwardError::Conflict(format!(
             "this agent holds {MAX_FORWARDS} forwards already; remove some first"
@@ -267,7 +180,7 @@ pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, F
     }
     if spec.to_node == agent.node {
         // Checked now for a clear error; checked again for every connection.
-        resolve_local_target(agent, &spec.target)
+        resolve_local_target(agent, spec.target.as_str())
             .await
             .map_err(|e| ForwardError::Forbidden(e.message))?;
     }
@@ -281,7 +194,7 @@ pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, F
     let connections = Arc::new(AtomicU64::new(0));
     let info = ForwardInfo {
         id,
-        listen: bound.to_string(),
+        listen: bound,
         to_node: spec.to_node.clone(),
         target: spec.target.clone(),
         connections: 0,
@@ -350,7 +263,7 @@ async fn carry(
         return Ok(());
     };
     if spec.to_node == agent.node {
-        let target = match peer::connect_local_target(&agent, &spec.target).await {
+        let target = match peer::connect_local_target(&agent, spec.target.as_str()).await {
             Ok(t) => t,
             Err(e) => {
                 agent
@@ -364,7 +277,7 @@ async fn carry(
         return Ok(());
     }
     let want = PeerWant::Forward {
-        target: spec.target.clone(),
+        target: spec.target.to_string(),
     };
     match peer::dial(&agent, &spec.to_node, want).await {
         Ok(peer_stream) => peer::carry(&agent, Conn::Tcp(client), peer_stream).await,
@@ -376,31 +289,5 @@ async fn carry(
             super::socket::reset_on_close(client.as_raw_fd());
             Ok(())
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_cli_rules_and_explains_mistakes() {
-        let s = ForwardSpec::parse_cli("127.0.0.1:5201=n1:127.0.0.1:5202").unwrap();
-        assert_eq!(s.to_node.as_str(), "n1");
-        assert_eq!(s.target, "127.0.0.1:5202");
-        assert!(ForwardSpec::parse_cli("127.0.0.1:5201")
-            .unwrap_err()
-            .contains("LISTEN="));
-        assert!(ForwardSpec::parse_cli("nohost=n1:127.0.0.1:1")
-            .unwrap_err()
-            .contains("IP:PORT"));
-        assert!(ForwardSpec::parse_cli("127.0.0.1:1=n1:host:99999")
-            .unwrap_err()
-            .contains("port"));
-        assert!(ForwardSpec::parse_cli("127.0.0.1:1=n1").is_err());
-        assert!(ForwardSpec::parse_cli("127.0.0.1:1=..:127.0.0.1:2")
-            .unwrap_err()
-            .contains("node name"));
-        assert!(ForwardSpec::parse_cli("127.0.0.1:1=n1:a b:2").is_err());
     }
 }

@@ -20,11 +20,12 @@ use super::wire::{
     self, Answer, Challenge, Code, PeerRequest, PeerWant, Reply, Request, WireError,
 };
 use super::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
-use crate::agent::{Agent, Shutdown};
-use crate::auth::{self, Side};
 use crate::endpoint::Conn;
 use crate::limits::Permit;
-use crate::name::Name;
+use crate::shutdown::Shutdown;
+use crate::state::Agent;
+use throttle_proto::auth::{self, Side};
+use throttle_proto::name::Name;
 
 /// Accept agent-to-agent streams until shutdown. Connections beyond the handshake limit
 /// are refused at once with [`Code::Busy`] (never queued), so idle or slow clients cannot
@@ -163,13 +164,13 @@ async fn handle(
             src_rank,
             dst_rank,
         } => {
-            let conn = match agent
-                .accept_rank(&req.src_node, &job, src_rank, dst_rank)
-                .await
-            {
-                Ok(c) => c,
-                Err(e) => return refuse(&mut stream, e).await,
-            };
+            let conn =
+                match super::delivery::accept_rank(&agent, &req.src_node, &job, src_rank, dst_rank)
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => return refuse(&mut stream, e).await,
+                };
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             carry(&agent, conn, stream).await
         }

@@ -8,12 +8,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use throttle_agent::agent::{self, AgentConfig, RunningAgent};
-use throttle_agent::auth::Token;
 use throttle_agent::directory::NodeEntry;
-use throttle_agent::link::Shape;
-use throttle_agent::name::Name;
 use throttle_agent::programs::ProgramPolicy;
 use throttle_agent::transport::pump::PumpOptions;
+use throttle_proto::auth::Token;
+use throttle_proto::name::Name;
+use throttle_proto::{Pct, Rate, Shape};
 
 pub const TOKEN: &str = "test-token-0123456789abcdef";
 
@@ -46,11 +46,12 @@ impl Drop for Scratch {
 }
 
 pub fn shape(pct: Option<f64>, capacity: f64) -> Shape {
-    Shape {
-        pct,
-        capacity,
-        latency_us: 0,
-    }
+    Shape::new(
+        pct.map(|p| Pct::new(p).unwrap()).unwrap_or(Pct::UNLIMITED),
+        Rate::from_bytes_per_sec(capacity).unwrap(),
+        0,
+    )
+    .unwrap()
 }
 
 /// Start `n` agents named n0..n{n-1} in-process, each knowing the others.
@@ -106,9 +107,9 @@ pub async fn forward_to_n1(
     throttle_agent::transport::forward::add(
         &agent.state,
         throttle_agent::transport::forward::ForwardSpec {
-            listen: "127.0.0.1:0".into(),
+            listen: "127.0.0.1:0".parse().unwrap(),
             to_node: n("n1"),
-            target,
+            target: throttle_proto::forward::HostPort::parse(&target).unwrap(),
         },
     )
     .await
@@ -246,7 +247,7 @@ pub struct Rank {
 pub fn rank(scratch: &Scratch, agent_socket: &Path, job: &str, rank: u32) -> Rank {
     let path = scratch.path(&format!("{job}-r{rank}.sock"));
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    let registration = throttle_agent::client::register(
+    let registration = throttle_proto::rank_client::register(
         agent_socket,
         &n(job),
         rank,

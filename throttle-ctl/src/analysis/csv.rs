@@ -4,8 +4,9 @@
 //! Extra columns are labels: together with `workload` they name the series (runs are
 //! compared only within a series), except per-run columns such as `started_at`, `host`,
 //! `job`. An optional `status` column marks failed runs (anything but `ok`; they need no
-//! time). `bw_pct` may be `unlimited`. Rows that do not parse are reported with their
-//! line number, all of them, and nothing is analysed: the analysis refuses to guess.
+//! time). `bw_pct` may be `unlimited`. Fields may be quoted (the `csv` crate reads them);
+//! a UTF-8 byte-order mark is skipped. Rows that do not parse are reported with their line
+//! number, all of them, and nothing is analysed: the analysis refuses to guess.
 
 use anyhow::{bail, Result};
 
@@ -25,22 +26,37 @@ const PER_RUN: [&str; 9] = [
     "id",
 ];
 
+/// The 1-based line of byte `offset` in `text`.
+fn line_at(text: &str, offset: u64) -> u64 {
+    let b = text.as_bytes();
+    let mut end = (offset as usize).min(b.len());
+    // A record's offset may point at blank lines before it.
+    while end < b.len() && (b[end] == b'\n' || b[end] == b'\r') {
+        end += 1;
+    }
+    b[..end].iter().filter(|&&c| c == b'\n').count() as u64 + 1
+}
+
 /// Parse CSV text into observations.
 pub fn parse(text: &str) -> Result<Vec<Observation>> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
-    let Some((_, header)) = lines.next() else {
+    // A spreadsheet's UTF-8 byte-order mark is not part of the first column's name.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut reader = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let header = reader
+        .headers()
+        .map_err(|e| anyhow::anyhow!("cannot read the CSV header: {e}"))?
+        .clone();
+    if header.is_empty() || header.iter().all(str::is_empty) {
         bail!(
             "the CSV file is empty: it needs a header with {}",
             REQUIRED.join(",")
         );
-    };
-    let cols: Vec<String> = header
-        .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
-        .collect();
+    }
+    let cols: Vec<String> = header.iter().map(|c| c.to_ascii_lowercase()).collect();
     let missing: Vec<&str> = REQUIRED
         .iter()
         .copied()
@@ -67,21 +83,33 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         .collect();
     let mut out = Vec::new();
     let mut errors = Vec::new();
-    for (n, line) in lines {
-        let lineno = n + 1;
-        if line.contains('"') {
-            errors.push(format!("line {lineno}: quoted fields are not supported"));
+    for record in reader.records() {
+        let record = match record {
+            Ok(r) => r,
+            Err(e) => {
+                let line = e.position().map(|p| line_at(text, p.byte())).unwrap_or(0);
+                errors.push(format!("line {line}: {e}"));
+                continue;
+            }
+        };
+        // The line in the file, counted from the record's byte offset (the reader's own
+        // line count skips blank lines).
+        let lineno = record
+            .position()
+            .map(|p| line_at(text, p.byte()))
+            .unwrap_or(0);
+        if record.iter().all(str::is_empty) {
             continue;
         }
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        if f.len() != cols.len() {
+        if record.len() != cols.len() {
             errors.push(format!(
                 "line {lineno}: {} fields, the header has {}",
-                f.len(),
+                record.len(),
                 cols.len()
             ));
             continue;
         }
+        let f: Vec<&str> = record.iter().collect();
         let procs = f[ipr].parse::<u32>().ok().filter(|p| *p > 0);
         let bw = if f[ibw].eq_ignore_ascii_case("unlimited") {
             Some(None)
@@ -176,6 +204,13 @@ mod tests {
         assert!(e.contains("line 4: bw_pct `150`"), "{e}");
         assert!(e.contains("line 5: 5 fields"), "{e}");
         assert!(e.contains("line 7: seconds `-2`"), "{e}");
+    }
+
+    #[test]
+    fn quoted_fields_and_a_byte_order_mark_are_read() {
+        let text = "\u{feff}workload,nodes,procs,bw_pct,repeat,seconds,note\n\"bfs\",1,4,100,0,1.0,\"a, b\"\n";
+        let obs = parse(text).unwrap();
+        assert_eq!(obs[0].series, "bfs note=a, b");
     }
 
     #[test]

@@ -35,9 +35,9 @@ pub struct Observation {
     pub ok: bool,
 }
 
-/// What to compute.
+/// What to compute from the observations.
 #[derive(Clone, Debug)]
-pub struct Request {
+pub struct Question {
     /// CTI levels in percent.
     pub cti: Vec<f64>,
     /// Sizes (procs) to project to; measured ones are held out.
@@ -48,8 +48,10 @@ pub struct Request {
     pub time_source: String,
 }
 
+/// The runs of one (size, bandwidth) summarised: their median and its interval, the
+/// spread, and the CTI of the median.
 #[derive(Clone, Debug, Serialize)]
-pub struct Point {
+pub struct MedianPoint {
     pub procs: u32,
     pub bw_pct: f64,
     pub n: usize,
@@ -108,7 +110,7 @@ pub struct Analysis {
     pub failed_runs: usize,
     pub min_repeats: usize,
     pub regression: Option<Regression>,
-    pub points: Vec<Point>,
+    pub points: Vec<MedianPoint>,
     pub demand: Vec<Demand>,
     pub dc: Option<f64>,
     pub dc_ci: Option<(f64, f64)>,
@@ -122,7 +124,7 @@ pub struct Analysis {
 }
 
 /// Run the analysis on `obs`.
-pub fn analyze(obs: &[Observation], req: &Request) -> Result<Analysis> {
+pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let mut series: BTreeMap<&str, usize> = BTreeMap::new();
     for o in obs {
         *series.entry(o.series.as_str()).or_default() += 1;
@@ -240,7 +242,7 @@ pub fn analyze(obs: &[Observation], req: &Request) -> Result<Analysis> {
                 curve.bw.push(bw);
                 curve.cti.push(c);
             }
-            points.push(Point {
+            points.push(MedianPoint {
                 procs: p,
                 bw_pct: bw,
                 n: times.len(),
@@ -575,7 +577,7 @@ mod tests {
 
     #[test]
     fn failed_runs_are_ignored_and_counted() {
-        let req = Request {
+        let req = Question {
             cti: vec![5.0, 10.0],
             predict: vec![],
             series: None,
@@ -594,7 +596,7 @@ mod tests {
 
     #[test]
     fn held_out_size_is_predicted_and_compared() {
-        let req = Request {
+        let req = Question {
             cti: vec![10.0, 20.0],
             predict: vec![25, 100],
             series: None,
@@ -657,7 +659,7 @@ mod tests {
             seconds: 1.0,
             ok: true,
         });
-        let req = Request {
+        let req = Question {
             cti: vec![5.0],
             predict: vec![],
             series: None,
@@ -665,7 +667,7 @@ mod tests {
         };
         let e = analyze(&obs, &req).unwrap_err().to_string();
         assert!(e.contains("--series") && e.contains("`pmm`"), "{e}");
-        let req = Request {
+        let req = Question {
             cti: vec![5.0],
             predict: vec![],
             series: Some("bfs".into()),

@@ -4,21 +4,35 @@
 //! configured capacity (what the emulation achieves) and once unlimited (what this host
 //! can carry at all). Shapes are restored afterwards, also when a run fails.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
+use clap::Args as ClapArgs;
 use serde::Serialize;
-use serde_json::json;
-use throttle_agent::rate::format_bits_per_sec;
+use throttle_proto::rate::format_bits_per_sec;
+use throttle_proto::shape::ShapeChange;
+use throttle_proto::{Name, Pct};
 
-use crate::client::AgentClient;
+use super::{Context, Exit};
+use crate::agent_client::AgentClient;
 use crate::cluster::Cluster;
+use crate::output;
 use crate::table::Table;
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Seconds per measurement (0.1 to 60).
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    #[arg(long)]
+    json: bool,
+}
 
 #[derive(Debug, Serialize)]
 pub struct LinkCalibration {
-    pub from: String,
-    pub to: String,
+    pub from: Name,
+    pub to: Name,
     pub capacity_bytes_per_sec: f64,
     /// Goodput at pct = 100.
     pub achieved_bytes_per_sec: f64,
@@ -29,8 +43,24 @@ pub struct LinkCalibration {
     pub warning: Option<String>,
 }
 
+impl Args {
+    pub fn exec(self, ctx: &Context) -> Exit {
+        if !(self.seconds.is_finite() && (0.1..=60.0).contains(&self.seconds)) {
+            anyhow::bail!("--seconds must be between 0.1 and 60");
+        }
+        let cluster = ctx.cluster()?;
+        let results = calibrate(&cluster, self.seconds, |m| eprintln!("calibrating {m}"))?;
+        if self.json {
+            output::print_json(&results)?;
+        } else {
+            output::print(render(&results))?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
 /// Run the calibration; `progress` is told what is being measured.
-pub fn run(
+pub fn calibrate(
     cluster: &Cluster,
     seconds: f64,
     mut progress: impl FnMut(&str),
@@ -46,35 +76,38 @@ pub fn run(
         let from_c = AgentClient::with_timeout(cluster, n, timeout);
         let to_c = AgentClient::new(cluster, to);
         let saved = [from_c.status()?, to_c.status()?];
-        let restore = |c: &AgentClient, s: &throttle_agent::api::Status| {
-            c.set_shape(&json!({
-                "pct": s.pct.map(|p| json!(p)).unwrap_or(json!("unlimited")),
-                "capacity": s.capacity_bytes_per_sec,
-                "latency_us": s.latency_us,
-            }))
+        let restore = |c: &AgentClient, s: &throttle_proto::status::Status| {
+            c.set_shape(&ShapeChange {
+                pct: Some(s.pct),
+                capacity: Some(s.capacity),
+                latency_us: Some(s.latency_us),
+            })
         };
-        let measure = |pct: serde_json::Value| -> Result<f64> {
+        let measure = |pct: Pct| -> Result<f64> {
             for c in [&from_c, &to_c] {
-                c.set_shape(&json!({ "pct": pct, "latency_us": 0 }))?;
+                c.set_shape(&ShapeChange {
+                    pct: Some(pct),
+                    capacity: None,
+                    latency_us: Some(0),
+                })?;
             }
-            let r = from_c.calibrate(&to.name, seconds)?;
-            Ok(r["achieved_bytes_per_sec"].as_f64().unwrap_or(0.0))
+            Ok(from_c.calibrate(&to.name, seconds)?.achieved_bytes_per_sec)
         };
         progress(&format!(
             "{} -> {}: at 100% for {seconds} s",
             n.name, to.name
         ));
-        let shaped = measure(json!(100));
+        let shaped = measure(Pct::FULL);
         progress(&format!(
             "{} -> {}: unlimited for {seconds} s",
             n.name, to.name
         ));
-        let host = shaped.as_ref().ok().map(|_| measure(json!("unlimited")));
+        let host = shaped.as_ref().ok().map(|_| measure(Pct::UNLIMITED));
         restore(&from_c, &saved[0])?;
         restore(&to_c, &saved[1])?;
         let achieved = shaped?;
         let host_max = host.unwrap_or(Ok(0.0))?;
-        let capacity = saved[0].capacity_bytes_per_sec;
+        let capacity = saved[0].capacity.bytes_per_sec();
         let error = achieved / capacity - 1.0;
         let warning = if host_max < capacity * 1.02 {
             Some(format!(

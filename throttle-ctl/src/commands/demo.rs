@@ -1,33 +1,62 @@
-//! `throttle-ctl demo`: the whole method on a local emulated cluster, in a few minutes.
+//! `throttle-ctl demo`: the whole method on a local emulated cluster, in about a minute.
 //!
 //! Brings agents up, sweeps BFS over node counts (1..4 by default, sized for a 2-core
-//! machine) at stepped bandwidths (the largest size is held out for validation), analyses, projects to the held-out size and to twice it,
-//! prints the tables, writes the report, and takes the cluster down, also on error or
-//! Ctrl-C. Everything lands in one directory (cluster file, results database, report).
+//! machine) at stepped bandwidths (the largest size is held out for validation),
+//! analyses, projects to the held-out size and to twice it, prints the tables, writes the
+//! report, and takes the cluster down, also on error or Ctrl-C. Everything lands in one
+//! directory (cluster file, results database, sweep spec, report).
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
-use throttle_agent::rate::Rate;
+use clap::Args as ClapArgs;
+use throttle_proto::Rate;
 
-use crate::analysis::{self, Analysis, Request};
-use crate::local::{self, LocalUp};
+use super::{interrupt_flag, parse_cti, parse_list, Context, Exit};
+use crate::analysis::{self, Analysis, Question};
+use crate::cluster::Cluster;
+use crate::local_cluster::{self, LocalUp};
+use crate::measurements::{self, TimeSource};
+use crate::output;
+use crate::progress::SweepProgress;
+use crate::report;
 use crate::store::Store;
 use crate::sweep::{self, Sweep, SweepEnd, SweepSpec};
-use crate::{cluster::Cluster, report};
 
-#[derive(Clone, Debug)]
-pub struct DemoOptions {
-    pub dir: PathBuf,
-    /// Node counts to sweep; the largest is held out for validation.
-    pub sizes: Vec<usize>,
-    pub capacity: Rate,
-    pub scale: u32,
-    pub keys: usize,
-    pub repeats: u32,
-    pub bandwidths: Vec<String>,
-    pub cti: Vec<f64>,
+#[derive(ClapArgs, Debug)]
+#[command(
+    after_help = "Writes everything to --dir: cluster file, results.db, sweep.toml, report/index.html.\nThe cluster is taken down at the end, also after an error or Ctrl-C."
+)]
+pub struct Args {
+    /// Where the results and the report go.
+    #[arg(long, default_value = "throttle-demo")]
+    dir: PathBuf,
+    /// Node counts (one rank each); the largest is held out for validation. On a
+    /// machine with enough cores, square counts (1,4,9,16) give square process grids.
+    #[arg(long, default_value = "1,2,3,4")]
+    sizes: String,
+    /// Emulated link per node.
+    #[arg(long, default_value = "1Gbit")]
+    capacity: Rate,
+    /// BFS graph scale.
+    #[arg(long, default_value_t = 14)]
+    scale: u32,
+    /// BFS searches per run (longer kernels average out scheduling noise).
+    #[arg(long, default_value_t = 64)]
+    keys: usize,
+    #[arg(long, default_value_t = 3)]
+    repeats: u32,
+    /// Bandwidth steps (percent; ranges START:STOP:STEP allowed).
+    #[arg(long, default_value = "100,40,20,14,10,7,5,3")]
+    bandwidths: String,
+    /// CTI levels in percent.
+    #[arg(long, default_value = "5,10,15,20,25")]
+    cti: String,
+    /// Print the analysis as JSON at the end instead of the tables.
+    #[arg(long)]
+    json: bool,
 }
 
 /// What the demo produced.
@@ -39,21 +68,48 @@ pub struct DemoResult {
     pub interrupted: bool,
 }
 
+impl Args {
+    pub fn exec(self, _ctx: &Context) -> Exit {
+        let cti = parse_cti(&self.cti)?;
+        let sizes = parse_list::<usize>(&self.sizes, "--sizes")?;
+        let cancel = interrupt_flag()?;
+        let started = std::time::Instant::now();
+        let r = run_demo(&self, &sizes, &cti, cancel)?;
+        if self.json {
+            output::print_json(&r.analysis)?;
+        } else {
+            output::print(format!("\n{}", r.text))?;
+        }
+        eprintln!(
+            "\ndemo {} in {:.0} s; results {}, report {}",
+            if r.interrupted {
+                "interrupted (partial results analysed)"
+            } else {
+                "finished"
+            },
+            started.elapsed().as_secs_f64(),
+            r.db.display(),
+            r.report.display()
+        );
+        Ok(if r.interrupted {
+            ExitCode::from(130)
+        } else {
+            ExitCode::SUCCESS
+        })
+    }
+}
+
 /// Stops the local cluster when dropped.
 struct Down(PathBuf);
 
 impl Drop for Down {
     fn drop(&mut self) {
-        let _ = local::down(&self.0);
+        let _ = local_cluster::down(&self.0);
     }
 }
 
-pub fn run(
-    opts: &DemoOptions,
-    cancel: &AtomicBool,
-    mut progress: impl FnMut(&str),
-) -> Result<DemoResult> {
-    let mut sizes = opts.sizes.clone();
+fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> Result<DemoResult> {
+    let mut sizes = sizes.to_vec();
     sizes.sort_unstable();
     sizes.dedup();
     if sizes.len() < 4 || sizes[0] == 0 {
@@ -63,17 +119,12 @@ pub fn run(
     std::fs::create_dir_all(&opts.dir)?;
     let dir = opts.dir.canonicalize()?;
     let cluster_path = dir.join("throttle-cluster.toml");
-    if cluster_path.exists() {
-        let _ = local::down(&cluster_path);
-    }
+    let _ = local_cluster::down(&cluster_path);
     let db = dir.join("results.db");
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
     }
-    progress(&format!(
-        "starting {max_nodes} agents at {} each ...",
-        opts.capacity
-    ));
+    eprintln!("starting {max_nodes} agents at {} each ...", opts.capacity);
     let up = LocalUp {
         nodes: max_nodes,
         capacity: opts.capacity,
@@ -82,11 +133,15 @@ pub fn run(
         agent_args: vec!["--threads".into(), "1".into()],
         tls: false,
     };
-    local::up(&up, &cluster_path)?;
+    local_cluster::up(&up, &cluster_path)?;
     let _down = Down(cluster_path.clone());
     let cluster = Cluster::load(&cluster_path)?;
     let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    let bws: Vec<String> = opts.bandwidths.iter().map(|b| format!("\"{b}\"")).collect();
+    let bws: Vec<String> = opts
+        .bandwidths
+        .split(',')
+        .map(|b| format!("\"{}\"", b.trim()))
+        .collect();
     let spec_text = format!(
         "workload = \"bfs\"\nnodes = [{}]\nbandwidths = [{}]\nrepeats = {}\ntime_limit = 300\nseed = 1\n[bfs]\nscale = {}\nkeys = {}\nvalidate = false\n",
         nodes.join(", "),
@@ -98,34 +153,36 @@ pub fn run(
     std::fs::write(dir.join("sweep.toml"), &spec_text)?;
     let spec: SweepSpec = toml::from_str(&spec_text)?;
     let sweep = Sweep::new(spec)?;
-    progress(&format!(
+    eprintln!(
         "sweeping BFS scale {} on {} nodes, {} bandwidth steps, {} repeats: {} runs",
         opts.scale,
         nodes.join(", "),
         sweep.points.len() / sizes.len() / opts.repeats as usize,
         opts.repeats,
         sweep.points.len()
-    ));
+    );
     let store = Store::open(&db)?;
     let options = sweep::SweepOptions {
         job_prefix: sweep::job_prefix(&db, &sweep.series),
-        lease_s: crate::commands::run::DEFAULT_LEASE_S,
+        lease_s: crate::job::DEFAULT_LEASE_S,
         fail_fast: false,
     };
-    let end = sweep::run(&sweep, &cluster, &store, &options, cancel, &mut progress)?;
-    let interrupted = matches!(end, SweepEnd::Interrupted { .. });
+    let mut progress = SweepProgress::new(false);
+    let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
+    progress.finish();
+    let interrupted = matches!(end?, SweepEnd::Interrupted { .. });
     let held_out = max_nodes as u32;
-    let (obs, time_source) = store.observations("auto")?;
-    let req = Request {
-        cti: opts.cti.clone(),
+    let (obs, time_source) = measurements::observations(&store.rows()?, TimeSource::Auto)?;
+    let question = Question {
+        cti: cti.to_vec(),
         predict: vec![held_out, held_out * 2],
         series: None,
         time_source,
     };
-    let analysis = analysis::analyze(&obs, &req)?;
+    let analysis = analysis::analyze(&obs, &question)?;
     let cap = opts.capacity.to_string();
-    let text = analysis::render(&analysis, &opts.cti, Some(&cap));
-    let report = report::write(&dir.join("report"), &analysis, &opts.cti, Some(&cap))?;
+    let text = analysis::render(&analysis, cti, Some(&cap));
+    let report = report::write(&dir.join("report"), &analysis, cti, Some(&cap))?;
     Ok(DemoResult {
         analysis,
         text,

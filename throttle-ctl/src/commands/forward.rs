@@ -1,52 +1,110 @@
 //! `throttle-ctl forward add|list|rm`: shaped port forwards for unmodified TCP programs.
 
-use anyhow::{anyhow, Result};
-use serde_json::{json, Value};
-use throttle_agent::transport::forward::{parse_destination, ForwardSpec};
+use std::process::ExitCode;
 
-use crate::client::AgentClient;
-use crate::cluster::Cluster;
+use anyhow::anyhow;
+use clap::{Args as ClapArgs, Subcommand};
+use serde_json::json;
+use throttle_proto::forward::{parse_destination, parse_listen, ForwardSpec};
+
+use super::{Context, Exit};
+use crate::agent_client::AgentClient;
+use crate::output;
 use crate::table::Table;
 
-/// Add `listen on from -> to (NODE:HOST:PORT)`; returns the rule as the agent reports it.
-pub fn add(cluster: &Cluster, from: &str, listen: &str, to: &str) -> Result<Value> {
-    let node = cluster.node(from)?;
-    let (to_node, target) = parse_destination(to).map_err(|e| anyhow!("--to: {e}"))?;
-    cluster.node(&to_node)?;
-    let spec = ForwardSpec {
-        listen: listen.to_string(),
-        to_node,
-        target,
-    };
-    spec.check().map_err(|e| anyhow!("{e}"))?;
-    AgentClient::new(cluster, node).add_forward(&serde_json::to_value(&spec)?)
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: ForwardCommand,
 }
 
-pub fn list(cluster: &Cluster) -> Result<(Table, Value)> {
-    let mut t = Table::new(&["node", "id", "listen", "to", "connections"]);
-    let mut all = Vec::new();
-    for n in &cluster.file.nodes {
-        let v = AgentClient::new(cluster, n).list_forwards()?;
-        for f in v["forwards"].as_array().cloned().unwrap_or_default() {
-            t.row(vec![
-                n.name.clone(),
-                f["id"].to_string(),
-                f["listen"].as_str().unwrap_or_default().to_string(),
-                format!(
-                    "{}:{}",
-                    f["to_node"].as_str().unwrap_or_default(),
-                    f["target"].as_str().unwrap_or_default()
-                ),
-                f["connections"].to_string(),
-            ]);
-            let mut f = f.clone();
-            f["node"] = json!(n.name);
-            all.push(f);
+#[derive(Subcommand, Debug)]
+enum ForwardCommand {
+    /// Listen on ADDR on node FROM and carry each connection to HOST:PORT as seen from node TO.
+    #[command(
+        after_help = "Example (iperf3 from n0 to a server on n1, shaped by both links):\n  throttle-ctl forward add --from n0 --listen 127.0.1.1:5201 --to n1:127.0.1.2:5201\n  iperf3 -c 127.0.1.1 -p 5201\n\nHOST:PORT must be an address of node TO (a loopback address or one of its interfaces'):\na forward carries traffic between the cluster's nodes, never to another host."
+    )]
+    Add {
+        #[arg(long)]
+        from: String,
+        /// IP:PORT to listen on, on node FROM (port 0 picks one).
+        #[arg(long)]
+        listen: String,
+        /// NODE:HOST:PORT
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the forwards of every node.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove forward ID from NODE (open connections carry on).
+    Rm {
+        #[arg(long)]
+        node: String,
+        id: u64,
+    },
+}
+
+impl Args {
+    pub fn exec(self, ctx: &Context) -> Exit {
+        let cluster = ctx.cluster()?;
+        match self.command {
+            ForwardCommand::Add {
+                from,
+                listen,
+                to,
+                json,
+            } => {
+                let node = cluster.node(&from)?;
+                let (to_node, target) = parse_destination(&to).map_err(|e| anyhow!("--to: {e}"))?;
+                cluster.node(&to_node)?;
+                let spec = ForwardSpec {
+                    listen: parse_listen(&listen).map_err(|e| anyhow!("--listen: {e}"))?,
+                    to_node,
+                    target,
+                };
+                let info = AgentClient::new(&cluster, node).add_forward(&spec)?;
+                if json {
+                    output::print_json(&info)?;
+                } else {
+                    output::print(format!(
+                        "forward {} on {from}: {} -> {}:{}\n",
+                        info.id, info.listen, info.to_node, info.target
+                    ))?;
+                }
+            }
+            ForwardCommand::List { json } => {
+                let mut t = Table::new(&["node", "id", "listen", "to", "connections"]);
+                let mut all = Vec::new();
+                for n in &cluster.file.nodes {
+                    for f in AgentClient::new(&cluster, n).list_forwards()? {
+                        t.row(vec![
+                            n.name.to_string(),
+                            f.id.to_string(),
+                            f.listen.to_string(),
+                            format!("{}:{}", f.to_node, f.target),
+                            f.connections.to_string(),
+                        ]);
+                        let mut v = serde_json::to_value(&f)?;
+                        v["node"] = json!(n.name);
+                        all.push(v);
+                    }
+                }
+                if json {
+                    output::print_json(&all)?;
+                } else {
+                    output::print(t.render())?;
+                }
+            }
+            ForwardCommand::Rm { node, id } => {
+                AgentClient::new(&cluster, cluster.node(&node)?).remove_forward(id)?;
+                output::print(format!("removed forward {id} on {node}\n"))?;
+            }
         }
+        Ok(ExitCode::SUCCESS)
     }
-    Ok((t, Value::Array(all)))
-}
-
-pub fn remove(cluster: &Cluster, node: &str, id: u64) -> Result<()> {
-    AgentClient::new(cluster, cluster.node(node)?).remove_forward(id)
 }

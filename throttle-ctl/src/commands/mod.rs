@@ -1,9 +1,72 @@
-//! One module per `throttle-ctl` command; each takes parsed arguments and a cluster and
-//! returns what to print, so the binary stays a thin parser.
+//! One module per command: each owns its clap `Args` and an `exec` that does the command
+//! with the library's modules and prints the result (a table for people, `--json` for
+//! scripts). `main.rs` only dispatches.
 
+pub mod analyze;
 pub mod calibrate;
+pub mod completions;
 pub mod demo;
+pub mod export;
 pub mod forward;
+pub mod local;
 pub mod run;
 pub mod set;
 pub mod status;
+pub mod sweep;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cluster::Cluster;
+
+/// What every command gets besides its own arguments.
+pub struct Context {
+    /// The cluster file: `--cluster`, else `$THROTTLE_CLUSTER`, else the default.
+    pub cluster_path: PathBuf,
+}
+
+impl Context {
+    pub fn cluster(&self) -> Result<Cluster> {
+        Cluster::load(&self.cluster_path)
+    }
+}
+
+/// How a command ended: success, or an exit code with its message already printed.
+pub type Exit = Result<ExitCode>;
+
+/// Parse `a,b,c` into numbers, naming the flag in the error.
+pub fn parse_list<T: std::str::FromStr>(text: &str, flag: &str) -> Result<Vec<T>> {
+    text.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<T>().map_err(|_| {
+                anyhow::anyhow!("{flag}: `{s}` is not a number (write a list like 5,10,15)")
+            })
+        })
+        .collect()
+}
+
+/// CTI levels: positive percentages.
+pub fn parse_cti(text: &str) -> Result<Vec<f64>> {
+    let levels = parse_list::<f64>(text, "--cti")?;
+    if levels.is_empty() || levels.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
+        anyhow::bail!("--cti levels must be positive percentages, e.g. 5,10,15");
+    }
+    Ok(levels)
+}
+
+/// Set by Ctrl-C (SIGINT) or SIGTERM; the running job is then killed and the command stops.
+pub fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
+    static FLAG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    ctrlc::set_handler(|| {
+        if FLAG.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nstopping: killing the running job (Ctrl-C again to quit at once)");
+    })
+    .map_err(|e| anyhow::anyhow!("cannot install the Ctrl-C handler: {e}"))?;
+    Ok(&FLAG)
+}

@@ -1,71 +1,68 @@
-//! `throttle-ctl set PCT`: throttle one node or all of them.
+//! `throttle-ctl set PCT`: throttle every node, or one, to a percentage of its link.
 
-use anyhow::{anyhow, Result};
-use serde_json::{json, Map, Value};
-use throttle_agent::api::Status;
-use throttle_agent::link::{parse_pct, MAX_LATENCY_US};
-use throttle_agent::rate::Rate;
+use std::process::ExitCode;
 
-use crate::client::AgentClient;
-use crate::cluster::Cluster;
+use clap::Args as ClapArgs;
+use throttle_proto::rate::format_bits_per_sec;
+use throttle_proto::shape::{ShapeChange, MAX_LATENCY_US};
+use throttle_proto::{Pct, Rate};
 
-/// What to change; `None` fields stay as they are.
-#[derive(Clone, Debug, Default)]
-pub struct SetShape {
-    /// `Some(None)` = unlimited.
-    pub pct: Option<Option<f64>>,
-    pub capacity: Option<Rate>,
-    pub latency_us: Option<u64>,
+use super::{Context, Exit};
+use crate::agent_client::AgentClient;
+use crate::output;
+
+#[derive(ClapArgs, Debug)]
+#[command(
+    after_help = "Examples:\n  throttle-ctl set 30                  every node at 30% of its capacity\n  throttle-ctl set unlimited           shaping off\n  throttle-ctl set 100 --node n2 --latency-us 50\n\nValues are checked before any agent is contacted; nodes are set in order and the\nfirst that refuses stops the command (the ones before it keep the new setting)."
+)]
+pub struct Args {
+    /// Percentage from 0.01 to 100, or `unlimited`.
+    pct: Pct,
+    /// Only this node.
+    #[arg(long)]
+    node: Option<String>,
+    /// Added one-way latency at egress, microseconds.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_LATENCY_US))]
+    latency_us: Option<u64>,
+    /// Also change the link capacity (e.g. 10Gbit).
+    #[arg(long)]
+    capacity: Option<Rate>,
+    /// Print the resulting status of each node as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
-impl SetShape {
-    /// Parse and check the user's values before any agent is touched.
-    pub fn parse(pct: &str, capacity: Option<&str>, latency_us: Option<u64>) -> Result<SetShape> {
-        let pct = parse_pct(pct).map_err(|e| anyhow!("{e}"))?;
-        let capacity = capacity
-            .map(|c| Rate::parse(c).map_err(|e| anyhow!("--capacity: {e}")))
-            .transpose()?;
-        if let Some(l) = latency_us {
-            if l > MAX_LATENCY_US {
-                return Err(anyhow!(
-                    "--latency-us {l} is too large (max {MAX_LATENCY_US})"
+impl Args {
+    pub fn exec(self, ctx: &Context) -> Exit {
+        let change = ShapeChange {
+            pct: Some(self.pct),
+            capacity: self.capacity,
+            latency_us: self.latency_us,
+        };
+        let cluster = ctx.cluster()?;
+        let applied = cluster
+            .select(self.node.as_deref())?
+            .into_iter()
+            .map(|n| AgentClient::new(&cluster, n).set_shape(&change))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if self.json {
+            output::print_json(&applied)?;
+        } else {
+            let mut text = String::new();
+            for s in applied {
+                text.push_str(&format!(
+                    "{}: {} of {} ({}), latency {} us\n",
+                    s.node,
+                    s.pct,
+                    s.capacity,
+                    s.limit_bytes_per_sec
+                        .map(format_bits_per_sec)
+                        .unwrap_or_else(|| "no limit".into()),
+                    s.latency_us
                 ));
             }
+            output::print(text)?;
         }
-        Ok(SetShape {
-            pct: Some(pct),
-            capacity,
-            latency_us,
-        })
+        Ok(ExitCode::SUCCESS)
     }
-
-    pub fn body(&self) -> Value {
-        let mut m = Map::new();
-        if let Some(p) = self.pct {
-            m.insert(
-                "pct".into(),
-                match p {
-                    Some(v) => json!(v),
-                    None => json!("unlimited"),
-                },
-            );
-        }
-        if let Some(c) = self.capacity {
-            m.insert("capacity".into(), json!(c.bytes_per_sec()));
-        }
-        if let Some(l) = self.latency_us {
-            m.insert("latency_us".into(), json!(l));
-        }
-        Value::Object(m)
-    }
-}
-
-/// Apply to `node` (or every node). Stops at the first node that refuses.
-pub fn run(cluster: &Cluster, node: Option<&str>, shape: &SetShape) -> Result<Vec<Status>> {
-    let body = shape.body();
-    cluster
-        .select(node)?
-        .into_iter()
-        .map(|n| AgentClient::new(cluster, n).set_shape(&body))
-        .collect()
 }

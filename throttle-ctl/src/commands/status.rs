@@ -1,13 +1,45 @@
-//! `throttle-ctl status`: every node's shape, rates and streams, as a table or JSON.
+//! `throttle-ctl status`: every node's shape, rates and streams, as a table or JSON. A node
+//! that does not answer stays in the table, with its error in its own column.
+
+use std::process::ExitCode;
 
 use anyhow::Result;
+use clap::Args as ClapArgs;
 use serde_json::{json, Value};
-use throttle_agent::api::Status;
-use throttle_agent::rate::format_bits_per_sec;
+use throttle_proto::rate::format_bits_per_sec;
+use throttle_proto::status::Status;
 
-use crate::client::AgentClient;
+use super::{Context, Exit};
+use crate::agent_client::AgentClient;
 use crate::cluster::Cluster;
+use crate::output;
 use crate::table::Table;
+
+#[derive(ClapArgs, Debug)]
+#[command(after_help = "Exits with 1 when a node does not answer.")]
+pub struct Args {
+    /// Print JSON (one array, one object per node; a node that did not answer has an
+    /// `error`) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    pub fn exec(self, ctx: &Context) -> Exit {
+        let cluster = ctx.cluster()?;
+        let results = collect(&cluster);
+        if self.json {
+            output::print_json(&to_json(&results))?;
+        } else {
+            output::print(render(&results))?;
+        }
+        Ok(if results.iter().all(|(_, r)| r.is_ok()) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
 
 /// Each node's status, or the error that kept us from getting it (queried in parallel).
 pub fn collect(cluster: &Cluster) -> Vec<(String, Result<Status>)> {
@@ -18,7 +50,7 @@ pub fn collect(cluster: &Cluster) -> Vec<(String, Result<Status>)> {
             .iter()
             .map(|n| {
                 let c = AgentClient::new(cluster, n);
-                (n.name.clone(), s.spawn(move || c.status()))
+                (n.name.to_string(), s.spawn(move || c.status()))
             })
             .collect();
         handles
@@ -33,15 +65,8 @@ pub fn collect(cluster: &Cluster) -> Vec<(String, Result<Status>)> {
     })
 }
 
-pub fn pct_text(pct: Option<f64>) -> String {
-    match pct {
-        Some(p) => format!("{p}%"),
-        None => "unlimited".into(),
-    }
-}
-
-/// Render as a table; the second value is true when every node answered.
-pub fn render(results: &[(String, Result<Status>)]) -> (String, bool) {
+/// The table; a node that did not answer shows `down` and its error, cut to fit.
+pub fn render(results: &[(String, Result<Status>)]) -> String {
     let mut t = Table::new(&[
         "node",
         "pct",
@@ -52,14 +77,14 @@ pub fn render(results: &[(String, Result<Status>)]) -> (String, bool) {
         "ingress",
         "streams",
         "egress bytes",
+        "error",
     ]);
-    let mut all_ok = true;
     for (name, r) in results {
         match r {
             Ok(s) => t.row(vec![
                 name.clone(),
-                pct_text(s.pct),
-                s.capacity.clone(),
+                s.pct.to_string(),
+                s.capacity.to_string(),
                 s.limit_bytes_per_sec
                     .map(format_bits_per_sec)
                     .unwrap_or_else(|| "-".into()),
@@ -68,14 +93,18 @@ pub fn render(results: &[(String, Result<Status>)]) -> (String, bool) {
                 format_bits_per_sec(s.ingress.rate_bytes_per_sec),
                 s.open_streams.to_string(),
                 s.egress.bytes.to_string(),
+                String::new(),
             ]),
             Err(e) => {
-                all_ok = false;
-                t.row(vec![name.clone(), format!("DOWN: {e}")]);
+                let mut row = vec![name.clone(), "down".into()];
+                row.extend(std::iter::repeat_n(String::new(), 7));
+                row.push(format!("{e:#}"));
+                t.row(row);
             }
         }
     }
-    (t.render(), all_ok)
+    t.cap(9, 60);
+    t.render()
 }
 
 pub fn to_json(results: &[(String, Result<Status>)]) -> Value {
@@ -84,7 +113,7 @@ pub fn to_json(results: &[(String, Result<Status>)]) -> Value {
             .iter()
             .map(|(name, r)| match r {
                 Ok(s) => serde_json::to_value(s).unwrap_or(Value::Null),
-                Err(e) => json!({ "node": name, "error": e.to_string() }),
+                Err(e) => json!({ "node": name, "error": format!("{e:#}") }),
             })
             .collect(),
     )

@@ -71,6 +71,35 @@ pub struct BfsResult {
     pub first_levels: Vec<i64>,
 }
 
+impl BfsResult {
+    /// What rank 0 reports: the kernel time (the sum of the search times), the
+    /// validation, TEPS and the communication share; the whole result as detail.
+    pub fn report(&self) -> throttle_proto::result::WorkloadResult {
+        use throttle_proto::result::{Check, WorkloadResult};
+        WorkloadResult {
+            workload: "bfs".into(),
+            seconds: Some(self.seconds),
+            check: match self.validation.as_str() {
+                "off" => Check::Off,
+                "passed" => Check::Passed,
+                other => Check::Failed(other.to_string()),
+            },
+            metrics: [
+                ("harmonic_mean_teps", self.harmonic_mean_teps),
+                ("harmonic_stddev_teps", self.harmonic_stddev_teps),
+                ("construction_seconds", self.construction_seconds),
+                ("comm_seconds", self.comm_seconds),
+                ("compute_seconds", self.compute_seconds),
+                ("comm_share", self.comm_share),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            detail: serde_json::to_value(self).unwrap_or_default(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BfsError {
     #[error("{0}")]

@@ -48,7 +48,7 @@ fn main() {
     };
     if rank == 0 {
         print!("{}", bfs::summary(&result));
-        workloads::print_result(&result);
+        workloads::print_result(&result.report());
     }
     if let Err(e) = comm.finish() {
         eprintln!("throttle-bfs rank {rank}: {e}");

@@ -44,7 +44,7 @@ fn main() {
             result.gflops, result.compute_seconds, result.bcast_seconds, result.roll_seconds,
             result.verification
         );
-        workloads::print_result(&result);
+        workloads::print_result(&result.report());
     }
     if let Err(e) = comm.finish() {
         eprintln!("throttle-pmm rank {rank}: {e}");

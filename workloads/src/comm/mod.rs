@@ -20,7 +20,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use throttle_agent::name::Name;
+use throttle_proto::name::Name;
 
 pub use collectives::{BcastAlgo, Group};
 use mailbox::{Mailbox, Message};
@@ -115,7 +115,7 @@ impl Comm {
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)
             .map_err(|e| CommError::Setup(format!("cannot listen on {}: {e}", path.display())))?;
-        let registration = throttle_agent::client::register(
+        let registration = throttle_proto::rank_client::register(
             &socket,
             &job,
             rank as u32,
@@ -222,7 +222,7 @@ impl Comm {
             } => {
                 let mut slot = out[dst].lock().unwrap_or_else(|e| e.into_inner());
                 if slot.is_none() {
-                    let s = throttle_agent::client::open_rank(
+                    let s = throttle_proto::rank_client::open_rank(
                         socket,
                         job,
                         self.rank as u32,
@@ -283,7 +283,7 @@ impl Comm {
 fn accept_loop(listener: UnixListener, mailbox: Arc<Mailbox>, job: Name, size: usize) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
-        let (from_job, src, _dst) = match throttle_agent::client::read_incoming(&mut conn) {
+        let (from_job, src, _dst) = match throttle_proto::rank_client::read_incoming(&mut conn) {
             Ok(h) => h,
             Err(_) => continue,
         };

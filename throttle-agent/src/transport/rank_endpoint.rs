@@ -15,9 +15,10 @@ use tracing::{debug, warn};
 use super::pump::{self, Framing};
 use super::wire::{self, Code, PeerWant, Reply, Request, WireError};
 use super::{peer, HANDSHAKE_TIMEOUT};
-use crate::agent::{Agent, Shutdown};
 use crate::endpoint::{Conn, Endpoint};
-use crate::name::Name;
+use crate::shutdown::Shutdown;
+use crate::state::Agent;
+use throttle_proto::name::Name;
 
 /// Bind the local endpoint at `path` (owner-only permissions), replacing a stale socket.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
@@ -148,7 +149,7 @@ async fn open_rank(
         Err(e) => return refuse(&mut stream, e).await,
     };
     if node == agent.node {
-        let conn = match agent.connect_rank(job, src_rank, dst_rank).await {
+        let conn = match super::delivery::connect_rank(&agent, job, src_rank, dst_rank).await {
             Ok(c) => c,
             Err(e) => return refuse(&mut stream, e).await,
         };

@@ -103,6 +103,34 @@ pub fn format_bits_per_sec(bytes_per_sec: f64) -> String {
     }
 }
 
+/// A rate travels as a number of bytes per second; it is read from that or from the
+/// human spelling (`"1Gbit"`), and checked either way.
+impl serde::Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Rate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Rate, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Number(f64),
+            Text(String),
+        }
+        match Either::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "a rate is a number of bytes per second or a string like \"1Gbit\"",
+            )
+        })? {
+            Either::Number(n) => Rate::from_bytes_per_sec(n),
+            Either::Text(t) => Rate::parse(&t),
+        }
+        .map_err(serde::de::Error::custom)
+    }
+}
+
 impl std::str::FromStr for Rate {
     type Err = RateError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -134,6 +162,17 @@ mod tests {
         }
         assert!(matches!(Rate::parse("10Tbit"), Err(RateError::Range(_))));
         assert!(matches!(Rate::parse("1bit"), Err(RateError::Range(_))));
+    }
+
+    #[test]
+    fn serde_takes_numbers_and_spellings() {
+        let r: Rate = serde_json::from_str("\"1Gbit\"").unwrap();
+        assert_eq!(r.bytes_per_sec(), 125e6);
+        let r: Rate = serde_json::from_str("125000000").unwrap();
+        assert_eq!(serde_json::to_string(&r).unwrap(), "125000000.0");
+        assert!(serde_json::from_str::<Rate>("\"fast\"").is_err());
+        assert!(serde_json::from_str::<Rate>("-1").is_err());
+        assert!(serde_json::from_str::<Rate>("true").is_err());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use crate::auth::{self, Side, Token};
 use crate::name::Name;
-use crate::transport::wire::{self, Answer, Code, PeerRequest, PeerWant, Request, WireError};
+use crate::wire::{self, Answer, Code, PeerRequest, PeerWant, Request, WireError};
 
 fn connect(socket: &Path) -> Result<UnixStream, WireError> {
     UnixStream::connect(socket).map_err(|e| {
@@ -49,9 +49,9 @@ fn request(socket: &Path, req: &Request) -> Result<UnixStream, WireError> {
         };
         match reply.into_result() {
             Ok(()) => return Ok(s),
-            Err(e) if e.code == Code::Busy && attempt < crate::transport::BUSY_RETRIES => {
+            Err(e) if e.code == Code::Busy && attempt < wire::BUSY_RETRIES => {
                 attempt += 1;
-                std::thread::sleep(crate::transport::busy_backoff(attempt));
+                std::thread::sleep(wire::busy_backoff(attempt));
             }
             Err(e) => return Err(e),
         }

@@ -1,4 +1,5 @@
-//! A local emulated cluster: N agents on this machine, each on its own loopback address.
+//! A local emulated cluster: N agents on this machine, each on its own loopback address
+//! (`throttle-ctl local up/down`).
 //!
 //! `local up` generates the token, starts the agents (detached, logging to the state
 //! directory), waits until each has written its ready file, gives every agent the
@@ -10,11 +11,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde_json::json;
-use throttle_agent::auth::Token;
-use throttle_agent::rate::Rate;
+use throttle_proto::auth::Token;
+use throttle_proto::cluster::{ClusterNodes, NodeEntry};
+use throttle_proto::{Name, Rate};
 
-use crate::client::AgentClient;
+use crate::agent_client::AgentClient;
 use crate::cluster::{Cluster, ClusterFile, Node};
 
 /// What `local up` was asked for.
@@ -110,13 +111,13 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     };
     let mut children = Vec::new();
     for i in 0..req.nodes {
-        let name = format!("n{i}");
+        let name = Name::parse("node name", &format!("n{i}")).map_err(|e| anyhow!("{e}"))?;
         let addr = std::net::Ipv4Addr::from(base + i as u32);
         let ready = dir.join(format!("{name}.ready"));
         let _ = std::fs::remove_file(&ready);
         let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
         let mut cmd = Command::new(&agent);
-        cmd.args(["--node", &name])
+        cmd.args(["--node", name.as_str()])
             .args([
                 "--control",
                 &format!("{addr}:0"),
@@ -172,18 +173,19 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&ready)?)?;
+        let ready: Ready = serde_json::from_str(&std::fs::read_to_string(&ready)?)
+            .with_context(|| format!("agent {name} wrote an unreadable ready file"))?;
         nodes.push(Node {
             name,
-            control: v["control"].as_str().unwrap_or_default().to_string(),
-            data: v["data"].as_str().unwrap_or_default().to_string(),
-            socket: PathBuf::from(v["local_socket"].as_str().unwrap_or_default()),
+            control: ready.control,
+            data: ready.data,
+            socket: ready.local_socket,
             pid: Some(child.id()),
         });
     }
     let file = ClusterFile {
         token_file: token_path,
-        capacity: req.capacity.to_string().replace(' ', "").replace("/s", ""),
+        capacity: req.capacity,
         local_dir: Some(dir),
         tls_ca: ca.map(|(_, path)| path),
         nodes,
@@ -194,29 +196,41 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     Ok(cluster)
 }
 
+/// What an agent writes to its ready file (`--ready-file`).
+#[derive(serde::Deserialize)]
+struct Ready {
+    control: std::net::SocketAddr,
+    data: std::net::SocketAddr,
+    local_socket: PathBuf,
+}
+
 /// Give every agent the list of all nodes and their data addresses.
 pub fn push_directory(cluster: &Cluster) -> Result<()> {
-    let nodes: Vec<_> = cluster
-        .file
-        .nodes
-        .iter()
-        .map(|n| json!({ "name": n.name, "data": n.data }))
-        .collect();
-    let body = json!({ "nodes": nodes });
+    let body = ClusterNodes {
+        nodes: cluster
+            .file
+            .nodes
+            .iter()
+            .map(|n| NodeEntry {
+                name: n.name.clone(),
+                data: n.data,
+            })
+            .collect(),
+    };
     for n in &cluster.file.nodes {
         AgentClient::new(cluster, n).put_cluster(&body)?;
     }
     Ok(())
 }
 
-/// Stop the agents of the local cluster and remove its state. Returns the nodes stopped.
-pub fn down(cluster_path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(cluster_path).map_err(|_| {
-        anyhow!(
-            "no local cluster: {} does not exist",
-            cluster_path.display()
-        )
-    })?;
+/// Stop the agents of the local cluster and remove its state. Returns the nodes stopped;
+/// `None` when there is no cluster file (nothing to do: running `down` twice is fine).
+pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
+    let text = match std::fs::read_to_string(cluster_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => bail!("cannot read {}: {e}", cluster_path.display()),
+    };
     let file: ClusterFile = toml::from_str(&text).map_err(|e| {
         anyhow!(
             "the cluster file {} is not valid: {e}",
@@ -246,11 +260,11 @@ pub fn down(cluster_path: &Path) -> Result<Vec<String>> {
         if alive(pid) {
             let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
         }
-        stopped.push(n.name.clone());
+        stopped.push(n.name.to_string());
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::remove_file(cluster_path)?;
-    Ok(stopped)
+    Ok(Some(stopped))
 }
 
 fn tail(text: &str, lines: usize) -> String {

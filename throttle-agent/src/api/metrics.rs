@@ -1,0 +1,193 @@
+//! `GET /metrics`: the agent's status in the OpenMetrics text format, for Prometheus.
+//!
+//! Written with `prometheus-client` so that types, help texts, units and suffixes follow
+//! the conventions (`promtool check metrics` passes): base units (bytes, seconds, ratios),
+//! `_total` on counters, a unit suffix on everything that has one, and a build-info metric.
+//! Every sample carries the node's name as a label.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+use throttle_proto::status::Status;
+
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Direction {
+    direction: String,
+}
+
+fn per_direction<M: Default + Clone>(
+    egress: impl Fn(&M),
+    ingress: impl Fn(&M),
+) -> Family<Direction, M> {
+    let f = Family::<Direction, M>::default();
+    egress(&f.get_or_create(&Direction {
+        direction: "egress".into(),
+    }));
+    ingress(&f.get_or_create(&Direction {
+        direction: "ingress".into(),
+    }));
+    f
+}
+
+fn gauge_f64(v: f64) -> Gauge<f64, AtomicU64> {
+    let g = Gauge::<f64, AtomicU64>::default();
+    g.set(v);
+    g
+}
+
+fn gauge_i64(v: usize) -> Gauge {
+    let g = Gauge::default();
+    g.set(v as i64);
+    g
+}
+
+fn counter(v: u64) -> Counter {
+    let c = Counter::default();
+    c.inc_by(v);
+    c
+}
+
+/// The metrics of one status document.
+pub fn render(s: &Status) -> String {
+    let mut r = Registry::with_labels([("node".into(), s.node.to_string().into())].into_iter());
+    r.register_with_unit(
+        "throttle_link_payload",
+        "Payload bytes that crossed the emulated link",
+        Unit::Bytes,
+        per_direction::<Counter>(
+            |c| {
+                c.inc_by(s.egress.bytes);
+            },
+            |c| {
+                c.inc_by(s.ingress.bytes);
+            },
+        ),
+    );
+    r.register_with_unit(
+        "throttle_link_rate",
+        "Payload rate over the last 250 ms",
+        Unit::Other("bytes_per_second".into()),
+        per_direction::<Gauge<f64, AtomicU64>>(
+            |g| {
+                g.set(s.egress.rate_bytes_per_sec);
+            },
+            |g| {
+                g.set(s.ingress.rate_bytes_per_sec);
+            },
+        ),
+    );
+    r.register_with_unit(
+        "throttle_link_capacity",
+        "Emulated link capacity per direction",
+        Unit::Other("bytes_per_second".into()),
+        gauge_f64(s.capacity.bytes_per_sec()),
+    );
+    r.register_with_unit(
+        "throttle_link_bandwidth",
+        "Share of the capacity in force (1 when unlimited)",
+        Unit::Other("ratio".into()),
+        gauge_f64(s.pct.percent().map(|p| p / 100.0).unwrap_or(1.0)),
+    );
+    r.register(
+        "throttle_link_unlimited",
+        "1 when shaping is off",
+        gauge_i64(s.pct.is_unlimited() as usize),
+    );
+    r.register_with_unit(
+        "throttle_link_latency",
+        "Added one-way latency at egress",
+        Unit::Seconds,
+        gauge_f64(s.latency_us as f64 / 1e6),
+    );
+    r.register(
+        "throttle_open_streams",
+        "Streams crossing the link now",
+        gauge_i64(s.open_streams),
+    );
+    r.register(
+        "throttle_registered_ranks",
+        "Ranks registered on this node",
+        gauge_i64(s.registered_ranks),
+    );
+    r.register(
+        "throttle_running_jobs",
+        "Jobs with ranks running on this node",
+        gauge_i64(s.running_jobs),
+    );
+    r.register(
+        "throttle_refused_connections",
+        "Connections refused because a limit was reached",
+        counter(s.refused_connections),
+    );
+    r.register_with_unit(
+        "throttle_uptime",
+        "Time since the agent started",
+        Unit::Seconds,
+        gauge_f64(s.uptime_seconds),
+    );
+    r.register(
+        "throttle_build",
+        "The agent's version",
+        Info::new(vec![("version".to_string(), s.version.clone())]),
+    );
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use throttle_proto::status::DirectionStatus;
+    use throttle_proto::{Name, Pct, Rate};
+
+    #[test]
+    fn names_carry_units_and_counters_end_in_total() {
+        let s = Status {
+            node: Name::parse("node", "n0").unwrap(),
+            version: "0.1.0".into(),
+            pct: Pct::parse("25").unwrap(),
+            capacity: Rate::parse("1Gbit").unwrap(),
+            limit_bytes_per_sec: Some(31.25e6),
+            latency_us: 50,
+            egress: DirectionStatus {
+                bytes: 1000,
+                rate_bytes_per_sec: 5.0,
+            },
+            ingress: DirectionStatus {
+                bytes: 2000,
+                rate_bytes_per_sec: 6.0,
+            },
+            open_streams: 3,
+            registered_ranks: 1,
+            jobs: 1,
+            forwards: 0,
+            running_jobs: 1,
+            splice: true,
+            uptime_seconds: 9.5,
+            refused_connections: 4,
+            tls: false,
+        };
+        let text = render(&s);
+        for line in [
+            "throttle_link_payload_bytes_total{node=\"n0\",direction=\"egress\"} 1000",
+            "throttle_link_rate_bytes_per_second{node=\"n0\",direction=\"ingress\"} 6.0",
+            "throttle_link_capacity_bytes_per_second{node=\"n0\"} 125000000.0",
+            "throttle_link_bandwidth_ratio{node=\"n0\"} 0.25",
+            "throttle_link_latency_seconds{node=\"n0\"} 0.00005",
+            "throttle_refused_connections_total{node=\"n0\"} 4",
+            "throttle_build_info{node=\"n0\",version=\"0.1.0\"} 1",
+            "# EOF",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The state every service of an agent shares: its node, link, directory, registry,
+//! forwards, launcher and limits.
+//!
+//! Kept apart from `agent.rs` (configuration and start-up) so that the services
+//! (`transport`, `api`) depend on this module and `agent.rs` on them, never the other way.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use throttle_proto::auth::Token;
+use throttle_proto::name::Name;
+
+use crate::directory::Directory;
+use crate::jobs::Launcher;
+use crate::limits::Limits;
+use crate::link::Link;
+use crate::registry::Registry;
+use crate::transport::forward::Forwards;
+use crate::transport::pump::PumpOptions;
+
+/// The state every service of the agent shares.
+#[derive(Debug)]
+pub struct Agent {
+    pub node: Name,
+    /// Where the control API and the data port are bound (a forward may not target them).
+    pub control_addr: SocketAddr,
+    pub data_addr: SocketAddr,
+    pub limits: Limits,
+    /// Whether the control API speaks TLS.
+    pub tls: bool,
+    pub link: Arc<Link>,
+    pub token: Token,
+    pub directory: Directory,
+    pub registry: Arc<Registry>,
+    pub forwards: Forwards,
+    pub pump: PumpOptions,
+    pub register_timeout: Duration,
+    pub started: Instant,
+    pub launcher: Arc<Launcher>,
+}

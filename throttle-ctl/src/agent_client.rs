@@ -1,0 +1,173 @@
+//! A blocking client for one agent's control API, in the contract's types.
+//!
+//! Every call sends and receives `throttle_proto` values, and turns transport failures
+//! and `{"error": ...}` answers into messages that name the node and say what to do, so
+//! commands can simply `?` them.
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use throttle_proto::calibration::{CalibrateRequest, Calibration};
+use throttle_proto::cluster::ClusterNodes;
+use throttle_proto::forward::{ForwardInfo, ForwardList, ForwardSpec};
+use throttle_proto::job::{JobList, JobReport, LaunchSpec, Launched};
+use throttle_proto::refusal::Refusal;
+use throttle_proto::shape::ShapeChange;
+use throttle_proto::status::Status;
+use throttle_proto::Name;
+
+use crate::cluster::{Cluster, Node};
+
+pub struct AgentClient {
+    node: Name,
+    base: String,
+    auth: String,
+    http: ureq::Agent,
+}
+
+impl AgentClient {
+    pub fn new(cluster: &Cluster, node: &Node) -> AgentClient {
+        Self::with_timeout(cluster, node, Duration::from_secs(10))
+    }
+
+    pub fn with_timeout(cluster: &Cluster, node: &Node, timeout: Duration) -> AgentClient {
+        let mut http = ureq::AgentBuilder::new()
+            .timeout_connect(Duration::from_secs(3))
+            .timeout(timeout);
+        if let Some(tls) = &cluster.tls {
+            http = http.tls_config(tls.clone());
+        }
+        AgentClient {
+            node: node.name.clone(),
+            base: cluster.control_url(node),
+            auth: format!("Bearer {}", cluster.token.as_str()),
+            http: http.build(),
+        }
+    }
+
+    pub fn node(&self) -> &Name {
+        &self.node
+    }
+
+    /// One request; `Ok(None)` for 204 No Content.
+    fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<Option<T>> {
+        let req = self
+            .http
+            .request(method, &format!("{}{}", self.base, path))
+            .set("Authorization", &self.auth);
+        let result = match body {
+            Some(b) => req.send_json(b),
+            None => req.call(),
+        };
+        match result {
+            Ok(resp) => {
+                if resp.status() == 204 {
+                    return Ok(None);
+                }
+                resp.into_json::<T>()
+                    .map(Some)
+                    .map_err(|e| anyhow!("node `{}`: unexpected answer: {e}", self.node))
+            }
+            Err(ureq::Error::Status(code, resp)) => {
+                let msg = resp
+                    .into_json::<Refusal>()
+                    .map(|r| r.error)
+                    .unwrap_or_else(|_| format!("HTTP {code} without a message"));
+                let hint = if code == 401 {
+                    " (does the cluster file's token_file hold this cluster's token?)"
+                } else {
+                    ""
+                };
+                Err(anyhow!("node `{}`: {msg}{hint}", self.node))
+            }
+            Err(e) => Err(anyhow!(
+                "node `{}`: agent at {} is unreachable: {e} (is it running? `throttle-ctl local up` starts a local cluster)",
+                self.node,
+                self.base
+            )),
+        }
+    }
+
+    fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.call::<(), T>("GET", path, None)?
+            .ok_or_else(|| anyhow!("node `{}`: empty answer to GET {path}", self.node))
+    }
+
+    fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.call(method, path, Some(body))?
+            .ok_or_else(|| anyhow!("node `{}`: empty answer to {method} {path}", self.node))
+    }
+
+    fn no_content(&self, method: &str, path: &str) -> Result<()> {
+        self.call::<(), serde::de::IgnoredAny>(method, path, None)
+            .map(|_| ())
+    }
+
+    pub fn status(&self) -> Result<Status> {
+        self.get("/status")
+    }
+
+    pub fn set_shape(&self, change: &ShapeChange) -> Result<Status> {
+        self.send("PUT", "/shape", change)
+    }
+
+    pub fn put_cluster(&self, nodes: &ClusterNodes) -> Result<ClusterNodes> {
+        self.send("PUT", "/cluster", nodes)
+    }
+
+    pub fn launch(&self, job: &Name, spec: &LaunchSpec) -> Result<Launched> {
+        self.send("POST", &format!("/jobs/{job}/launch"), spec)
+    }
+
+    pub fn job_report(&self, job: &Name) -> Result<JobReport> {
+        self.get(&format!("/jobs/{job}"))
+    }
+
+    /// Extend the lease of `job` on this node.
+    pub fn renew(&self, job: &Name) -> Result<()> {
+        self.no_content("POST", &format!("/jobs/{job}/renew"))
+    }
+
+    pub fn delete_job(&self, job: &Name) -> Result<()> {
+        self.no_content("DELETE", &format!("/jobs/{job}"))
+    }
+
+    pub fn jobs(&self) -> Result<JobList> {
+        self.get("/jobs")
+    }
+
+    pub fn add_forward(&self, spec: &ForwardSpec) -> Result<ForwardInfo> {
+        self.send("POST", "/forwards", spec)
+    }
+
+    pub fn list_forwards(&self) -> Result<Vec<ForwardInfo>> {
+        self.get::<ForwardList>("/forwards").map(|l| l.forwards)
+    }
+
+    pub fn remove_forward(&self, id: u64) -> Result<()> {
+        self.no_content("DELETE", &format!("/forwards/{id}"))
+    }
+
+    pub fn calibrate(&self, to: &Name, seconds: f64) -> Result<Calibration> {
+        self.send(
+            "POST",
+            "/calibrate",
+            &CalibrateRequest {
+                to: to.clone(),
+                seconds,
+            },
+        )
+    }
+}

@@ -1,0 +1,97 @@
+//! `throttle-ctl analyze`: CTI curves, bandwidth demand, the demand constant and
+//! projections, from the results store or a CSV file measured anywhere.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use clap::Args as ClapArgs;
+use throttle_proto::rate::format_bits_per_sec;
+
+use super::{parse_cti, parse_list, Context, Exit};
+use crate::analysis::{self, Question};
+use crate::measurements::{self, TimeSource};
+use crate::output;
+use crate::report;
+use crate::store::{Store, DEFAULT_DB};
+
+#[derive(ClapArgs, Debug)]
+#[command(
+    after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/"
+)]
+pub struct Args {
+    /// Results database [default: ./throttle-results.db].
+    #[arg(long, conflicts_with = "csv")]
+    db: Option<PathBuf>,
+    /// Runs measured with any tool: columns workload,nodes,procs,bw_pct,repeat,seconds.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// CTI levels in percent.
+    #[arg(long, default_value = "5,10,15,20,25")]
+    cti: String,
+    /// Sizes (processes) to project to; measured ones are held out for validation.
+    #[arg(long)]
+    predict: Option<String>,
+    /// The series to analyse when the data holds several.
+    #[arg(long)]
+    series: Option<String>,
+    #[arg(long)]
+    json: bool,
+    /// Write plots (SVG, PNG) and index.html here.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Completion time to analyse: job (launch to exit), kernel (the workload's own
+    /// timing), or auto (kernel when every run reported one).
+    #[arg(long, default_value = "auto")]
+    time: TimeSource,
+}
+
+impl Args {
+    pub fn exec(self, _ctx: &Context) -> Exit {
+        let levels = parse_cti(&self.cti)?;
+        let predict = match &self.predict {
+            Some(p) => parse_list::<u32>(p, "--predict")?,
+            None => Vec::new(),
+        };
+        let (obs, capacity, time_source) = match &self.csv {
+            Some(f) => {
+                let text = std::fs::read_to_string(f)
+                    .map_err(|e| anyhow!("cannot read {}: {e}", f.display()))?;
+                let obs =
+                    analysis::csv::parse(&text).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+                (
+                    obs,
+                    None,
+                    format!("the `seconds` column of {}", f.display()),
+                )
+            }
+            None => {
+                let db = self.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+                if !db.exists() {
+                    anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
+                }
+                let store = Store::open(&db)?;
+                let (obs, what) = measurements::observations(&store.rows()?, self.time)?;
+                (obs, store.capacity()?, what)
+            }
+        };
+        let question = Question {
+            cti: levels.clone(),
+            predict,
+            series: self.series,
+            time_source,
+        };
+        let a = analysis::analyze(&obs, &question)?;
+        let cap = capacity.map(format_bits_per_sec);
+        if self.json {
+            output::print_json(&a)?;
+        } else {
+            output::print(analysis::render(&a, &levels, cap.as_deref()))?;
+        }
+        if let Some(dir) = self.report {
+            let index = report::write(&dir, &a, &levels, cap.as_deref())?;
+            eprintln!("report: {}", index.display());
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}

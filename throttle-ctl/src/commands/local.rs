@@ -1,0 +1,139 @@
+//! `throttle-ctl local up|down`: a cluster of agents on this machine's loopback addresses.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args as ClapArgs, Subcommand};
+use serde_json::json;
+use throttle_proto::Rate;
+
+use super::{Context, Exit};
+use crate::local_cluster::{self, LocalUp};
+use crate::output;
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: LocalCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum LocalCommand {
+    /// Start N agents on 127.0.1.1, 127.0.1.2, ... and write the cluster file.
+    #[command(
+        after_help = "Examples:\n  throttle-ctl local up --nodes 4 --capacity 1Gbit\n  throttle-ctl local up --nodes 2 --tls          HTTPS control APIs with a fresh cluster CA"
+    )]
+    Up {
+        #[arg(long, default_value_t = 4)]
+        nodes: usize,
+        /// Emulated link capacity per node and direction (payload): 1Gbit, 10Gbit, 125MB.
+        #[arg(long, default_value = "1Gbit")]
+        capacity: Rate,
+        /// First loopback address.
+        #[arg(long, default_value = "127.0.1.1")]
+        base_addr: Ipv4Addr,
+        /// Bucket depth of every agent while traffic waits, ms of traffic (catch-up after a stall).
+        #[arg(long, default_value_t = 10.0)]
+        burst_ms: f64,
+        /// Bucket depth of every agent when its link is idle, ms of traffic.
+        #[arg(long, default_value_t = 1.0)]
+        idle_burst_ms: f64,
+        /// Worker threads per agent [default: 1, as several agents share this machine].
+        #[arg(long, default_value_t = 1)]
+        agent_threads: usize,
+        /// State directory for the token, sockets and logs [default: .throttle-local next to the cluster file].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Serve the agents' control APIs over TLS, with certificates from a fresh cluster
+        /// CA (written to the state directory; the cluster file's tls_ca names it).
+        #[arg(long)]
+        tls: bool,
+        /// Print the cluster as JSON instead of the cluster file.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the local cluster's agents and remove its state and cluster file (nothing to
+    /// do, and no error, when there is none).
+    Down {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Args {
+    pub fn exec(self, ctx: &Context) -> Exit {
+        match self.command {
+            LocalCommand::Up {
+                nodes,
+                capacity,
+                base_addr,
+                burst_ms,
+                idle_burst_ms,
+                agent_threads,
+                dir,
+                tls,
+                json,
+            } => {
+                let dir = dir.unwrap_or_else(|| {
+                    ctx.cluster_path
+                        .parent()
+                        .map(|p| p.join(".throttle-local"))
+                        .unwrap_or_else(|| PathBuf::from(".throttle-local"))
+                });
+                let req = LocalUp {
+                    nodes,
+                    capacity,
+                    base_addr,
+                    dir,
+                    agent_args: vec![
+                        "--burst-ms".into(),
+                        burst_ms.to_string(),
+                        "--idle-burst-ms".into(),
+                        idle_burst_ms.to_string(),
+                        "--threads".into(),
+                        agent_threads.to_string(),
+                    ],
+                    tls,
+                };
+                let cluster = local_cluster::up(&req, &ctx.cluster_path)?;
+                if json {
+                    output::print_json(&json!({
+                        "cluster_file": ctx.cluster_path,
+                        "cluster": cluster.file,
+                    }))?;
+                } else {
+                    eprintln!(
+                        "started {} agents; cluster file {}:",
+                        cluster.file.nodes.len(),
+                        ctx.cluster_path.display()
+                    );
+                    output::print(std::fs::read_to_string(&ctx.cluster_path)?)?;
+                }
+            }
+            LocalCommand::Down { json } => {
+                let stopped = local_cluster::down(&ctx.cluster_path)?;
+                if json {
+                    output::print_json(&json!({
+                        "cluster_file": ctx.cluster_path,
+                        "stopped": stopped.clone().unwrap_or_default(),
+                    }))?;
+                } else {
+                    match stopped {
+                        Some(s) => output::print(format!(
+                            "stopped {} agents ({}); removed {}\n",
+                            s.len(),
+                            s.join(", "),
+                            ctx.cluster_path.display()
+                        ))?,
+                        None => output::print(format!(
+                            "no local cluster at {}: nothing to stop\n",
+                            ctx.cluster_path.display()
+                        ))?,
+                    }
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,98 @@
+//! `throttle-ctl sweep SPEC.toml`: node counts x bandwidth steps x repeats, every run
+//! stored; resumable.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args as ClapArgs;
+use serde_json::json;
+
+use super::{interrupt_flag, Context, Exit};
+use crate::job;
+use crate::output;
+use crate::progress::SweepProgress;
+use crate::store::{Store, DEFAULT_DB};
+use crate::sweep::{self, Sweep, SweepEnd, SweepOptions};
+
+#[derive(ClapArgs, Debug)]
+#[command(
+    after_help = "The spec is TOML; see experiments/*.toml. Re-running the same command skips\nthe points already stored (and first removes jobs an earlier, killed run of it left on\nthe agents); Ctrl-C stops after killing the running job. A node that cannot be reached\nfails its points with a reason naming it, and the sweep goes on (--fail-fast stops).\nThe bandwidth of the nodes is put back as it was when the sweep ends.\n\nExit status: 0 complete, 1 points given up (or --fail-fast stopped), 130 interrupted."
+)]
+pub struct Args {
+    /// The sweep specification (TOML).
+    spec: PathBuf,
+    /// Results database [default: ./throttle-results.db].
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Stop at the first run that cannot start because a node is unreachable or
+    /// refuses it, instead of storing the failure and going on.
+    #[arg(long)]
+    fail_fast: bool,
+    /// Seconds the agents keep a job alive without hearing from this sweep.
+    #[arg(long, default_value_t = job::DEFAULT_LEASE_S)]
+    lease: f64,
+    /// Print progress as one line per run even on a terminal.
+    #[arg(long)]
+    plain: bool,
+    /// Print a JSON summary on standard output at the end (progress stays on stderr).
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    pub fn exec(self, ctx: &Context) -> Exit {
+        let sweep = Sweep::load(&self.spec)?;
+        let cluster = ctx.cluster()?;
+        let db = self.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+        let store = Store::open(&db)?;
+        let options = SweepOptions {
+            job_prefix: sweep::job_prefix(&db, &sweep.series),
+            lease_s: self.lease,
+            fail_fast: self.fail_fast,
+        };
+        let cancel = interrupt_flag()?;
+        eprintln!(
+            "sweep {}: {} points ({} node counts x {} bandwidths x {} repeats), results in {}",
+            sweep.series,
+            sweep.points.len(),
+            sweep.spec.nodes.len(),
+            sweep.points.len() / sweep.spec.nodes.len() / sweep.spec.repeats as usize,
+            sweep.spec.repeats,
+            db.display()
+        );
+        let max_nodes = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
+        let saved = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len())).ok();
+        let mut progress = SweepProgress::new(self.plain);
+        let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
+        progress.finish();
+        if let Some(s) = saved {
+            if let Err(e) = s.restore() {
+                eprintln!("warning: could not put the previous bandwidth back: {e:#}");
+            }
+        }
+        let end = end?;
+        if self.json {
+            output::print_json(&json!({ "db": db, "series": sweep.series, "result": end }))?;
+        }
+        Ok(match end {
+            SweepEnd::Complete {
+                ran,
+                skipped,
+                gave_up,
+            } => {
+                if !self.json {
+                    output::print(format!("sweep complete: {ran} runs now, {skipped} already stored, {gave_up} points given up; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
+                }
+                if gave_up > 0 {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            SweepEnd::Interrupted { ran } => {
+                eprintln!("interrupted after {ran} runs; everything stored is kept in {}. Run the same command to resume.", db.display());
+                ExitCode::from(130)
+            }
+        })
+    }
+}

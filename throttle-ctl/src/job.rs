@@ -1,0 +1,455 @@
+//! One job on the cluster's first N nodes at one bandwidth: the step `run`, `sweep` and
+//! `demo` are made of.
+//!
+//! [`execute`] sets the bandwidth on those nodes, asks each node's agent to launch its
+//! ranks (block placement: ranks 0..R-1 on the first node, ...), polls until every rank
+//! finished or one failed (then kills the job everywhere), and always removes the job
+//! from the agents afterwards, so nothing is left running whatever happens. While it
+//! waits it renews the job's lease on every node; if this process is killed outright, the
+//! agents kill the job themselves when the lease runs out.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use serde::Serialize;
+use throttle_proto::job::{JobReport, JobState, LaunchSpec};
+use throttle_proto::result::{Check, WorkloadResult};
+use throttle_proto::shape::ShapeChange;
+use throttle_proto::status::Status;
+use throttle_proto::{Name, Pct};
+
+use crate::agent_client::AgentClient;
+use crate::cluster::Cluster;
+
+/// Default lease of a job, seconds: the agents kill a job this long after its controller
+/// stopped renewing.
+pub const DEFAULT_LEASE_S: f64 = 20.0;
+
+/// PMM's row broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bcast {
+    Flat,
+    Binomial,
+    Pipelined,
+}
+
+impl fmt::Display for Bcast {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Bcast::Flat => "flat",
+            Bcast::Binomial => "binomial",
+            Bcast::Pipelined => "pipelined",
+        })
+    }
+}
+
+impl FromStr for Bcast {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Bcast, String> {
+        match s {
+            "flat" => Ok(Bcast::Flat),
+            "binomial" => Ok(Bcast::Binomial),
+            "pipelined" => Ok(Bcast::Pipelined),
+            other => Err(format!(
+                "broadcast `{other}` is not flat, binomial or pipelined"
+            )),
+        }
+    }
+}
+
+/// Which program to run and with what arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    Bfs {
+        scale: u32,
+        edge_factor: u32,
+        keys: usize,
+        validate: bool,
+    },
+    Pmm {
+        size: usize,
+        bcast: Bcast,
+    },
+    /// Any program the agents allow.
+    Program {
+        program: String,
+        args: Vec<String>,
+    },
+}
+
+impl Workload {
+    pub fn name(&self) -> &str {
+        match self {
+            Workload::Bfs { .. } => "bfs",
+            Workload::Pmm { .. } => "pmm",
+            Workload::Program { .. } => "program",
+        }
+    }
+
+    fn program_and_args(&self) -> (String, Vec<String>) {
+        match self {
+            Workload::Bfs {
+                scale,
+                edge_factor,
+                keys,
+                validate,
+            } => {
+                let mut a = vec![
+                    "--scale".into(),
+                    scale.to_string(),
+                    "--edge-factor".into(),
+                    edge_factor.to_string(),
+                    "--keys".into(),
+                    keys.to_string(),
+                ];
+                if !validate {
+                    a.push("--no-validate".into());
+                }
+                ("throttle-bfs".into(), a)
+            }
+            Workload::Pmm { size, bcast } => (
+                "throttle-pmm".into(),
+                vec![
+                    "--size".into(),
+                    size.to_string(),
+                    "--bcast".into(),
+                    bcast.to_string(),
+                ],
+            ),
+            Workload::Program { program, args } => (program.clone(), args.clone()),
+        }
+    }
+}
+
+/// One job: what, where, at which bandwidth, for how long.
+#[derive(Clone, Debug)]
+pub struct JobSpec {
+    pub workload: Workload,
+    pub nodes: usize,
+    pub ranks_per_node: usize,
+    pub bw: Pct,
+    pub time_limit_s: f64,
+    /// Seconds the agents keep the job without hearing from this controller.
+    pub lease_s: f64,
+    /// Prefix of the job's name, so that a sweep can find its own leftovers.
+    pub job_prefix: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Ok,
+    Failed,
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RunStatus, String> {
+        match s {
+            "ok" => Ok(RunStatus::Ok),
+            "failed" => Ok(RunStatus::Failed),
+            "interrupted" => Ok(RunStatus::Interrupted),
+            other => Err(format!("unknown run status `{other}`")),
+        }
+    }
+}
+
+/// What happened, for printing and for the results store.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// The job's name (empty when it never started).
+    pub job: String,
+    pub workload: String,
+    pub nodes: usize,
+    pub ranks_per_node: usize,
+    pub procs: usize,
+    pub bw_pct: Pct,
+    pub capacity_bytes_per_sec: f64,
+    pub latency_us: u64,
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    /// Job completion time: rank 0's wall time from start to exit, as its agent measured
+    /// it (the controller's launch-to-done time when rank 0 has no report).
+    pub seconds: f64,
+    /// Rank 0's result line: the workload's own time, check and metrics.
+    pub result: Option<WorkloadResult>,
+    /// Rank 0's output.
+    #[serde(skip)]
+    pub output: Vec<String>,
+}
+
+impl Outcome {
+    /// A run that could not be started (a node unreachable, a launch refused).
+    pub fn not_started(cluster: &Cluster, spec: &JobSpec, reason: String) -> Outcome {
+        Outcome {
+            job: String::new(),
+            workload: spec.workload.name().to_string(),
+            nodes: spec.nodes,
+            ranks_per_node: spec.ranks_per_node,
+            procs: spec.nodes * spec.ranks_per_node,
+            bw_pct: spec.bw,
+            capacity_bytes_per_sec: cluster.file.capacity.bytes_per_sec(),
+            latency_us: 0,
+            status: RunStatus::Failed,
+            reason: Some(reason),
+            seconds: 0.0,
+            result: None,
+            output: Vec::new(),
+        }
+    }
+
+    /// The workload's own time (kernel seconds), when it reported one.
+    pub fn kernel_seconds(&self) -> Option<f64> {
+        self.result.as_ref().and_then(|r| r.seconds)
+    }
+
+    /// BFS's harmonic-mean TEPS, when reported.
+    pub fn teps(&self) -> Option<f64> {
+        self.result
+            .as_ref()
+            .and_then(|r| r.metric("harmonic_mean_teps"))
+    }
+
+    /// The workload's check, when it reported one.
+    pub fn check(&self) -> Option<&Check> {
+        self.result.as_ref().map(|r| &r.check)
+    }
+}
+
+fn job_name(prefix: Option<&str>, workload: &str) -> Result<Name> {
+    let mut b = [0u8; 3];
+    let _ = getrandom::getrandom(&mut b);
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let name = format!("{workload}-{ms}-{:02x}{:02x}{:02x}", b[0], b[1], b[2]);
+    let name = match prefix {
+        Some(p) => format!("{p}-{name}"),
+        None => name,
+    };
+    Name::parse("job name", &name).map_err(|e| anyhow!("{e}"))
+}
+
+/// The bandwidth of each node before a run changed it, to put back afterwards.
+pub struct SavedShapes(Vec<(AgentClient, Status)>);
+
+impl SavedShapes {
+    /// Read the shape of the first `nodes` nodes.
+    pub fn save(cluster: &Cluster, nodes: usize) -> Result<SavedShapes> {
+        let mut saved = Vec::new();
+        for n in cluster.file.nodes.iter().take(nodes) {
+            let c = AgentClient::new(cluster, n);
+            let s = c.status()?;
+            saved.push((c, s));
+        }
+        Ok(SavedShapes(saved))
+    }
+
+    /// Put every saved shape back; the first failure is returned, the others still tried.
+    pub fn restore(&self) -> Result<()> {
+        let mut first = None;
+        for (c, s) in &self.0 {
+            let change = ShapeChange {
+                pct: Some(s.pct),
+                capacity: Some(s.capacity),
+                latency_us: Some(s.latency_us),
+            };
+            if let Err(e) = c.set_shape(&change) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// Run one job; `Err` only when the job could not be started at all. When `cancel`
+/// becomes true the job is killed everywhere and the outcome says `interrupted`.
+pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result<Outcome> {
+    if spec.nodes == 0 || spec.nodes > cluster.file.nodes.len() {
+        bail!(
+            "--nodes {} is not available: the cluster file lists {} nodes ({})",
+            spec.nodes,
+            cluster.file.nodes.len(),
+            cluster.node_names().join(", ")
+        );
+    }
+    if spec.ranks_per_node == 0 || spec.ranks_per_node > 256 {
+        bail!("--ranks-per-node must be between 1 and 256");
+    }
+    if !(spec.lease_s.is_finite() && (1.0..=86400.0).contains(&spec.lease_s)) {
+        bail!("--lease must be between 1 and 86400 seconds");
+    }
+    if !(spec.time_limit_s.is_finite()
+        && spec.time_limit_s > 0.0
+        && spec.time_limit_s <= 7.0 * 86400.0)
+    {
+        bail!("--time-limit must be between 0 and one week (in seconds)");
+    }
+    let nodes = &cluster.file.nodes[..spec.nodes];
+    let clients: Vec<AgentClient> = nodes.iter().map(|n| AgentClient::new(cluster, n)).collect();
+    let change = ShapeChange {
+        pct: Some(spec.bw),
+        ..ShapeChange::default()
+    };
+    let mut shape = None;
+    for c in &clients {
+        shape = Some(c.set_shape(&change)?);
+    }
+    let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
+    let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
+    let ranks: Vec<Name> = (0..spec.nodes * spec.ranks_per_node)
+        .map(|r| nodes[r / spec.ranks_per_node].name.clone())
+        .collect();
+    let (program, args) = spec.workload.program_and_args();
+    let launch = LaunchSpec {
+        program,
+        args,
+        env: Default::default(),
+        ranks,
+        time_limit_s: spec.time_limit_s,
+        lease_s: spec.lease_s,
+    };
+    let start = Instant::now();
+    for (k, c) in clients.iter().enumerate() {
+        if let Err(e) = c.launch(&job, &launch) {
+            for l in &clients[..k] {
+                let _ = l.delete_job(&job);
+            }
+            return Err(e);
+        }
+    }
+    let (status, reason, reports) = wait(&clients, &job, spec, start, cancel);
+    for c in &clients {
+        let _ = c.delete_job(&job);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let rank0 = reports
+        .iter()
+        .flat_map(|r| r.ranks.iter())
+        .find(|r| r.rank == 0)
+        .cloned();
+    Ok(Outcome {
+        job: job.to_string(),
+        workload: spec.workload.name().to_string(),
+        nodes: spec.nodes,
+        ranks_per_node: spec.ranks_per_node,
+        procs: spec.nodes * spec.ranks_per_node,
+        bw_pct: spec.bw,
+        capacity_bytes_per_sec: shape.capacity.bytes_per_sec(),
+        latency_us: shape.latency_us,
+        status,
+        reason,
+        seconds: rank0
+            .as_ref()
+            .map(|r| r.seconds.min(seconds))
+            .unwrap_or(seconds),
+        result: rank0.as_ref().and_then(|r| r.result.clone()),
+        output: rank0.map(|r| r.output_tail).unwrap_or_default(),
+    })
+}
+
+/// Poll until done; returns (status, reason, reports).
+fn wait(
+    clients: &[AgentClient],
+    job: &Name,
+    spec: &JobSpec,
+    start: Instant,
+    cancel: &AtomicBool,
+) -> (RunStatus, Option<String>, Vec<JobReport>) {
+    let deadline = start + Duration::from_secs_f64(spec.time_limit_s + 15.0);
+    // Renew well before the lease runs out, so one slow poll cannot lose the job.
+    let renew_every = Duration::from_secs_f64(spec.lease_s / 4.0);
+    let mut renewed = Instant::now();
+    loop {
+        if cancel.load(Ordering::SeqCst) {
+            return (
+                RunStatus::Interrupted,
+                Some("interrupted by the user".into()),
+                Vec::new(),
+            );
+        }
+        let mut failure: Option<String> = None;
+        if renewed.elapsed() >= renew_every {
+            renewed = Instant::now();
+            for c in clients {
+                if let Err(e) = c.renew(job) {
+                    failure.get_or_insert(format!(
+                        "node `{}` no longer holds the job (its lease of {:.0} s ran out, or the agent restarted): {e}",
+                        c.node(),
+                        spec.lease_s
+                    ));
+                }
+            }
+        }
+        let mut reports = Vec::new();
+        for c in clients {
+            match c.job_report(job) {
+                Ok(r) => reports.push(r),
+                Err(e) => {
+                    failure.get_or_insert(format!("lost contact with node `{}`: {e}", c.node()));
+                }
+            }
+        }
+        if failure.is_none() {
+            failure = reports
+                .iter()
+                .find(|r| r.state == JobState::Failed)
+                .map(JobReport::failure);
+        }
+        if let Some(f) = failure {
+            return (RunStatus::Failed, Some(f), reports);
+        }
+        if reports.iter().all(|r| r.state == JobState::Succeeded) {
+            return (RunStatus::Ok, None, reports);
+        }
+        if Instant::now() > deadline {
+            return (
+                RunStatus::Failed,
+                Some(format!(
+                    "no result within the time limit of {:.0} s",
+                    spec.time_limit_s
+                )),
+                reports,
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_names_are_valid_and_carry_the_prefix() {
+        let n = job_name(Some("sw1234abcd"), "bfs").unwrap();
+        assert!(n.as_str().starts_with("sw1234abcd-bfs-"), "{n}");
+        assert!(job_name(None, "pmm").unwrap().as_str().starts_with("pmm-"));
+        assert_eq!("binomial".parse::<Bcast>().unwrap(), Bcast::Binomial);
+        assert!("tree".parse::<Bcast>().is_err());
+        assert_eq!("failed".parse::<RunStatus>().unwrap(), RunStatus::Failed);
+    }
+}

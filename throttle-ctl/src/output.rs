@@ -1,0 +1,53 @@
+//! Writing for people and scripts: text and JSON on standard output, which a closed pipe
+//! (`throttle-ctl export | head`) ends quietly instead of with an error.
+
+use std::fmt::Display;
+use std::io::Write;
+
+use anyhow::Result;
+
+/// The error a write to a closed standard output turns into; `main` exits 0 on it.
+#[derive(Debug)]
+pub struct ClosedOutput;
+
+impl std::fmt::Display for ClosedOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl std::error::Error for ClosedOutput {}
+
+/// Turn an I/O error on standard output into [`ClosedOutput`] when the reader went away.
+pub fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        ClosedOutput.into()
+    } else {
+        anyhow::Error::new(e).context("writing to standard output")
+    }
+}
+
+/// Whether `e` (or what caused it) is [`ClosedOutput`] or a broken pipe.
+pub fn is_closed_output(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<ClosedOutput>()
+            || c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<csv::Error>().is_some_and(|ce| {
+                matches!(ce.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
+            })
+    })
+}
+
+/// Print `text` to standard output.
+pub fn print(text: impl Display) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    write!(out, "{text}")
+        .and_then(|_| out.flush())
+        .map_err(stdout_error)
+}
+
+/// Print `value` as pretty JSON, one document, to standard output.
+pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    print(format!("{}\n", serde_json::to_string_pretty(value)?))
+}

@@ -1,0 +1,114 @@
+//! A sweep's progress: a bar with an ETA that updates in place when standard error is a
+//! terminal, one line per run when it is not (a log file, CI), so long sweeps never look
+//! stuck and logs stay readable.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::job::RunStatus;
+use crate::sweep::SweepEvent;
+
+pub struct SweepProgress {
+    bar: Option<ProgressBar>,
+}
+
+/// `1h02m`, `3m05s`, `12s`.
+pub fn eta_text(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+impl SweepProgress {
+    /// A bar on a terminal, lines otherwise (or always lines with `plain`).
+    pub fn new(plain: bool) -> SweepProgress {
+        let bar = (!plain && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::new(0);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{bar:30}] {pos}/{len} runs  {elapsed} elapsed, ETA {eta}  {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        SweepProgress { bar }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.bar {
+            Some(b) => b.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    pub fn event(&mut self, e: SweepEvent<'_>) {
+        match e {
+            SweepEvent::LeftoversRemoved(n) => self.line(&format!(
+                "removed {n} job(s) an earlier run of this sweep left on the agents (their ranks are killed)"
+            )),
+            SweepEvent::Resuming { stored, total } => self.line(&format!(
+                "resuming: {stored} of {total} points already stored"
+            )),
+            SweepEvent::Starting { index, todo, point } => {
+                if let Some(b) = &self.bar {
+                    b.set_length(todo as u64);
+                    b.set_position(index as u64);
+                    b.set_message(format!(
+                        "nodes={} bw={} rep={}",
+                        point.nodes, point.bw, point.repeat
+                    ));
+                }
+            }
+            SweepEvent::Finished {
+                index,
+                todo,
+                point,
+                outcome,
+                eta_s,
+            } => {
+                let head = format!(
+                    "[{}/{todo}] nodes={} bw={} rep={}",
+                    index + 1,
+                    point.nodes,
+                    point.bw,
+                    point.repeat
+                );
+                if outcome.status == RunStatus::Ok {
+                    match &self.bar {
+                        Some(b) => b.set_position(index as u64 + 1),
+                        None => self.line(&format!(
+                            "{head}: {:.3} s | ETA {}",
+                            outcome.seconds,
+                            eta_text(eta_s)
+                        )),
+                    }
+                } else {
+                    self.line(&format!(
+                        "{head}: FAILED ({}), stored; retrying",
+                        outcome.reason.as_deref().unwrap_or("unknown")
+                    ));
+                }
+            }
+            SweepEvent::GaveUp { point, attempts } => self.line(&format!(
+                "{}: gave up after {attempts} failed attempts",
+                point.key
+            )),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

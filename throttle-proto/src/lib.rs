@@ -1,0 +1,33 @@
+//! throttle-proto: the vocabulary the agent, the controller and the workloads share.
+//!
+//! Every value that crosses a process boundary is defined here once, with its parsing,
+//! validation and serde, and travels as its type: a bandwidth setting is a [`Pct`], a
+//! link speed a [`Rate`], a job or node a [`Name`]. Nothing here does I/O beyond blocking
+//! reads and writes on a socket the caller owns, and nothing depends on tokio or axum.
+//!
+//! * values: [`rate`], [`pct`], [`name`], [`shape`];
+//! * the transport's handshake: [`wire`] (sans-IO), [`auth`] (token and proofs),
+//!   [`rank_client`] (blocking helpers for ranks and probes);
+//! * the control API's bodies: [`status`], [`cluster`], [`job`], [`forward`],
+//!   [`calibration`], [`refusal`];
+//! * what workloads report: [`result`].
+
+pub mod auth;
+pub mod calibration;
+pub mod cluster;
+pub mod forward;
+pub mod job;
+pub mod name;
+pub mod pct;
+pub mod rank_client;
+pub mod rate;
+pub mod refusal;
+pub mod result;
+pub mod shape;
+pub mod status;
+pub mod wire;
+
+pub use name::Name;
+pub use pct::Pct;
+pub use rate::Rate;
+pub use shape::{Shape, ShapeChange};
