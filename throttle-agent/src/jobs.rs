@@ -137,6 +137,7 @@ struct RankSlot {
 }
 
 struct Job {
+    name: Name,
     ranks: Vec<RankSlot>,
     reason: Option<String>,
     run_dir: PathBuf,
@@ -330,6 +331,7 @@ impl Launcher {
             jobs.insert(
                 job.clone(),
                 Arc::new(Mutex::new(Job {
+                    name: job.clone(),
                     ranks: slots,
                     reason: None,
                     run_dir: run_dir.clone(),
@@ -588,6 +590,9 @@ fn kill_group(pid: u32) {
 
 /// Kill the process groups of all running ranks, recording why; no rank starts after it.
 fn kill_all(job: &mut Job, reason: &str) {
+    if !job.closed {
+        tracing::info!(job = %job.name, %reason, "killing the job's ranks");
+    }
     job.closed = true;
     if job.reason.is_none() {
         job.reason = Some(reason.to_string());
@@ -669,6 +674,7 @@ async fn watch_rank(job: Arc<Mutex<Job>>, slot: usize, mut child: tokio::process
     };
     let failed = !state.succeeded();
     let rank = j.ranks[slot].rank;
+    tracing::info!(job = %j.name, rank, outcome = %state.describe(), "rank ended");
     j.ranks[slot].state = state;
     j.ranks[slot].ended = Some(Instant::now());
     if failed {

@@ -121,7 +121,7 @@ async fn metrics_are_prometheus_text() {
             .unwrap()
             .1;
     assert!(
-        body.contains("# TYPE throttle_link_payload_bytes counter"),
+        body.contains("# TYPE throttle_link_payload_bytes_total counter"),
         "{body}"
     );
     assert!(
@@ -129,6 +129,34 @@ async fn metrics_are_prometheus_text() {
         "{body}"
     );
     assert!(body.contains(r#"throttle_link_capacity_bytes_per_second{node="n0"} 125000000"#));
+    // `promtool check metrics` (Prometheus's own linter) accepts the exposition.
+    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
+    match std::process::Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Err(_) => eprintln!(
+            "SKIPPED the promtool check: no `{promtool}` (set PROMTOOL or install Prometheus's promtool; .ci/run does)"
+        ),
+        Ok(mut child) => {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(body.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

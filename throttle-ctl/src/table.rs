@@ -1,7 +1,7 @@
 //! Terminal tables: borderless columns (comfy-table) that wrap to the terminal's width when
 //! there is one, and keep their full width when piped.
 
-use comfy_table::{presets, ColumnConstraint, ContentArrangement, Width};
+use comfy_table::{presets, ContentArrangement};
 
 pub struct Table {
     inner: comfy_table::Table,
@@ -19,13 +19,6 @@ impl Table {
 
     pub fn row(&mut self, cells: Vec<String>) {
         self.inner.add_row(cells);
-    }
-
-    /// Cut column `index` at `width` characters (long error messages).
-    pub fn cap(&mut self, index: usize, width: u16) {
-        if let Some(c) = self.inner.column_mut(index) {
-            c.set_constraint(ColumnConstraint::UpperBoundary(Width::Fixed(width)));
-        }
     }
 
     /// The table, one line per row, without trailing blanks.
@@ -46,20 +39,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn columns_line_up_and_long_cells_can_be_cut() {
+    fn columns_line_up() {
         let mut t = Table::new(&["a", "bbb"]);
         t.row(vec!["xxxx".into(), "y".into()]);
         let text = t.render();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert_eq!(lines[0].find("bbb"), lines[1].find('y'), "{text}");
-        let mut t = Table::new(&["node", "error"]);
-        t.row(vec!["n1".into(), "x".repeat(200)]);
-        t.cap(1, 40);
-        assert!(
-            t.render().lines().all(|l| l.chars().count() < 60),
-            "{}",
-            t.render()
-        );
     }
 }

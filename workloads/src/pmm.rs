@@ -217,7 +217,7 @@ pub fn from_bytes(b: &[u8]) -> Result<Vec<f64>, CommError> {
 }
 
 /// Run Fox's algorithm on all ranks of `comm`.
-pub fn run(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
+pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
     let p = comm.size();
     let q = (p as f64).sqrt().round() as usize;
     if q * q != p {
@@ -389,7 +389,7 @@ mod tests {
         for p in [1usize, 4, 9] {
             for algo in [BcastAlgo::Flat, BcastAlgo::Binomial, BcastAlgo::Pipelined] {
                 let res = run_local(p, move |c| {
-                    run(
+                    multiply(
                         &c,
                         &PmmConfig {
                             size: 36,
@@ -409,7 +409,7 @@ mod tests {
     #[test]
     fn large_matrices_use_the_checksum_identity() {
         let res = run_local(4, |c| {
-            run(
+            multiply(
                 &c,
                 &PmmConfig {
                     size: SERIAL_CHECK_MAX + 4,
@@ -442,7 +442,7 @@ mod tests {
     #[test]
     fn refuses_non_square_grids_and_indivisible_sizes() {
         let res = run_local(2, |c| {
-            run(
+            multiply(
                 &c,
                 &PmmConfig {
                     size: 8,
@@ -454,7 +454,7 @@ mod tests {
         });
         assert!(res[0].contains("square"), "{}", res[0]);
         let res = run_local(4, |c| {
-            run(
+            multiply(
                 &c,
                 &PmmConfig {
                     size: 9,

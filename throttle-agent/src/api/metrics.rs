@@ -15,7 +15,47 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 use throttle_proto::status::Status;
 
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// OpenMetrics, for scrapers that ask for it (Prometheus does).
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The classic text format, for everyone else (`curl`, `promtool check metrics`).
+pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The classic text format from OpenMetrics: counter families take their `_total` name,
+/// info families become gauges named `_info`, and the `# UNIT` and `# EOF` lines go.
+pub fn classic(openmetrics: &str) -> String {
+    let mut kinds = std::collections::HashMap::new();
+    for l in openmetrics.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            if let Some((name, kind)) = rest.split_once(' ') {
+                kinds.insert(name.to_string(), kind.to_string());
+            }
+        }
+    }
+    let rename = |name: &str| match kinds.get(name).map(String::as_str) {
+        Some("counter") => format!("{name}_total"),
+        Some("info") => format!("{name}_info"),
+        _ => name.to_string(),
+    };
+    let mut out = String::new();
+    for l in openmetrics.lines() {
+        if l.starts_with("# UNIT ") || l == "# EOF" {
+            continue;
+        }
+        let line = if let Some(rest) = l.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            format!("# HELP {} {help}", rename(name))
+        } else if let Some(rest) = l.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let kind = if kind == "info" { "gauge" } else { kind };
+            format!("# TYPE {} {kind}", rename(name))
+        } else {
+            l.to_string()
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Direction {
@@ -189,5 +229,15 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");
         }
+        let classic = classic(&text);
+        for line in [
+            "# TYPE throttle_link_payload_bytes_total counter",
+            "# HELP throttle_refused_connections_total Connections refused",
+            "# TYPE throttle_build_info gauge",
+            "throttle_build_info{node=\"n0\",version=\"0.1.0\"} 1",
+        ] {
+            assert!(classic.contains(line), "missing `{line}` in\n{classic}");
+        }
+        assert!(!classic.contains("# UNIT") && !classic.contains("# EOF"));
     }
 }

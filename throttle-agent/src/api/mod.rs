@@ -446,10 +446,22 @@ async fn calibrate(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
     Ok(Json(result).into_response())
 }
 
-async fn metrics(State(agent): State<Arc<Agent>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        metrics::render(&status_of(&agent)),
-    )
-        .into_response()
+/// OpenMetrics when the scraper asks for it (Prometheus does), the classic text format
+/// otherwise (`curl`, `promtool check metrics`).
+async fn metrics(State(agent): State<Arc<Agent>>, req: Request) -> Response {
+    let text = metrics::render(&status_of(&agent));
+    let wants_openmetrics = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    if wants_openmetrics {
+        ([(header::CONTENT_TYPE, metrics::OPENMETRICS)], text).into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, metrics::TEXT_004)],
+            metrics::classic(&text),
+        )
+            .into_response()
+    }
 }

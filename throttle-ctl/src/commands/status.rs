@@ -98,13 +98,23 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
             Err(e) => {
                 let mut row = vec![name.clone(), "down".into()];
                 row.extend(std::iter::repeat_n(String::new(), 7));
-                row.push(format!("{e:#}"));
+                row.push(cut(&format!("{e:#}"), 90));
                 t.row(row);
             }
         }
     }
-    t.cap(9, 60);
     t.render()
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut (`--json` has the whole).
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let mut s: String = text.chars().take(max - 1).collect();
+        s.push('…');
+        s
+    }
 }
 
 pub fn to_json(results: &[(String, Result<Status>)]) -> Value {

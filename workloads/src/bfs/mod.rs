@@ -151,7 +151,7 @@ fn from_i64_bytes(b: &[u8]) -> Vec<i64> {
 }
 
 /// The whole benchmark: collective over all ranks; every rank gets the same result.
-pub fn run(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
+pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
     if !(1..=30).contains(&cfg.scale) {
         return Err(BfsError::Config(format!(
             "scale {} is outside 1..=30",
@@ -389,7 +389,7 @@ mod tests {
     fn results_are_identical_for_1_2_4_and_9_ranks() {
         let mut reference: Option<(Vec<u32>, Vec<u64>, Vec<i64>)> = None;
         for p in [1usize, 2, 4, 9] {
-            let res = run_local(p, |c| run(&c, &cfg(10)).unwrap());
+            let res = run_local(p, |c| benchmark(&c, &cfg(10)).unwrap());
             let r0 = &res[0];
             assert!(r0.validated, "p={p}: {}", r0.validation);
             for r in &res {
@@ -410,7 +410,7 @@ mod tests {
 
     #[test]
     fn matches_a_sequential_bfs() {
-        let res = run_local(4, |c| run(&c, &cfg(9)).unwrap());
+        let res = run_local(4, |c| benchmark(&c, &cfg(9)).unwrap());
         let gen = Kronecker::new(9, 16, 3);
         let edges = gen.edges_in(0, gen.edges());
         let (_, level) = validate::sequential_bfs(gen.vertices() as usize, &edges, res[0].keys[0]);
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn summary_has_the_graph500_lines() {
-        let res = run_local(1, |c| run(&c, &cfg(8)).unwrap());
+        let res = run_local(1, |c| benchmark(&c, &cfg(8)).unwrap());
         let s = summary(&res[0]);
         assert!(s.contains("bfs  harmonic_mean_TEPS:"), "{s}");
         assert!(s.contains("SCALE:                          8"));

@@ -39,7 +39,7 @@ fn main() {
         keys: args.keys,
         validate: !args.no_validate,
     };
-    let result = match bfs::run(&comm, &cfg) {
+    let result = match bfs::benchmark(&comm, &cfg) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("throttle-bfs rank {rank}: {e}");

@@ -24,7 +24,7 @@ fn main() {
         std::process::exit(2)
     });
     let rank = comm.rank();
-    let result = match pmm::run(
+    let result = match pmm::multiply(
         &comm,
         &PmmConfig {
             size: args.size,

@@ -5,13 +5,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::*;
+use throttle_tests::*;
 
 /// A 3-node cluster with a small BFS sweep spec next to it.
 fn with_spec(tag: &str, base: &str) -> Scratch {
-    let c = common::up(tag, 3, "200Mbit", base);
+    let c = up(tag, 3, "200Mbit", base);
     std::fs::write(
         c.0.join("spec.toml"),
         "workload = \"bfs\"\nnodes = [1, 2, 3]\nbandwidths = [\"100\", \"50:25:-25\"]\nrepeats = 2\nseed = 4\n[bfs]\nscale = 8\nkeys = 4\n",
@@ -198,7 +196,7 @@ fn agent_pid(dir: &Path, name: &str) -> i32 {
 /// it, and the sweep goes on; with --fail-fast it stops with that message.
 #[test]
 fn a_dead_node_fails_its_points_and_the_sweep_goes_on() {
-    let c = common::up("deadnode", 2, "1Gbit", "127.0.16.1");
+    let c = up("deadnode", 2, "1Gbit", "127.0.16.1");
     let dir = &c.0;
     std::fs::write(
         dir.join("spec.toml"),
@@ -249,7 +247,7 @@ fn a_dead_node_fails_its_points_and_the_sweep_goes_on() {
 /// first removes the job that controller left running.
 #[test]
 fn a_resumed_sweep_removes_what_its_killed_predecessor_left() {
-    let c = common::up("leftover", 1, "1Gbit", "127.0.17.1");
+    let c = up("leftover", 1, "1Gbit", "127.0.17.1");
     let dir = &c.0;
     std::fs::write(
         dir.join("spec.toml"),

@@ -3,9 +3,7 @@
 use std::io::{Read, Write};
 use std::process::{Command, Output};
 
-mod common;
-
-use common::*;
+use throttle_tests::*;
 
 fn ok(out: Output) -> String {
     assert!(

@@ -1,6 +1,11 @@
-//! Shared scaffolding of the controller's end-to-end tests: run the real `throttle-ctl` in
-//! a scratch directory, and stop whatever local cluster it started when the test ends.
-#![allow(dead_code)]
+//! throttle's end-to-end tests: the real `throttle-ctl`, `throttle-agent` and workload
+//! binaries, driven across crates. This library is their shared scaffolding: run
+//! `throttle-ctl` in a scratch directory, and stop whatever local cluster it started when
+//! the test ends.
+//!
+//! The binaries are the ones `cargo test --workspace` builds next to the test executables
+//! (`target/<profile>/`): the packages that own them have integration tests of their own,
+//! which makes cargo build them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -23,14 +28,26 @@ pub fn scratch(tag: &str) -> Scratch {
     Scratch(p)
 }
 
+/// The directory of the workspace's binaries (`target/<profile>`).
+pub fn bin_dir() -> PathBuf {
+    let me = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test>
+    me.parent()
+        .and_then(Path::parent)
+        .expect("the test runs inside target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The `throttle-ctl` binary.
 pub fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl"))
+    bin_dir().join("throttle-ctl")
 }
 
 /// Run `throttle-ctl ARGS` in `dir` (the cluster file there, not `$THROTTLE_CLUSTER`).
 pub fn ctl(dir: &Path, args: &[&str]) -> Output {
     let exe = exe();
     for bin in [
+        "throttle-ctl",
         "throttle-agent",
         "throttle-bfs",
         "throttle-pmm",

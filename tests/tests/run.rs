@@ -1,12 +1,10 @@
 //! `throttle-ctl run` end to end: real agents launching real workload processes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod common;
-
-use common::*;
+use throttle_tests::*;
 
 fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
     let mut a = vec!["run", "--json"];
@@ -305,7 +303,7 @@ fn bad_run_arguments_are_explained() {
 fn ranks_die_with_their_agent_even_when_it_is_killed() {
     let c = up("pdeath", 1, "1Gbit", "127.0.14.1");
     let marker = "--sleep 77.5";
-    let run = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_throttle-ctl")))
+    let run = Command::new(exe())
         .args([
             "run",
             "--workload",

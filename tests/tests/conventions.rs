@@ -1,0 +1,172 @@
+//! What users of command-line tools expect, checked on the real binaries: a closed pipe is
+//! not an error, a dead node stays in the status table, `--json` where scripts need it,
+//! a run puts the bandwidth back, agent logs are plain text and tell what happened.
+
+use std::process::Command;
+
+use throttle_tests::*;
+
+fn agent_pid(dir: &std::path::Path, name: &str) -> i32 {
+    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
+    let file: toml::Value = toml::from_str(&text).unwrap();
+    file["node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"].as_str() == Some(name))
+        .and_then(|n| n["pid"].as_integer())
+        .unwrap() as i32
+}
+
+#[test]
+fn export_into_a_closed_pipe_ends_quietly() {
+    let s = scratch("pipe");
+    let db = s.0.join("r.db");
+    {
+        let store = throttle_ctl::store::Store::open(&db).unwrap();
+        for i in 0..5000 {
+            store
+                .insert(&throttle_ctl::store::RunRow {
+                    point_key: format!("k{i}"),
+                    series: "bfs scale=8".into(),
+                    workload: "bfs".into(),
+                    options: "{}".into(),
+                    nodes: 1,
+                    ranks_per_node: 1,
+                    procs: 1,
+                    bw_pct: throttle_proto::Pct::FULL,
+                    capacity: 125e6,
+                    latency_us: 0,
+                    repeat: i,
+                    started_at: "2026-11-22T00:00:00Z".into(),
+                    seconds: Some(1.0),
+                    kernel_seconds: None,
+                    teps: None,
+                    status: throttle_ctl::job::RunStatus::Ok,
+                    reason: None,
+                    host: "h".into(),
+                    version: "0".into(),
+                    job: "j".into(),
+                })
+                .unwrap();
+        }
+    }
+    let out = Command::new("bash")
+        .args([
+            "-o",
+            "pipefail",
+            "-c",
+            &format!(
+                "'{}' export --db '{}' | head -1",
+                exe().display(),
+                db.display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    assert!(err.is_empty(), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("workload,nodes,procs"));
+}
+
+#[test]
+fn a_dead_node_stays_in_the_status_table_and_json() {
+    let c = up("deadstatus", 2, "1Gbit", "127.0.19.1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent_pid(&c.0, "n1")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let out = ctl(&c.0, &["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = table.lines().map(str::trim_start).collect();
+    assert_eq!(lines.len(), 3, "{table}");
+    assert!(
+        lines[1].starts_with("n0") && lines[1].contains("100%"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with("n1") && lines[2].contains("down") && lines[2].contains("unreachable"),
+        "{table}"
+    );
+    let out = ctl(&c.0, &["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["node"], "n0");
+    assert!(v[1]["error"].as_str().unwrap().contains("n1"), "{v}");
+}
+
+#[test]
+fn local_up_and_sweep_speak_json_and_a_run_puts_the_bandwidth_back() {
+    let s = scratch("jsonup");
+    let out = ctl(
+        &s.0,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            "2",
+            "--base-addr",
+            "127.0.20.1",
+            "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["cluster"]["node"].as_array().unwrap().len(), 2, "{v}");
+    assert!(ctl(&s.0, &["set", "40"]).status.success());
+    let out = ctl(
+        &s.0,
+        &[
+            "run",
+            "--workload",
+            "bfs",
+            "--scale",
+            "8",
+            "--keys",
+            "2",
+            "--nodes",
+            "2",
+            "--bw",
+            "70",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&ctl(&s.0, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(status[0]["pct"], 40.0, "run --bw 70 must put 40% back");
+    assert_eq!(status[1]["pct"], 40.0);
+    std::fs::write(
+        s.0.join("spec.toml"),
+        "workload = \"bfs\"\nnodes = [1, 2]\nbandwidths = [100]\nrepeats = 1\n[bfs]\nscale = 8\nkeys = 2\n",
+    )
+    .unwrap();
+    let out = ctl(&s.0, &["sweep", "spec.toml", "--db", "r.db", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"]["end"], "complete", "{v}");
+    assert_eq!(v["result"]["ran"], 2, "{v}");
+    let status: serde_json::Value =
+        serde_json::from_slice(&ctl(&s.0, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(status[0]["pct"], 40.0, "the sweep must put 40% back");
+    // The agents' log files: plain text, and they say what happened.
+    let log = std::fs::read_to_string(s.0.join(".throttle-local/n0.log")).unwrap();
+    assert!(!log.contains('\u{1b}'), "colour codes in the log file");
+    for what in ["agent started", "shape set", "job launched", "rank ended"] {
+        assert!(log.contains(what), "`{what}` not in the log:\n{log}");
+    }
+}
