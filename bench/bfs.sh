@@ -12,11 +12,11 @@ build
 machine
 "$CTL" local up --nodes 4 --capacity 1Gbit --dir "$WORK/state" >/dev/null 2>&1
 row() { # label json
-  jq -r --arg l "$1" '"\($l)\t\(.procs)\t\(.bw_pct // "unlimited")\t\(.result.harmonic_mean_teps/1e6*100|round/100)\t\(.result.seconds*1000|round/1000)\t\(.seconds*1000|round/1000)\t\(.result.comm_share*1000|round/10)%\t\(.result.validation)"' <<<"$2"
+  jq -r --arg l "$1" '"\($l)\t\(.procs)\t\(.bw_pct // "unlimited")\t\(.result.metrics.harmonic_mean_teps/1e6*100|round/100)\t\(.result.seconds*1000|round/1000)\t\(.seconds*1000|round/1000)\t\(.result.metrics.comm_share*1000|round/10)%\t\(.result.check)"' <<<"$2"
 }
 echo -e "run\tprocs\tbw\tMTEPS(hm)\tsearch_s\tjob_s\tcomm_share\tvalidation"
 r=$("$CTL" run --workload bfs --scale "$S1" --nodes 1 --bw unlimited --json); row "scale$S1-1rank" "$r"
-hm1=$(jq .result.harmonic_mean_teps <<<"$r")
+hm1=$(jq .result.metrics.harmonic_mean_teps <<<"$r")
 r=$("$CTL" run --workload bfs --scale "$S1" --nodes 4 --bw unlimited --json); row "scale$S1-4ranks" "$r"
 for bw in 100 50 20; do
   r=$("$CTL" run --workload bfs --scale "$S3" --nodes 4 --bw "$bw" --no-validate --json); row "scale$S3-4nodes" "$r"

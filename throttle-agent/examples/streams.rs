@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 struct Pattern(u64);
 
@@ -54,7 +54,19 @@ async fn run(listen: String, connect: String, n: usize, secs: f64) {
     let received = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let per_stream: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
-    let listener = TcpListener::bind(&listen).await.expect("bind");
+    // A deep accept queue, like the agents': a thousand connections arrive at once.
+    let listener = {
+        let addr: std::net::SocketAddr = listen.parse().expect("SERVER_LISTEN is IP:PORT");
+        let s = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }
+        .expect("socket");
+        s.set_reuseaddr(true).expect("reuseaddr");
+        s.bind(addr).expect("bind");
+        s.listen(4096).expect("listen")
+    };
     {
         let (received, errors, per_stream) = (received.clone(), errors.clone(), per_stream.clone());
         tokio::spawn(async move {
@@ -66,7 +78,8 @@ async fn run(listen: String, connect: String, n: usize, secs: f64) {
                     (received.clone(), errors.clone(), per_stream.clone());
                 tokio::spawn(async move {
                     let mut id = [0u8; 8];
-                    if c.read_exact(&mut id).await.is_err() {
+                    if let Err(e) = c.read_exact(&mut id).await {
+                        eprintln!("streams: server: reading a stream's id: {e}");
                         errors.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
@@ -98,7 +111,8 @@ async fn run(listen: String, connect: String, n: usize, secs: f64) {
                                     s.fetch_add(k as u64, Ordering::Relaxed);
                                 }
                             }
-                            Err(_) => {
+                            Err(e) => {
+                                eprintln!("streams: server: stream {id}: read: {e}");
                                 errors.fetch_add(1, Ordering::Relaxed);
                                 return;
                             }
@@ -114,11 +128,16 @@ async fn run(listen: String, connect: String, n: usize, secs: f64) {
         let connect = connect.clone();
         let errors = errors.clone();
         clients.push(tokio::spawn(async move {
-            let Ok(mut c) = TcpStream::connect(&connect).await else {
-                errors.fetch_add(1, Ordering::Relaxed);
-                return;
+            let mut c = match TcpStream::connect(&connect).await {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("streams: stream {id}: connect: {e}");
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
             };
-            if c.write_all(&id.to_le_bytes()).await.is_err() {
+            if let Err(e) = c.write_all(&id.to_le_bytes()).await {
+                eprintln!("streams: stream {id}: first write: {e}");
                 errors.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -126,7 +145,8 @@ async fn run(listen: String, connect: String, n: usize, secs: f64) {
             let mut buf = vec![0u8; 16 * 1024];
             while Instant::now() < end {
                 p.fill(&mut buf);
-                if c.write_all(&buf).await.is_err() {
+                if let Err(e) = c.write_all(&buf).await {
+                    eprintln!("streams: stream {id}: write: {e}");
                     errors.fetch_add(1, Ordering::Relaxed);
                     return;
                 }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -83,11 +82,9 @@ impl RunningAgent {
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let link = Link::new(config.shape);
     link.set_burst(config.burst, config.idle_burst);
-    let control = TcpListener::bind(config.control)
-        .await
+    let control = crate::transport::listen(config.control)
         .with_context(|| format!("cannot bind the control API on {}", config.control))?;
-    let data = TcpListener::bind(config.data)
-        .await
+    let data = crate::transport::listen(config.data)
         .with_context(|| format!("cannot bind the data port on {}", config.data))?;
     let local_listener = rank_endpoint::bind(&config.local_socket).with_context(|| {
         format!(

@@ -8,8 +8,10 @@
 //! and one source address may hold only a quarter of a listener's pool, so one abusive
 //! host cannot lock the controller (on another address) out. On the data port the
 //! cluster's own agents (their data addresses) are exempt from that share: a large job
-//! opens hundreds of streams between two nodes at once. Whatever a client holds is
-//! released by the handshake and header timeouts.
+//! opens hundreds of streams between two nodes at once. Forward listeners' connections
+//! have a pool of their own without a per-source share (one client host with a thousand
+//! connections is the usual case there). Whatever a client holds is released by the
+//! handshake and header timeouts.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -23,8 +25,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const CONTROL_CONNECTIONS: usize = 64;
 /// Connections at once in their handshake, per transport listener (at most).
 pub const HANDSHAKES: usize = 1024;
-/// File descriptors one stream may use: two sockets and two pipes per direction.
-const FDS_PER_STREAM: u64 = 10;
+/// File descriptors one stream holds on an agent: two sockets, and a pipe (two
+/// descriptors) per direction for splice.
+const FDS_PER_STREAM: u64 = 6;
 
 /// Permits held per source address.
 type BySource = Arc<Mutex<HashMap<IpAddr, usize>>>;
@@ -139,7 +142,9 @@ pub struct Limits {
     /// Streams between agents and rank streams.
     pub streams: Pool,
     /// Connections accepted by forward listeners (which anyone who can reach them may
-    /// open), kept apart so they cannot use up the rank streams' pool.
+    /// open), kept apart so they cannot use up the rank streams' pool. No per-source
+    /// share: one client host with many connections (`iperf3 -P 100`, a connection pool)
+    /// is the usual case.
     pub forwarded: Pool,
     refused: AtomicU64,
     /// Sources that presented the token recently (control API), and when.
@@ -162,7 +167,7 @@ impl Limits {
             data_handshakes: Pool::new(handshakes),
             local_handshakes: Pool::new(handshakes),
             streams: Pool::new(streams),
-            forwarded: Pool::new((streams / 2).max(1)),
+            forwarded: Pool::new(streams),
             refused: AtomicU64::new(0),
             trusted: Mutex::new(HashMap::new()),
             quiet: Mutex::new((Instant::now() - REFUSAL_LOG_EVERY, 0)),
@@ -175,10 +180,10 @@ impl Limits {
         let budget = nofile.saturating_sub(64);
         let control = (budget / 8).min(CONTROL_CONNECTIONS as u64);
         let handshakes = (budget / 8).min(HANDSHAKES as u64);
-        // Pools with their reserves (a quarter more), then streams and forwarded
-        // connections (half as many again) at about ten descriptors each.
+        // Pools with their reserves (a quarter more), then rank and agent streams and
+        // forwarded connections, half of the rest each, at six descriptors a stream.
         let listeners = (control + 2 * handshakes) * 5 / 4;
-        let streams = (budget.saturating_sub(listeners) * 2 / 3 / FDS_PER_STREAM).clamp(16, 65536);
+        let streams = (budget.saturating_sub(listeners) / 2 / FDS_PER_STREAM).clamp(16, 65536);
         Limits::new(control as usize, handshakes as usize, streams as usize)
     }
 
@@ -308,11 +313,13 @@ mod tests {
     fn small_file_limits_shrink_the_pools() {
         let l = Limits::for_open_files(1024);
         let fds = (l.control.size() as u64 + 2 * l.data_handshakes.size() as u64) * 5 / 4
-            + 10 * (l.streams.size() + l.forwarded.size()) as u64;
+            + 6 * (l.streams.size() + l.forwarded.size()) as u64;
         assert!(fds <= 1024, "pools need {fds} descriptors of 1024");
         let big = Limits::for_open_files(1 << 20);
         assert_eq!(big.control.size(), CONTROL_CONNECTIONS);
         assert_eq!(big.data_handshakes.size(), HANDSHAKES);
         assert!(big.streams.size() > 10_000);
+        // 1,000 forwarded connections from one host fit the usual limit of 20,000 files.
+        assert!(Limits::for_open_files(20_000).forwarded.size() >= 1_000);
     }
 }

@@ -184,8 +184,7 @@ pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, F
             .await
             .map_err(|e| ForwardError::Forbidden(e.message))?;
     }
-    let listener = TcpListener::bind(&spec.listen)
-        .await
+    let listener = super::listen(spec.listen)
         .map_err(|e| ForwardError::Conflict(format!("cannot listen on {}: {e}", spec.listen)))?;
     let bound = listener
         .local_addr()
@@ -235,7 +234,7 @@ async fn accept_loop(
                 let agent = agent.clone();
                 let spec = spec.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = carry(agent, client, from, &spec).await {
+                    if let Err(e) = carry(agent, client, &spec).await {
                         debug!(%from, error = %e, "forwarded connection ended with an error");
                     }
                 });
@@ -248,16 +247,11 @@ async fn accept_loop(
     }
 }
 
-async fn carry(
-    agent: Arc<Agent>,
-    client: TcpStream,
-    from: SocketAddr,
-    spec: &ForwardSpec,
-) -> std::io::Result<()> {
+async fn carry(agent: Arc<Agent>, client: TcpStream, spec: &ForwardSpec) -> std::io::Result<()> {
     client.set_nodelay(true)?;
     // Anyone who can reach a forward's listener may connect: those connections have
-    // their own pool (a quarter per source), apart from the rank streams'.
-    let Some(_permit) = agent.limits.forwarded.try_enter(Some(from.ip())) else {
+    // their own pool, apart from the rank streams'.
+    let Some(_permit) = agent.limits.forwarded.try_enter(None) else {
         agent.limits.note_refused();
         super::socket::reset_on_close(client.as_raw_fd());
         return Ok(());
