@@ -14,6 +14,8 @@ use anyhow::Context;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::intercept::Interception;
+
 use crate::api::Tls;
 use crate::directory::{Directory, NodeEntry};
 use crate::jobs::Launcher;
@@ -52,6 +54,8 @@ pub struct AgentConfig {
     pub programs: ProgramPolicy,
     /// Serve the control API over TLS with this certificate (None: plain HTTP).
     pub tls: Option<Tls>,
+    /// Intercept programs' TCP connections to the other nodes (nftables redirect; root).
+    pub intercept: bool,
 }
 
 /// A started agent: its bound addresses and the handle to stop it.
@@ -69,6 +73,9 @@ impl RunningAgent {
     /// Stop accepting, stop forwards, remove the local socket.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        if self.state.intercept.is_some() {
+            crate::intercept::netfilter::remove();
+        }
         self.state.forwards.clear();
         self.state.launcher.kill_everything();
         for t in self.tasks {
@@ -95,6 +102,25 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let launcher = Launcher::new(&config.node, config.programs, &config.local_socket);
     let control_addr = control.local_addr()?;
     let data_addr = data.local_addr()?;
+    let intercept_listener = if config.intercept {
+        let ip = data_addr.ip();
+        if !ip.is_ipv4() || ip.is_loopback() || ip.is_unspecified() {
+            anyhow::bail!("--intercept needs the node's own IPv4 address as --data (got {data_addr}): the other nodes' agents and programs must see this node at that address; a loopback cluster (one network stack for all nodes) cannot intercept, use rank tunnels or forwards there");
+        }
+        Some(
+            crate::transport::listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+                .context("cannot bind the interception port on 127.0.0.1")?,
+        )
+    } else {
+        None
+    };
+    let intercept = match &intercept_listener {
+        Some(l) => Some(Interception {
+            port: l.local_addr()?.port(),
+            ..Interception::default()
+        }),
+        None => None,
+    };
 
     let agent = Arc::new(Agent {
         node: config.node.clone(),
@@ -111,6 +137,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         register_timeout: config.register_timeout,
         started: Instant::now(),
         launcher: Arc::new(launcher),
+        intercept,
     });
     let mut nodes = config.peers.clone();
     nodes.retain(|n| n.name != config.node);
@@ -119,6 +146,10 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         data: data_addr,
     });
     agent.directory.set_nodes(&nodes);
+    if let Some(i) = &agent.intercept {
+        crate::intercept::netfilter::install(&Interception::redirected(&agent), i.port)
+            .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
+    }
 
     for spec in config.forwards {
         forward::add(&agent, spec)
@@ -128,6 +159,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
 
     let (stop, rx) = watch::channel(false);
     let shutdown = Shutdown(rx);
+    let shutdown_intercept = shutdown.clone();
     let sampler = {
         let link = agent.link.clone();
         let mut sd = shutdown.clone();
@@ -159,7 +191,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             }
         })
     };
-    let tasks = vec![
+    let mut tasks = vec![
         sampler,
         reaper,
         tokio::spawn(crate::api::serve(
@@ -175,6 +207,13 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             shutdown,
         )),
     ];
+    if let Some(l) = intercept_listener {
+        tasks.push(tokio::spawn(crate::intercept::serve(
+            agent.clone(),
+            l,
+            shutdown_intercept,
+        )));
+    }
     tracing::info!(node = %agent.node, control = %control_addr, data = %data_addr,
         local = %config.local_socket.display(), "agent started");
     Ok(RunningAgent {

@@ -70,6 +70,15 @@ impl Directory {
         map.values().any(|a| a.ip().to_canonical() == ip)
     }
 
+    /// The node whose data address is `ip`.
+    pub fn node_at(&self, ip: std::net::IpAddr) -> Option<Name> {
+        let map = self.nodes.read().unwrap_or_else(|e| e.into_inner());
+        let ip = ip.to_canonical();
+        map.iter()
+            .find(|(_, a)| a.ip().to_canonical() == ip)
+            .map(|(n, _)| n.clone())
+    }
+
     pub fn has_node(&self, node: &str) -> bool {
         let map = self.nodes.read().unwrap_or_else(|e| e.into_inner());
         map.contains_key(node)

@@ -11,6 +11,8 @@
 //!   programs may be launched.
 //! * [`directory`] and [`registry`]: the cluster's nodes and jobs, the ranks registered
 //!   here; [`endpoint`]: where a rank accepts streams.
+//! * [`intercept`]: transparent interception of unmodified programs' connections
+//!   (nftables redirect, transparent sockets).
 //! * [`limits`]: connection caps; [`private_dir`]: directories only the agent's user may
 //!   enter.
 //! * [`state`]: the state every service shares; [`shutdown`]: the stop signal;
@@ -23,6 +25,7 @@ pub mod agent;
 pub mod api;
 pub mod directory;
 pub mod endpoint;
+pub mod intercept;
 pub mod jobs;
 pub mod limits;
 pub mod link;

@@ -94,6 +94,12 @@ struct Args {
     /// Allow no program at all (the node only shapes traffic).
     #[arg(long, conflicts_with_all = ["allow_programs", "allow_dirs"])]
     no_programs: bool,
+    /// Intercept programs' TCP connections to the other nodes' addresses (nftables
+    /// redirect into this agent, delivered on the other side from the original source).
+    /// Needs root (CAP_NET_ADMIN), `nft` and `ip`, and --data on this node's own address.
+    /// The rules are removed when the agent stops and replaced when it starts again.
+    #[arg(long)]
+    intercept: bool,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -207,6 +213,7 @@ fn main() {
         idle_burst: Duration::from_secs_f64(args.idle_burst_ms / 1000.0),
         programs,
         tls,
+        intercept: args.intercept,
     };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()

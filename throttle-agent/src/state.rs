@@ -12,6 +12,7 @@ use throttle_proto::auth::Token;
 use throttle_proto::name::Name;
 
 use crate::directory::Directory;
+use crate::intercept::Interception;
 use crate::jobs::Launcher;
 use crate::limits::Limits;
 use crate::link::Link;
@@ -38,4 +39,6 @@ pub struct Agent {
     pub register_timeout: Duration,
     pub started: Instant,
     pub launcher: Arc<Launcher>,
+    /// Transparent interception (`--intercept`), when on.
+    pub intercept: Option<Interception>,
 }

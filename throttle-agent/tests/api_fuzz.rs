@@ -52,6 +52,7 @@ fn fixture() -> &'static Fixture {
             idle_burst: throttle_agent::link::bucket::DEFAULT_IDLE_BURST,
             programs: ProgramPolicy::nothing(),
             tls: None,
+            intercept: false,
         };
         let agent = runtime.block_on(agent::start(config)).unwrap();
         Fixture {

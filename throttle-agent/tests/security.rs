@@ -231,6 +231,18 @@ async fn the_token_stays_off_the_wire_and_the_data_port_relays_nothing() {
         .unwrap_err();
         assert_eq!(e.code, Code::Forbidden, "{e}");
         assert!(e.message.contains("not an address of node"), "{e}");
+        // An intercepted connection to an agent that does not intercept: refused, nothing
+        // connected (the transparent socket would otherwise reach any address).
+        let e = peer(
+            "n0",
+            PeerWant::Intercepted {
+                src: "127.0.0.1:40000".parse().unwrap(),
+                dst: echo.parse().unwrap(),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.code, Code::Forbidden, "{e}");
+        assert!(e.message.contains("does not intercept"), "{e}");
         // A forward rule to another host on the same node is refused when it is added.
         let (code, body) = http(
             &control0,

@@ -31,6 +31,9 @@ pub struct ClusterFile {
     /// (relative paths are relative to the cluster file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<PathBuf>,
+    /// A local cluster of namespace hosts (`local up --netns`): what `local down` removes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<NamespaceHosts>,
     #[serde(rename = "node")]
     pub nodes: Vec<Node>,
 }
@@ -48,6 +51,24 @@ pub struct Node {
     /// Process id, for agents started by `local up`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// The node's network namespace, for namespace hosts (`throttle-ctl exec` enters it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    /// The node's address, where its programs listen and other nodes reach them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<std::net::IpAddr>,
+}
+
+/// The namespaces, links and bridge of a namespace-host cluster.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceHosts {
+    /// Tag in the names: namespaces `throttle-TAG-nI`, bridge `thrTAG`.
+    pub tag: String,
+    /// The /24 of 198.18.0.0/15 the nodes live in.
+    pub subnet: std::net::Ipv4Addr,
+    /// This host's address on the bridge.
+    pub host_address: std::net::Ipv4Addr,
 }
 
 /// A loaded cluster: the file, where it was, the token, and the TLS trust for the agents.
@@ -119,6 +140,27 @@ impl Cluster {
     pub fn control_url(&self, node: &Node) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", node.control)
+    }
+
+    /// The node called `name`, or whose address, control or data address is `name`
+    /// (Open MPI's hostfile may list either).
+    pub fn node_by_name_or_address(&self, name: &str) -> Result<&Node> {
+        let as_ip: Option<std::net::IpAddr> = name.parse().ok();
+        if let Some(ip) = as_ip {
+            if let Some(n) = self
+                .file
+                .nodes
+                .iter()
+                .find(|n| n.address == Some(ip) || n.data.ip() == ip || n.control.ip() == ip)
+            {
+                return Ok(n);
+            }
+            bail!(
+                "no node of the cluster file {} has the address {ip}",
+                self.path.display()
+            );
+        }
+        self.node(name)
     }
 
     /// The node called `name`, or an error listing the known ones.
@@ -203,12 +245,15 @@ mod tests {
             capacity: Rate::parse("1Gbit").unwrap(),
             local_dir: None,
             tls_ca: None,
+            namespaces: None,
             nodes: vec![Node {
                 name: Name::parse("node", "n0").unwrap(),
                 control: "127.0.0.1:1".parse().unwrap(),
                 data: "127.0.0.1:2".parse().unwrap(),
                 socket: "/tmp/n0.sock".into(),
                 pid: Some(5),
+                netns: None,
+                address: None,
             }],
         };
         let path = dir.join("c.toml");

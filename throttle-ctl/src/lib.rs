@@ -3,7 +3,8 @@
 //!
 //! * [`commands`]: one module per command, each with its arguments and `exec`.
 //! * [`cluster`]: the cluster file; [`agent_client`]: the typed client of one agent's
-//!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine.
+//!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine;
+//!   [`netns`]: its nodes as network namespaces (namespace hosts).
 //! * [`job`]: one job on the cluster (launch, wait, renew, clean up), the step
 //!   [`sweep`] and the demo are made of.
 //! * [`store`]: the results database; [`measurements`]: from stored runs to the
@@ -20,6 +21,7 @@ pub mod commands;
 pub mod job;
 pub mod local_cluster;
 pub mod measurements;
+pub mod netns;
 pub mod output;
 pub mod progress;
 pub mod report;

@@ -5,6 +5,11 @@
 //! directory), waits until each has written its ready file, gives every agent the
 //! directory of the others, and writes the cluster file. `local down` stops exactly the
 //! agents it started (checked by pid and command line) and removes the state.
+//!
+//! With `--netns` each node is a network namespace on a bridge ([`crate::netns`]) with
+//! its own 198.18.x.y address, and each agent runs inside its node's namespace with
+//! transparent interception on, so unmodified programs can be throttled. The loopback
+//! cluster (one network stack for every node) has rank tunnels and forwards only.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,7 +21,7 @@ use throttle_proto::cluster::{ClusterNodes, NodeEntry};
 use throttle_proto::{Name, Rate};
 
 use crate::agent_client::AgentClient;
-use crate::cluster::{Cluster, ClusterFile, Node};
+use crate::cluster::{Cluster, ClusterFile, NamespaceHosts, Node};
 
 /// What `local up` was asked for.
 #[derive(Clone, Debug)]
@@ -31,6 +36,9 @@ pub struct LocalUp {
     pub agent_args: Vec<String>,
     /// Serve every agent's control API over TLS with certificates from a fresh cluster CA.
     pub tls: bool,
+    /// Namespace hosts (root): `Some(subnet)`, `None` for a loopback cluster; the subnet
+    /// itself may be left to be chosen (`Some(None)`).
+    pub netns: Option<Option<std::net::Ipv4Addr>>,
 }
 
 /// The `throttle-agent` binary: `THROTTLE_AGENT_BIN`, else next to this executable, else PATH.
@@ -82,6 +90,9 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         }
     }
     let agent = agent_binary()?;
+    if req.netns.is_some() {
+        crate::netns::check_prerequisites()?;
+    }
     std::fs::create_dir_all(&req.dir)
         .with_context(|| format!("cannot create the state directory {}", req.dir.display()))?;
     let dir = req.dir.canonicalize()?;
@@ -109,25 +120,107 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     } else {
         None
     };
-    let mut children = Vec::new();
+    let layout = match req.netns {
+        Some(subnet) => {
+            let subnet = match subnet {
+                Some(s) => s,
+                None => crate::netns::free_subnet()?,
+            };
+            let layout = crate::netns::Layout {
+                tag: crate::netns::tag_for(&dir),
+                subnet,
+                nodes: req.nodes,
+            };
+            crate::netns::create(&layout)?;
+            Some(layout)
+        }
+        None => None,
+    };
+    let started = start_agents(req, &agent, &dir, &token_path, &ca, base, layout.as_ref());
+    let nodes = match started {
+        Ok(n) => n,
+        Err(e) => {
+            if let Some(l) = &layout {
+                crate::netns::remove(l);
+            }
+            return Err(e);
+        }
+    };
+    let file = ClusterFile {
+        token_file: token_path,
+        capacity: req.capacity,
+        local_dir: Some(dir),
+        tls_ca: ca.map(|(_, path)| path),
+        namespaces: layout.as_ref().map(|l| NamespaceHosts {
+            tag: l.tag.clone(),
+            subnet: l.subnet,
+            host_address: l.host_addr(),
+        }),
+        nodes,
+    };
+    file.write(cluster_path)?;
+    let ready = Cluster::load(cluster_path).and_then(|c| push_directory(&c).map(|()| c));
+    if ready.is_err() {
+        // Leave nothing behind: agents, namespaces, the cluster file.
+        let _ = down(cluster_path);
+    }
+    ready
+}
+
+/// Start one agent per node (inside its namespace for namespace hosts) and wait until
+/// each is ready; kills those started when one fails.
+fn start_agents(
+    req: &LocalUp,
+    agent: &Path,
+    dir: &Path,
+    token_path: &Path,
+    ca: &Option<(crate::certs::ClusterCa, PathBuf)>,
+    base: u32,
+    layout: Option<&crate::netns::Layout>,
+) -> Result<Vec<Node>> {
+    /// An agent started and not yet ready: node, process, ready file, namespace and address.
+    type Starting = (
+        Name,
+        std::process::Child,
+        PathBuf,
+        Option<(String, std::net::Ipv4Addr)>,
+    );
+    fn kill_all(children: &mut [Starting]) {
+        for (_, c, _, _) in children.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    let mut children: Vec<Starting> = Vec::new();
     for i in 0..req.nodes {
         let name = Name::parse("node name", &format!("n{i}")).map_err(|e| anyhow!("{e}"))?;
-        let addr = std::net::Ipv4Addr::from(base + i as u32);
+        let (addr, ports, netns) = match layout {
+            // Fixed ports: every node has its own address, and people can remember them.
+            Some(l) => (l.node_addr(i), (7600, 7601), Some(l.namespace(i))),
+            None => (std::net::Ipv4Addr::from(base + i as u32), (0, 0), None),
+        };
         let ready = dir.join(format!("{name}.ready"));
         let _ = std::fs::remove_file(&ready);
         let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
-        let mut cmd = Command::new(&agent);
+        let mut cmd = match &netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(agent).arg("--intercept");
+                c
+            }
+            None => Command::new(agent),
+        };
         cmd.args(["--node", name.as_str()])
             .args([
                 "--control",
-                &format!("{addr}:0"),
+                &format!("{addr}:{}", ports.0),
                 "--data",
-                &format!("{addr}:0"),
+                &format!("{addr}:{}", ports.1),
             ])
             .arg("--local-socket")
             .arg(dir.join(format!("{name}.sock")))
             .arg("--token-file")
-            .arg(&token_path)
+            .arg(token_path)
             .args(["--capacity", &req.capacity.to_string().replace(' ', "")])
             .arg("--ready-file")
             .arg(&ready)
@@ -135,8 +228,8 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
-        if let Some((ca, _)) = &ca {
-            let cert = ca.issue(&dir, &name, std::net::IpAddr::V4(addr))?;
+        if let Some((ca, _)) = ca {
+            let cert = ca.issue(dir, &name, std::net::IpAddr::V4(addr))?;
             cmd.arg("--tls-cert")
                 .arg(&cert.cert)
                 .arg("--tls-key")
@@ -147,53 +240,65 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
             // Own process group: a Ctrl-C aimed at throttle-ctl leaves the agents running.
             cmd.process_group(0);
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {}", agent.display()))?;
-        children.push((name, child, ready));
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                kill_all(&mut children);
+                bail!("cannot start {}: {e}", agent.display());
+            }
+        };
+        children.push((name, child, ready, netns.map(|ns| (ns, addr))));
     }
     let mut nodes = Vec::new();
-    for (name, mut child, ready) in children {
+    for k in 0..children.len() {
+        let (name, child, ready, netns) = &mut children[k];
         let start = Instant::now();
+        let mut failure = None;
         while !ready.exists() {
             if let Ok(Some(status)) = child.try_wait() {
                 let log =
                     std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-                bail!(
+                failure = Some(format!(
                     "agent {name} exited ({status}) before it was ready:\n{}",
                     tail(&log, 10)
-                );
+                ));
+                break;
             }
             if start.elapsed() > Duration::from_secs(15) {
-                let _ = child.kill();
-                bail!(
+                failure = Some(format!(
                     "agent {name} did not become ready within 15 s; see {}",
                     dir.join(format!("{name}.log")).display()
-                );
+                ));
+                break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let ready: Ready = serde_json::from_str(&std::fs::read_to_string(&ready)?)
-            .with_context(|| format!("agent {name} wrote an unreadable ready file"))?;
+        if let Some(f) = failure {
+            kill_all(&mut children);
+            bail!(f);
+        }
+        let ready: Ready = match std::fs::read_to_string(&*ready)
+            .map_err(anyhow::Error::from)
+            .and_then(|t| serde_json::from_str(&t).map_err(anyhow::Error::from))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let name = name.clone();
+                kill_all(&mut children);
+                bail!("agent {name} wrote an unreadable ready file: {e}");
+            }
+        };
         nodes.push(Node {
-            name,
+            name: name.clone(),
             control: ready.control,
             data: ready.data,
             socket: ready.local_socket,
             pid: Some(child.id()),
+            netns: netns.as_ref().map(|(ns, _)| ns.clone()),
+            address: netns.as_ref().map(|(_, a)| std::net::IpAddr::V4(*a)),
         });
     }
-    let file = ClusterFile {
-        token_file: token_path,
-        capacity: req.capacity,
-        local_dir: Some(dir),
-        tls_ca: ca.map(|(_, path)| path),
-        nodes,
-    };
-    file.write(cluster_path)?;
-    let cluster = Cluster::load(cluster_path)?;
-    push_directory(&cluster)?;
-    Ok(cluster)
+    Ok(nodes)
 }
 
 /// What an agent writes to its ready file (`--ready-file`).
@@ -261,6 +366,13 @@ pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
             let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
         }
         stopped.push(n.name.to_string());
+    }
+    if let Some(ns) = &file.namespaces {
+        crate::netns::remove(&crate::netns::Layout {
+            tag: ns.tag.clone(),
+            subnet: ns.subnet,
+            nodes: file.nodes.len(),
+        });
     }
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::remove_file(cluster_path)?;

@@ -32,8 +32,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Start or stop a local emulated cluster (agents on this machine's loopback addresses).
+    /// Start or stop a local emulated cluster (loopback addresses, or namespace hosts).
     Local(commands::local::Args),
+    /// Run a command inside a node of a namespace cluster (like ssh; an mpirun launch agent).
+    Exec(commands::exec::Args),
     /// Show every node's bandwidth setting, current rates and open streams.
     Status(commands::status::Args),
     /// Throttle the link of every node (or one) to PCT % of its capacity.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Local(a) => a.exec(&ctx),
+        Command::Exec(a) => a.exec(&ctx),
         Command::Status(a) => a.exec(&ctx),
         Command::Set(a) => a.exec(&ctx),
         Command::Forward(a) => a.exec(&ctx),

@@ -32,6 +32,20 @@ pub struct Status {
     pub refused_connections: u64,
     /// Whether the control API speaks TLS.
     pub tls: bool,
+    /// Transparent interception's counters; absent when the agent does not intercept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intercepted: Option<InterceptedStatus>,
+}
+
+/// Connections that transparent interception carried.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct InterceptedStatus {
+    /// Connections from programs on this node to other nodes.
+    pub outgoing: u64,
+    /// Connections from other nodes delivered to programs on this node.
+    pub incoming: u64,
+    /// Intercepted connections that could not be carried (the program saw a reset).
+    pub failed: u64,
 }
 
 /// One direction of the link.

@@ -94,6 +94,14 @@ pub enum PeerWant {
     Forward { target: String },
     /// Calibration: the receiver discards what it gets and reports the rate.
     Sink,
+    /// An intercepted TCP connection (kernel redirect or preload library): a program on
+    /// the dialing node at `src` connected to `dst`, an address of the receiving node. The
+    /// receiver connects to `dst` from `src` (a transparent socket), so the program there
+    /// sees the original peer; `src` must be the dialing node's own address.
+    Intercepted {
+        src: std::net::SocketAddr,
+        dst: std::net::SocketAddr,
+    },
 }
 
 impl Request {
@@ -105,6 +113,7 @@ impl Request {
                 PeerWant::Rank { .. } => 3,
                 PeerWant::Forward { .. } => 4,
                 PeerWant::Sink => 5,
+                PeerWant::Intercepted { .. } => 7,
             },
             Request::Incoming { .. } => 6,
         }
@@ -149,6 +158,10 @@ impl Request {
                     }
                     PeerWant::Forward { target } => put_str(&mut body, target),
                     PeerWant::Sink => {}
+                    PeerWant::Intercepted { src, dst } => {
+                        put_addr(&mut body, src);
+                        put_addr(&mut body, dst);
+                    }
                 }
             }
         }
@@ -198,7 +211,7 @@ impl Request {
                 rank: r.u32("rank")?,
                 accept: r.str("accept address", MAX_ADDR)?,
             },
-            k @ 3..=5 => {
+            k @ (3..=5 | 7) => {
                 let src_node = r.name("node")?;
                 let nonce = r.nonce()?;
                 let want = match k {
@@ -210,7 +223,11 @@ impl Request {
                     4 => PeerWant::Forward {
                         target: r.str("target", MAX_ADDR)?,
                     },
-                    _ => PeerWant::Sink,
+                    5 => PeerWant::Sink,
+                    _ => PeerWant::Intercepted {
+                        src: r.addr("source address")?,
+                        dst: r.addr("destination address")?,
+                    },
                 };
                 Request::Peer(PeerRequest {
                     src_node,
@@ -425,10 +442,50 @@ impl Fields<'_> {
             .map_err(|_| WireError::new(Code::Malformed, format!("field `{what}` is not UTF-8")))
     }
 
+    /// A socket address: family (4 or 6), the address's bytes, the port (u16 BE).
+    fn addr(&mut self, what: &str) -> Result<std::net::SocketAddr, WireError> {
+        let family = self.take(1, what)?[0];
+        let ip: std::net::IpAddr = match family {
+            4 => {
+                let b: [u8; 4] = self.take(4, what)?.try_into().expect("4 bytes");
+                b.into()
+            }
+            6 => {
+                let b: [u8; 16] = self.take(16, what)?.try_into().expect("16 bytes");
+                b.into()
+            }
+            f => {
+                return Err(WireError::new(
+                    Code::Malformed,
+                    format!("field `{what}` has address family {f}, not 4 or 6"),
+                ))
+            }
+        };
+        let p = self.take(2, what)?;
+        Ok(std::net::SocketAddr::new(
+            ip,
+            u16::from_be_bytes([p[0], p[1]]),
+        ))
+    }
+
     fn name(&mut self, what: &'static str) -> Result<Name, WireError> {
         let s = self.str(what, crate::name::MAX_NAME_LEN)?;
         Name::parse(what, &s).map_err(|e| WireError::new(Code::Malformed, e.to_string()))
     }
+}
+
+fn put_addr(out: &mut Vec<u8>, a: &std::net::SocketAddr) {
+    match a.ip() {
+        std::net::IpAddr::V4(ip) => {
+            out.push(4);
+            out.extend_from_slice(&ip.octets());
+        }
+        std::net::IpAddr::V6(ip) => {
+            out.push(6);
+            out.extend_from_slice(&ip.octets());
+        }
+    }
+    out.extend_from_slice(&a.port().to_be_bytes());
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -612,6 +669,14 @@ mod tests {
                 src_rank: 2,
                 dst_rank: 3,
             },
+            Request::Peer(PeerRequest {
+                src_node: name("n2"),
+                nonce: [9; NONCE_LEN],
+                want: PeerWant::Intercepted {
+                    src: "198.18.0.1:40000".parse().unwrap(),
+                    dst: "[2001:db8::2]:5201".parse().unwrap(),
+                },
+            }),
         ]
     }
 
@@ -781,7 +846,7 @@ mod properties {
         /// Structured mutations of valid requests: flip, cut or extend any byte.
         #[test]
         fn mutated_requests_never_panic(
-            which in 0usize..6,
+            which in 0usize..7,
             pos in any::<prop::sample::Index>(),
             val in any::<u8>(),
             cut in any::<prop::sample::Index>(),

@@ -62,6 +62,11 @@ struct Direction {
     direction: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Outcome {
+    outcome: String,
+}
+
 fn per_direction<M: Default + Clone>(
     egress: impl Fn(&M),
     ingress: impl Fn(&M),
@@ -166,6 +171,24 @@ pub fn render(s: &Status) -> String {
         "Connections refused because a limit was reached",
         counter(s.refused_connections),
     );
+    if let Some(i) = &s.intercepted {
+        let f = Family::<Outcome, Counter>::default();
+        for (outcome, v) in [
+            ("outgoing", i.outgoing),
+            ("incoming", i.incoming),
+            ("failed", i.failed),
+        ] {
+            f.get_or_create(&Outcome {
+                outcome: outcome.into(),
+            })
+            .inc_by(v);
+        }
+        r.register(
+            "throttle_intercepted_connections",
+            "Programs' connections carried by transparent interception (outgoing: from this node; incoming: delivered here; failed: the program saw a reset)",
+            f,
+        );
+    }
     r.register_with_unit(
         "throttle_uptime",
         "Time since the agent started",
@@ -215,6 +238,11 @@ mod tests {
             uptime_seconds: 9.5,
             refused_connections: 4,
             tls: false,
+            intercepted: Some(throttle_proto::status::InterceptedStatus {
+                outgoing: 3,
+                incoming: 2,
+                failed: 1,
+            }),
         };
         let text = render(&s);
         for line in [
@@ -225,6 +253,7 @@ mod tests {
             "throttle_link_latency_seconds{node=\"n0\"} 0.00005",
             "throttle_refused_connections_total{node=\"n0\"} 4",
             "throttle_build_info{node=\"n0\",version=\"0.1.0\"} 1",
+            "throttle_intercepted_connections_total{node=\"n0\",outcome=\"failed\"} 1",
             "# EOF",
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");

@@ -59,6 +59,10 @@ impl ApiError {
     fn bad(msg: impl Into<String>) -> ApiError {
         ApiError(StatusCode::BAD_REQUEST, msg.into())
     }
+
+    fn internal(msg: impl Into<String>) -> ApiError {
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, msg.into())
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -178,6 +182,14 @@ pub fn status_of(agent: &Agent) -> Status {
         uptime_seconds: agent.started.elapsed().as_secs_f64(),
         refused_connections: agent.limits.refused(),
         tls: agent.tls,
+        intercepted: agent.intercept.as_ref().map(|i| {
+            use std::sync::atomic::Ordering::Relaxed;
+            throttle_proto::status::InterceptedStatus {
+                outgoing: i.outgoing.load(Relaxed),
+                incoming: i.incoming.load(Relaxed),
+                failed: i.failed.load(Relaxed),
+            }
+        }),
     }
 }
 
@@ -235,6 +247,19 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
     }
     agent.directory.set_nodes(&req.nodes);
     tracing::info!(nodes = req.nodes.len(), "cluster directory set");
+    if let Some(i) = &agent.intercept {
+        let agent = agent.clone();
+        let port = i.port;
+        let nodes = crate::intercept::Interception::redirected(&agent);
+        tokio::task::spawn_blocking(move || crate::intercept::netfilter::update(&nodes, port))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "the directory is set, but the interception rules could not follow: {e}"
+                ))
+            })?;
+    }
     Ok(Json(ClusterNodes {
         nodes: agent.directory.nodes(),
     })

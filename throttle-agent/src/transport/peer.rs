@@ -182,6 +182,14 @@ async fn handle(
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             carry(&agent, Conn::Tcp(conn), stream).await
         }
+        PeerWant::Intercepted { src, dst } => {
+            let conn = match crate::intercept::deliver(&agent, &req.src_node, src, dst).await {
+                Ok(c) => c,
+                Err(e) => return refuse(&mut stream, e).await,
+            };
+            wire::write_reply(&mut stream, &Reply::ok()).await?;
+            carry(&agent, Conn::Tcp(conn), stream).await
+        }
         PeerWant::Sink => {
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             let (bytes, secs) = pump::discard(&stream, &agent.link.ingress).await?;
@@ -236,15 +244,18 @@ async fn connect_from_data_address(
     to: std::net::SocketAddr,
 ) -> std::io::Result<TcpStream> {
     let ip = agent.data_addr.ip();
-    if ip.is_unspecified() || ip.is_ipv4() != to.is_ipv4() {
-        return TcpStream::connect(to).await;
-    }
-    let socket = if ip.is_ipv4() {
+    let socket = if to.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
         tokio::net::TcpSocket::new_v6()?
     };
-    socket.bind(std::net::SocketAddr::new(ip, 0))?;
+    if agent.intercept.is_some() {
+        // The redirect rule must not send the agent's own connections back to itself.
+        crate::intercept::sockopt::set_mark(&socket, crate::intercept::sockopt::EXEMPT_MARK)?;
+    }
+    if !ip.is_unspecified() && ip.is_ipv4() == to.is_ipv4() {
+        socket.bind(std::net::SocketAddr::new(ip, 0))?;
+    }
     socket.connect(to).await
 }
 

@@ -83,6 +83,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
                     .unwrap(),
             ),
             tls: None,
+            intercept: false,
         };
         agents.push(agent::start(config).await.unwrap());
     }

@@ -132,6 +132,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         dir: dir.join("state"),
         agent_args: vec!["--threads".into(), "1".into()],
         tls: false,
+        netns: None,
     };
     local_cluster::up(&up, &cluster_path)?;
     let _down = Down(cluster_path.clone());

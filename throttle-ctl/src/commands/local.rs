@@ -20,9 +20,10 @@ pub struct Args {
 
 #[derive(Subcommand, Debug)]
 enum LocalCommand {
-    /// Start N agents on 127.0.1.1, 127.0.1.2, ... and write the cluster file.
+    /// Start N agents on 127.0.1.1, 127.0.1.2, ... (or N namespace hosts with --netns)
+    /// and write the cluster file.
     #[command(
-        after_help = "Examples:\n  throttle-ctl local up --nodes 4 --capacity 1Gbit\n  throttle-ctl local up --nodes 2 --tls          HTTPS control APIs with a fresh cluster CA"
+        after_help = "Examples:\n  throttle-ctl local up --nodes 4 --capacity 1Gbit\n  throttle-ctl local up --nodes 2 --tls          HTTPS control APIs with a fresh cluster CA\n  sudo throttle-ctl local up --netns --nodes 4   namespace hosts: throttle unmodified programs\n\nA loopback cluster (the default) shares one network stack: the workloads' rank tunnels\nand `forward` rules are shaped there, nothing else. With --netns (root) every node is a\nnetwork namespace (throttle-TAG-nI) on a bridge (thrTAG), with an address from\n198.18.0.0/15 (.1, .2, ...; this host is .254), and its agent intercepts every TCP\nconnection from that node to another node's address: run programs in a node with\n`throttle-ctl exec NODE -- CMD`, or mpirun with `--mca plm_rsh_agent \"throttle-ctl exec\"`."
     )]
     Up {
         #[arg(long, default_value_t = 4)]
@@ -49,6 +50,13 @@ enum LocalCommand {
         /// CA (written to the state directory; the cluster file's tls_ca names it).
         #[arg(long)]
         tls: bool,
+        /// Namespace hosts (root): one network namespace per node on a bridge, agents that
+        /// intercept programs' connections to the other nodes.
+        #[arg(long)]
+        netns: bool,
+        /// The /24 of 198.18.0.0/15 for namespace hosts [default: the first one unused here].
+        #[arg(long, requires = "netns", value_name = "198.18.S.0/24")]
+        subnet: Option<String>,
         /// Print the cluster as JSON instead of the cluster file.
         #[arg(long)]
         json: bool,
@@ -73,8 +81,15 @@ impl Args {
                 agent_threads,
                 dir,
                 tls,
+                netns,
+                subnet,
                 json,
             } => {
+                let netns = match (netns, subnet) {
+                    (false, _) => None,
+                    (true, None) => Some(None),
+                    (true, Some(s)) => Some(Some(crate::netns::parse_subnet(&s)?)),
+                };
                 let dir = dir.unwrap_or_else(|| {
                     ctx.cluster_path
                         .parent()
@@ -95,6 +110,7 @@ impl Args {
                         agent_threads.to_string(),
                     ],
                     tls,
+                    netns,
                 };
                 let cluster = local_cluster::up(&req, &ctx.cluster_path)?;
                 if json {

@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod calibrate;
 pub mod completions;
 pub mod demo;
+pub mod exec;
 pub mod export;
 pub mod forward;
 pub mod local;

@@ -76,6 +76,7 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
         "egress",
         "ingress",
         "streams",
+        "intercepted out/in",
         "egress bytes",
         "error",
     ]);
@@ -92,12 +93,16 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                 format_bits_per_sec(s.egress.rate_bytes_per_sec),
                 format_bits_per_sec(s.ingress.rate_bytes_per_sec),
                 s.open_streams.to_string(),
+                s.intercepted
+                    .as_ref()
+                    .map(|i| format!("{}/{}", i.outgoing, i.incoming))
+                    .unwrap_or_else(|| "-".into()),
                 s.egress.bytes.to_string(),
                 String::new(),
             ]),
             Err(e) => {
                 let mut row = vec![name.clone(), "down".into()];
-                row.extend(std::iter::repeat_n(String::new(), 7));
+                row.extend(std::iter::repeat_n(String::new(), 8));
                 row.push(cut(&format!("{e:#}"), 90));
                 t.row(row);
             }

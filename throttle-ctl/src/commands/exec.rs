@@ -1,0 +1,62 @@
+//! `throttle-ctl exec NODE [--] COMMAND...`: run a command inside a node of a namespace
+//! cluster, the way `ssh HOST COMMAND...` runs it on a host.
+//!
+//! Like ssh, the words of the command are joined with spaces and run by `/bin/sh -c`, so
+//! Open MPI can use it as its launch agent (`mpirun --mca plm_rsh_agent "throttle-ctl
+//! exec"` calls `AGENT HOST orted -mca ess "env" ...`, quoting meant for a remote shell).
+//! NODE is a node's name (`n0`) or its address (hostfiles often list addresses). The
+//! command replaces this process (exec), so its exit status and signals are its own.
+
+use anyhow::{anyhow, bail};
+use clap::Args as ClapArgs;
+use std::os::unix::process::CommandExt;
+
+use super::{Context, Exit};
+
+#[derive(ClapArgs, Debug)]
+#[command(
+    after_help = "Examples:\n  throttle-ctl exec n0 -- iperf3 -s -B 198.18.0.1\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nThe command runs in the node's network namespace (so it needs root), with this\nprocess's environment and working directory. Set THROTTLE_CLUSTER to an absolute path\nwhen the command runs elsewhere (mpirun's daemons call exec again from the nodes)."
+)]
+pub struct Args {
+    /// The node: its name in the cluster file, or its address.
+    node: String,
+    /// The command and its arguments, joined with spaces and run by /bin/sh -c (as ssh
+    /// does).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<String>,
+}
+
+impl Args {
+    pub fn exec(self, ctx: &Context) -> Exit {
+        let cluster = ctx.cluster()?;
+        let node = cluster.node_by_name_or_address(&self.node)?;
+        let Some(netns) = &node.netns else {
+            bail!(
+                "node `{}` is not a namespace host: `exec` runs commands in the nodes of a cluster started with `throttle-ctl local up --netns`; on real hosts use ssh",
+                node.name
+            );
+        };
+        let words: Vec<&str> = match self.command.first().map(String::as_str) {
+            Some("--") => self.command[1..].iter().map(String::as_str).collect(),
+            _ => self.command.iter().map(String::as_str).collect(),
+        };
+        if words.is_empty() {
+            bail!("no command given: throttle-ctl exec NODE -- COMMAND...");
+        }
+        let line = words.join(" ");
+        crate::netns::enter(netns)?;
+        let e = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(&line)
+            .exec();
+        Err(anyhow!(
+            "cannot run /bin/sh -c {line:?} in node `{}`: {e}",
+            node.name
+        ))
+    }
+}
