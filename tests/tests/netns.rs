@@ -503,4 +503,33 @@ fn open_mpi_runs_unmodified_across_namespace_hosts_through_the_agents() {
         t_slow > 2.0 * t_full,
         "unlimited {t_full} s, 10% {t_slow} s"
     );
+
+    // The same program as a sweep (`workload = "command"`): stored, then analyzed.
+    let spec = format!(
+        "workload = \"command\"\nnodes = [2, 4]\nbandwidths = [100, 20]\nrepeats = 1\nrandomize = false\n\
+         [command]\nrun = '''mpirun --allow-run-as-root --mca plm_rsh_agent \"{agent}\" --mca btl tcp,self \
+         --mca mpi_yield_when_idle 1 --mca rtc ^hwloc --mca oob_tcp_if_include 198.18.63.0/24 \
+         --hostfile {{hostfile}} -np {{procs}} ./mpitest {BYTES}'''\ntime_regex = 'seconds=([0-9.]+)'\n"
+    );
+    std::fs::write(s.0.join("mpi-sweep.toml"), spec).unwrap();
+    let out = ctl(&s.0, &["sweep", "mpi-sweep.toml", "--db", "mpi.db"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ctl(&s.0, &["export", "--db", "mpi.db"]);
+    let rows = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        rows.lines().filter(|l| l.contains(",ok,")).count(),
+        4,
+        "{rows}"
+    );
+    let out = ctl(&s.0, &["analyze", "--db", "mpi.db", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

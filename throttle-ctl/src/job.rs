@@ -23,6 +23,7 @@ use throttle_proto::{Name, Pct};
 
 use crate::agent_client::AgentClient;
 use crate::cluster::Cluster;
+use crate::external::{self, CommandTemplate, TimeRegex};
 
 /// Default lease of a job, seconds: the agents kill a job this long after its controller
 /// stopped renewing.
@@ -79,6 +80,11 @@ pub enum Workload {
         program: String,
         args: Vec<String>,
     },
+    /// A command of the user's run on this host (`mpirun ...`), not by the agents.
+    Command {
+        command: CommandTemplate,
+        time_regex: Option<TimeRegex>,
+    },
 }
 
 impl Workload {
@@ -87,11 +93,13 @@ impl Workload {
             Workload::Bfs { .. } => "bfs",
             Workload::Pmm { .. } => "pmm",
             Workload::Program { .. } => "program",
+            Workload::Command { .. } => "command",
         }
     }
 
-    fn program_and_args(&self) -> (String, Vec<String>) {
-        match self {
+    /// The program the agents launch and its arguments (none for an external command).
+    fn program_and_args(&self) -> Option<(String, Vec<String>)> {
+        Some(match self {
             Workload::Bfs {
                 scale,
                 edge_factor,
@@ -121,7 +129,8 @@ impl Workload {
                 ],
             ),
             Workload::Program { program, args } => (program.clone(), args.clone()),
-        }
+            Workload::Command { .. } => return None,
+        })
     }
 }
 
@@ -320,10 +329,53 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     }
     let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
+    let outcome = |status, reason, seconds, result, output| Outcome {
+        job: job.to_string(),
+        workload: spec.workload.name().to_string(),
+        nodes: spec.nodes,
+        ranks_per_node: spec.ranks_per_node,
+        procs: spec.nodes * spec.ranks_per_node,
+        bw_pct: spec.bw,
+        capacity_bytes_per_sec: shape.capacity.bytes_per_sec(),
+        latency_us: shape.latency_us,
+        status,
+        reason,
+        seconds,
+        result,
+        output,
+    };
+    let Some((program, args)) = spec.workload.program_and_args() else {
+        let Workload::Command {
+            command,
+            time_regex,
+        } = &spec.workload
+        else {
+            bail!("a workload without a program");
+        };
+        let invocation = external::Invocation {
+            template: command,
+            time_regex: time_regex.as_ref(),
+            ranks_per_node: spec.ranks_per_node,
+            bw: spec.bw,
+            time_limit: Duration::from_secs_f64(spec.time_limit_s),
+        };
+        let ended = external::run(cluster, nodes, &invocation, cancel)?;
+        let status = match (ended.ok, ended.interrupted) {
+            (true, _) => RunStatus::Ok,
+            (false, true) => RunStatus::Interrupted,
+            (false, false) => RunStatus::Failed,
+        };
+        return Ok(outcome(
+            status,
+            ended.reason,
+            ended.wall_seconds,
+            ended.result,
+            ended.output,
+        ));
+    };
     let ranks: Vec<Name> = (0..spec.nodes * spec.ranks_per_node)
         .map(|r| nodes[r / spec.ranks_per_node].name.clone())
         .collect();
-    let (program, args) = spec.workload.program_and_args();
     let launch = LaunchSpec {
         program,
         args,
@@ -351,24 +403,16 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         .flat_map(|r| r.ranks.iter())
         .find(|r| r.rank == 0)
         .cloned();
-    Ok(Outcome {
-        job: job.to_string(),
-        workload: spec.workload.name().to_string(),
-        nodes: spec.nodes,
-        ranks_per_node: spec.ranks_per_node,
-        procs: spec.nodes * spec.ranks_per_node,
-        bw_pct: spec.bw,
-        capacity_bytes_per_sec: shape.capacity.bytes_per_sec(),
-        latency_us: shape.latency_us,
+    Ok(outcome(
         status,
         reason,
-        seconds: rank0
+        rank0
             .as_ref()
             .map(|r| r.seconds.min(seconds))
             .unwrap_or(seconds),
-        result: rank0.as_ref().and_then(|r| r.result.clone()),
-        output: rank0.map(|r| r.output_tail).unwrap_or_default(),
-    })
+        rank0.as_ref().and_then(|r| r.result.clone()),
+        rank0.map(|r| r.output_tail).unwrap_or_default(),
+    ))
 }
 
 /// Poll until done; returns (status, reason, reports).

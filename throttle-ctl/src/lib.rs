@@ -5,7 +5,8 @@
 //! * [`cluster`]: the cluster file; [`agent_client`]: the typed client of one agent's
 //!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine;
 //!   [`netns`]: its nodes as network namespaces (namespace hosts).
-//! * [`job`]: one job on the cluster (launch, wait, renew, clean up), the step
+//! * [`job`]: one job on the cluster (launch, wait, renew, clean up; or an
+//!   [`external`] command such as `mpirun` run on this host), the step
 //!   [`sweep`] and the demo are made of.
 //! * [`store`]: the results database; [`measurements`]: from stored runs to the
 //!   [`analysis`]'s input; [`report`]: plots and the HTML report.
@@ -18,6 +19,7 @@ pub mod analysis;
 pub mod certs;
 pub mod cluster;
 pub mod commands;
+pub mod external;
 pub mod job;
 pub mod local_cluster;
 pub mod measurements;

@@ -81,7 +81,7 @@ pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
-    /// bfs, pmm or program.
+    /// bfs, pmm, program, or command (a command of the user's run on this host).
     pub workload: String,
     pub nodes: Vec<usize>,
     #[serde(default = "one")]
@@ -105,6 +105,8 @@ pub struct SweepSpec {
     pub pmm: PmmOptions,
     #[serde(default)]
     pub program: Option<ProgramOptions>,
+    #[serde(default)]
+    pub command: Option<CommandOptions>,
 }
 
 fn one() -> usize {
@@ -165,6 +167,16 @@ pub struct ProgramOptions {
     pub name: String,
     #[serde(default)]
     pub args: Vec<String>,
+}
+
+/// `[command]`: a command template (`run`, with `{nodes}`, `{procs}`, `{hostfile}`, `{bw}`,
+/// `{ranks_per_node}`) and optionally the regex that captures its completion time.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandOptions {
+    pub run: String,
+    #[serde(default)]
+    pub time_regex: Option<String>,
 }
 
 /// Expand the bandwidth steps: `None` is unlimited.
@@ -306,7 +318,23 @@ impl Sweep {
                     json!({ "name": o.name, "args": o.args }),
                 )
             }
-            other => bail!("unknown workload `{other}`: use bfs, pmm or program"),
+            "command" => {
+                let o = spec.command.clone().ok_or_else(|| {
+                    anyhow!("workload = \"command\" needs a [command] table with run = \"...\"")
+                })?;
+                (
+                    Workload::Command {
+                        command: crate::external::CommandTemplate::parse(&o.run)?,
+                        time_regex: o
+                            .time_regex
+                            .as_deref()
+                            .map(crate::external::TimeRegex::parse)
+                            .transpose()?,
+                    },
+                    json!({ "run": o.run, "time_regex": o.time_regex }),
+                )
+            }
+            other => bail!("unknown workload `{other}`: use bfs, pmm, program or command"),
         };
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
             bail!("`nodes` must list node counts >= 1");

@@ -1,5 +1,6 @@
-//! `throttle-ctl run`: one job (BFS, PMM or a program of the user's) on the first N nodes
-//! at one bandwidth, printed for people or as JSON.
+//! `throttle-ctl run`: one job (BFS, PMM, a program the agents launch, or a command of the
+//! user's such as `mpirun`) on the first N nodes at one bandwidth, printed for people or
+//! as JSON.
 
 use std::process::ExitCode;
 
@@ -23,11 +24,23 @@ enum WorkloadKind {
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload program --program my-app --nodes 2 --bw 100 -- --iterations 10\n\nThe bandwidth of the nodes used is set to --bw for the run and put back as it was\nafterwards (also after a failure or Ctrl-C). Exits with 1 when the job fails."
+    after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload program --program my-app --nodes 2 --bw 100 -- --iterations 10\n  throttle-ctl run --nodes 4 --bw 30 --cmd 'mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile {hostfile} -np {procs} ./app' --time-regex 'elapsed: ([0-9.]+)'\n\nThe bandwidth of the nodes used is set to --bw for the run and put back as it was\nafterwards (also after a failure or Ctrl-C). Exits with 1 when the job fails.\n\n--cmd runs a command on this host with /bin/sh -c, in its own process group (killed at\nthe time limit), with THROTTLE_CLUSTER set. Placeholders: {nodes}, {procs},\n{ranks_per_node}, {bw} (a number, or `unlimited`) and {hostfile} (written for the chosen\nnodes: `ADDRESS slots=R` per line). Its completion time is its wall time, or the number\n--time-regex captures (the last match in stdout or stderr). Any other {word} of lowercase\nletters is refused as a likely typo (write awk's {print} as { print })."
 )]
 pub struct Args {
-    #[arg(long, value_enum)]
-    workload: WorkloadKind,
+    /// What to run: a workload the agents launch on every node (or use --cmd).
+    #[arg(
+        long,
+        value_enum,
+        required_unless_present = "cmd",
+        conflicts_with = "cmd"
+    )]
+    workload: Option<WorkloadKind>,
+    /// A command to run on this host for the chosen nodes, e.g. an mpirun line (see below).
+    #[arg(long, value_name = "TEMPLATE")]
+    cmd: Option<String>,
+    /// With --cmd: the completion time is what this regex's one group captures (seconds).
+    #[arg(long, requires = "cmd", value_name = "REGEX")]
+    time_regex: Option<String>,
     /// Nodes to use (the first N of the cluster file).
     #[arg(long)]
     nodes: usize,
@@ -75,17 +88,27 @@ pub struct Args {
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
         let workload = match self.workload {
-            WorkloadKind::Bfs => Workload::Bfs {
+            None => Workload::Command {
+                command: crate::external::CommandTemplate::parse(
+                    self.cmd.as_deref().unwrap_or_default(),
+                )?,
+                time_regex: self
+                    .time_regex
+                    .as_deref()
+                    .map(crate::external::TimeRegex::parse)
+                    .transpose()?,
+            },
+            Some(WorkloadKind::Bfs) => Workload::Bfs {
                 scale: self.scale,
                 edge_factor: self.edge_factor,
                 keys: self.keys,
                 validate: !self.no_validate,
             },
-            WorkloadKind::Pmm => Workload::Pmm {
+            Some(WorkloadKind::Pmm) => Workload::Pmm {
                 size: self.size,
                 bcast: self.bcast,
             },
-            WorkloadKind::Program => Workload::Program {
+            Some(WorkloadKind::Program) => Workload::Program {
                 program: self
                     .program
                     .ok_or_else(|| anyhow!("--workload program needs --program NAME"))?,
@@ -93,6 +116,7 @@ impl Args {
             },
         };
         let cluster = ctx.cluster()?;
+        let spec_workload = workload.clone();
         let spec = JobSpec {
             workload,
             nodes: self.nodes,
@@ -124,6 +148,11 @@ impl Args {
                 outcome.status,
                 outcome.seconds
             ));
+            if let (Workload::Command { .. }, Some(own)) =
+                (&spec_workload, outcome.kernel_seconds())
+            {
+                text.push_str(&format!("its own time {own:.3} s (--time-regex)\n"));
+            }
             output::print(text)?;
         }
         Ok(match outcome.status {

@@ -1,0 +1,182 @@
+//! External commands as runs (`run --cmd`, sweep workload `command`): placeholders and the
+//! hostfile, the time a regex captures, and every way such a run fails, on a loopback
+//! cluster (no root needed). Open MPI through `--cmd` is in `netns.rs`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use throttle_tests::*;
+
+fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let mut a = vec!["run", "--json"];
+    a.extend_from_slice(args);
+    let out = ctl(dir, &a);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.success(), v, stderr)
+}
+
+#[test]
+fn a_command_gets_its_nodes_and_bandwidth_and_reports_its_own_time() {
+    let c = up("cmd", 3, "1Gbit", "127.0.21.1");
+    let dir = &c.0;
+    let out = ctl(
+        dir,
+        &[
+            "run",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "3",
+            "--bw",
+            "30",
+            "--cmd",
+            "echo nodes={nodes} procs={procs} rpn={ranks_per_node} bw={bw}; cat {hostfile}; echo \"cluster=$THROTTLE_CLUSTER\"; throttle_set=$(cat /dev/null); echo 'elapsed: 2.5 s'",
+            "--time-regex",
+            r"elapsed: ([0-9.]+) s",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("nodes=2 procs=6 rpn=3 bw=30"), "{text}");
+    assert!(
+        text.contains("127.0.21.1 slots=3\n127.0.21.2 slots=3\n"),
+        "the hostfile lists the chosen nodes: {text}"
+    );
+    assert!(text.contains("throttle-cluster.toml"), "{text}");
+    assert!(text.contains("its own time 2.500 s"), "{text}");
+
+    // JSON: wall time and the captured time; the bandwidth was put back afterwards.
+    let (ok, v, err) = json_run(
+        dir,
+        &[
+            "--nodes",
+            "1",
+            "--bw",
+            "unlimited",
+            "--cmd",
+            "echo bw={bw}; echo t=0.75",
+            "--time-regex",
+            "t=([0-9.]+)",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(v["workload"], "command");
+    assert_eq!(v["result"]["seconds"], 0.75);
+    assert!(v["seconds"].as_f64().unwrap() > 0.0);
+    let status = ctl(dir, &["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(s[0]["pct"], 100.0, "run put the bandwidth back");
+}
+
+#[test]
+fn failed_commands_are_failed_runs_with_their_reason() {
+    let c = up("cmdfail", 1, "1Gbit", "127.0.22.1");
+    let dir = &c.0;
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--cmd", "echo partial; exit 3"],
+            "exited with status 3; output ends: partial",
+        ),
+        (
+            &["--cmd", "no-such-program-here --flag"],
+            "status 127 (command not found?)",
+        ),
+        (
+            &["--cmd", "echo hello", "--time-regex", r"took (\d+)"],
+            "matched no line",
+        ),
+        (
+            &["--cmd", "echo took x", "--time-regex", r"took (\S+)"],
+            "not a number of seconds",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut a = vec!["--nodes", "1"];
+        a.extend_from_slice(args);
+        let (ok, v, err) = json_run(dir, &a);
+        assert!(!ok, "{args:?} should fail");
+        assert_eq!(v["status"], "failed", "{args:?}: {v}");
+        let reason = v["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(want),
+            "{args:?}: reason {reason:?}, stderr {err}"
+        );
+    }
+    // Refused before anything runs: an unknown placeholder, a regex without its group.
+    for (args, want) in [
+        (
+            vec!["--cmd", "run {nodez}"],
+            "unknown placeholder `{nodez}`",
+        ),
+        (
+            vec!["--cmd", "true", "--time-regex", "took [0-9]+"],
+            "exactly one capture group",
+        ),
+        (vec!["--time-regex", "(x)"], "--cmd"),
+    ] {
+        let mut a = vec!["run", "--nodes", "1"];
+        a.extend_from_slice(&args);
+        let out = ctl(dir, &a);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// The time limit kills the command's whole process group, children included.
+#[test]
+fn the_time_limit_kills_the_whole_command() {
+    let c = up("cmdlimit", 1, "1Gbit", "127.0.23.1");
+    let dir = &c.0;
+    let pidfile = dir.join("child.pid");
+    let cmd = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let start = Instant::now();
+    let (ok, v, _) = json_run(dir, &["--nodes", "1", "--time-limit", "1", "--cmd", &cmd]);
+    assert!(!ok);
+    assert!(start.elapsed() < Duration::from_secs(20));
+    assert!(v["reason"].as_str().unwrap().contains("time limit"), "{v}");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false);
+    assert!(!alive, "the command's child {pid} outlived the time limit");
+}
+
+/// A sweep of a command goes through the store and the analysis like the workloads do.
+#[test]
+fn a_sweep_of_a_command_is_stored_and_analyzed() {
+    let c = up("cmdsweep", 2, "1Gbit", "127.0.24.1");
+    let dir = &c.0;
+    // Completion time 1 + 10/bw s, the same on every node count.
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"command\"\nnodes = [1, 2]\nbandwidths = [100, 50, 25]\nrepeats = 1\n\
+         [command]\nrun = \"awk 'BEGIN { printf \\\"t=%.4f\\\\n\\\", 1 + 10 / {bw} }'\"\ntime_regex = 't=([0-9.]+)'\n",
+    )
+    .unwrap();
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "c.db"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ctl(dir, &["analyze", "--db", "c.db", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // CTI at 25% = 1.4 / 1.1 - 1 = 27.27%.
+    assert!(text.contains("27.27"), "{text}");
+}

@@ -1,0 +1,414 @@
+//! External commands as runs: a user's own launcher (`mpirun ...`, a script) started on
+//! this host for a chosen set of nodes at one bandwidth (`run --cmd`, sweep workload
+//! `command`).
+//!
+//! The controller writes a hostfile for the nodes (`{hostfile}`, Open MPI's format: one
+//! `ADDRESS slots=R` line per node), fills the command template's placeholders, and runs
+//! it with `/bin/sh -c` in its own process group, with `THROTTLE_CLUSTER` set so that
+//! `throttle-ctl exec` (mpirun's launch agent) finds the cluster. The completion time is
+//! the command's wall time, or the number a `--time-regex` captures from its output (the
+//! program's own timer). A non-zero exit, a regex that matches nothing, or the time limit
+//! (the whole process group is killed) make a failed run whose reason carries the output's
+//! last lines.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use throttle_proto::result::WorkloadResult;
+use throttle_proto::Pct;
+
+use crate::cluster::{Cluster, Node};
+
+/// The placeholders a command template may use.
+pub const PLACEHOLDERS: &[&str] = &["nodes", "procs", "ranks_per_node", "hostfile", "bw"];
+
+/// Lines of output kept for the report and the failure reason.
+const TAIL_LINES: usize = 20;
+
+/// A checked command template. A placeholder is `{name}` with `name` one of
+/// [`PLACEHOLDERS`]; any other `{word}` of lowercase letters and `_` is refused as a likely
+/// typo; everything else with braces (awk programs, `${VAR}`, `{a,b}`) is the shell's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandTemplate(String);
+
+/// The placeholders of `text`: (byte range of `{name}`, name).
+fn placeholders(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'{' && (i == 0 || b[i - 1] != b'$') {
+            let word_end = b[i + 1..]
+                .iter()
+                .position(|c| !(c.is_ascii_lowercase() || *c == b'_'))
+                .map(|k| i + 1 + k);
+            if let Some(e) = word_end {
+                if e > i + 1 && b[e] == b'}' {
+                    out.push((i..e + 1, &text[i + 1..e]));
+                    i = e + 1;
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+impl CommandTemplate {
+    pub fn parse(text: &str) -> Result<CommandTemplate> {
+        if text.trim().is_empty() {
+            bail!("the command is empty");
+        }
+        for (_, name) in placeholders(text) {
+            if !PLACEHOLDERS.contains(&name) {
+                bail!(
+                    "unknown placeholder `{{{name}}}` in the command: use {}",
+                    PLACEHOLDERS
+                        .iter()
+                        .map(|p| format!("{{{p}}}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        Ok(CommandTemplate(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The command line for one run.
+    pub fn render(&self, nodes: usize, ranks_per_node: usize, hostfile: &Path, bw: Pct) -> String {
+        let value = |name: &str| match name {
+            "nodes" => nodes.to_string(),
+            "procs" => (nodes * ranks_per_node).to_string(),
+            "ranks_per_node" => ranks_per_node.to_string(),
+            "hostfile" => hostfile.display().to_string(),
+            _ => match bw.percent() {
+                Some(p) => format!("{p}"),
+                None => "unlimited".to_string(),
+            },
+        };
+        let mut out = String::new();
+        let mut last = 0;
+        for (range, name) in placeholders(&self.0) {
+            out.push_str(&self.0[last..range.start]);
+            out.push_str(&value(name));
+            last = range.end;
+        }
+        out.push_str(&self.0[last..]);
+        out
+    }
+}
+
+/// A regex with one capture group: the completion time in seconds.
+#[derive(Clone, Debug)]
+pub struct TimeRegex(regex::Regex);
+
+impl PartialEq for TimeRegex {
+    fn eq(&self, other: &TimeRegex) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl TimeRegex {
+    pub fn parse(text: &str) -> Result<TimeRegex> {
+        let re = regex::Regex::new(text)
+            .map_err(|e| anyhow!("--time-regex `{text}` is not a regular expression: {e}"))?;
+        if re.captures_len() != 2 {
+            bail!("--time-regex `{text}` must have exactly one capture group, around the seconds: e.g. 'time: ([0-9.]+) s'");
+        }
+        Ok(TimeRegex(re))
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The seconds captured from `line`, when it matches.
+    fn seconds(&self, line: &str) -> Option<Result<f64, String>> {
+        let c = self.0.captures(line)?;
+        let text = c.get(1).map(|m| m.as_str()).unwrap_or("");
+        Some(match text.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(format!(
+                "--time-regex captured `{text}`, which is not a number of seconds"
+            )),
+        })
+    }
+}
+
+/// How an external command ended.
+pub struct Ended {
+    pub ok: bool,
+    pub interrupted: bool,
+    pub reason: Option<String>,
+    /// Wall time from start to exit (or kill).
+    pub wall_seconds: f64,
+    /// What the time regex captured (last match), when one was given and matched.
+    pub result: Option<WorkloadResult>,
+    /// The output's last lines.
+    pub output: Vec<String>,
+}
+
+/// The hostfile line of one node: its own address (namespace hosts) or its agent's.
+fn host_line(node: &Node, ranks_per_node: usize) -> String {
+    let addr = node.address.unwrap_or_else(|| node.data.ip());
+    format!("{addr} slots={ranks_per_node}\n")
+}
+
+/// A private directory for one run's hostfile, removed when dropped.
+struct RunDir(PathBuf);
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One run of a command: what, for how many ranks per node, at which bandwidth, how long.
+pub struct Invocation<'a> {
+    pub template: &'a CommandTemplate,
+    pub time_regex: Option<&'a TimeRegex>,
+    pub ranks_per_node: usize,
+    pub bw: Pct,
+    pub time_limit: Duration,
+}
+
+/// Run the command for `nodes` (already shaped) and wait for it, killing its process
+/// group at the time limit or when `cancel` becomes true.
+pub fn run(
+    cluster: &Cluster,
+    nodes: &[Node],
+    inv: &Invocation,
+    cancel: &AtomicBool,
+) -> Result<Ended> {
+    let Invocation {
+        template,
+        time_regex,
+        ranks_per_node,
+        bw,
+        time_limit,
+    } = *inv;
+    let dir = {
+        let mut b = [0u8; 6];
+        let _ = getrandom::getrandom(&mut b);
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let d = std::env::temp_dir().join(format!("throttle-run-{hex}"));
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&d)
+            .with_context(|| format!("cannot create {}", d.display()))?;
+        RunDir(d)
+    };
+    let hostfile = dir.0.join("hostfile");
+    let hosts: String = nodes.iter().map(|n| host_line(n, ranks_per_node)).collect();
+    std::fs::write(&hostfile, hosts)?;
+    let line = template.render(nodes.len(), ranks_per_node, &hostfile, bw);
+    let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(&line)
+        .env("THROTTLE_CLUSTER", &cluster_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start /bin/sh -c {line:?}"))?;
+    let start = Instant::now();
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let tail = Arc::new(Mutex::new(std::collections::VecDeque::new()));
+    let captured: Arc<Mutex<Option<Result<f64, String>>>> = Arc::new(Mutex::new(None));
+    let readers: Vec<_> = [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|pipe| {
+        let (tail, captured, re) = (tail.clone(), captured.clone(), time_regex.cloned());
+        std::thread::spawn(move || {
+            for l in BufReader::new(pipe).lines() {
+                let Ok(l) = l else { break };
+                if let Some(re) = &re {
+                    if let Some(v) = re.seconds(&l) {
+                        *captured.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+                    }
+                }
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.push_back(l);
+                if t.len() > TAIL_LINES {
+                    t.pop_front();
+                }
+            }
+        })
+    })
+    .collect();
+    let kill = || {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    };
+    let (status, killed_why) = loop {
+        if let Some(s) = child.try_wait()? {
+            break (Some(s), None);
+        }
+        if cancel.load(Ordering::SeqCst) {
+            kill();
+            break (
+                child.wait().ok(),
+                Some("interrupted by the user".to_string()),
+            );
+        }
+        if start.elapsed() > time_limit {
+            kill();
+            break (
+                child.wait().ok(),
+                Some(format!(
+                    "the command ran past the time limit of {:.0} s; its process group was killed",
+                    time_limit.as_secs_f64()
+                )),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let wall_seconds = start.elapsed().as_secs_f64();
+    // Programs the command left in the background keep the pipes open: do not wait for
+    // them longer than a moment.
+    kill_group_if_left(pgid);
+    let waited = Instant::now();
+    for r in readers {
+        // A daemon that left the group (setsid) may hold the pipe: stop waiting after 2 s.
+        while !r.is_finished() && waited.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if r.is_finished() {
+            let _ = r.join();
+        }
+    }
+    let output: Vec<String> = tail
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    let with_tail = |why: String| {
+        let last: Vec<&str> = output
+            .iter()
+            .rev()
+            .take(5)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        if last.is_empty() {
+            why
+        } else {
+            format!("{why}; output ends: {}", last.join(" | "))
+        }
+    };
+    let captured = captured.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let fail = |reason: String, interrupted: bool| Ended {
+        ok: false,
+        interrupted,
+        reason: Some(reason),
+        wall_seconds,
+        result: None,
+        output: output.clone(),
+    };
+    if let Some(why) = killed_why {
+        let interrupted = why.starts_with("interrupted");
+        return Ok(fail(with_tail(why), interrupted));
+    }
+    let status = status.ok_or_else(|| anyhow!("lost the command's exit status"))?;
+    if !status.success() {
+        let why = match status.code() {
+            Some(127) => format!("the command exited with status 127 (command not found?): {line}"),
+            Some(c) => format!("the command exited with status {c}"),
+            None => format!("the command was killed ({status})"),
+        };
+        return Ok(fail(with_tail(why), false));
+    }
+    let result = match (time_regex, captured) {
+        (None, _) => None,
+        (Some(re), None) => {
+            return Ok(fail(
+                with_tail(format!(
+                    "--time-regex `{}` matched no line of the output",
+                    re.as_str()
+                )),
+                false,
+            ))
+        }
+        (Some(_), Some(Err(e))) => return Ok(fail(with_tail(e), false)),
+        (Some(_), Some(Ok(seconds))) => Some(WorkloadResult {
+            workload: "command".into(),
+            seconds: Some(seconds),
+            ..WorkloadResult::default()
+        }),
+    };
+    Ok(Ended {
+        ok: true,
+        interrupted: false,
+        reason: None,
+        wall_seconds,
+        result,
+        output,
+    })
+}
+
+/// Kill what is left of the command's process group (background children).
+fn kill_group_if_left(pgid: nix::unistd::Pid) {
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_know_their_placeholders() {
+        let t =
+            CommandTemplate::parse("mpirun -np {procs} --hostfile {hostfile} ./a {bw}").unwrap();
+        let line = t.render(4, 2, Path::new("/tmp/h"), Pct::parse("30").unwrap());
+        assert_eq!(line, "mpirun -np 8 --hostfile /tmp/h ./a 30");
+        let line = t.render(1, 1, Path::new("/tmp/h"), Pct::parse("unlimited").unwrap());
+        assert!(line.ends_with("./a unlimited"));
+        let e = CommandTemplate::parse("run {nodez}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown placeholder `{nodez}`") && e.contains("{hostfile}"),
+            "{e}"
+        );
+        assert!(CommandTemplate::parse("  ").is_err());
+        // The shell's braces stay the shell's.
+        let t = CommandTemplate::parse("awk '{ print $1 }' ${HOME} {a,b} {procs}").unwrap();
+        let line = t.render(2, 1, Path::new("/h"), Pct::parse("10").unwrap());
+        assert_eq!(line, "awk '{ print $1 }' ${HOME} {a,b} 2");
+    }
+
+    #[test]
+    fn the_time_regex_needs_one_group_and_a_number() {
+        assert!(TimeRegex::parse("took [0-9.]+ s").is_err());
+        assert!(TimeRegex::parse("(a)(b)").is_err());
+        assert!(TimeRegex::parse("(").is_err());
+        let re = TimeRegex::parse(r"time: ([0-9.e+-]+) s").unwrap();
+        assert_eq!(re.seconds("time: 1.5 s"), Some(Ok(1.5)));
+        assert_eq!(re.seconds("nothing"), None);
+        assert!(matches!(re.seconds("time: - s"), Some(Err(_))));
+    }
+}
