@@ -188,6 +188,81 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // An agent that stops removes its rules; one killed outright leaves them, and the next
+    // agent started there replaces them (one table, one policy rule), never doubles them.
+    let ns1 = netns_of(&s.0, 1);
+    let in_ns = |ns: &str, args: &[&str]| -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pid_of = |i: usize| cluster(&s.0)["node"][i]["pid"].as_integer().unwrap() as i32;
+    let signal = |pid: i32, sig| {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        let start = Instant::now();
+        while Path::new(&format!("/proc/{pid}")).exists()
+            && start.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert!(in_ns(&ns1, &["nft", "list", "tables"]).contains("throttle"));
+    signal(pid_of(1), nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        !in_ns(&ns1, &["nft", "list", "tables"]).contains("throttle"),
+        "a stopped agent leaves no rules"
+    );
+    assert!(!in_ns(&ns1, &["ip", "rule"]).contains("lookup 7471"));
+    signal(pid_of(0), nix::sys::signal::Signal::SIGKILL);
+    assert!(in_ns(&ns0, &["nft", "list", "tables"]).contains("throttle"));
+    let token = s.0.join(".throttle-local/token");
+    let again = Command::new("ip")
+        .args(["netns", "exec", &ns0])
+        .arg(throttle_tests::bin_dir().join("throttle-agent"))
+        .args([
+            "--intercept",
+            "--node",
+            "n0",
+            "--control",
+            "198.18.61.1:7610",
+        ])
+        .args([
+            "--data",
+            "198.18.61.1:7611",
+            "--no-programs",
+            "--token-file",
+        ])
+        .arg(&token)
+        .arg("--local-socket")
+        .arg(s.0.join("again.sock"))
+        .arg("--ready-file")
+        .arg(s.0.join("again.ready"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !s.0.join("again.ready").exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        s.0.join("again.ready").exists(),
+        "the restarted agent did not start"
+    );
+    assert_eq!(
+        in_ns(&ns0, &["nft", "list", "tables"])
+            .matches("throttle")
+            .count(),
+        1
+    );
+    assert_eq!(
+        in_ns(&ns0, &["ip", "rule"]).matches("lookup 7471").count(),
+        1
+    );
+    signal(again.id() as i32, nix::sys::signal::Signal::SIGKILL);
+
     // Agents killed hard: down still removes namespaces, links and the bridge; twice is fine.
     for n in cluster(&s.0)["node"].as_array().unwrap() {
         let pid = n["pid"].as_integer().unwrap() as i32;
@@ -219,6 +294,56 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
     assert!(!String::from_utf8_lossy(&addrs.stdout).contains("198.18.61."));
     let out = ctl(&s.0, &["local", "down"]);
     assert!(out.status.success());
+}
+
+/// Without root, or without `ip`/`nft`, `local up --netns` says what is missing and makes
+/// nothing.
+#[test]
+fn namespace_hosts_explain_what_they_need() {
+    if !can_run("namespace_hosts_explain_what_they_need") {
+        return;
+    }
+    let _serial = serial();
+    let s = scratch("netns-needs");
+    std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let before = namespaces_named("throttle-");
+    // As an unprivileged user (nobody).
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(exe())
+        .args([
+            "local",
+            "up",
+            "--netns",
+            "--nodes",
+            "2",
+            "--dir",
+            "/tmp/throttle-nobody-state",
+        ])
+        .current_dir(&s.0)
+        .output();
+    if let Ok(out) = out {
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("needs root"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all("/tmp/throttle-nobody-state");
+    // Without iproute2 and nftables on the PATH.
+    let out = Command::new(exe())
+        .args(["local", "up", "--netns", "--nodes", "2"])
+        .current_dir(&s.0)
+        .env("PATH", "/nonexistent")
+        .env_remove("THROTTLE_CLUSTER")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs `ip`") && err.contains("iproute2"),
+        "{err}"
+    );
+    assert_eq!(namespaces_named("throttle-"), before, "nothing was made");
+    assert!(!s.0.join("throttle-cluster.toml").exists());
 }
 
 /// An unmodified TCP program on n0 talks to one on n1: the connection goes through both

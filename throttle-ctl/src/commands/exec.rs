@@ -15,7 +15,7 @@ use super::{Context, Exit};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl exec n0 -- iperf3 -s -B 198.18.0.1\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nThe command runs in the node's network namespace (so it needs root), with this\nprocess's environment and working directory. Set THROTTLE_CLUSTER to an absolute path\nwhen the command runs elsewhere (mpirun's daemons call exec again from the nodes)."
+    after_help = "Examples:\n  throttle-ctl exec n0 -- iperf3 -s -B 198.18.0.1\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nThe command runs in the node's network namespace (so it needs root), with this\nprocess's environment and working directory, and TMPDIR set to the node's own\ntemporary directory in the cluster's state directory (as on separate hosts).\nSet THROTTLE_CLUSTER to an absolute path when the command runs elsewhere (mpirun's\ndaemons call exec again from the nodes)."
 )]
 pub struct Args {
     /// The node: its name in the cluster file, or its address.
@@ -49,11 +49,31 @@ impl Args {
             bail!("no command given: throttle-ctl exec NODE -- COMMAND...");
         }
         let line = words.join(" ");
+        // Each node its own temporary directory, as on a real host: programs that keep
+        // per-host state in TMPDIR (Open MPI's session directories) must not collide.
+        let tmp = cluster
+            .file
+            .local_dir
+            .as_ref()
+            .map(|d| d.join(format!("tmp-{}", node.name)));
+        if let Some(t) = &tmp {
+            use std::os::unix::fs::DirBuilderExt;
+            match std::fs::DirBuilder::new().mode(0o700).create(t) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => bail!(
+                    "cannot create the node's temporary directory {}: {e}",
+                    t.display()
+                ),
+            }
+        }
         crate::netns::enter(netns)?;
-        let e = std::process::Command::new("/bin/sh")
-            .arg("-c")
-            .arg(&line)
-            .exec();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg(&line);
+        if let Some(t) = &tmp {
+            cmd.env("TMPDIR", t);
+        }
+        let e = cmd.exec();
         Err(anyhow!(
             "cannot run /bin/sh -c {line:?} in node `{}`: {e}",
             node.name
