@@ -219,7 +219,7 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
     signal(pid_of(0), nix::sys::signal::Signal::SIGKILL);
     assert!(in_ns(&ns0, &["nft", "list", "tables"]).contains("throttle"));
     let token = s.0.join(".throttle-local/token");
-    let again = Command::new("ip")
+    let mut again = Command::new("ip")
         .args(["netns", "exec", &ns0])
         .arg(throttle_tests::bin_dir().join("throttle-agent"))
         .args([
@@ -262,6 +262,7 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
         1
     );
     signal(again.id() as i32, nix::sys::signal::Signal::SIGKILL);
+    let _ = again.wait();
 
     // Agents killed hard: down still removes namespaces, links and the bridge; twice is fine.
     for n in cluster(&s.0)["node"].as_array().unwrap() {
