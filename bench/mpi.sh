@@ -11,7 +11,7 @@ need mpicc libopenmpi-dev; need mpirun openmpi-bin; need iperf3 iperf3; need jq 
 SECS=${1:-5}
 build
 machine
-"$CTL" local up --netns --nodes 2 --capacity 1Gbit --subnet 198.18.90.0/24 --dir "$WORK/state" >/dev/null
+"$CTL" local up --netns --nodes 2 --capacity 1Gbit --subnet 198.18.90.0/24 --dir "$WORK/state" >/dev/null 2>&1
 mpicc -O2 -o "$WORK/mpibw" "$ROOT/bench/mpi_bandwidth.c"
 printf '198.18.90.1 slots=1\n198.18.90.2 slots=1\n' > "$WORK/hosts"
 NSNAMES=($(grep '^netns' "$THROTTLE_CLUSTER" | cut -d'"' -f2))
