@@ -432,6 +432,18 @@ fn intercepted_connections_are_shaped_and_keep_their_source_address() {
             >= 1
     );
 
+    // A program on n0 (throttle-ctl, say) reaches n1's control API directly, not through
+    // the agents (which would refuse to carry it): the agent answers 401 without a token.
+    let answer = in_node(&ns0, || {
+        let mut c = TcpStream::connect("198.18.62.2:7600").unwrap();
+        c.write_all(b"GET /status HTTP/1.1\r\nHost: n1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        let _ = c.read_to_string(&mut text);
+        text
+    });
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer:?}");
+
     // A token holder asking n1's agent, as n0, for intercepted connections it may not make:
     // from an address that is not n0's, to an address that is not n1's, to n1's agent.
     let token = throttle_proto::auth::Token::load(&s.0.join(".throttle-local/token")).unwrap();

@@ -147,7 +147,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     });
     agent.directory.set_nodes(&nodes);
     if let Some(i) = &agent.intercept {
-        crate::intercept::netfilter::install(&Interception::redirected(&agent), i.port)
+        crate::intercept::netfilter::install(&i.redirect(&agent))
             .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
     }
 

@@ -248,10 +248,8 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
     agent.directory.set_nodes(&req.nodes);
     tracing::info!(nodes = req.nodes.len(), "cluster directory set");
     if let Some(i) = &agent.intercept {
-        let agent = agent.clone();
-        let port = i.port;
-        let nodes = crate::intercept::Interception::redirected(&agent);
-        tokio::task::spawn_blocking(move || crate::intercept::netfilter::update(&nodes, port))
+        let redirect = i.redirect(&agent);
+        tokio::task::spawn_blocking(move || crate::intercept::netfilter::update(&redirect))
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
             .map_err(|e| {

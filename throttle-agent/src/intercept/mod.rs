@@ -49,26 +49,32 @@ pub struct Interception {
 }
 
 impl Interception {
-    /// The addresses the redirect applies to: every other node's IPv4 data address.
-    pub fn redirected(agent: &Agent) -> Vec<Ipv4Addr> {
-        let mut out: Vec<Ipv4Addr> = agent
-            .directory
-            .nodes()
-            .into_iter()
-            .filter(|n| n.name != agent.node)
-            .filter_map(|n| match n.data.ip().to_canonical() {
-                IpAddr::V4(ip) if ip != own_ip(agent) => Some(ip),
-                _ => None,
-            })
-            .collect();
-        out.sort();
-        out.dedup();
-        out
-    }
-
-    /// Rewrite the redirect rule's addresses after the directory changed.
-    pub fn refresh(&self, agent: &Agent) -> Result<(), netfilter::RulesError> {
-        netfilter::update(&Self::redirected(agent), self.port)
+    /// The redirect for the current directory: every other node's IPv4 data address,
+    /// except its agent's data port and control API (assumed on the same port as this
+    /// agent's, as deployments use one port for every node).
+    pub fn redirect(&self, agent: &Agent) -> netfilter::Redirect {
+        let mut r = netfilter::Redirect {
+            port: self.port,
+            ..netfilter::Redirect::default()
+        };
+        for n in agent.directory.nodes() {
+            if n.name == agent.node {
+                continue;
+            }
+            if let IpAddr::V4(ip) = n.data.ip().to_canonical() {
+                if ip == own_ip(agent) {
+                    continue;
+                }
+                r.nodes.push(ip);
+                r.exempt.push((ip, n.data.port()));
+                r.exempt.push((ip, agent.control_addr.port()));
+            }
+        }
+        r.nodes.sort();
+        r.nodes.dedup();
+        r.exempt.sort();
+        r.exempt.dedup();
+        r
     }
 }
 

@@ -63,32 +63,46 @@ fn run(program: &'static str, args: &[&str], stdin: Option<&str>) -> Result<(), 
     }
 }
 
-/// The whole table, as `nft -f` reads it: connections to `nodes` (the other nodes'
-/// addresses) go to `port` on this host's loopback, except the agent's own (marked)
-/// sockets; connections made by transparent sockets get their replies marked for the
-/// policy route.
-pub fn ruleset(nodes: &[Ipv4Addr], port: u16) -> String {
-    let elements = if nodes.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "    elements = {{ {} }}\n",
-            nodes
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+/// What the redirect applies to. TCP port 22 is always exempt, so that a dead agent never
+/// locks anyone out of ssh.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Redirect {
+    /// The other nodes' addresses: TCP to them goes to the agent...
+    pub nodes: Vec<Ipv4Addr>,
+    /// ...except to these (the other agents' control API and data port: a controller or
+    /// `throttle-ctl` on this node must reach them directly).
+    pub exempt: Vec<(Ipv4Addr, u16)>,
+    /// The port on 127.0.0.1 the agent accepts redirected connections on.
+    pub port: u16,
+}
+
+/// The whole table, as `nft -f` reads it: connections to the other nodes' addresses go to
+/// the agent's port on this host's loopback, except the agent's own (marked) sockets, the
+/// other agents' ports and ssh; connections made by transparent sockets get their replies
+/// marked for the policy route.
+pub fn ruleset(r: &Redirect) -> String {
+    let port = r.port;
+    let list = |items: Vec<String>| {
+        if items.is_empty() {
+            String::new()
+        } else {
+            format!("    elements = {{ {} }}\n", items.join(", "))
+        }
     };
+    let elements = list(r.nodes.iter().map(|a| a.to_string()).collect());
+    let exempt = list(r.exempt.iter().map(|(a, p)| format!("{a} . {p}")).collect());
     format!(
         "add table ip {TABLE}\n\
          delete table ip {TABLE}\n\
          table ip {TABLE} {{\n\
          \x20 set nodes {{\n    type ipv4_addr\n{elements}  }}\n\
+         \x20 set agents {{\n    type ipv4_addr . inet_service\n{exempt}  }}\n\
          \x20 chain to_agent {{\n\
          \x20   type nat hook output priority -100; policy accept;\n\
          \x20   meta mark {EXEMPT_MARK:#x} return\n\
          \x20   meta mark {TRANSPARENT_MARK:#x} return\n\
+         \x20   ip daddr . tcp dport @agents return\n\
+         \x20   tcp dport 22 return\n\
          \x20   ip daddr @nodes meta l4proto tcp redirect to :{port}\n\
          \x20 }}\n\
          \x20 chain reply_route {{\n\
@@ -101,8 +115,8 @@ pub fn ruleset(nodes: &[Ipv4Addr], port: u16) -> String {
 }
 
 /// Install (or replace) the table and the policy route.
-pub fn install(nodes: &[Ipv4Addr], port: u16) -> Result<(), RulesError> {
-    run("nft", &["-f", "-"], Some(&ruleset(nodes, port)))?;
+pub fn install(r: &Redirect) -> Result<(), RulesError> {
+    run("nft", &["-f", "-"], Some(&ruleset(r)))?;
     remove_route();
     let mark = format!("{TRANSPARENT_MARK:#x}");
     let table = ROUTE_TABLE.to_string();
@@ -129,8 +143,8 @@ pub fn install(nodes: &[Ipv4Addr], port: u16) -> Result<(), RulesError> {
 }
 
 /// Replace the set of redirected addresses (the table is rewritten in one transaction).
-pub fn update(nodes: &[Ipv4Addr], port: u16) -> Result<(), RulesError> {
-    run("nft", &["-f", "-"], Some(&ruleset(nodes, port)))
+pub fn update(r: &Redirect) -> Result<(), RulesError> {
+    run("nft", &["-f", "-"], Some(&ruleset(r)))
 }
 
 fn remove_route() {
@@ -167,12 +181,19 @@ mod tests {
 
     #[test]
     fn the_ruleset_redirects_only_the_other_nodes_and_exempts_the_agent() {
-        let r = ruleset(&["198.18.0.2".parse().unwrap()], 4000);
+        let ip: Ipv4Addr = "198.18.0.2".parse().unwrap();
+        let r = ruleset(&Redirect {
+            nodes: vec![ip],
+            exempt: vec![(ip, 7600), (ip, 7601)],
+            port: 4000,
+        });
         assert!(r.starts_with("add table ip throttle\ndelete table ip throttle\n"));
         assert!(r.contains("elements = { 198.18.0.2 }"));
+        assert!(r.contains("elements = { 198.18.0.2 . 7600, 198.18.0.2 . 7601 }"));
         assert!(r.contains("redirect to :4000"));
         assert!(r.contains("meta mark 0x54480001 return"));
+        assert!(r.contains("tcp dport 22 return"));
         // An empty set has no `elements` line (nft refuses `elements = { }`).
-        assert!(!ruleset(&[], 4000).contains("elements"));
+        assert!(!ruleset(&Redirect::default()).contains("elements"));
     }
 }
