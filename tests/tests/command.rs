@@ -152,6 +152,35 @@ fn the_time_limit_kills_the_whole_command() {
     assert!(!alive, "the command's child {pid} outlived the time limit");
 }
 
+/// What a command leaves running is killed when it ends, also a daemon in its own
+/// session; output that is not UTF-8 neither stops the command nor hides its time.
+#[test]
+fn a_command_leaves_nothing_running_and_any_output_is_read() {
+    let c = up("cmdleft", 1, "1Gbit", "127.0.25.1");
+    let dir = &c.0;
+    let pidfile = dir.join("daemon.pid");
+    let cmd = format!(
+        "setsid sleep 300 > /dev/null 2>&1 & echo $! > {}; printf '\\377\\376 not utf-8\\n'; seq 1 100000; echo t=1.5",
+        pidfile.display()
+    );
+    let (ok, v, err) = json_run(
+        dir,
+        &["--nodes", "1", "--cmd", &cmd, "--time-regex", "t=([0-9.]+)"],
+    );
+    assert!(ok, "{v} {err}");
+    assert_eq!(v["result"]["seconds"], 1.5, "{v}");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false);
+    assert!(!alive, "the command's daemon {pid} outlived it");
+}
+
 /// A sweep of a command goes through the store and the analysis like the workloads do.
 #[test]
 fn a_sweep_of_a_command_is_stored_and_analyzed() {

@@ -73,8 +73,8 @@ impl RunningAgent {
     /// Stop accepting, stop forwards, remove the local socket.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        if self.state.intercept.is_some() {
-            crate::intercept::netfilter::remove();
+        if let Some(i) = &self.state.intercept {
+            i.stop();
         }
         self.state.forwards.clear();
         self.state.launcher.kill_everything();
@@ -115,10 +115,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         None
     };
     let intercept = match &intercept_listener {
-        Some(l) => Some(Interception {
-            port: l.local_addr()?.port(),
-            ..Interception::default()
-        }),
+        Some(l) => Some(Interception::new(l.local_addr()?.port())),
         None => None,
     };
 
@@ -146,15 +143,16 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         data: data_addr,
     });
     agent.directory.set_nodes(&nodes);
-    if let Some(i) = &agent.intercept {
-        crate::intercept::netfilter::install(&i.redirect(&agent))
-            .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
-    }
 
     for spec in config.forwards {
         forward::add(&agent, spec)
             .await
             .map_err(|e| anyhow::anyhow!("forward rule: {e}"))?;
+    }
+    // Last of what can fail: a start that fails leaves no redirect to a closed port.
+    if let Some(i) = &agent.intercept {
+        i.install(&agent)
+            .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
     }
 
     let (stop, rx) = watch::channel(false);

@@ -69,6 +69,8 @@ pub struct NamespaceHosts {
     pub subnet: std::net::Ipv4Addr,
     /// This host's address on the bridge.
     pub host_address: std::net::Ipv4Addr,
+    /// Number of namespaces (nodes), also before the agents were started.
+    pub nodes: usize,
 }
 
 /// A loaded cluster: the file, where it was, the token, and the TLS trust for the agents.

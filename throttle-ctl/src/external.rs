@@ -11,7 +11,7 @@
 //! (the whole process group is killed) make a failed run whose reason carries the output's
 //! last lines.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,6 +30,8 @@ pub const PLACEHOLDERS: &[&str] = &["nodes", "procs", "ranks_per_node", "hostfil
 
 /// Lines of output kept for the report and the failure reason.
 const TAIL_LINES: usize = 20;
+/// Longest line looked at (a longer one is taken in pieces of this size).
+const MAX_LINE: u64 = 64 * 1024;
 
 /// A checked command template. A placeholder is `{name}` with `name` one of
 /// [`PLACEHOLDERS`]; any other `{word}` of lowercase letters and `_` is refused as a likely
@@ -214,6 +216,10 @@ pub fn run(
     let hosts: String = nodes.iter().map(|n| host_line(n, ranks_per_node)).collect();
     std::fs::write(&hostfile, hosts)?;
     let line = template.render(nodes.len(), ranks_per_node, &hostfile, bw);
+    // Orphans of the command (daemons, processes in their own groups) become children of
+    // this process, not of init, so that they can be found and killed afterwards.
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let spared = children();
     let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
     let mut child = Command::new("/bin/sh")
         .arg("-c")
@@ -244,8 +250,19 @@ pub fn run(
     .map(|pipe| {
         let (tail, captured, re) = (tail.clone(), captured.clone(), time_regex.cloned());
         std::thread::spawn(move || {
-            for l in BufReader::new(pipe).lines() {
-                let Ok(l) = l else { break };
+            // Read to the end whatever comes (bytes that are not UTF-8, endless lines):
+            // stopping early would make the command's next write fail.
+            let mut reader = BufReader::new(pipe);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match (&mut reader).take(MAX_LINE).read_until(b'\n', &mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+                let l = String::from_utf8_lossy(&buf).trim_end().to_string();
                 if let Some(re) = &re {
                     if let Some(v) = re.seconds(&l) {
                         *captured.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
@@ -262,6 +279,7 @@ pub fn run(
     .collect();
     let kill = || {
         let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        kill_descendants(&spared);
     };
     let (status, killed_why) = loop {
         if let Some(s) = child.try_wait()? {
@@ -287,9 +305,10 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(20));
     };
     let wall_seconds = start.elapsed().as_secs_f64();
-    // Programs the command left in the background keep the pipes open: do not wait for
-    // them longer than a moment.
-    kill_group_if_left(pgid);
+    // What the command left behind (background children, daemons that called setsid,
+    // processes in their own groups such as mpirun's): all are our descendants, since
+    // this process is their subreaper.
+    kill_descendants(&spared);
     let waited = Instant::now();
     for r in readers {
         // A daemon that left the group (setsid) may hold the pipe: stop waiting after 2 s.
@@ -370,9 +389,79 @@ pub fn run(
     })
 }
 
-/// Kill what is left of the command's process group (background children).
-fn kill_group_if_left(pgid: nix::unistd::Pid) {
-    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+/// Every process's parent (from /proc/PID/stat: "pid (comm) state ppid ...").
+fn process_parents() -> std::collections::HashMap<i32, i32> {
+    let mut parent = std::collections::HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            // comm may hold spaces and parentheses: the fields follow the last `)`.
+            let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            if let Some(ppid) = after.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
+                parent.insert(pid, ppid);
+            }
+        }
+    }
+    parent
+}
+
+/// This process's children now.
+fn children() -> std::collections::HashSet<i32> {
+    let me = std::process::id() as i32;
+    process_parents()
+        .into_iter()
+        .filter(|(_, pp)| *pp == me)
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Kill every process descended from this one, and reap those that became ours. With
+/// this process a child subreaper (set in [`run`]), orphans of the command stay
+/// descendants, whatever process group or session they moved to.
+/// `spared`: processes (and their descendants) that are not the command's, e.g. agents a
+/// `demo` started before.
+fn kill_descendants(spared: &std::collections::HashSet<i32>) {
+    let me = std::process::id() as i32;
+    for _ in 0..3 {
+        let parent = process_parents();
+        let descends = |mut p: i32| {
+            for _ in 0..64 {
+                if spared.contains(&p) {
+                    return false;
+                }
+                match parent.get(&p) {
+                    Some(&pp) if pp == me => return true,
+                    Some(&pp) if pp > 1 => p = pp,
+                    _ => return false,
+                }
+            }
+            false
+        };
+        let victims: Vec<i32> = parent.keys().copied().filter(|p| descends(*p)).collect();
+        if victims.is_empty() {
+            return;
+        }
+        for p in &victims {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        for p in &victims {
+            let _ = nix::sys::wait::waitpid(
+                nix::unistd::Pid::from_raw(*p),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

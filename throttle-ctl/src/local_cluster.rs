@@ -121,47 +121,47 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         None
     };
     let layout = match req.netns {
-        Some(subnet) => {
-            let subnet = match subnet {
+        Some(subnet) => Some(crate::netns::Layout {
+            tag: crate::netns::tag_for(&dir),
+            subnet: match subnet {
                 Some(s) => s,
                 None => crate::netns::free_subnet()?,
-            };
-            let layout = crate::netns::Layout {
-                tag: crate::netns::tag_for(&dir),
-                subnet,
-                nodes: req.nodes,
-            };
-            crate::netns::create(&layout)?;
-            Some(layout)
-        }
+            },
+            nodes: req.nodes,
+        }),
         None => None,
     };
-    let started = start_agents(req, &agent, &dir, &token_path, &ca, base, layout.as_ref());
-    let nodes = match started {
-        Ok(n) => n,
-        Err(e) => {
-            if let Some(l) = &layout {
-                crate::netns::remove(l);
-            }
-            return Err(e);
-        }
-    };
-    let file = ClusterFile {
-        token_file: token_path,
+    let mut file = ClusterFile {
+        token_file: token_path.clone(),
         capacity: req.capacity,
-        local_dir: Some(dir),
-        tls_ca: ca.map(|(_, path)| path),
+        local_dir: Some(dir.clone()),
+        tls_ca: ca.as_ref().map(|(_, path)| path.clone()),
         namespaces: layout.as_ref().map(|l| NamespaceHosts {
             tag: l.tag.clone(),
             subnet: l.subnet,
             host_address: l.host_addr(),
+            nodes: l.nodes,
         }),
-        nodes,
+        nodes: Vec::new(),
     };
+    // Written before anything is made: if this process dies half-way, `local down` finds
+    // the state directory and the namespaces to remove.
     file.write(cluster_path)?;
-    let ready = Cluster::load(cluster_path).and_then(|c| push_directory(&c).map(|()| c));
+    let made = (|| -> Result<Vec<Node>> {
+        if let Some(l) = &layout {
+            crate::netns::create(l)?;
+        }
+        start_agents(req, &agent, &dir, &token_path, &ca, base, layout.as_ref())
+    })();
+    let ready = made.and_then(|nodes| {
+        file.nodes = nodes;
+        file.write(cluster_path)?;
+        let cluster = Cluster::load(cluster_path)?;
+        push_directory(&cluster)?;
+        Ok(cluster)
+    });
     if ready.is_err() {
-        // Leave nothing behind: agents, namespaces, the cluster file.
+        // Leave nothing behind: agents, namespaces, the state directory, the cluster file.
         let _ = down(cluster_path);
     }
     ready
@@ -368,10 +368,20 @@ pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
         stopped.push(n.name.to_string());
     }
     if let Some(ns) = &file.namespaces {
+        // `down` runs as root and kills what runs in these namespaces: only names this
+        // tool makes.
+        if !crate::netns::is_tag(&ns.tag) || ns.nodes > crate::netns::MAX_NODES {
+            bail!(
+                "{}: `namespaces` names tag `{}` and {} nodes, which `local up` never writes; remove them by hand",
+                cluster_path.display(),
+                ns.tag.escape_debug(),
+                ns.nodes
+            );
+        }
         crate::netns::remove(&crate::netns::Layout {
             tag: ns.tag.clone(),
             subnet: ns.subnet,
-            nodes: file.nodes.len(),
+            nodes: ns.nodes,
         });
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -51,6 +51,17 @@ impl Layout {
     }
 }
 
+/// Most namespace hosts of one cluster (a /24, less this host's address).
+pub const MAX_NODES: usize = 250;
+
+/// Whether `tag` is one [`tag_for`] makes (five lowercase hex digits).
+pub fn is_tag(tag: &str) -> bool {
+    tag.len() == 5
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// A short tag from the state directory's path, so two clusters in two directories get
 /// different names and the same directory always the same ones.
 pub fn tag_for(dir: &Path) -> String {
@@ -243,6 +254,8 @@ mod tests {
         assert_eq!(l.node_addr(249), Ipv4Addr::new(198, 19, 4, 250));
         assert_eq!(l.host_addr(), Ipv4Addr::new(198, 19, 4, 254));
         assert_eq!(tag_for(Path::new("/a")), tag_for(Path::new("/a")));
+        assert!(is_tag(&tag_for(Path::new("/x/y"))));
+        assert!(!is_tag("../x") && !is_tag("ABCDE") && !is_tag("abc"));
         assert_ne!(tag_for(Path::new("/a")), tag_for(Path::new("/b")));
         for bad in [
             "10.0.0.0/24",

@@ -247,16 +247,19 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
     }
     agent.directory.set_nodes(&req.nodes);
     tracing::info!(nodes = req.nodes.len(), "cluster directory set");
-    if let Some(i) = &agent.intercept {
-        let redirect = i.redirect(&agent);
-        tokio::task::spawn_blocking(move || crate::intercept::netfilter::update(&redirect))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
-            .map_err(|e| {
-                ApiError::internal(format!(
-                    "the directory is set, but the interception rules could not follow: {e}"
-                ))
-            })?;
+    if agent.intercept.is_some() {
+        let agent = agent.clone();
+        tokio::task::spawn_blocking(move || match &agent.intercept {
+            Some(i) => i.update(&agent),
+            None => Ok(()),
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "the directory is set, but the interception rules could not follow: {e}"
+            ))
+        })?;
     }
     Ok(Json(ClusterNodes {
         nodes: agent.directory.nodes(),

@@ -46,9 +46,46 @@ pub struct Interception {
     pub incoming: AtomicU64,
     /// Intercepted connections that could not be carried (no such node, peer refused).
     pub failed: AtomicU64,
+    /// Held while the kernel rules change: installs, updates and the removal at stop
+    /// happen one at a time, each from the directory as it is then; `true` once stopped
+    /// (no update may put the rules back after that).
+    rules: std::sync::Mutex<bool>,
 }
 
 impl Interception {
+    /// Install the rules for the current directory (replacing leftovers of a crash).
+    pub fn install(&self, agent: &Agent) -> Result<(), netfilter::RulesError> {
+        let stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        if *stopped {
+            return Ok(());
+        }
+        netfilter::install(&self.redirect(agent))
+    }
+
+    /// Rewrite the rules after the directory changed (blocking: runs `nft`).
+    pub fn update(&self, agent: &Agent) -> Result<(), netfilter::RulesError> {
+        let stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        if *stopped {
+            return Ok(());
+        }
+        netfilter::update(&self.redirect(agent))
+    }
+
+    /// Remove the rules for good (agent stop).
+    pub fn stop(&self) {
+        let mut stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        *stopped = true;
+        netfilter::remove();
+    }
+
+    /// Interception accepting redirected connections on `port` of 127.0.0.1.
+    pub fn new(port: u16) -> Interception {
+        Interception {
+            port,
+            ..Interception::default()
+        }
+    }
+
     /// The redirect for the current directory: every other node's IPv4 data address,
     /// except its agent's data port and control API (assumed on the same port as this
     /// agent's, as deployments use one port for every node).
@@ -62,7 +99,14 @@ impl Interception {
                 continue;
             }
             if let IpAddr::V4(ip) = n.data.ip().to_canonical() {
-                if ip == own_ip(agent) {
+                // A directory entry (any token holder can write one) must not capture this
+                // host's own loopback or broadcast traffic.
+                if ip == own_ip(agent)
+                    || ip.is_loopback()
+                    || ip.is_unspecified()
+                    || ip.is_multicast()
+                    || ip.is_broadcast()
+                {
                     continue;
                 }
                 r.nodes.push(ip);
@@ -172,14 +216,22 @@ pub async fn carry_outgoing(
     }
 }
 
+/// Lowest destination port interception carries: system services (ssh, NFS, anything a
+/// firewall guards on the node's address) are neither redirected nor delivered.
+pub const FIRST_PORT: u16 = 1024;
+
 /// On the receiving node: check an intercepted connection's addresses and connect to its
-/// destination from its original source. `src_node` has proved it holds the token.
+/// destination from its original source. `src_node` has proved it holds the token and
+/// dialed from `peer` (its data connection's address).
 pub async fn deliver(
     agent: &Agent,
     src_node: &str,
+    peer: std::net::IpAddr,
     src: SocketAddr,
     dst: SocketAddr,
 ) -> Result<TcpStream, WireError> {
+    let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+    let (src, dst) = (canonical(src), canonical(dst));
     let Some(state) = agent.intercept.as_ref() else {
         return Err(WireError::new(
             Code::Forbidden,
@@ -190,13 +242,16 @@ pub async fn deliver(
         ));
     };
     let src_ip = agent.directory.data_addr(src_node)?.ip().to_canonical();
-    if src.ip().to_canonical() != src_ip {
+    // The source is the dialing agent's own address, the one it dialed from: nobody can
+    // make this node's programs see a connection from an address of their choosing.
+    if src.ip() != src_ip || peer.to_canonical() != src_ip || !src.is_ipv4() {
         return Err(WireError::new(
             Code::Forbidden,
-            format!("an intercepted connection from node `{src_node}` must come from its address {src_ip}, not {src}"),
+            format!("an intercepted connection from node `{src_node}` must come from its address {src_ip}, and be handed over from there (source {src}, handed over from {peer})"),
         ));
     }
-    if dst.ip().to_canonical() != agent.data_addr.ip().to_canonical()
+    if dst.ip() != agent.data_addr.ip().to_canonical()
+        || dst.port() < FIRST_PORT
         || [
             agent.control_addr.port(),
             agent.data_addr.port(),
@@ -207,7 +262,7 @@ pub async fn deliver(
         return Err(WireError::new(
             Code::Forbidden,
             format!(
-                "{dst} is not a program's address on node `{}`: an intercepted connection may only reach this node's address, never the agent or another host",
+                "{dst} is not a program's address on node `{}`: an intercepted connection may only reach this node's address at a port from {FIRST_PORT} up, never the agent or another host",
                 agent.node
             ),
         ));
@@ -224,8 +279,9 @@ pub async fn deliver(
         sockopt::set_mark(&socket, sockopt::TRANSPARENT_MARK)?;
         socket.set_reuseaddr(true)?;
         // The original port too, when it is free here (it is, unless this node's programs
-        // use it towards the same destination); else the original address alone.
-        if socket.bind(src).is_err() {
+        // use it towards the same destination) and not a privileged one (which some
+        // services trust); else the original address alone.
+        if src.port() < FIRST_PORT || socket.bind(src).is_err() {
             socket.bind(SocketAddr::new(src.ip(), 0))?;
         }
         socket.connect(dst).await

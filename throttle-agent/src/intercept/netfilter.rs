@@ -63,8 +63,9 @@ fn run(program: &'static str, args: &[&str], stdin: Option<&str>) -> Result<(), 
     }
 }
 
-/// What the redirect applies to. TCP port 22 is always exempt, so that a dead agent never
-/// locks anyone out of ssh.
+/// What the redirect applies to. Destination ports below 1024 are always exempt (system
+/// services, ssh: a dead agent never locks anyone out, and nothing reaches a guarded
+/// service through the agents).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Redirect {
     /// The other nodes' addresses: TCP to them goes to the agent...
@@ -102,7 +103,7 @@ pub fn ruleset(r: &Redirect) -> String {
          \x20   meta mark {EXEMPT_MARK:#x} return\n\
          \x20   meta mark {TRANSPARENT_MARK:#x} return\n\
          \x20   ip daddr . tcp dport @agents return\n\
-         \x20   tcp dport 22 return\n\
+         \x20   tcp dport < 1024 return\n\
          \x20   ip daddr @nodes meta l4proto tcp redirect to :{port}\n\
          \x20 }}\n\
          \x20 chain reply_route {{\n\
@@ -117,6 +118,15 @@ pub fn ruleset(r: &Redirect) -> String {
 /// Install (or replace) the table and the policy route.
 pub fn install(r: &Redirect) -> Result<(), RulesError> {
     run("nft", &["-f", "-"], Some(&ruleset(r)))?;
+    let routed = install_route();
+    if routed.is_err() {
+        // No half-installed state: without the route, the redirect must not stay either.
+        remove();
+    }
+    routed
+}
+
+fn install_route() -> Result<(), RulesError> {
     remove_route();
     let mark = format!("{TRANSPARENT_MARK:#x}");
     let table = ROUTE_TABLE.to_string();
@@ -192,7 +202,7 @@ mod tests {
         assert!(r.contains("elements = { 198.18.0.2 . 7600, 198.18.0.2 . 7601 }"));
         assert!(r.contains("redirect to :4000"));
         assert!(r.contains("meta mark 0x54480001 return"));
-        assert!(r.contains("tcp dport 22 return"));
+        assert!(r.contains("tcp dport < 1024 return"));
         // An empty set has no `elements` line (nft refuses `elements = { }`).
         assert!(!ruleset(&Redirect::default()).contains("elements"));
     }

@@ -150,7 +150,13 @@ async fn handle(
         }
     };
     drop(handshake);
-    let Some(_stream_permit) = agent.limits.streams.try_enter(None) else {
+    // Intercepted connections can be opened by any user of any node: they draw from the
+    // forwarded connections' pool, never from the rank streams'.
+    let pool = match req.want {
+        PeerWant::Intercepted { .. } => &agent.limits.forwarded,
+        _ => &agent.limits.streams,
+    };
+    let Some(_stream_permit) = pool.try_enter(None) else {
         agent.limits.note_refused();
         return refuse(
             &mut stream,
@@ -183,7 +189,12 @@ async fn handle(
             carry(&agent, Conn::Tcp(conn), stream).await
         }
         PeerWant::Intercepted { src, dst } => {
-            let conn = match crate::intercept::deliver(&agent, &req.src_node, src, dst).await {
+            let peer = match stream.peer_addr() {
+                Ok(a) => a.ip(),
+                Err(e) => return Err(e),
+            };
+            let conn = match crate::intercept::deliver(&agent, &req.src_node, peer, src, dst).await
+            {
                 Ok(c) => c,
                 Err(e) => return refuse(&mut stream, e).await,
             };
