@@ -20,7 +20,7 @@ use throttle_ctl::output;
 #[command(
     name = "throttle-ctl",
     version,
-    after_help = "Start here:\n  throttle-ctl demo                                  the whole method on a local cluster\n  throttle-ctl local up --nodes 4 --capacity 1Gbit   a local cluster to work with\n  throttle-ctl set 50 && throttle-ctl status\n  throttle-ctl run --workload bfs --nodes 4 --bw 30\n  throttle-ctl local down"
+    after_help = "Start here:\n  throttle-ctl demo                                  the whole method on a local cluster\n  throttle-ctl local up --nodes 4 --capacity 1Gbit   a local cluster to work with\n  throttle-ctl set 50 && throttle-ctl status\n  throttle-ctl run --workload bfs --nodes 4 --bw 30\n  throttle-ctl local down\n\nYour own program (as root: namespace hosts, every TCP connection between nodes shaped):\n  throttle-ctl local up --netns --nodes 4\n  throttle-ctl run --nodes 4 --bw 30 --cmd 'mpirun --allow-run-as-root --mca plm_rsh_agent \"throttle-ctl exec\" --mca btl tcp,self --hostfile {hostfile} -np {procs} ./app'"
 )]
 struct Cli {
     /// Cluster file [default: ./throttle-cluster.toml, or $THROTTLE_CLUSTER].
@@ -42,7 +42,7 @@ enum Command {
     Set(commands::set::Args),
     /// Shaped port forwards that carry any TCP program (iperf3, a database client) between nodes.
     Forward(commands::forward::Args),
-    /// Run one job (BFS, PMM or a program of your own) on the first N nodes at one bandwidth.
+    /// Run one job (BFS, PMM, a program of yours, or a command such as mpirun) on N nodes at one bandwidth.
     Run(commands::run::Args),
     /// Run a sweep (bandwidth steps x node counts x repeats) and store every run; resumable.
     Sweep(commands::sweep::Args),
