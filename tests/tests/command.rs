@@ -68,6 +68,21 @@ fn a_command_gets_its_nodes_and_bandwidth_and_reports_its_own_time() {
     assert_eq!(v["workload"], "command");
     assert_eq!(v["result"]["seconds"], 0.75);
     assert!(v["seconds"].as_f64().unwrap() > 0.0);
+    // A rate (Graph500's TEPS): its inverse is the stored time, the rate a metric.
+    let (ok, v, err) = json_run(
+        dir,
+        &[
+            "--nodes",
+            "1",
+            "--cmd",
+            "echo 'harmonic_mean_TEPS: 4e8'",
+            "--rate-regex",
+            r"harmonic_mean_TEPS: +([0-9.e+]+)",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(v["result"]["seconds"], 2.5e-9, "{v}");
+    assert_eq!(v["result"]["metrics"]["rate"], 4e8, "{v}");
     let status = ctl(dir, &["status", "--json"]);
     let s: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(s[0]["pct"], 100.0, "run put the bandwidth back");

@@ -111,38 +111,71 @@ impl CommandTemplate {
     }
 }
 
-/// A regex with one capture group: the completion time in seconds.
+/// A regex with one capture group: the completion time in seconds (`--time-regex`), or a
+/// rate the program reports, such as Graph500's `harmonic_mean_TEPS` (`--rate-regex`),
+/// whose inverse is stored as the time: CTI = T(bw)/T(100%) - 1 = R(100%)/R(bw) - 1.
 #[derive(Clone, Debug)]
-pub struct TimeRegex(regex::Regex);
+pub struct TimeRegex {
+    re: regex::Regex,
+    rate: bool,
+}
 
 impl PartialEq for TimeRegex {
     fn eq(&self, other: &TimeRegex) -> bool {
-        self.as_str() == other.as_str()
+        self.as_str() == other.as_str() && self.rate == other.rate
     }
 }
 
 impl TimeRegex {
+    /// A regex whose group captures seconds.
     pub fn parse(text: &str) -> Result<TimeRegex> {
+        Self::new(text, false)
+    }
+
+    /// A regex whose group captures a rate (work per second, larger is faster).
+    pub fn parse_rate(text: &str) -> Result<TimeRegex> {
+        Self::new(text, true)
+    }
+
+    fn new(text: &str, rate: bool) -> Result<TimeRegex> {
+        let flag = if rate { "--rate-regex" } else { "--time-regex" };
         let re = regex::Regex::new(text)
-            .map_err(|e| anyhow!("--time-regex `{text}` is not a regular expression: {e}"))?;
+            .map_err(|e| anyhow!("{flag} `{text}` is not a regular expression: {e}"))?;
         if re.captures_len() != 2 {
-            bail!("--time-regex `{text}` must have exactly one capture group, around the seconds: e.g. 'time: ([0-9.]+) s'");
+            bail!("{flag} `{text}` must have exactly one capture group, around the number: e.g. 'time: ([0-9.]+) s'");
         }
-        Ok(TimeRegex(re))
+        Ok(TimeRegex { re, rate })
+    }
+
+    fn flag(&self) -> &'static str {
+        if self.rate {
+            "--rate-regex"
+        } else {
+            "--time-regex"
+        }
     }
 
     pub fn as_str(&self) -> &str {
-        self.0.as_str()
+        self.re.as_str()
     }
 
-    /// The seconds captured from `line`, when it matches.
+    pub fn is_rate(&self) -> bool {
+        self.rate
+    }
+
+    /// The number captured from `line`, when it matches: seconds, or a rate.
     fn seconds(&self, line: &str) -> Option<Result<f64, String>> {
-        let c = self.0.captures(line)?;
+        let c = self.re.captures(line)?;
         let text = c.get(1).map(|m| m.as_str()).unwrap_or("");
+        let flag = self.flag();
         Some(match text.trim().parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            Ok(v) if v.is_finite() && v >= 0.0 && !self.rate => Ok(v),
+            Ok(v) if v.is_finite() && v > 0.0 && self.rate => Ok(v),
+            _ if self.rate => Err(format!(
+                "{flag} captured `{text}`, which is not a positive rate"
+            )),
             _ => Err(format!(
-                "--time-regex captured `{text}`, which is not a number of seconds"
+                "{flag} captured `{text}`, which is not a number of seconds"
             )),
         })
     }
@@ -366,13 +399,20 @@ pub fn run(
         (Some(re), None) => {
             return Ok(fail(
                 with_tail(format!(
-                    "--time-regex `{}` matched no line of the output",
+                    "{} `{}` matched no line of the output",
+                    re.flag(),
                     re.as_str()
                 )),
                 false,
             ))
         }
         (Some(_), Some(Err(e))) => return Ok(fail(with_tail(e), false)),
+        (Some(re), Some(Ok(v))) if re.is_rate() => Some(WorkloadResult {
+            workload: "command".into(),
+            seconds: Some(1.0 / v),
+            metrics: [("rate".to_string(), v)].into_iter().collect(),
+            ..WorkloadResult::default()
+        }),
         (Some(_), Some(Ok(seconds))) => Some(WorkloadResult {
             workload: "command".into(),
             seconds: Some(seconds),
@@ -499,5 +539,15 @@ mod tests {
         assert_eq!(re.seconds("time: 1.5 s"), Some(Ok(1.5)));
         assert_eq!(re.seconds("nothing"), None);
         assert!(matches!(re.seconds("time: - s"), Some(Err(_))));
+        let rate = TimeRegex::parse_rate(r"harmonic_mean_TEPS: +([0-9.e+]+)").unwrap();
+        assert_eq!(rate.seconds("harmonic_mean_TEPS:   2.5e8"), Some(Ok(2.5e8)));
+        assert!(matches!(
+            rate.seconds("harmonic_mean_TEPS: 0"),
+            Some(Err(_))
+        ));
+        assert!(TimeRegex::parse_rate("(")
+            .unwrap_err()
+            .to_string()
+            .contains("--rate-regex"));
     }
 }

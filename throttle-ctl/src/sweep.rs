@@ -177,6 +177,9 @@ pub struct CommandOptions {
     pub run: String,
     #[serde(default)]
     pub time_regex: Option<String>,
+    /// A rate the program prints (larger is faster); its inverse is stored as the time.
+    #[serde(default)]
+    pub rate_regex: Option<String>,
 }
 
 /// Expand the bandwidth steps: `None` is unlimited.
@@ -325,13 +328,16 @@ impl Sweep {
                 (
                     Workload::Command {
                         command: crate::external::CommandTemplate::parse(&o.run)?,
-                        time_regex: o
-                            .time_regex
-                            .as_deref()
-                            .map(crate::external::TimeRegex::parse)
-                            .transpose()?,
+                        time_regex: match (&o.time_regex, &o.rate_regex) {
+                            (Some(_), Some(_)) => {
+                                bail!("[command] takes time_regex or rate_regex, not both")
+                            }
+                            (Some(t), None) => Some(crate::external::TimeRegex::parse(t)?),
+                            (None, Some(r)) => Some(crate::external::TimeRegex::parse_rate(r)?),
+                            (None, None) => None,
+                        },
                     },
-                    json!({ "run": o.run, "time_regex": o.time_regex }),
+                    json!({ "run": o.run, "time_regex": o.time_regex, "rate_regex": o.rate_regex }),
                 )
             }
             other => bail!("unknown workload `{other}`: use bfs, pmm, program or command"),

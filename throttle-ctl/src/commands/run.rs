@@ -24,7 +24,7 @@ enum WorkloadKind {
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload program --program my-app --nodes 2 --bw 100 -- --iterations 10\n  throttle-ctl run --nodes 4 --bw 30 --cmd 'mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile {hostfile} -np {procs} ./app' --time-regex 'elapsed: ([0-9.]+)'\n\nThe bandwidth of the nodes used is set to --bw for the run and put back as it was\nafterwards (also after a failure or Ctrl-C). Exits with 1 when the job fails.\n\n--cmd runs a command on this host with /bin/sh -c, in its own process group (killed at\nthe time limit), with THROTTLE_CLUSTER set. Placeholders: {nodes}, {procs},\n{ranks_per_node}, {bw} (a number, or `unlimited`) and {hostfile} (written for the chosen\nnodes: `ADDRESS slots=R` per line). Its completion time is its wall time, or the number\n--time-regex captures (the last match in stdout or stderr). Any other {word} of lowercase\nletters is refused as a likely typo (write awk's {print} as { print })."
+    after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload program --program my-app --nodes 2 --bw 100 -- --iterations 10\n  throttle-ctl run --nodes 4 --bw 30 --cmd 'mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile {hostfile} -np {procs} ./app' --time-regex 'elapsed: ([0-9.]+)'\n\nThe bandwidth of the nodes used is set to --bw for the run and put back as it was\nafterwards (also after a failure or Ctrl-C). Exits with 1 when the job fails.\n\n--cmd runs a command on this host with /bin/sh -c, in its own process group (killed at\nthe time limit), with THROTTLE_CLUSTER set. Placeholders: {nodes}, {procs},\n{ranks_per_node}, {bw} (a number, or `unlimited`) and {hostfile} (written for the chosen\nnodes: `ADDRESS slots=R` per line). Its completion time is its wall time, or the number\n--time-regex captures (the last match in stdout or stderr), or the inverse of the rate\n--rate-regex captures (a TEPS or FLOPS figure: CTI is the same). Any other {word} of lowercase\nletters is refused as a likely typo (write awk's {print} as { print })."
 )]
 pub struct Args {
     /// What to run: a workload the agents launch on every node (or use --cmd).
@@ -41,6 +41,15 @@ pub struct Args {
     /// With --cmd: the completion time is what this regex's one group captures (seconds).
     #[arg(long, requires = "cmd", value_name = "REGEX")]
     time_regex: Option<String>,
+    /// With --cmd: the program reports a rate (e.g. 'harmonic_mean_TEPS: +([0-9.e+]+)');
+    /// its inverse is stored as the time, so CTI comes out right.
+    #[arg(
+        long,
+        requires = "cmd",
+        conflicts_with = "time_regex",
+        value_name = "REGEX"
+    )]
+    rate_regex: Option<String>,
     /// Nodes to use (the first N of the cluster file).
     #[arg(long)]
     nodes: usize,
@@ -92,11 +101,11 @@ impl Args {
                 command: crate::external::CommandTemplate::parse(
                     self.cmd.as_deref().unwrap_or_default(),
                 )?,
-                time_regex: self
-                    .time_regex
-                    .as_deref()
-                    .map(crate::external::TimeRegex::parse)
-                    .transpose()?,
+                time_regex: match (&self.time_regex, &self.rate_regex) {
+                    (Some(t), _) => Some(crate::external::TimeRegex::parse(t)?),
+                    (None, Some(r)) => Some(crate::external::TimeRegex::parse_rate(r)?),
+                    (None, None) => None,
+                },
             },
             Some(WorkloadKind::Bfs) => Workload::Bfs {
                 scale: self.scale,
@@ -148,10 +157,21 @@ impl Args {
                 outcome.status,
                 outcome.seconds
             ));
-            if let (Workload::Command { .. }, Some(own)) =
-                (&spec_workload, outcome.kernel_seconds())
+            if let Workload::Command {
+                time_regex: Some(re),
+                ..
+            } = &spec_workload
             {
-                text.push_str(&format!("its own time {own:.3} s (--time-regex)\n"));
+                let rate = outcome.result.as_ref().and_then(|r| r.metric("rate"));
+                match (re.is_rate(), rate, outcome.kernel_seconds()) {
+                    (true, Some(r), _) => {
+                        text.push_str(&format!("its rate {r} (--rate-regex; stored as 1/rate)\n"))
+                    }
+                    (false, _, Some(own)) => {
+                        text.push_str(&format!("its own time {own:.3} s (--time-regex)\n"))
+                    }
+                    _ => {}
+                }
             }
             output::print(text)?;
         }
