@@ -89,3 +89,13 @@ pub fn up(tag: &str, nodes: usize, capacity: &str, base: &str) -> Scratch {
     );
     s
 }
+
+/// `throttle-ctl run --json ARGS` in `dir`: (exit success, the JSON printed, stderr).
+pub fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let mut a = vec!["run", "--json"];
+    a.extend_from_slice(args);
+    let out = ctl(dir, &a);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.success(), v, stderr)
+}

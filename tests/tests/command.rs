@@ -7,13 +7,19 @@ use std::time::{Duration, Instant};
 
 use throttle_tests::*;
 
-fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
-    let mut a = vec!["run", "--json"];
-    a.extend_from_slice(args);
-    let out = ctl(dir, &a);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    (out.status.success(), v, stderr)
+/// The process whose pid the command wrote to `pidfile`, if it still runs a moment later
+/// (a zombie counts as gone).
+fn alive_after(pidfile: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+        .then_some(pid)
 }
 
 #[test]
@@ -155,16 +161,11 @@ fn the_time_limit_kills_the_whole_command() {
     assert!(!ok);
     assert!(start.elapsed() < Duration::from_secs(20));
     assert!(v["reason"].as_str().unwrap().contains("time limit"), "{v}");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false);
-    assert!(!alive, "the command's child {pid} outlived the time limit");
+    let pid = alive_after(&pidfile);
+    assert!(
+        pid.is_none(),
+        "the command's child {pid:?} outlived the time limit"
+    );
 }
 
 /// What a command leaves running is killed when it ends, also a daemon in its own
@@ -184,16 +185,8 @@ fn a_command_leaves_nothing_running_and_any_output_is_read() {
     );
     assert!(ok, "{v} {err}");
     assert_eq!(v["result"]["seconds"], 1.5, "{v}");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false);
-    assert!(!alive, "the command's daemon {pid} outlived it");
+    let pid = alive_after(&pidfile);
+    assert!(pid.is_none(), "the command's daemon {pid:?} outlived it");
 }
 
 /// A sweep of a command goes through the store and the analysis like the workloads do.

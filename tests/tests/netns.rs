@@ -121,6 +121,21 @@ fn namespaces_named(tag_part: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `local down` in `dir` succeeds and no namespace with `tag` in its name is left.
+fn down_leaves_no_namespace(dir: &Path, tag: &str) {
+    let out = ctl(dir, &["local", "down"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        namespaces_named(tag).is_empty(),
+        "namespaces left: {:?}",
+        namespaces_named(tag)
+    );
+}
+
 #[test]
 fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
     if !can_run("namespace_hosts_come_up_run_commands_and_go_away_without_a_trace") {
@@ -282,17 +297,7 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
             nix::sys::signal::Signal::SIGKILL,
         );
     }
-    let out = ctl(&s.0, &["local", "down"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        namespaces_named(&tag).is_empty(),
-        "namespaces left: {:?}",
-        namespaces_named(&tag)
-    );
+    down_leaves_no_namespace(&s.0, &tag);
     let links = Command::new("ip")
         .args(["-o", "link", "show"])
         .output()
@@ -400,17 +405,7 @@ fn a_killed_local_up_is_cleaned_up_by_local_down() {
     let _ = up.kill();
     let _ = up.wait();
     let tag = made.trim_end_matches("-n0").to_string();
-    let out = ctl(&s.0, &["local", "down"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        namespaces_named(&tag).is_empty(),
-        "left: {:?}",
-        namespaces_named(&tag)
-    );
+    down_leaves_no_namespace(&s.0, &tag);
     let addrs = Command::new("ip")
         .args(["-4", "-o", "addr"])
         .output()

@@ -1,19 +1,9 @@
 //! `throttle-ctl run` end to end: real agents launching real workload processes.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use throttle_tests::*;
-
-fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
-    let mut a = vec!["run", "--json"];
-    a.extend_from_slice(args);
-    let out = ctl(dir, &a);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-    (out.status.success(), v, stderr)
-}
 
 /// Processes whose command line contains `needle` (other than this test).
 fn processes_with(needle: &str) -> Vec<String> {
