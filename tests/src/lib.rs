@@ -7,6 +7,8 @@
 //! (`target/<profile>/`): the packages that own them have integration tests of their own,
 //! which makes cargo build them.
 
+pub mod namespace;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -9,106 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use throttle_tests::{ctl, exe, scratch, Scratch};
-
-fn have(tool: &str, arg: &str) -> bool {
-    Command::new(tool)
-        .arg(arg)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// The tests of this file change the host's interfaces (bridges come and go), which
-/// mpirun enumerates and publishes: they run one at a time.
-static HOST_NETWORK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    HOST_NETWORK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Whether this machine can run namespace hosts; prints why not. With
-/// `THROTTLE_REQUIRE_NETNS=1` (CI sets it when it runs as root) a missing prerequisite is
-/// a failure, not a skip.
-fn can_run(test: &str) -> bool {
-    let missing = if !nix::unistd::geteuid().is_root() {
-        Some("root (network namespaces, veth, nftables)")
-    } else if !have("ip", "-V") || !have("nft", "-v") {
-        Some("`ip` (iproute2) and `nft` (nftables)")
-    } else {
-        None
-    };
-    match missing {
-        None => true,
-        Some(what) if std::env::var_os("THROTTLE_REQUIRE_NETNS").is_some() => {
-            panic!("{test} needs {what}, and THROTTLE_REQUIRE_NETNS is set")
-        }
-        Some(what) => {
-            eprintln!("SKIPPED {test}: needs {what}");
-            false
-        }
-    }
-}
-
-fn up_netns(tag: &str, nodes: usize, subnet: &str) -> Scratch {
-    let s = scratch(tag);
-    let out = ctl(
-        &s.0,
-        &[
-            "local",
-            "up",
-            "--netns",
-            "--nodes",
-            &nodes.to_string(),
-            "--capacity",
-            "1Gbit",
-            "--subnet",
-            subnet,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "local up --netns: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    s
-}
-
-fn cluster(dir: &Path) -> toml::Value {
-    toml::from_str(&std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap()).unwrap()
-}
-
-fn netns_of(dir: &Path, node: usize) -> String {
-    cluster(dir)["node"][node]["netns"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-/// Run `f` on a thread inside the network namespace `ns` (setns changes the calling
-/// thread only): its sockets belong to that node.
-fn in_node<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&path).unwrap();
-        nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
-        f()
-    })
-    .join()
-    .unwrap()
-}
-
-fn status_json(dir: &Path) -> serde_json::Value {
-    let out = ctl(dir, &["status", "--json"]);
-    assert!(out.status.success());
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn intercepted(dir: &Path, node: usize, dir_: &str) -> u64 {
-    status_json(dir)[node]["intercepted"][dir_]
-        .as_u64()
-        .unwrap()
-}
+use throttle_tests::namespace::*;
+use throttle_tests::{ctl, exe, scratch};
 
 fn namespaces_named(tag_part: &str) -> Vec<String> {
     std::fs::read_dir("/run/netns")
@@ -605,15 +507,6 @@ fn intercepted_connections_are_shaped_and_keep_their_source_address() {
     }
 }
 
-/// Ping-pong, a checked bandwidth loop and an allreduce (shared with `bench/mpi.sh`).
-const MPI_PROGRAM: &str = include_str!("../../bench/mpi_bandwidth.c");
-
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    line.split_whitespace()
-        .find_map(|w| w.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
-}
-
 /// The acceptance test: an unmodified MPI program over Open MPI's TCP BTL across
 /// four namespace hosts, launched through `throttle-ctl exec`: correct results, every
 /// byte between nodes through the agents, and slower when the bandwidth drops.
@@ -623,91 +516,25 @@ fn open_mpi_runs_unmodified_across_namespace_hosts_through_the_agents() {
     if !can_run(test) {
         return;
     }
-    if !have("mpicc", "--version") || !have("mpirun", "--version") {
-        assert!(
-            std::env::var_os("THROTTLE_REQUIRE_NETNS").is_none(),
-            "{test} needs Open MPI, and THROTTLE_REQUIRE_NETNS is set"
-        );
-        eprintln!(
-            "SKIPPED {test}: needs Open MPI (Debian: apt-get install openmpi-bin libopenmpi-dev)"
-        );
+    if !have_mpi(test) {
         return;
     }
     let _serial = serial();
     let s = up_netns("netns-mpi", 4, "198.18.63.0/24");
-    std::fs::write(s.0.join("mpitest.c"), MPI_PROGRAM).unwrap();
-    let out = Command::new("mpicc")
-        .args(["-O2", "-o", "mpitest", "mpitest.c"])
-        .current_dir(&s.0)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mpicc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let hosts: String = (1..=4)
-        .map(|i| format!("198.18.63.{i} slots=1\n"))
-        .collect();
-    std::fs::write(s.0.join("hosts"), hosts).unwrap();
+    build_mpi(&s, "198.18.63.0/24", 4);
     let agent = format!("{} exec", exe().display());
     const BYTES: u64 = 8 << 20;
     let run = |pct: &str| -> String {
-        let out = ctl(&s.0, &["set", pct]);
-        assert!(out.status.success());
-        let out = Command::new("mpirun")
-            .args(["--allow-run-as-root", "--mca", "plm_rsh_agent", &agent])
-            .args([
-                "--mca",
-                "btl",
-                "tcp,self",
-                "--mca",
-                "mpi_yield_when_idle",
-                "1",
-            ])
-            // Open MPI 4.1's orted can crash writing its hwloc topology to shared memory
-            // when several daemons share a machine (seen here 1 run in 12); binding is not needed.
-            .args(["--mca", "rtc", "^hwloc"])
-            // mpirun's daemons reach it over the bridge only.
-            .args(["--mca", "oob_tcp_if_include", "198.18.63.0/24"])
-            .args([
-                "--hostfile",
-                "hosts",
-                "-np",
-                "4",
-                "./mpitest",
-                &BYTES.to_string(),
-            ])
-            .current_dir(&s.0)
-            .env("THROTTLE_CLUSTER", s.0.join("throttle-cluster.toml"))
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            let logs: String = (0..4)
-                .map(|n| {
-                    let log =
-                        std::fs::read_to_string(s.0.join(format!(".throttle-local/n{n}.log")))
-                            .unwrap_or_default();
-                    let tail: Vec<&str> = log.lines().rev().take(8).collect();
-                    format!(
-                        "--- n{n}.log (last lines, newest first)\n{}\n",
-                        tail.join("\n")
-                    )
-                })
-                .collect();
-            let status = ctl(&s.0, &["status", "--json"]);
-            panic!(
-                "mpirun at {pct}: {stdout}\n{}\nagents:\n{logs}\nstatus: {}",
-                String::from_utf8_lossy(&out.stderr),
-                String::from_utf8_lossy(&status.stdout)
-            );
-        }
-        stdout
-            .lines()
-            .find(|l| l.starts_with("ranks="))
-            .unwrap_or_else(|| panic!("no result line: {stdout}"))
-            .to_string()
+        mpi_run(
+            &s,
+            "198.18.63.0/24",
+            4,
+            &["./mpitest", &BYTES.to_string()],
+            pct,
+            &[],
+            120,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     };
     let before: u64 = (0..4)
         .map(|n| status_json(&s.0)[n]["egress"]["bytes"].as_u64().unwrap())

@@ -56,6 +56,8 @@ pub struct AgentConfig {
     pub tls: Option<Tls>,
     /// Intercept programs' TCP connections to the other nodes (nftables redirect; root).
     pub intercept: bool,
+    /// Serve the preload library on this port of 127.0.0.1 and ::1 (no root needed).
+    pub preload_port: Option<u16>,
 }
 
 /// A started agent: its bound addresses and the handle to stop it.
@@ -102,11 +104,13 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let launcher = Launcher::new(&config.node, config.programs, &config.local_socket);
     let control_addr = control.local_addr()?;
     let data_addr = data.local_addr()?;
-    let intercept_listener = if config.intercept {
+    if config.intercept || config.preload_port.is_some() {
         let ip = data_addr.ip();
-        if !ip.is_ipv4() || ip.is_loopback() || ip.is_unspecified() {
-            anyhow::bail!("--intercept needs the node's own IPv4 address as --data (got {data_addr}): the other nodes' agents and programs must see this node at that address; a loopback cluster (one network stack for all nodes) cannot intercept, use rank tunnels or forwards there");
+        if ip.is_loopback() || ip.is_unspecified() || (config.intercept && !ip.is_ipv4()) {
+            anyhow::bail!("--intercept and --preload need the node's own address as --data (got {data_addr}; IPv4 for --intercept): the other nodes' agents and programs must see this node at that address; a loopback cluster (one network stack for all nodes) cannot intercept, use rank tunnels or forwards there");
         }
+    }
+    let intercept_listener = if config.intercept {
         Some(
             crate::transport::listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
                 .context("cannot bind the interception port on 127.0.0.1")?,
@@ -114,9 +118,32 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     } else {
         None
     };
-    let intercept = match &intercept_listener {
-        Some(l) => Some(Interception::new(l.local_addr()?.port())),
-        None => None,
+    let mut preload_listeners = Vec::new();
+    if let Some(port) = config.preload_port {
+        preload_listeners.push(
+            crate::transport::listen(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+                .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?,
+        );
+        // IPv6 sockets reach the agent on ::1 (where this host has IPv6).
+        if let Ok(l) = crate::transport::listen(std::net::SocketAddr::from((
+            std::net::Ipv6Addr::LOCALHOST,
+            port,
+        ))) {
+            preload_listeners.push(l);
+        }
+    }
+    let intercept = if config.intercept || config.preload_port.is_some() {
+        let kernel_port = match &intercept_listener {
+            Some(l) => Some(l.local_addr()?.port()),
+            None => None,
+        };
+        let preload_port = match preload_listeners.first() {
+            Some(l) => Some(l.local_addr()?.port()),
+            None => None,
+        };
+        Some(Interception::new(kernel_port, preload_port))
+    } else {
+        None
     };
 
     let agent = Arc::new(Agent {
@@ -209,7 +236,14 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         tasks.push(tokio::spawn(crate::intercept::serve(
             agent.clone(),
             l,
-            shutdown_intercept,
+            shutdown_intercept.clone(),
+        )));
+    }
+    for l in preload_listeners {
+        tasks.push(tokio::spawn(crate::intercept::preload::serve(
+            agent.clone(),
+            l,
+            shutdown_intercept.clone(),
         )));
     }
     tracing::info!(node = %agent.node, control = %control_addr, data = %data_addr,

@@ -100,6 +100,15 @@ struct Args {
     /// The rules are removed when the agent stops and replaced when it starts again.
     #[arg(long)]
     intercept: bool,
+    /// Serve the preload library (LD_PRELOAD=libthrottle_preload.so in the programs) on
+    /// 127.0.0.1 and ::1 at --preload-port: programs' connections to the other nodes go
+    /// through the agents without root or kernel rules. Needs --data on this node's own
+    /// address. Serves only programs of the agent's own user (any user when run as root).
+    #[arg(long)]
+    preload: bool,
+    /// The preload port (the library's THROTTLE_PRELOAD_AGENT must name the same).
+    #[arg(long, default_value_t = throttle_proto::preload::DEFAULT_PORT, requires = "preload")]
+    preload_port: u16,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -214,6 +223,7 @@ fn main() {
         programs,
         tls,
         intercept: args.intercept,
+        preload_port: args.preload.then_some(args.preload_port),
     };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()

@@ -53,6 +53,7 @@ fn fixture() -> &'static Fixture {
             programs: ProgramPolicy::nothing(),
             tls: None,
             intercept: false,
+            preload_port: None,
         };
         let agent = runtime.block_on(agent::start(config)).unwrap();
         Fixture {

@@ -71,6 +71,14 @@ pub struct NamespaceHosts {
     pub host_address: std::net::Ipv4Addr,
     /// Number of namespaces (nodes), also before the agents were started.
     pub nodes: usize,
+    /// How the agents intercept programs' connections: `kernel` (nftables redirect) or
+    /// `preload` (the library; `throttle-ctl exec` then loads it into the commands).
+    #[serde(default = "kernel_mode")]
+    pub intercept: crate::intercept::Mode,
+}
+
+fn kernel_mode() -> crate::intercept::Mode {
+    crate::intercept::Mode::Kernel
 }
 
 /// A loaded cluster: the file, where it was, the token, and the TLS trust for the agents.

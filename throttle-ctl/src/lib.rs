@@ -20,6 +20,7 @@ pub mod certs;
 pub mod cluster;
 pub mod commands;
 pub mod external;
+pub mod intercept;
 pub mod job;
 pub mod local_cluster;
 pub mod measurements;

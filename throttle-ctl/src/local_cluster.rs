@@ -8,7 +8,8 @@
 //!
 //! With `--netns` each node is a network namespace on a bridge ([`crate::netns`]) with
 //! its own 198.18.x.y address, and each agent runs inside its node's namespace with
-//! transparent interception on, so unmodified programs can be throttled. The loopback
+//! interception on (the kernel redirect, or the preload port with `--intercept preload`),
+//! so unmodified programs can be throttled. The loopback
 //! cluster (one network stack for every node) has rank tunnels and forwards only.
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,8 @@ pub struct LocalUp {
     /// Namespace hosts (root): `Some(subnet)`, `None` for a loopback cluster; the subnet
     /// itself may be left to be chosen (`Some(None)`).
     pub netns: Option<Option<std::net::Ipv4Addr>>,
+    /// How namespace hosts' agents intercept programs' connections.
+    pub intercept: crate::intercept::Mode,
 }
 
 /// The `throttle-agent` binary: `THROTTLE_AGENT_BIN`, else next to this executable, else PATH.
@@ -141,6 +144,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
             subnet: l.subnet,
             host_address: l.host_addr(),
             nodes: l.nodes,
+            intercept: req.intercept,
         }),
         nodes: Vec::new(),
     };
@@ -205,7 +209,9 @@ fn start_agents(
         let mut cmd = match &netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(agent).arg("--intercept");
+                c.args(["netns", "exec", ns])
+                    .arg(agent)
+                    .arg(req.intercept.agent_flag());
                 c
             }
             None => Command::new(agent),

@@ -7,7 +7,8 @@
 //!
 //! * values: [`rate`], [`pct`], [`name`], [`shape`];
 //! * the transport's handshake: [`wire`] (sans-IO), [`auth`] (token and proofs),
-//!   [`rank_client`] (blocking helpers for ranks and probes);
+//!   [`rank_client`] (blocking helpers for ranks and probes), [`preload`] (the preload
+//!   library's requests to its node's agent);
 //! * the control API's bodies: [`status`], [`cluster`], [`job`], [`forward`],
 //!   [`calibration`], [`refusal`];
 //! * what workloads report: [`result`].
@@ -19,6 +20,7 @@ pub mod forward;
 pub mod job;
 pub mod name;
 pub mod pct;
+pub mod preload;
 pub mod rank_client;
 pub mod rate;
 pub mod refusal;

@@ -44,8 +44,15 @@ pub struct InterceptedStatus {
     pub outgoing: u64,
     /// Connections from other nodes delivered to programs on this node.
     pub incoming: u64,
-    /// Intercepted connections that could not be carried (the program saw a reset).
+    /// Intercepted connections that could not be carried (the program saw a reset, or
+    /// with the preload library the errno a direct connection would have met).
     pub failed: u64,
+    /// Whether the kernel redirect is on (`--intercept`).
+    #[serde(default)]
+    pub kernel: bool,
+    /// The preload port, when the agent serves the preload library (`--preload`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preload_port: Option<u16>,
 }
 
 /// One direction of the link.

@@ -532,6 +532,10 @@ pub enum Code {
     /// The other side dropped the connection during the handshake (it may have been
     /// full); worth asking again. Never sent on the wire.
     Refused = 15,
+    /// Nothing listens at the target (a direct connection would get ECONNREFUSED).
+    TargetRefused = 16,
+    /// The target did not answer in time (a direct connection would get ETIMEDOUT).
+    TargetTimedOut = 17,
 }
 
 impl Code {
@@ -552,6 +556,8 @@ impl Code {
             13 => Code::Forbidden,
             14 => Code::Busy,
             15 => Code::Refused,
+            16 => Code::TargetRefused,
+            17 => Code::TargetTimedOut,
             _ => Code::Internal,
         }
     }

@@ -242,6 +242,8 @@ mod tests {
                 outgoing: 3,
                 incoming: 2,
                 failed: 1,
+                kernel: true,
+                preload_port: None,
             }),
         };
         let text = render(&s);

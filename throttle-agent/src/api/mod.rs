@@ -188,6 +188,8 @@ pub fn status_of(agent: &Agent) -> Status {
                 outgoing: i.outgoing.load(Relaxed),
                 incoming: i.incoming.load(Relaxed),
                 failed: i.failed.load(Relaxed),
+                kernel: i.kernel,
+                preload_port: i.preload_port,
             }
         }),
     }

@@ -12,11 +12,19 @@
 //! addresses). Both agents' links shape the stream: egress on the sender, ingress on the
 //! receiver, like rank streams.
 //!
-//! [`carry_outgoing`] is the one entry for an intercepted connection on the sending side:
-//! the kernel redirect feeds it here; a preload library can feed it through the local
-//! endpoint later. The agent's own sockets to other agents carry a mark the redirect skips.
+//! Without root the same path is fed from user space ([`preload`]): the preload library
+//! in the program hands its socket to the agent's preload port on loopback with the
+//! destination, and the receiving agent, unable to use a transparent socket, connects from
+//! its own address and tells the library in the receiving program the original source
+//! (which its `accept()` and `getpeername()` then report).
+//!
+//! [`open`] is the one entry for an intercepted connection on the sending side; both the
+//! kernel redirect ([`carry_outgoing`]) and the preload port use it. The agent's own
+//! sockets to other agents carry a mark the redirect skips.
 
 pub mod netfilter;
+pub mod preload;
+pub mod proc_net;
 pub mod sockopt;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -38,8 +46,16 @@ use crate::transport::CONNECT_TIMEOUT;
 /// counters for `status`.
 #[derive(Debug, Default)]
 pub struct Interception {
-    /// Port on 127.0.0.1 that the redirect rule targets.
+    /// Whether the kernel redirect is on (`--intercept`): its rules are installed, and
+    /// deliveries use transparent sockets (the program sees its real peer without help).
+    pub kernel: bool,
+    /// Port on 127.0.0.1 that the redirect rule targets (0 without the kernel redirect).
     pub port: u16,
+    /// The preload port (`--preload`), when on.
+    pub preload_port: Option<u16>,
+    /// Deliveries made without a transparent socket: the agent-side address of each
+    /// (this node's address and the port it connected from) and the original source.
+    pub deliveries: std::sync::Mutex<std::collections::HashMap<SocketAddr, SocketAddr>>,
     /// Connections from programs on this node intercepted and handed to another agent.
     pub outgoing: AtomicU64,
     /// Intercepted connections delivered to programs on this node.
@@ -56,7 +72,7 @@ impl Interception {
     /// Install the rules for the current directory (replacing leftovers of a crash).
     pub fn install(&self, agent: &Agent) -> Result<(), netfilter::RulesError> {
         let stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        if *stopped {
+        if *stopped || !self.kernel {
             return Ok(());
         }
         netfilter::install(&self.redirect(agent))
@@ -65,7 +81,7 @@ impl Interception {
     /// Rewrite the rules after the directory changed (blocking: runs `nft`).
     pub fn update(&self, agent: &Agent) -> Result<(), netfilter::RulesError> {
         let stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        if *stopped {
+        if *stopped || !self.kernel {
             return Ok(());
         }
         netfilter::update(&self.redirect(agent))
@@ -75,13 +91,18 @@ impl Interception {
     pub fn stop(&self) {
         let mut stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
         *stopped = true;
-        netfilter::remove();
+        if self.kernel {
+            netfilter::remove();
+        }
     }
 
-    /// Interception accepting redirected connections on `port` of 127.0.0.1.
-    pub fn new(port: u16) -> Interception {
+    /// Interception accepting redirected connections on `port` of 127.0.0.1 (kernel
+    /// redirect) and/or the preload library's on `preload_port`.
+    pub fn new(kernel_port: Option<u16>, preload_port: Option<u16>) -> Interception {
         Interception {
-            port,
+            kernel: kernel_port.is_some(),
+            port: kernel_port.unwrap_or(0),
+            preload_port,
             ..Interception::default()
         }
     }
@@ -152,8 +173,8 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut shutdown: Shutd
     }
 }
 
-/// Carry one intercepted connection from a program on this node (`src`) to its original
-/// destination on another node, through both agents' links.
+/// Carry one connection the kernel redirected, from a program on this node (`src`) to
+/// its original destination on another node, through both agents' links.
 pub async fn carry_outgoing(
     agent: Arc<Agent>,
     client: TcpStream,
@@ -163,56 +184,90 @@ pub async fn carry_outgoing(
         return Ok(());
     };
     client.set_nodelay(true)?;
-    let refuse = |client: &TcpStream, why: String| {
-        state.failed.fetch_add(1, Ordering::Relaxed);
-        agent.limits.warn_refusal(format_args!("{why}"));
-        crate::transport::socket::reset_on_close(client.as_raw_fd());
-    };
-    let Some(_permit) = agent.limits.forwarded.try_enter(None) else {
-        agent.limits.note_refused();
-        refuse(
-            &client,
-            "intercepted connection refused: too many at once".into(),
-        );
-        return Ok(());
-    };
     let dst = match sockopt::original_destination(&client) {
         Ok(d) => d,
         Err(e) => {
-            refuse(
-                &client,
-                format!(
-                    "a connection to the interception port from {src} was not redirected ({e})"
-                ),
-            );
+            state.failed.fetch_add(1, Ordering::Relaxed);
+            agent.limits.warn_refusal(format_args!(
+                "a connection to the interception port from {src} was not redirected ({e})"
+            ));
+            crate::transport::socket::reset_on_close(client.as_raw_fd());
             return Ok(());
         }
     };
-    let Some(node) = agent
-        .directory
-        .node_at(dst.ip())
-        .filter(|n| *n != agent.node)
-    else {
-        refuse(
-            &client,
-            format!("intercepted connection to {dst}: no other node has that address"),
-        );
-        return Ok(());
-    };
-    match peer::dial(&agent, &node, PeerWant::Intercepted { src, dst }).await {
-        Ok(peer_stream) => {
-            state.outgoing.fetch_add(1, Ordering::Relaxed);
-            debug!(%src, %dst, %node, "intercepted connection");
-            peer::carry(&agent, Conn::Tcp(client), peer_stream).await
-        }
-        Err(e) => {
-            // The program sees a reset: the closest a plain TCP program can get to the error.
-            refuse(
-                &client,
-                format!("intercepted connection {src} -> {dst}: {e}"),
-            );
+    match open(&agent, src, dst).await {
+        Ok(opened) => opened.carry(&agent, client).await,
+        Err(_) => {
+            // The program sees a reset: the closest a redirected connection can get to the
+            // error (it was accepted by the kernel before anyone knew).
+            crate::transport::socket::reset_on_close(client.as_raw_fd());
             Ok(())
         }
+    }
+}
+
+/// An intercepted connection whose far side is connected: the stream to the destination
+/// node's agent, and the permit that counts it.
+pub struct Opened {
+    peer: TcpStream,
+    _permit: crate::limits::Permit,
+}
+
+impl Opened {
+    /// Copy between the program's socket and the destination's agent until both close.
+    pub async fn carry(self, agent: &Agent, client: TcpStream) -> std::io::Result<()> {
+        client.set_nodelay(true)?;
+        let r = peer::carry(agent, Conn::Tcp(client), self.peer).await;
+        drop(self._permit);
+        r
+    }
+}
+
+/// Open an intercepted connection from `src` (a program on this node) to `dst` (a
+/// program on another node) through that node's agent: the one path for the kernel
+/// redirect and the preload library. Counts it; a failure is counted, logged (rate
+/// limited) and returned with the code that says what a direct connection would have met.
+pub async fn open(agent: &Agent, src: SocketAddr, dst: SocketAddr) -> Result<Opened, WireError> {
+    let Some(state) = agent.intercept.as_ref() else {
+        return Err(WireError::new(
+            Code::Forbidden,
+            "this agent does not intercept connections",
+        ));
+    };
+    let failed = |e: WireError| {
+        state.failed.fetch_add(1, Ordering::Relaxed);
+        agent
+            .limits
+            .warn_refusal(format_args!("intercepted connection {src} -> {dst}: {e}"));
+        e
+    };
+    let Some(permit) = agent.limits.forwarded.try_enter(None) else {
+        agent.limits.note_refused();
+        return Err(failed(WireError::new(
+            Code::Busy,
+            "too many intercepted connections at once",
+        )));
+    };
+    let Some(node) = agent
+        .directory
+        .node_at(dst.ip().to_canonical())
+        .filter(|n| *n != agent.node)
+    else {
+        return Err(failed(WireError::new(
+            Code::UnknownNode,
+            format!("no other node has the address {}", dst.ip()),
+        )));
+    };
+    match peer::dial(agent, &node, PeerWant::Intercepted { src, dst }).await {
+        Ok(peer) => {
+            state.outgoing.fetch_add(1, Ordering::Relaxed);
+            debug!(%src, %dst, %node, "intercepted connection");
+            Ok(Opened {
+                peer,
+                _permit: permit,
+            })
+        }
+        Err(e) => Err(failed(e)),
     }
 }
 
@@ -223,13 +278,13 @@ pub const FIRST_PORT: u16 = 1024;
 /// On the receiving node: check an intercepted connection's addresses and connect to its
 /// destination from its original source. `src_node` has proved it holds the token and
 /// dialed from `peer` (its data connection's address).
-pub async fn deliver(
-    agent: &Agent,
+pub async fn deliver<'a>(
+    agent: &'a Agent,
     src_node: &str,
     peer: std::net::IpAddr,
     src: SocketAddr,
     dst: SocketAddr,
-) -> Result<TcpStream, WireError> {
+) -> Result<(TcpStream, Option<Forget<'a>>), WireError> {
     let canonical = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
     let (src, dst) = (canonical(src), canonical(dst));
     let Some(state) = agent.intercept.as_ref() else {
@@ -244,7 +299,7 @@ pub async fn deliver(
     let src_ip = agent.directory.data_addr(src_node)?.ip().to_canonical();
     // The source is the dialing agent's own address, the one it dialed from: nobody can
     // make this node's programs see a connection from an address of their choosing.
-    if src.ip() != src_ip || peer.to_canonical() != src_ip || !src.is_ipv4() {
+    if src.ip() != src_ip || peer.to_canonical() != src_ip || (state.kernel && !src.is_ipv4()) {
         return Err(WireError::new(
             Code::Forbidden,
             format!("an intercepted connection from node `{src_node}` must come from its address {src_ip}, and be handed over from there (source {src}, handed over from {peer})"),
@@ -267,12 +322,9 @@ pub async fn deliver(
             ),
         ));
     }
-    let unreachable = |e: String| {
-        WireError::new(
-            Code::TargetUnreachable,
-            format!("cannot connect to {dst} from {src}: {e}"),
-        )
-    };
+    if !state.kernel {
+        return deliver_from_here(state, src, dst).await;
+    }
     let connect = async {
         let socket = TcpSocket::new_v4()?;
         sockopt::set_transparent(&socket)?;
@@ -288,9 +340,96 @@ pub async fn deliver(
     };
     let conn = tokio::time::timeout(CONNECT_TIMEOUT, connect)
         .await
-        .map_err(|_| unreachable("timed out".into()))?
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|_| unreachable(src, dst, None))?
+        .map_err(|e| unreachable(src, dst, Some(e)))?;
     let _ = conn.set_nodelay(true);
     state.incoming.fetch_add(1, Ordering::Relaxed);
-    Ok(conn)
+    Ok((conn, None))
+}
+
+/// Why a delivery's connect failed, with the code that tells the sending side which errno
+/// a direct connection would have given (`None`: timed out).
+fn unreachable(src: SocketAddr, dst: SocketAddr, e: Option<std::io::Error>) -> WireError {
+    let code = match &e {
+        None => Code::TargetTimedOut,
+        Some(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Code::TargetRefused,
+        Some(_) => Code::TargetUnreachable,
+    };
+    let why = e.map_or("timed out".to_string(), |e| e.to_string());
+    WireError::new(code, format!("cannot connect to {dst} from {src}: {why}"))
+}
+
+/// Deliver without a transparent socket (preload mode, no root): connect from this node's
+/// own address and remember, for the preload library in the receiving program, which
+/// original source that connection stands for. Only a listener of this agent's own user
+/// may be reached this way (any user when the agent runs as root, as the kernel redirect
+/// reaches any program): the connection comes from this host's address, which no other
+/// user's service should be made to see for a remote program.
+async fn deliver_from_here<'a>(
+    state: &'a Interception,
+    src: SocketAddr,
+    dst: SocketAddr,
+) -> Result<(TcpStream, Option<Forget<'a>>), WireError> {
+    let me = nix::unistd::geteuid().as_raw();
+    let owner = tokio::task::spawn_blocking(move || proc_net::listener_owner(dst))
+        .await
+        .map_err(|e| WireError::new(Code::Internal, e.to_string()))?;
+    match owner {
+        None => {
+            return Err(unreachable(
+                src,
+                dst,
+                Some(std::io::ErrorKind::ConnectionRefused.into()),
+            ))
+        }
+        Some(uid) if me != 0 && uid != me => {
+            return Err(WireError::new(
+                Code::Forbidden,
+                format!(
+                    "{dst} belongs to another user (uid {uid}): this agent (uid {me}) delivers intercepted connections only to its own user's programs"
+                ),
+            ))
+        }
+        Some(_) => {}
+    }
+    let socket = if dst.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(|e| unreachable(src, dst, Some(e)))?;
+    socket
+        .bind(SocketAddr::new(dst.ip(), 0))
+        .map_err(|e| unreachable(src, dst, Some(e)))?;
+    let via = socket
+        .local_addr()
+        .map_err(|e| unreachable(src, dst, Some(e)))?;
+    // Known before the program can accept: its library asks at once.
+    let table = || state.deliveries.lock().unwrap_or_else(|e| e.into_inner());
+    table().insert(via, src);
+    let forget = Forget { state, via };
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(dst))
+        .await
+        .map_err(|_| unreachable(src, dst, None))?
+        .map_err(|e| unreachable(src, dst, Some(e)))?;
+    let _ = conn.set_nodelay(true);
+    state.incoming.fetch_add(1, Ordering::Relaxed);
+    Ok((conn, Some(forget)))
+}
+
+/// A delivery's entry in the table, removed when the delivery fails or its connection
+/// ends (held while the connection is carried).
+pub struct Forget<'a> {
+    state: &'a Interception,
+    via: SocketAddr,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.state
+            .deliveries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.via);
+    }
 }

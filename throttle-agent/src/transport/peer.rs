@@ -193,11 +193,13 @@ async fn handle(
                 Ok(a) => a.ip(),
                 Err(e) => return Err(e),
             };
-            let conn = match crate::intercept::deliver(&agent, &req.src_node, peer, src, dst).await
-            {
-                Ok(c) => c,
-                Err(e) => return refuse(&mut stream, e).await,
-            };
+            // `_delivery` keeps the preload library's record of the original source for as
+            // long as the connection is carried.
+            let (conn, _delivery) =
+                match crate::intercept::deliver(&agent, &req.src_node, peer, src, dst).await {
+                    Ok(c) => c,
+                    Err(e) => return refuse(&mut stream, e).await,
+                };
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             carry(&agent, Conn::Tcp(conn), stream).await
         }

@@ -133,6 +133,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         agent_args: vec!["--threads".into(), "1".into()],
         tls: false,
         netns: None,
+        intercept: crate::intercept::Mode::Kernel,
     };
     local_cluster::up(&up, &cluster_path)?;
     let _down = Down(cluster_path.clone());

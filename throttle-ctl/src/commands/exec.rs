@@ -6,6 +6,12 @@
 //! exec"` calls `AGENT HOST orted -mca ess "env" ...`, quoting meant for a remote shell).
 //! NODE is a node's name (`n0`) or its address (hostfiles often list addresses). The
 //! command replaces this process (exec), so its exit status and signals are its own.
+//!
+//! In a cluster whose agents serve the preload library (`local up --intercept preload`),
+//! or with `--intercept preload` or `THROTTLE_INTERCEPT=preload`, the command runs with
+//! the library in `LD_PRELOAD` (and `THROTTLE_PRELOAD_LIB` naming it), so its
+//! connections to other nodes go through the agents; the variables pass on to whatever
+//! it starts (mpirun's daemons and their ranks).
 
 use anyhow::{anyhow, bail};
 use clap::Args as ClapArgs;
@@ -18,6 +24,10 @@ use super::{Context, Exit};
     after_help = "Examples:\n  throttle-ctl exec n0 -- iperf3 -s -B 198.18.0.1\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nThe command runs in the node's network namespace (so it needs root), with this\nprocess's environment and working directory, and TMPDIR set to the node's own\ntemporary directory in the cluster's state directory (as on separate hosts).\nSet THROTTLE_CLUSTER to an absolute path when the command runs elsewhere (mpirun's\ndaemons call exec again from the nodes)."
 )]
 pub struct Args {
+    /// Load the preload library into the command (`preload`), or not (`kernel`: the
+    /// kernel redirect needs nothing) [default: THROTTLE_INTERCEPT, else the cluster's].
+    #[arg(long, value_enum, value_name = "MODE")]
+    intercept: Option<crate::intercept::Mode>,
     /// The node: its name in the cluster file, or its address.
     node: String,
     /// The command and its arguments, joined with spaces and run by /bin/sh -c (as ssh
@@ -72,6 +82,22 @@ impl Args {
         cmd.arg("-c").arg(&line);
         if let Some(t) = &tmp {
             cmd.env("TMPDIR", t);
+        }
+        let mode = match (self.intercept, std::env::var(crate::intercept::ENV)) {
+            (Some(m), _) => m,
+            (None, Ok(v)) if !v.is_empty() => crate::intercept::Mode::parse(&v)
+                .map_err(|e| anyhow!("{}: {e}", crate::intercept::ENV))?,
+            _ => cluster
+                .file
+                .namespaces
+                .as_ref()
+                .map_or(crate::intercept::Mode::Kernel, |n| n.intercept),
+        };
+        if mode == crate::intercept::Mode::Preload {
+            let lib = crate::intercept::library()?;
+            cmd.env("LD_PRELOAD", crate::intercept::ld_preload_with(&lib))
+                .env(crate::intercept::LIB_ENV, &lib)
+                .env(crate::intercept::ENV, "preload");
         }
         let e = cmd.exec();
         Err(anyhow!(

@@ -57,6 +57,12 @@ enum LocalCommand {
         /// The /24 of 198.18.0.0/15 for namespace hosts [default: the first one unused here].
         #[arg(long, requires = "netns", value_name = "198.18.S.0/24")]
         subnet: Option<String>,
+        /// How namespace hosts' agents intercept programs' connections: kernel (nftables
+        /// redirect, delivered from the original source) or preload (the LD_PRELOAD
+        /// library, which `throttle-ctl exec` then loads into every command: the path for
+        /// clusters without root).
+        #[arg(long, requires = "netns", value_enum, default_value = "kernel")]
+        intercept: crate::intercept::Mode,
         /// Print the cluster as JSON instead of the cluster file.
         #[arg(long)]
         json: bool,
@@ -83,6 +89,7 @@ impl Args {
                 tls,
                 netns,
                 subnet,
+                intercept,
                 json,
             } => {
                 let netns = match (netns, subnet) {
@@ -111,6 +118,7 @@ impl Args {
                     ],
                     tls,
                     netns,
+                    intercept,
                 };
                 let cluster = local_cluster::up(&req, &ctx.cluster_path)?;
                 if json {

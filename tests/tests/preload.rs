@@ -1,0 +1,240 @@
+//! The preload library end to end: namespace hosts whose agents serve the library
+//! (`local up --netns --intercept preload`: no nftables rules anywhere), unmodified
+//! programs started with `throttle-ctl exec` (which loads the library), and Open MPI.
+//! They need root for the namespaces (CI runs as root) and skip with a message otherwise.
+
+use std::process::{Command, Output};
+
+use throttle_tests::namespace::*;
+use throttle_tests::{bin_dir, ctl, exe, Scratch};
+
+fn probe() -> String {
+    bin_dir().join("preload_probe").display().to_string()
+}
+
+/// `throttle-ctl exec NODE -- preload_probe ARGS` with `env`.
+fn exec(s: &Scratch, node: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(exe());
+    cmd.args(["exec", node, "--", &probe()])
+        .args(args)
+        .current_dir(&s.0)
+        .env("THROTTLE_CLUSTER", s.0.join("throttle-cluster.toml"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+/// Start the probe's server in `node` on `addr`; it answers one connection.
+fn serve(s: &Scratch, node: &str, addr: &str, env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = Command::new(exe());
+    cmd.args(["exec", node, "--", &probe(), "serve", addr])
+        .current_dir(&s.0)
+        .env("THROTTLE_CLUSTER", s.0.join("throttle-cluster.toml"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    // Wait for its `listening=` line.
+    let mut out = child.stdout.take().unwrap();
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while std::io::Read::read(&mut out, &mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
+        line.push(byte[0]);
+    }
+    assert!(
+        String::from_utf8_lossy(&line).starts_with("listening="),
+        "the probe server did not start: {}",
+        String::from_utf8_lossy(&line)
+    );
+    child.stdout = Some(out);
+    child
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn preloaded_programs_go_through_the_agents_and_see_their_real_peers() {
+    let test = "preloaded_programs_go_through_the_agents_and_see_their_real_peers";
+    if !can_run(test) {
+        return;
+    }
+    let _serial = serial();
+    let s = up_netns_with("preload", 2, "198.18.64.0/24", &["--intercept", "preload"]);
+    // No kernel rules: the library is the only way in.
+    for n in 0..2 {
+        let ns = netns_of(&s.0, n);
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns, "nft", "list", "tables"])
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("throttle"),
+            "node {n} has nftables rules: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let status = status_json(&s.0);
+    assert_eq!(status[0]["intercepted"]["preload_port"], 7602, "{status}");
+    assert_eq!(status[0]["intercepted"]["kernel"], false, "{status}");
+
+    // Blocking and non-blocking connects, and a child started by fork and exec.
+    let mut delivered = 0;
+    for (i, mode) in [&["connect"][..], &["connect", "nonblocking"], &["spawn"]]
+        .iter()
+        .enumerate()
+    {
+        let port = format!("{}", 6000 + i);
+        let server = serve(&s, "n1", &format!("198.18.64.2:{port}"), &[]);
+        let dst = format!("198.18.64.2:{port}");
+        let mut args = vec![mode[0], dst.as_str()];
+        args.extend_from_slice(&mode[1..]);
+        let client = exec(&s, "n0", &args, &[]);
+        let server = server.wait_with_output().unwrap();
+        let (c, sv) = (text(&client), text(&server));
+        assert!(client.status.success(), "{mode:?}: {c}\nserver: {sv}");
+        assert!(c.contains("echo=ok"), "{mode:?}: {c}");
+        assert!(
+            c.contains(&format!("peer={dst}")),
+            "{mode:?}: the client's getpeername names the server: {c}"
+        );
+        // The server sees the client's own address and port, in accept and getpeername.
+        let local = c
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("local="))
+            .unwrap();
+        assert!(local.starts_with("198.18.64.1:"), "{mode:?}: {c}");
+        assert!(
+            sv.contains(&format!("accepted={local} getpeername={local}")),
+            "{mode:?}: the server sees the client ({local}): {sv}"
+        );
+        delivered += 1;
+    }
+    assert_eq!(intercepted(&s.0, 0, "outgoing"), delivered);
+    assert_eq!(intercepted(&s.0, 1, "incoming"), delivered);
+
+    // Without the receiver-side rewrite, the server sees the agent's connection from its
+    // own node's address: what Open MPI refuses. The rewrite is what makes it right.
+    let server = serve(
+        &s,
+        "n1",
+        "198.18.64.2:6100",
+        &[("THROTTLE_PRELOAD_PEER_REWRITE", "0")],
+    );
+    let client = exec(&s, "n0", &["connect", "198.18.64.2:6100"], &[]);
+    let sv = text(&server.wait_with_output().unwrap());
+    assert!(client.status.success(), "{}", text(&client));
+    assert!(
+        sv.contains("accepted=198.18.64.2:"),
+        "without the rewrite the peer is the receiving node itself: {sv}"
+    );
+
+    // Nothing listens there: the errno a direct connect would give, blocking or not.
+    for mode in [&["connect"][..], &["connect", "nonblocking"]] {
+        let mut args = vec![mode[0], "198.18.64.2:6200"];
+        args.extend_from_slice(&mode[1..]);
+        let c = text(&exec(&s, "n0", &args, &[]));
+        assert!(c.contains("error=ECONNREFUSED"), "{mode:?}: {c}");
+    }
+
+    // No agent where the library looks: it says so, and the program still runs (direct,
+    // unthrottled, uncounted).
+    let before = intercepted(&s.0, 0, "outgoing");
+    let server = serve(&s, "n1", "198.18.64.2:6300", &[]);
+    let client = exec(
+        &s,
+        "n0",
+        &["connect", "198.18.64.2:6300"],
+        &[("THROTTLE_PRELOAD_AGENT", "127.0.0.1:1")],
+    );
+    server.wait_with_output().unwrap();
+    let c = text(&client);
+    assert!(client.status.success() && c.contains("echo=ok"), "{c}");
+    assert!(c.contains("NOT throttled"), "a visible warning: {c}");
+    assert_eq!(intercepted(&s.0, 0, "outgoing"), before);
+}
+
+/// The acceptance test: the MPI program of the kernel redirect's test across four
+/// namespace hosts with the preload library only (no nftables rules): correct results,
+/// every byte between nodes through the agents, slower as the bandwidth drops; and Open
+/// MPI refuses the connections when the receiver-side rewrite is off.
+#[test]
+fn open_mpi_runs_with_the_preload_library_alone() {
+    let test = "open_mpi_runs_with_the_preload_library_alone";
+    if !can_run(test) || !have_mpi(test) {
+        return;
+    }
+    let _serial = serial();
+    let subnet = "198.18.65.0/24";
+    let s = up_netns_with("preload-mpi", 4, subnet, &["--intercept", "preload"]);
+    build_mpi(&s, subnet, 4);
+    const BYTES: u64 = 8 << 20;
+    let bytes = BYTES.to_string();
+    let run = |pct: &str| -> String {
+        mpi_run(&s, subnet, 4, &["./mpitest", &bytes], pct, &[], 120)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let egress = || -> u64 {
+        (0..4)
+            .map(|n| status_json(&s.0)[n]["egress"]["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let before = egress();
+    let full = run("unlimited");
+    let slow = run("10");
+    for line in [&full, &slow] {
+        assert_eq!(field(line, "ranks"), "4");
+        assert_eq!(field(line, "data"), "ok", "{line}");
+        assert_eq!(field(line, "allreduce"), "ok", "{line}");
+    }
+    let carried = egress() - before;
+    assert!(
+        carried >= 2 * BYTES,
+        "the agents carried {carried} bytes, the program sent at least {}",
+        2 * BYTES
+    );
+    let outgoing: u64 = (0..4).map(|n| intercepted(&s.0, n, "outgoing")).sum();
+    let incoming: u64 = (0..4).map(|n| intercepted(&s.0, n, "incoming")).sum();
+    assert!(outgoing >= 3, "{outgoing} intercepted connections");
+    assert_eq!(outgoing, incoming);
+    let slow_rate: f64 = field(&slow, "rate_Bps").parse().unwrap();
+    assert!(
+        slow_rate < 12.5e6 * 1.15 && slow_rate > 12.5e6 * 0.5,
+        "MPI bandwidth loop at 10%: {:.2} MB/s, set to 12.5 MB/s ({slow})",
+        slow_rate / 1e6
+    );
+    let (t_full, t_slow): (f64, f64) = (
+        field(&full, "seconds").parse().unwrap(),
+        field(&slow, "seconds").parse().unwrap(),
+    );
+    assert!(
+        t_slow > 2.0 * t_full,
+        "unlimited {t_full} s, 10% {t_slow} s"
+    );
+
+    // The receiver-side rewrite off: Open MPI sees connections from the receiving node's
+    // own address, not the peer's, and drops them.
+    let refused = mpi_run(
+        &s,
+        subnet,
+        2,
+        &["./mpitest", "1000000"],
+        "unlimited",
+        &[("THROTTLE_PRELOAD_PEER_REWRITE", "0")],
+        // It hangs after saying so.
+        15,
+    );
+    match refused {
+        Ok(line) => panic!("Open MPI ran without the rewrite: {line}"),
+        Err(e) => assert!(e.contains("Known IPs of peer"), "{e}"),
+    }
+    let _ = ctl(&s.0, &["set", "unlimited"]);
+}

@@ -1,0 +1,202 @@
+//! The preload port: where the preload library in unmodified programs hands over their
+//! connections to other nodes (no root needed on either side).
+//!
+//! The library connects the program's own socket here (127.0.0.1 or ::1, from the
+//! program's source address) and sends a [`Request`]; see [`throttle_proto::preload`].
+//! Only the agent's own user's programs are served (the client socket's owner is read
+//! from `/proc/net/tcp`), unless the agent runs as root. The source carried to the other
+//! node is the client socket's address as the kernel reports it, never a claim of the
+//! library's: no program can make another node's programs see a source it does not own.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{debug, warn};
+
+use throttle_proto::preload::{ConnectReply, NodeList, PeerReply, Request, REQUEST_LEN};
+
+use super::proc_net;
+use crate::shutdown::Shutdown;
+use crate::state::Agent;
+use crate::transport::wire::Code;
+
+/// How long a client may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Accept the preload library's connections until shutdown.
+pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut shutdown: Shutdown) {
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((client, from)) => {
+                    let agent = agent.clone();
+                    let local = match client.local_addr() {
+                        Ok(a) => a,
+                        Err(_) => continue,
+                    };
+                    tokio::spawn(async move {
+                        if let Err(e) = handle(agent, client, from, local).await {
+                            debug!(%from, error = %e, "preload connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    warn!(error = %e, "accept on the preload port failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
+
+/// The errno a program's `connect()` gets for a failure the agents met.
+pub fn errno_for(code: Code) -> i32 {
+    match code {
+        Code::TargetRefused => libc::ECONNREFUSED,
+        Code::TargetTimedOut => libc::ETIMEDOUT,
+        Code::Forbidden | Code::Unauthorized => libc::EACCES,
+        Code::Busy | Code::Refused => libc::EAGAIN,
+        _ => libc::EHOSTUNREACH,
+    }
+}
+
+async fn handle(
+    agent: Arc<Agent>,
+    mut client: TcpStream,
+    from: SocketAddr,
+    local: SocketAddr,
+) -> std::io::Result<()> {
+    let Some(state) = agent.intercept.as_ref() else {
+        return Ok(());
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    if me != 0 {
+        let owner = tokio::task::spawn_blocking(move || proc_net::connection_owner(from, local))
+            .await
+            .ok()
+            .flatten();
+        if owner != Some(me) {
+            agent.limits.warn_refusal(format_args!(
+                "preload connection from {from} refused: its socket belongs to uid {owner:?}, this agent serves uid {me} only"
+            ));
+            crate::transport::socket::reset_on_close(client.as_raw_fd());
+            return Ok(());
+        }
+    }
+    let mut buf = [0u8; REQUEST_LEN];
+    match tokio::time::timeout(REQUEST_TIMEOUT, client.read_exact(&mut buf)).await {
+        Ok(Ok(_)) => {}
+        _ => return Ok(()),
+    }
+    let request = match Request::decode(&buf) {
+        Ok(r) => r,
+        Err(e) => {
+            agent
+                .limits
+                .warn_refusal(format_args!("bad preload request from {from}: {e}"));
+            crate::transport::socket::reset_on_close(client.as_raw_fd());
+            return Ok(());
+        }
+    };
+    match request {
+        Request::Nodes => client.write_all(&node_list(&agent).encode()).await,
+        Request::Peer { via } => {
+            let via = SocketAddr::new(via.ip().to_canonical(), via.port());
+            let src = state
+                .deliveries
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&via)
+                .copied();
+            client.write_all(&PeerReply { src }.encode()).await
+        }
+        Request::Connect { dst } => {
+            let dst = SocketAddr::new(dst.ip().to_canonical(), dst.port());
+            // The program's own address, as the kernel saw it connect. A socket bound to
+            // the wildcard address with a port reaches us from loopback: that port on this
+            // node's address is the same reservation.
+            let src_ip = match from.ip().to_canonical() {
+                ip if ip.is_loopback() => agent.data_addr.ip().to_canonical(),
+                ip => ip,
+            };
+            let src = SocketAddr::new(src_ip, from.port());
+            let list = node_list(&agent);
+            if !list.intercepts(dst) {
+                state
+                    .failed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                agent.limits.warn_refusal(format_args!(
+                    "preload connection {src} -> {dst} refused: not another node's program port"
+                ));
+                client
+                    .write_all(
+                        &ConnectReply {
+                            errno: libc::EHOSTUNREACH,
+                        }
+                        .encode(),
+                    )
+                    .await?;
+                crate::transport::socket::reset_on_close(client.as_raw_fd());
+                return Ok(());
+            }
+            match super::open(&agent, src, dst).await {
+                Ok(opened) => {
+                    client
+                        .write_all(&ConnectReply { errno: 0 }.encode())
+                        .await?;
+                    opened.carry(&agent, client).await
+                }
+                Err(e) => {
+                    client
+                        .write_all(
+                            &ConnectReply {
+                                errno: errno_for(e.code),
+                            }
+                            .encode(),
+                        )
+                        .await?;
+                    crate::transport::socket::reset_on_close(client.as_raw_fd());
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+/// What the library sends through the agent: every other node's data address (IPv4 and
+/// IPv6) except their agents' ports, and this node's address for deliveries.
+pub fn node_list(agent: &Agent) -> NodeList {
+    let own = agent.data_addr.ip().to_canonical();
+    let mut list = NodeList {
+        own: Some(own),
+        ..NodeList::default()
+    };
+    for n in agent.directory.nodes() {
+        if n.name == agent.node {
+            continue;
+        }
+        let ip = n.data.ip().to_canonical();
+        if ip == own || ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+            continue;
+        }
+        if let IpAddr::V4(v4) = ip {
+            if v4.is_broadcast() {
+                continue;
+            }
+        }
+        list.nodes.push(ip);
+        list.exempt.push(SocketAddr::new(ip, n.data.port()));
+        list.exempt
+            .push(SocketAddr::new(ip, agent.control_addr.port()));
+    }
+    list.nodes.sort();
+    list.nodes.dedup();
+    list.exempt.sort();
+    list.exempt.dedup();
+    list
+}

@@ -1,0 +1,308 @@
+//! throttle-preload: throttle an unmodified program without root.
+//!
+//! Loaded with `LD_PRELOAD=libthrottle_preload.so`, this library puts the program's TCP
+//! connections to other cluster nodes through the agent on its own node, the way the
+//! kernel redirect (`throttle-agent --intercept`) does, but from user space:
+//!
+//! * `connect()` to another node's address (the agent's node list says which; ports from
+//!   1024 up, never an agent's own ports) binds the socket to the source address the
+//!   kernel would have chosen (unless the program bound one), connects it to the agent's
+//!   preload port on loopback instead and hands over the destination. The agents carry it
+//!   like any intercepted connection and answer with the errno a direct connect would
+//!   have met. A blocking `connect()` returns it; a non-blocking one returns EINPROGRESS,
+//!   the socket turns writable, and `SO_ERROR` reports it (0 on success).
+//! * `getpeername()` on such a socket answers the destination, not the agent;
+//!   `getsockname()` needs nothing: the socket really has the program's source address.
+//! * `accept()`/`accept4()` of a connection the agent delivered (it comes from this
+//!   node's own address) ask the agent for the original source and report it, as do
+//!   later `getpeername()` calls: Open MPI drops connections from unexpected addresses.
+//! * Everything else (other families, UDP, loopback and non-cluster addresses, a missing
+//!   agent) goes straight to the C library. Without an agent the program runs unthrottled
+//!   and the library says so once on stderr.
+//!
+//! What it cannot see: static binaries, raw system calls, io_uring. Settings, from the
+//! environment: `THROTTLE_PRELOAD_AGENT` (the preload port, `127.0.0.1:7602`),
+//! `THROTTLE_PRELOAD_QUIET=1` (no warning), `THROTTLE_PRELOAD_PEER_REWRITE=0` (report the
+//! agent as the peer of delivered connections: a diagnostic that shows why the rewrite is
+//! needed).
+
+pub mod agent;
+pub mod real;
+pub mod sockaddr;
+pub mod table;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use libc::{c_int, c_void, sockaddr as c_sockaddr, socklen_t};
+
+use crate::real::real;
+use crate::table::Record;
+
+fn set_errno(e: i32) {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+fn fail(e: i32) -> c_int {
+    set_errno(e);
+    -1
+}
+
+fn flag(name: &str) -> Option<bool> {
+    std::env::var(name)
+        .ok()
+        .map(|v| !matches!(v.as_str(), "0" | "" | "no" | "false"))
+}
+
+/// Say once per process that connections are not throttled, and why.
+fn warn_once(why: &str) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let msg = format!(
+        "throttle-preload: no agent at {} ({why}): this program's connections to other nodes are NOT throttled (start the agents with --preload, or set THROTTLE_PRELOAD_AGENT)\n",
+        agent::address()
+    );
+    // SAFETY: writing a valid buffer to stderr.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+fn int_opt(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
+    let mut v: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: an int-sized option into an int.
+    let r = unsafe {
+        (real().getsockopt)(
+            fd,
+            level,
+            name,
+            &mut v as *mut c_int as *mut c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(v)
+}
+
+/// The source address the kernel would give a connection from a socket of `family` to
+/// `dst` (a connected UDP socket shows it without sending anything).
+fn route_source(family: c_int, dst: SocketAddr) -> Option<SocketAddr> {
+    // SAFETY: plain socket calls on a descriptor of our own, closed before returning.
+    unsafe {
+        let fd = libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let (st, len) = sockaddr::to_c(sockaddr::for_family(dst, family));
+        let ok = (real().connect)(fd, &st as *const _ as *const c_sockaddr, len) == 0;
+        let src = if ok { sockaddr::local(fd) } else { None };
+        (real().close)(fd);
+        src.map(|s| SocketAddr::new(s.ip(), 0))
+    }
+}
+
+/// `connect()` through the agent, or `None` to leave it to the C library.
+fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> Option<c_int> {
+    // SAFETY: the program passed `len` readable bytes at `addr`, as connect requires.
+    let dst = unsafe { sockaddr::read(addr, len) }?;
+    // A second connect on a socket we carry: what the kernel says of a connected socket,
+    // or the failure a non-blocking connect has not yet reported.
+    match table::get(fd) {
+        Some(Record::Connected { .. }) => return Some(fail(libc::EISCONN)),
+        Some(Record::Failed { .. }) => return table::take_error(fd).map(fail),
+        _ => {}
+    }
+    let ip = dst.ip().to_canonical();
+    if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+        return None;
+    }
+    if int_opt(fd, libc::SOL_SOCKET, libc::SO_TYPE)? != libc::SOCK_STREAM
+        || int_opt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? != libc::IPPROTO_TCP
+    {
+        return None;
+    }
+    let nodes = match agent::nodes() {
+        Ok(n) => n,
+        Err(agent::NoAgent(why)) => {
+            warn_once(&why);
+            return None;
+        }
+    };
+    if !nodes.intercepts(dst) {
+        return None;
+    }
+    let family = int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+    // The source: the program's, or the one the kernel would choose for `dst`. The agent
+    // carries the socket's real address, so it must be this node's, not loopback's.
+    let bound = sockaddr::local(fd).is_some_and(|a| a.port() != 0 || !a.ip().is_unspecified());
+    if !bound {
+        if let Some(src) = route_source(family, dst) {
+            let (st, slen) = sockaddr::to_c(src);
+            // SAFETY: a valid address; a failure leaves the socket unbound, which the
+            // agent handles (it then carries this node's address).
+            unsafe { libc::bind(fd, &st as *const _ as *const c_sockaddr, slen) };
+        }
+    }
+    // SAFETY: reading the descriptor's flags.
+    let nonblocking = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0;
+    match agent::hand_over(fd, agent::address_for(family, dst), dst) {
+        agent::Handover::NoAgent(why) => {
+            warn_once(&why);
+            None
+        }
+        agent::Handover::Answered(0) => {
+            table::put(fd, Record::Connected { peer: dst });
+            Some(if nonblocking {
+                fail(libc::EINPROGRESS)
+            } else {
+                0
+            })
+        }
+        agent::Handover::Answered(errno) => {
+            if nonblocking {
+                table::put(fd, Record::Failed { errno });
+                Some(fail(libc::EINPROGRESS))
+            } else {
+                Some(fail(errno))
+            }
+        }
+    }
+}
+
+/// After a successful accept: a connection the agent delivered reports its original
+/// source (in `addr`, and later in `getpeername`).
+fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) {
+    if flag("THROTTLE_PRELOAD_PEER_REWRITE") == Some(false) {
+        return;
+    }
+    let Some(via) = sockaddr::peer(conn) else {
+        return;
+    };
+    // Deliveries come from this node's own address; anything else is left alone without
+    // asking the agent, and so are connections from the agent's own loopback address
+    // (never a delivery, and in a process that is itself preloaded and accepts there,
+    // asking would wait on itself).
+    if via.ip().to_canonical() == agent::address().ip().to_canonical() {
+        return;
+    }
+    let nodes = agent::cached_nodes().or_else(|| agent::nodes().ok());
+    let Some(own) = nodes.and_then(|n| n.own) else {
+        return;
+    };
+    if via.ip().to_canonical() != own {
+        return;
+    }
+    let Ok(Some(src)) = agent::peer_of(via) else {
+        return;
+    };
+    let family = int_opt(conn, libc::SOL_SOCKET, libc::SO_DOMAIN).unwrap_or(libc::AF_INET);
+    let src = sockaddr::for_family(src, family);
+    table::put(conn, Record::Accepted { peer: src });
+    // SAFETY: the program gave accept these buffers.
+    unsafe { sockaddr::write(src, addr, len) };
+}
+
+/// # Safety
+/// As `connect(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> c_int {
+    match intercept_connect(fd, addr, len) {
+        Some(r) => r,
+        None => (real().connect)(fd, addr, len),
+    }
+}
+
+/// # Safety
+/// As `accept(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) -> c_int {
+    let conn = (real().accept)(fd, addr, len);
+    if conn >= 0 {
+        let saved = *libc::__errno_location();
+        after_accept(conn, addr, len);
+        set_errno(saved);
+    }
+    conn
+}
+
+/// # Safety
+/// As `accept4(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut c_sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> c_int {
+    let conn = (real().accept4)(fd, addr, len, flags);
+    if conn >= 0 {
+        let saved = *libc::__errno_location();
+        after_accept(conn, addr, len);
+        set_errno(saved);
+    }
+    conn
+}
+
+/// # Safety
+/// As `getpeername(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn getpeername(
+    fd: c_int,
+    addr: *mut c_sockaddr,
+    len: *mut socklen_t,
+) -> c_int {
+    let r = (real().getpeername)(fd, addr, len);
+    if r == 0 {
+        match table::get(fd) {
+            Some(Record::Connected { peer }) => {
+                let family =
+                    int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN).unwrap_or(libc::AF_INET);
+                sockaddr::write(sockaddr::for_family(peer, family), addr, len);
+            }
+            Some(Record::Accepted { peer }) => sockaddr::write(peer, addr, len),
+            _ => {}
+        }
+    }
+    r
+}
+
+/// # Safety
+/// As `getsockopt(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn getsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    value: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
+    let r = (real().getsockopt)(fd, level, name, value, len);
+    if r == 0
+        && level == libc::SOL_SOCKET
+        && name == libc::SO_ERROR
+        && !value.is_null()
+        && !len.is_null()
+        && *len as usize >= std::mem::size_of::<c_int>()
+    {
+        // A non-blocking connect through the agent that failed: its errno, once (the
+        // real pending error, the agent's reset, was just consumed above).
+        if let Some(e) = table::take_error(fd) {
+            *(value as *mut c_int) = e;
+        }
+    }
+    r
+}
+
+/// # Safety
+/// As `close(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if table::any() {
+        table::forget(fd);
+    }
+    (real().close)(fd)
+}
+
+#[cfg(test)]
+mod tests;
