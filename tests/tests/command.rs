@@ -217,3 +217,30 @@ fn a_sweep_of_a_command_is_stored_and_analyzed() {
     // CTI at 25% = 1.4 / 1.1 - 1 = 27.27%.
     assert!(text.contains("27.27"), "{text}");
 }
+
+#[test]
+fn preload_interception_needs_agents_that_serve_the_library() {
+    // A loopback cluster's agents intercept nothing: asking for the preload library is an
+    // error that names the nodes and the way to start them, before anything runs.
+    let c = up("cmd-preload", 2, "1Gbit", "127.0.24.1");
+    let marker = c.0.join("ran");
+    let out = ctl(
+        &c.0,
+        &[
+            "run",
+            "--nodes",
+            "2",
+            "--intercept",
+            "preload",
+            "--cmd",
+            &format!("touch {}", marker.display()),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("n0, n1 do not serve the preload library") && err.contains("--preload"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the command did not run");
+}

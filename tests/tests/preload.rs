@@ -145,6 +145,36 @@ fn preloaded_programs_go_through_the_agents_and_see_their_real_peers() {
         assert!(c.contains("error=ECONNREFUSED"), "{mode:?}: {c}");
     }
 
+    // `run --cmd --intercept preload`: a command that starts its processes with `exec`
+    // is carried (no warning); one that talks to nowhere is warned about.
+    let probe = probe();
+    let line = format!(
+        "{ctl} exec n1 -- {probe} serve 198.18.64.2:6400 & sleep 1; {ctl} exec n0 -- {probe} connect 198.18.64.2:6400; wait",
+        ctl = exe().display()
+    );
+    let out = ctl(
+        &s.0,
+        &[
+            "run",
+            "--nodes",
+            "2",
+            "--intercept",
+            "preload",
+            "--cmd",
+            &line,
+        ],
+    );
+    let t = text(&out);
+    assert!(out.status.success() && t.contains("echo=ok"), "{t}");
+    assert!(!t.contains("no connection of this command"), "{t}");
+    let out = ctl(&s.0, &["run", "--nodes", "2", "--cmd", "sleep 0.1"]);
+    let t = text(&out);
+    assert!(
+        out.status.success()
+            && t.contains("no connection of this command between nodes went through the agents"),
+        "{t}"
+    );
+
     // No agent where the library looks: it says so, and the program still runs (direct,
     // unthrottled, uncounted).
     let before = intercepted(&s.0, 0, "outgoing");

@@ -194,6 +194,46 @@ pub struct Ended {
     pub output: Vec<String>,
 }
 
+/// Connections the nodes' agents intercepted so far (summed), or `None` when none of
+/// them intercepts (or one cannot be asked).
+fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
+    let mut sum = None;
+    for n in nodes {
+        let status = crate::agent_client::AgentClient::new(cluster, n)
+            .status()
+            .ok()?;
+        if let Some(i) = status.intercepted {
+            *sum.get_or_insert(0) += i.outgoing;
+        }
+    }
+    sum
+}
+
+/// Every node's agent serves the preload library, or an error that says which do not.
+fn check_preload_served(cluster: &Cluster, nodes: &[Node]) -> Result<()> {
+    let mut missing = Vec::new();
+    for n in nodes {
+        let status = crate::agent_client::AgentClient::new(cluster, n)
+            .status()
+            .with_context(|| {
+                format!(
+                    "cannot ask node `{}` whether it serves the preload library",
+                    n.name
+                )
+            })?;
+        if status.intercepted.and_then(|i| i.preload_port).is_none() {
+            missing.push(n.name.to_string());
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "--intercept preload: the agents of {} do not serve the preload library: start them with --preload (namespace hosts: `throttle-ctl local up --netns --intercept preload`)",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// The hostfile line of one node: its own address (namespace hosts) or its agent's.
 fn host_line(node: &Node, ranks_per_node: usize) -> String {
     let addr = node.address.unwrap_or_else(|| node.data.ip());
@@ -216,6 +256,7 @@ pub struct Invocation<'a> {
     pub ranks_per_node: usize,
     pub bw: Pct,
     pub time_limit: Duration,
+    pub intercept: Option<crate::intercept::Mode>,
 }
 
 /// Run the command for `nodes` (already shaped) and wait for it, killing its process
@@ -232,7 +273,15 @@ pub fn run(
         ranks_per_node,
         bw,
         time_limit,
+        intercept,
     } = *inv;
+    let preload = match intercept {
+        Some(crate::intercept::Mode::Preload) => {
+            check_preload_served(cluster, nodes)?;
+            Some(crate::intercept::library()?)
+        }
+        _ => None,
+    };
     let dir = {
         let mut b = [0u8; 6];
         let _ = getrandom::getrandom(&mut b);
@@ -249,12 +298,27 @@ pub fn run(
     let hosts: String = nodes.iter().map(|n| host_line(n, ranks_per_node)).collect();
     std::fs::write(&hostfile, hosts)?;
     let line = template.render(nodes.len(), ranks_per_node, &hostfile, bw);
+    if preload.is_some() {
+        for p in crate::intercept::static_programs(&line) {
+            eprintln!(
+                "warning: {} is statically linked: the preload library cannot reach it, its connections are not throttled",
+                p.display()
+            );
+        }
+    }
+    let intercepted_before = intercepted_outgoing(cluster, nodes);
     // Orphans of the command (daemons, processes in their own groups) become children of
     // this process, not of init, so that they can be found and killed afterwards.
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let spared = children();
     let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
-    let mut child = Command::new("/bin/sh")
+    let mut command = Command::new("/bin/sh");
+    if let Some(lib) = &preload {
+        command
+            .env(crate::intercept::ENV, "preload")
+            .env(crate::intercept::LIB_ENV, lib);
+    }
+    let mut child = command
         .arg("-c")
         .arg(&line)
         .env("THROTTLE_CLUSTER", &cluster_path)
@@ -373,6 +437,16 @@ pub fn run(
         }
     };
     let captured = captured.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let (Some(before), Some(after)) = (intercepted_before, intercepted_outgoing(cluster, nodes))
+    {
+        if nodes.len() > 1 && after == before && killed_why.is_none() {
+            eprintln!(
+                "warning: no connection of this command between nodes went through the agents (intercepted: 0 on {} nodes): its time is not throttled. \
+                 A statically linked program, raw system calls or io_uring escape the preload library; a command that does not start its processes with `throttle-ctl exec` (or LD_PRELOAD) on namespace hosts, or whose processes do not talk over TCP, is not intercepted either",
+                nodes.len()
+            );
+        }
+    }
     let fail = |reason: String, interrupted: bool| Ended {
         ok: false,
         interrupted,

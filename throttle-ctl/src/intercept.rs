@@ -124,6 +124,29 @@ pub fn is_static_elf(path: &std::path::Path) -> Option<bool> {
     Some(true)
 }
 
+/// The words of a shell command line that name statically linked executables (a path
+/// with a `/`, or a program found on PATH): what the preload library cannot reach.
+pub fn static_programs(line: &str) -> Vec<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut out = Vec::new();
+    for word in line.split_whitespace() {
+        let word = word.trim_matches(|c| c == '\'' || c == '"');
+        let found = if word.contains('/') {
+            Some(PathBuf::from(word))
+        } else {
+            std::env::split_paths(&path)
+                .map(|d| d.join(word))
+                .find(|p| p.is_file())
+        };
+        if let Some(p) = found {
+            if p.is_file() && is_static_elf(&p) == Some(true) && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,6 +84,9 @@ pub enum Workload {
     Command {
         command: CommandTemplate,
         time_regex: Option<TimeRegex>,
+        /// Load the preload library into what the command starts through
+        /// `throttle-ctl exec` (`Some(Preload)`), or leave the cluster's way.
+        intercept: Option<crate::intercept::Mode>,
     },
 }
 
@@ -348,6 +351,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         let Workload::Command {
             command,
             time_regex,
+            intercept,
         } = &spec.workload
         else {
             bail!("a workload without a program");
@@ -358,6 +362,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
             ranks_per_node: spec.ranks_per_node,
             bw: spec.bw,
             time_limit: Duration::from_secs_f64(spec.time_limit_s),
+            intercept: *intercept,
         };
         let ended = external::run(cluster, nodes, &invocation, cancel)?;
         let status = match (ended.ok, ended.interrupted) {

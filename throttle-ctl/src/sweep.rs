@@ -180,6 +180,10 @@ pub struct CommandOptions {
     /// A rate the program prints (larger is faster); its inverse is stored as the time.
     #[serde(default)]
     pub rate_regex: Option<String>,
+    /// `"preload"`: load the preload library into what the command starts through
+    /// `throttle-ctl exec` (`"kernel"`: nothing to load).
+    #[serde(default)]
+    pub intercept: Option<String>,
 }
 
 /// Expand the bandwidth steps: `None` is unlimited.
@@ -336,8 +340,13 @@ impl Sweep {
                             (None, Some(r)) => Some(crate::external::TimeRegex::parse_rate(r)?),
                             (None, None) => None,
                         },
+                        intercept: o
+                            .intercept
+                            .as_deref()
+                            .map(crate::intercept::Mode::parse)
+                            .transpose()?,
                     },
-                    json!({ "run": o.run, "time_regex": o.time_regex, "rate_regex": o.rate_regex }),
+                    json!({ "run": o.run, "time_regex": o.time_regex, "rate_regex": o.rate_regex, "intercept": o.intercept }),
                 )
             }
             other => bail!("unknown workload `{other}`: use bfs, pmm, program or command"),

@@ -95,6 +95,12 @@ impl Args {
         };
         if mode == crate::intercept::Mode::Preload {
             let lib = crate::intercept::library()?;
+            for p in crate::intercept::static_programs(&line) {
+                eprintln!(
+                    "throttle-ctl exec: warning: {} is statically linked: the preload library cannot reach it, its connections are not throttled",
+                    p.display()
+                );
+            }
             cmd.env("LD_PRELOAD", crate::intercept::ld_preload_with(&lib))
                 .env(crate::intercept::LIB_ENV, &lib)
                 .env(crate::intercept::ENV, "preload");

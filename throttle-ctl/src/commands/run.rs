@@ -50,6 +50,12 @@ pub struct Args {
         value_name = "REGEX"
     )]
     rate_regex: Option<String>,
+    /// With --cmd: `preload` loads the preload library into everything the command starts
+    /// through `throttle-ctl exec` (mpirun's daemons and ranks) and sets
+    /// THROTTLE_PRELOAD_LIB for hand-written lines (`mpirun -x LD_PRELOAD=$THROTTLE_PRELOAD_LIB`);
+    /// the nodes' agents must serve it (--preload) [default: the cluster's own way].
+    #[arg(long, requires = "cmd", value_enum, value_name = "MODE")]
+    intercept: Option<crate::intercept::Mode>,
     /// Nodes to use (the first N of the cluster file).
     #[arg(long)]
     nodes: usize,
@@ -106,6 +112,7 @@ impl Args {
                     (None, Some(r)) => Some(crate::external::TimeRegex::parse_rate(r)?),
                     (None, None) => None,
                 },
+                intercept: self.intercept,
             },
             Some(WorkloadKind::Bfs) => Workload::Bfs {
                 scale: self.scale,

@@ -95,7 +95,15 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                 s.open_streams.to_string(),
                 s.intercepted
                     .as_ref()
-                    .map(|i| format!("{}/{}", i.outgoing, i.incoming))
+                    .map(|i| {
+                        let how = match (i.kernel, i.preload_port.is_some()) {
+                            (true, true) => " kernel+preload",
+                            (true, false) => " kernel",
+                            (false, true) => " preload",
+                            (false, false) => "",
+                        };
+                        format!("{}/{}{how}", i.outgoing, i.incoming)
+                    })
                     .unwrap_or_else(|| "-".into()),
                 s.egress.bytes.to_string(),
                 String::new(),
