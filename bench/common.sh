@@ -2,7 +2,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 need() { command -v "$1" >/dev/null 2>&1 || { echo "bench: $1 is required (apt-get install $2)" >&2; exit 2; }; }
-build() { (cd "$ROOT" && cargo build --release --workspace --bins --examples -q); }
+build() { (cd "$ROOT" && cargo build --release --workspace --lib --bins --examples -q); }
 # BENCH_BIN=DIR measures the throttle-ctl/throttle-agent found in DIR (another build, e.g.
 # an earlier commit) with this tree's load generators.
 CTL="${BENCH_BIN:-$ROOT/target/release}/throttle-ctl"
