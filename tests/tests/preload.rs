@@ -190,6 +190,41 @@ fn preloaded_programs_go_through_the_agents_and_see_their_real_peers() {
     assert!(client.status.success() && c.contains("echo=ok"), "{c}");
     assert!(c.contains("NOT throttled"), "a visible warning: {c}");
     assert_eq!(intercepted(&s.0, 0, "outgoing"), before);
+
+    // Another user listening where the library looks for its agent (squatting the port
+    // while no agent runs) is not trusted with the program's connections.
+    let ns = netns_of(&s.0, 0);
+    let mut squatter = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+        ])
+        .args(["--clear-groups", &probe, "serve", "127.0.0.1:7700"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    std::io::Read::read_exact(squatter.stdout.as_mut().unwrap(), &mut first).unwrap();
+    let server = serve(&s, "n1", "198.18.64.2:6500", &[]);
+    let client = exec(
+        &s,
+        "n0",
+        &["connect", "198.18.64.2:6500"],
+        &[("THROTTLE_PRELOAD_AGENT", "127.0.0.1:7700")],
+    );
+    server.wait_with_output().unwrap();
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    let c = text(&client);
+    assert!(client.status.success() && c.contains("echo=ok"), "{c}");
+    assert!(
+        c.contains("belongs to uid 65534") && c.contains("NOT throttled"),
+        "{c}"
+    );
 }
 
 /// The acceptance test: the MPI program of the kernel redirect's test across four

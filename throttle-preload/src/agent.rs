@@ -84,7 +84,26 @@ pub fn cached_nodes() -> Option<Arc<NodeList>> {
     cache.as_ref().and_then(|(_, l)| l.clone())
 }
 
+/// Whether the listener at `addr` belongs to this program's user or to root: another
+/// user squatting the port while no agent runs would otherwise receive the program's
+/// connections and decide what it sees as their peers. `Err` says whose it is.
+fn trusted_listener(addr: SocketAddr) -> Result<(), NoAgent> {
+    let me = unsafe { libc::geteuid() };
+    match throttle_proto::socket_table::listener_owner_in(
+        &throttle_proto::socket_table::read(),
+        addr,
+    ) {
+        Some(uid) if uid == me || uid == 0 => Ok(()),
+        Some(uid) => Err(NoAgent(format!(
+            "the listener there belongs to uid {uid}, not to this user ({me}) or root: not an agent this program trusts"
+        ))),
+        // Not in the table (another network namespace's view, a race): the connect will tell.
+        None => Ok(()),
+    }
+}
+
 fn fetch_nodes() -> Result<Arc<NodeList>, NoAgent> {
+    trusted_listener(address())?;
     let s = Sock::open(address())?;
     s.send_all(&Request::Nodes.encode(), QUICK)?;
     let mut head = [0u8; 4];

@@ -8,7 +8,8 @@
 //! * values: [`rate`], [`pct`], [`name`], [`shape`];
 //! * the transport's handshake: [`wire`] (sans-IO), [`auth`] (token and proofs),
 //!   [`rank_client`] (blocking helpers for ranks and probes), [`preload`] (the preload
-//!   library's requests to its node's agent);
+//!   library's requests to its node's agent), [`socket_table`] (socket owners from
+//!   `/proc/net/tcp`, for both ends of the preload port);
 //! * the control API's bodies: [`status`], [`cluster`], [`job`], [`forward`],
 //!   [`calibration`], [`refusal`];
 //! * what workloads report: [`result`].
@@ -26,6 +27,7 @@ pub mod rate;
 pub mod refusal;
 pub mod result;
 pub mod shape;
+pub mod socket_table;
 pub mod status;
 pub mod wire;
 

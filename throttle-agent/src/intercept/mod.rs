@@ -24,7 +24,6 @@
 
 pub mod netfilter;
 pub mod preload;
-pub mod proc_net;
 pub mod sockopt;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -34,6 +33,8 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tracing::{debug, warn};
+
+use throttle_proto::socket_table;
 
 use crate::endpoint::Conn;
 use crate::shutdown::Shutdown;
@@ -371,9 +372,11 @@ async fn deliver_from_here<'a>(
     dst: SocketAddr,
 ) -> Result<(TcpStream, Option<Forget<'a>>), WireError> {
     let me = nix::unistd::geteuid().as_raw();
-    let owner = tokio::task::spawn_blocking(move || proc_net::listener_owner(dst))
-        .await
-        .map_err(|e| WireError::new(Code::Internal, e.to_string()))?;
+    let owner = tokio::task::spawn_blocking(move || {
+        socket_table::listener_owner_in(&socket_table::read(), dst)
+    })
+    .await
+    .map_err(|e| WireError::new(Code::Internal, e.to_string()))?;
     match owner {
         None => {
             return Err(unreachable(

@@ -19,10 +19,10 @@ use tracing::{debug, warn};
 
 use throttle_proto::preload::{ConnectReply, NodeList, PeerReply, Request, REQUEST_LEN};
 
-use super::proc_net;
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
 use crate::transport::wire::Code;
+use throttle_proto::socket_table;
 
 /// How long a client may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -76,10 +76,12 @@ async fn handle(
     };
     let me = nix::unistd::geteuid().as_raw();
     if me != 0 {
-        let owner = tokio::task::spawn_blocking(move || proc_net::connection_owner(from, local))
-            .await
-            .ok()
-            .flatten();
+        let owner = tokio::task::spawn_blocking(move || {
+            socket_table::connection_owner_in(&socket_table::read(), from, local)
+        })
+        .await
+        .ok()
+        .flatten();
         if owner != Some(me) {
             agent.limits.warn_refusal(format_args!(
                 "preload connection from {from} refused: its socket belongs to uid {owner:?}, this agent serves uid {me} only"

@@ -1,10 +1,11 @@
 //! Who owns a TCP socket on this node: the uid column of `/proc/net/tcp{,6}`.
 //!
-//! The preload port is a loopback TCP port, so it has no peer credentials the way a Unix
-//! socket has: the agent looks the client's socket up here to serve only its own user's
-//! programs. A delivery without transparent sockets comes from this node's own address,
-//! so it may only reach a listener of the agent's own user (no other user's service
-//! sees a connection "from this host" that a remote program asked for).
+//! The preload port is a loopback TCP port, so neither side has peer credentials the way
+//! a Unix socket has: the agent looks the client's socket up to serve only its own user's
+//! programs (and delivers without a transparent socket only to its own user's listeners),
+//! and the preload library checks that the listener it hands a program's socket to
+//! belongs to the program's user or to root, not to another user squatting the port.
+//! The parsing is here (pure); [`read`] is the one place that reads the tables.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -73,7 +74,8 @@ fn rows(text: &str) -> impl Iterator<Item = Row> + '_ {
     text.lines().skip(1).filter_map(parse_row)
 }
 
-fn tables() -> String {
+/// The kernel's TCP socket tables, IPv4 and IPv6, as one text (empty where unreadable).
+pub fn read() -> String {
     let mut all = String::new();
     for path in ["/proc/net/tcp", "/proc/net/tcp6"] {
         if let Ok(t) = std::fs::read_to_string(path) {
@@ -85,12 +87,8 @@ fn tables() -> String {
 }
 
 /// The owner of the established connection from `local` to `remote` (as seen from
-/// `local`'s side), if there is one.
-pub fn connection_owner(local: SocketAddr, remote: SocketAddr) -> Option<u32> {
-    connection_owner_in(&tables(), local, remote)
-}
-
-fn connection_owner_in(text: &str, local: SocketAddr, remote: SocketAddr) -> Option<u32> {
+/// `local`'s side), if there is one, in `text` (from [`read`]).
+pub fn connection_owner_in(text: &str, local: SocketAddr, remote: SocketAddr) -> Option<u32> {
     let (local, remote) = (canonical(local), canonical(remote));
     rows(text)
         .find(|r| {
@@ -100,12 +98,8 @@ fn connection_owner_in(text: &str, local: SocketAddr, remote: SocketAddr) -> Opt
 }
 
 /// The owner of the socket listening for connections to `dst`, if there is one (bound to
-/// `dst` itself or to the wildcard address).
-pub fn listener_owner(dst: SocketAddr) -> Option<u32> {
-    listener_owner_in(&tables(), dst)
-}
-
-fn listener_owner_in(text: &str, dst: SocketAddr) -> Option<u32> {
+/// `dst` itself or to the wildcard address), in `text` (from [`read`]).
+pub fn listener_owner_in(text: &str, dst: SocketAddr) -> Option<u32> {
     let dst = canonical(dst);
     let matches = |r: &Row| {
         let l = canonical(r.local);
@@ -179,10 +173,12 @@ mod tests {
     fn this_process_owns_its_own_sockets() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let me = nix::unistd::geteuid().as_raw();
-        assert_eq!(listener_owner(l.local_addr().unwrap()), Some(me));
+        // The owner of this test's sockets: the owner of /proc/self.
+        let me = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+        let t = read();
+        assert_eq!(listener_owner_in(&t, l.local_addr().unwrap()), Some(me));
         assert_eq!(
-            connection_owner(c.local_addr().unwrap(), l.local_addr().unwrap()),
+            connection_owner_in(&t, c.local_addr().unwrap(), l.local_addr().unwrap()),
             Some(me)
         );
     }
