@@ -40,6 +40,19 @@ pub fn bin_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The preload library as cargo built it: `cargo build` copies it next to the binaries,
+/// `cargo test` leaves it in `deps/`; the newer of the two is this build's.
+pub fn preload_lib() -> PathBuf {
+    let name = "libthrottle_preload.so";
+    let built = [bin_dir().join(name), bin_dir().join("deps").join(name)];
+    built
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is not built next to {}", bin_dir().display()))
+}
+
 /// The `throttle-ctl` binary.
 pub fn exe() -> PathBuf {
     bin_dir().join("throttle-ctl")

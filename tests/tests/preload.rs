@@ -6,7 +6,7 @@
 use std::process::{Command, Output};
 
 use throttle_tests::namespace::*;
-use throttle_tests::{bin_dir, ctl, exe, Scratch};
+use throttle_tests::{bin_dir, ctl, exe, preload_lib, Scratch};
 
 fn probe() -> String {
     bin_dir().join("preload_probe").display().to_string()
@@ -302,4 +302,144 @@ fn open_mpi_runs_with_the_preload_library_alone() {
         Err(e) => assert!(e.contains("Known IPs of peer"), "{e}"),
     }
     let _ = ctl(&s.0, &["set", "unlimited"]);
+}
+
+/// `setpriv` as `uid` (and the same gid), inside node `ns`.
+fn as_user(ns: &str, uid: u32) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "setpriv"])
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .arg("--clear-groups");
+    c
+}
+
+/// An agent of an ordinary user (no root, as on a shared cluster) serves only that user's
+/// programs on its preload port, and delivers only to that user's listeners: its
+/// deliveries come from the node's own address, which other users' services must not be
+/// made to see.
+#[test]
+fn an_ordinary_users_agents_serve_and_deliver_to_that_user_only() {
+    let test = "an_ordinary_users_agents_serve_and_deliver_to_that_user_only";
+    if !can_run(test) {
+        return;
+    }
+    let _serial = serial();
+    // The namespaces of a cluster; its root agents stay on their ports, and a second pair
+    // of agents runs beside them as uid 65534 ("nobody") on other ports.
+    let s = up_netns_with(
+        "preload-user",
+        2,
+        "198.18.66.0/24",
+        &["--intercept", "preload"],
+    );
+    const USER: u32 = 65534;
+    let home = s.0.join("user");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::copy(s.0.join(".throttle-local/token"), home.join("token")).unwrap();
+    for p in [home.clone(), home.join("token")] {
+        nix::unistd::chown(&p, Some(USER.into()), Some(USER.into())).unwrap();
+    }
+    // Reachable by the user (the scratch directory is the test's).
+    let mut dir = s.0.clone();
+    while dir != std::path::Path::new("/tmp") && dir.parent().is_some() {
+        let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+        dir = dir.parent().unwrap().to_path_buf();
+    }
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let agent = bin_dir().join("throttle-agent");
+    let mut agents = Vec::new();
+    for n in 0..2 {
+        let me = format!("198.18.66.{}", n + 1);
+        let other = format!("198.18.66.{}", 2 - n);
+        let ready = home.join(format!("u{n}.ready"));
+        let child = as_user(&netns_of(&s.0, n), USER)
+            .arg(&agent)
+            .args(["--node", &format!("n{n}"), "--capacity", "1Gbit"])
+            .args([
+                "--control",
+                &format!("{me}:7610"),
+                "--data",
+                &format!("{me}:7611"),
+            ])
+            .args(["--peer", &format!("n{}={other}:7611", 1 - n)])
+            .args(["--preload", "--preload-port", "7612"])
+            .arg("--token-file")
+            .arg(home.join("token"))
+            .arg("--local-socket")
+            .arg(home.join(format!("u{n}.sock")))
+            .arg("--ready-file")
+            .arg(&ready)
+            .env("RUST_LOG", "throttle_agent=debug")
+            .stderr(std::fs::File::create(s.0.join(format!("user-n{n}.log"))).unwrap())
+            .spawn()
+            .unwrap();
+        agents.push(child);
+        let start = std::time::Instant::now();
+        while !ready.exists() {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "the user's agent n{n} did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let (n0, n1) = (netns_of(&s.0, 0), netns_of(&s.0, 1));
+    let run = |ns: &str, uid: u32, args: &[&str]| -> Output {
+        as_user(ns, uid)
+            .arg(probe())
+            .args(args)
+            .env("LD_PRELOAD", preload_lib())
+            .env("THROTTLE_PRELOAD_AGENT", "127.0.0.1:7612")
+            .output()
+            .unwrap()
+    };
+    // The preload port answers its own user, and not another one (a client that skips the
+    // library's own check of the port's owner).
+    let own = text(&run(&n0, USER, &["ask-nodes", "127.0.0.1:7612"]));
+    assert!(own.contains("nodes=1"), "{own}");
+    let other = text(&run(&n0, USER - 1, &["ask-nodes", "127.0.0.1:7612"]));
+    assert!(other.contains("refused="), "{other}");
+
+    // A listener of the same user on the other node is reached, through the agents.
+    let spawn_server = |uid: u32, port: &str| {
+        let mut c = as_user(&n1, uid)
+            .arg(probe())
+            .args(["serve", &format!("198.18.66.2:{port}")])
+            .env("LD_PRELOAD", preload_lib())
+            .env("THROTTLE_PRELOAD_AGENT", "127.0.0.1:7612")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 10];
+        std::io::Read::read_exact(c.stdout.as_mut().unwrap(), &mut first).unwrap();
+        c
+    };
+    let logs = || {
+        (0..2)
+            .map(|n| {
+                std::fs::read_to_string(s.0.join(format!("user-n{n}.log"))).unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut server = spawn_server(USER, "6600");
+    let c = text(&run(&n0, USER, &["connect", "198.18.66.2:6600"]));
+    if !c.contains("echo=ok") {
+        let _ = server.kill();
+        let _ = server.wait();
+        panic!("{c}\nthe user's agents:\n{}", logs());
+    }
+    let sv = text(&server.wait_with_output().unwrap());
+    assert!(sv.contains("accepted=198.18.66.1:"), "{sv}");
+    // Root's listener there is not: the agent refuses, the program gets EACCES.
+    let mut server = spawn_server(0, "6601");
+    let c = text(&run(&n0, USER, &["connect", "198.18.66.2:6601"]));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(c.contains("error=EACCES"), "{c}");
+    for mut a in agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
 }

@@ -53,7 +53,8 @@ impl Mode {
 }
 
 /// The preload library: `THROTTLE_PRELOAD_LIB`, else next to this executable (where
-/// cargo builds it), else in the usual library directories. An absolute path: the
+/// `cargo build` puts it; `cargo test` leaves it in `deps/` beside), else in the usual
+/// library directories. An absolute path: the
 /// dynamic loader resolves it in every process, whatever its working directory.
 pub fn library() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(LIB_ENV) {
@@ -66,7 +67,17 @@ pub fn library() -> Result<PathBuf> {
     let mut candidates = Vec::new();
     if let Ok(me) = std::env::current_exe() {
         if let Some(dir) = me.parent() {
-            candidates.push(dir.join(LIB_NAME));
+            // In a cargo target directory both may exist; the newer one is the build
+            // that goes with this executable (an old `cargo build` copy goes stale).
+            let built = [dir.join(LIB_NAME), dir.join("deps").join(LIB_NAME)];
+            let modified = |p: &PathBuf| p.metadata().and_then(|m| m.modified()).ok();
+            if let Some(newest) = built
+                .iter()
+                .filter(|p| p.is_file())
+                .max_by_key(|p| modified(p))
+            {
+                candidates.push(newest.clone());
+            }
             candidates.push(dir.join("..").join(LIB_NAME));
             candidates.push(dir.join("../lib").join(LIB_NAME));
         }

@@ -7,6 +7,9 @@
 //!   read it back, print `echo=ok`; a failed connect prints `error=<errno name>`.
 //! * `spawn ADDR`: run `connect ADDR` as a child process (fork and exec: the preload must
 //!   pass on) and exit with its status.
+//! * `ask-nodes ADDR`: ask the agent's preload port at ADDR for its node list directly,
+//!   as a client that skips the library's checks would; print `nodes=N` or
+//!   `refused=<why>`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -124,6 +127,34 @@ fn connect(addr: SocketAddr, nonblocking: bool) -> i32 {
     0
 }
 
+fn ask_nodes(agent: SocketAddr) -> i32 {
+    use throttle_proto::preload::{NodeList, Request, ADDR_LEN};
+    let asked = (|| -> std::io::Result<usize> {
+        let mut s = TcpStream::connect(agent)?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        s.write_all(&Request::Nodes.encode())?;
+        let mut head = [0u8; 4];
+        s.read_exact(&mut head)?;
+        let n = NodeList::entries(&head).map_err(std::io::Error::other)?;
+        let mut body = vec![0u8; n * (1 + ADDR_LEN)];
+        s.read_exact(&mut body)?;
+        Ok(NodeList::decode(n, &body)
+            .map_err(std::io::Error::other)?
+            .nodes
+            .len())
+    })();
+    match asked {
+        Ok(n) => {
+            println!("nodes={n}");
+            0
+        }
+        Err(e) => {
+            println!("refused={e}");
+            1
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let addr = || -> SocketAddr {
@@ -137,12 +168,13 @@ fn main() {
             0
         }
         Some("connect") => connect(addr(), args.get(3).is_some_and(|a| a == "nonblocking")),
+        Some("ask-nodes") => ask_nodes(addr()),
         Some("spawn") => std::process::Command::new(std::env::current_exe().unwrap())
             .args(["connect", &args[2]])
             .status()
             .map_or(1, |s| s.code().unwrap_or(1)),
         _ => {
-            eprintln!("usage: preload_probe serve|connect|spawn ADDR [nonblocking]");
+            eprintln!("usage: preload_probe serve|connect|spawn|ask-nodes ADDR [nonblocking]");
             2
         }
     };

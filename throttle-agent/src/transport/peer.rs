@@ -262,8 +262,10 @@ async fn connect_from_data_address(
     } else {
         tokio::net::TcpSocket::new_v6()?
     };
-    if agent.intercept.is_some() {
+    if agent.intercept.as_ref().is_some_and(|i| i.kernel) {
         // The redirect rule must not send the agent's own connections back to itself.
+        // (Only the kernel redirect has such a rule; SO_MARK needs CAP_NET_ADMIN, which an
+        // ordinary user's agent serving the preload library does not have.)
         crate::intercept::sockopt::set_mark(&socket, crate::intercept::sockopt::EXEMPT_MARK)?;
     }
     if !ip.is_unspecified() && ip.is_ipv4() == to.is_ipv4() {
