@@ -7,7 +7,8 @@
 //!   [`netns`]: its nodes as network namespaces (namespace hosts).
 //! * [`job`]: one job on the cluster (launch, wait, renew, clean up; or an
 //!   [`external`] command such as `mpirun` run on this host), the step
-//!   [`sweep`] and the demo are made of.
+//!   [`sweep`] and the demo are made of; [`load`]: the machine's CPU load and the
+//!   agents' byte counters around each run.
 //! * [`store`]: the results database; [`measurements`]: from stored runs to the
 //!   [`analysis`]'s input; [`report`]: plots and the HTML report.
 //! * [`output`], [`table`], [`progress`]: what the user sees.
@@ -22,6 +23,7 @@ pub mod commands;
 pub mod external;
 pub mod intercept;
 pub mod job;
+pub mod load;
 pub mod local_cluster;
 pub mod measurements;
 pub mod netns;

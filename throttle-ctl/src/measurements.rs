@@ -71,6 +71,9 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
                 bw_pct: r.bw_pct.percent(),
                 repeat: r.repeat,
                 seconds: t.unwrap_or(0.0),
+                nodes: r.nodes,
+                busy: r.cpu_busy_before,
+                bytes_sent: r.bytes_sent,
             }
         })
         .collect();
@@ -109,6 +112,10 @@ mod tests {
             host: String::new(),
             version: String::new(),
             job: String::new(),
+            bytes_sent: None,
+            bytes_received: None,
+            cpu_busy_before: None,
+            cpu_steal: None,
         }
     }
 

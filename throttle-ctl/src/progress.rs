@@ -103,6 +103,21 @@ impl SweepProgress {
                 "{}: gave up after {attempts} failed attempts",
                 point.key
             )),
+            SweepEvent::WarmingUp { nodes } => {
+                if self.bar.is_none() {
+                    self.line(&format!("warm-up run on {nodes} node(s), not stored"))
+                }
+            }
+            SweepEvent::Busy { point, busy } => self.line(&format!(
+                "warning: nodes={} bw={} rep={}: the machine was {:.0}% busy before this run started (something else is running; its time is suspect)",
+                point.nodes,
+                point.bw,
+                point.repeat,
+                busy * 100.0
+            )),
+            SweepEvent::MoreRepeats { round, points } => self.line(&format!(
+                "repeats=auto, round {round}: {points} point(s) not yet within the precision asked get another run"
+            )),
         }
     }
 

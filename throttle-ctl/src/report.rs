@@ -498,10 +498,19 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
         ));
     }
     out.push_str("<h3>Completion time and CTI per point</h3>\n");
-    let header: Vec<String> = ["procs", "bw %", "runs", "median s", "95% CI", "CV", "CTI %"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let header: Vec<String> = [
+        "procs",
+        "bw %",
+        "runs",
+        "median s",
+        "order-statistic interval",
+        "covers",
+        "CV",
+        "CTI %",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let rows: Vec<Vec<String>> = a
         .points
         .iter()
@@ -512,6 +521,7 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
                 p.n.to_string(),
                 format!("{:.4}", p.median),
                 format!("{:.4} – {:.4}", p.ci_low, p.ci_high),
+                format!("{:.0}%", p.ci_coverage * 100.0),
                 format!("{:.3}", p.cv),
                 p.cti
                     .map(|c| format!("{c:.1}"))
@@ -521,7 +531,7 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
         .collect();
     out.push_str(&html_table(&header, &rows));
     out.push_str(&format!(
-        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%).</p>\n",
+        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%); ~ below the noise floor (not used).</p>\n",
         escape(capacity.unwrap_or("the link"))
     ));
     let mut header = vec!["procs".to_string()];
@@ -537,7 +547,14 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
                 a.demand
                     .iter()
                     .find(|d| d.procs == p && d.cti == c)
-                    .map(|d| format!("{}{:.1}", flag(d.censored), d.bw_pct))
+                    .map(|d| {
+                        format!(
+                            "{}{}{:.1}",
+                            if d.below_noise { "~" } else { "" },
+                            flag(d.censored),
+                            d.bw_pct
+                        )
+                    })
                     .unwrap_or_else(|| "–".into())
             }));
             row
@@ -546,7 +563,7 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
     out.push_str(&html_table(&header, &rows));
     out.push_str(&match (a.dc, a.dc_ci) {
         (Some(dc), Some((l, h))) => format!(
-            "<p>Demand constant DC = {dc:.3} (bootstrap 95% CI {l:.3} – {h:.3}, {} pairs).</p>\n",
+            "<p>Demand constant DC = {dc:.3} (90% bootstrap interval over runs {l:.3} – {h:.3}, {} pairs).</p>\n",
             a.dc_pairs.len()
         ),
         (Some(dc), None) => format!("<p>Demand constant DC = {dc:.3}.</p>\n"),
@@ -575,7 +592,14 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
                                 .unwrap_or_default();
                             let m = p
                                 .measured_bw_pct
-                                .map(|m| format!("; measured {m:.1} ({:+.1} pp)", p.bw_pct - m))
+                                .map(|m| {
+                                    format!(
+                                        "; measured {}{m:.1} ({}{:+.1} pp)",
+                                        flag(p.measured_censored.unwrap_or(Censored::None)),
+                                        if p.error_is_bound { "bound " } else { "" },
+                                        p.bw_pct - m
+                                    )
+                                })
                                 .unwrap_or_default();
                             format!("{:.1}{ci}{m}", p.bw_pct)
                         })
@@ -597,6 +621,93 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
             &["CTI".to_string(), "processes at 100% demand".to_string()],
             &rows,
         ));
+    }
+    out
+}
+
+/// The backtest's verdict and checks, the noise floor, and what the intervals are.
+fn trust(a: &Analysis) -> String {
+    use crate::analysis::backtest::Verdict;
+    let mut out = format!(
+        "<p><b>{}</b></p>\n",
+        escape(&match &a.verdict {
+            Verdict::Passed { checks, worst_pp } => format!(
+                "Backtest passed: {checks} projection(s) of measured sizes from smaller ones, worst error {worst_pp:+.1} pp."
+            ),
+            Verdict::Failed { why, .. } => format!("Backtest FAILED, do not trust the projection: {why}."),
+            Verdict::Untested { why } => format!("Untested: {why}."),
+        })
+    );
+    out.push_str(&format!("<p>Intervals: {}.</p>\n", escape(&a.intervals)));
+    if !a.backtest.is_empty() {
+        let header: Vec<String> = [
+            "procs",
+            "CTI %",
+            "fitted on",
+            "projected",
+            "measured",
+            "error pp",
+            "in interval",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let rows: Vec<Vec<String>> = a
+            .backtest
+            .iter()
+            .map(|c| {
+                vec![
+                    c.procs.to_string(),
+                    c.cti.to_string(),
+                    c.from
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    match c.interval {
+                        Some(i) => format!("{:.1} [{:.1} – {:.1}]", c.projected, i.low, i.high),
+                        None => format!("{:.1}", c.projected),
+                    },
+                    format!(
+                        "{}{}{:.1}",
+                        if c.below_noise { "~" } else { "" },
+                        flag(c.measured_censored),
+                        c.measured
+                    ),
+                    format!(
+                        "{}{:+.1}",
+                        if c.error_is_bound { "bound " } else { "" },
+                        c.error_pp
+                    ),
+                    match c.inside_interval {
+                        Some(true) => "yes".into(),
+                        Some(false) => "no".into(),
+                        None => "–".into(),
+                    },
+                ]
+            })
+            .collect();
+        out.push_str(&html_table(&header, &rows));
+    }
+    if !a.noise.is_empty() {
+        out.push_str("<p>Noise floor: the smallest CTI each size's repeats resolve (90%).</p>\n");
+        let header: Vec<String> = ["procs", "run CV", "baseline runs", "floor CTI %"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let rows: Vec<Vec<String>> = a
+            .noise
+            .iter()
+            .map(|f| {
+                vec![
+                    f.procs.to_string(),
+                    format!("{:.3}", f.run_cv),
+                    f.baseline_repeats.to_string(),
+                    format!("{:.1}", f.cti_pct),
+                ]
+            })
+            .collect();
+        out.push_str(&html_table(&header, &rows));
     }
     out
 }
@@ -641,6 +752,7 @@ figure svg {{ max-width: 100%; height: auto; border: 1px solid #ddd; }}
 </style></head><body>
 <h1>Bandwidth demand: {series}</h1>
 <p>{runs} successful runs, {failed} failed runs left out. Times: {time}.</p>
+<h2>Can the projection be trusted?</h2>{trust}
 <h2>Warnings</h2><ul>{warnings}</ul>
 <h2>Tables</h2>{tables}
 <h2>Plots</h2>{figures}
@@ -657,6 +769,7 @@ figure svg {{ max-width: 100%; height: auto; border: 1px solid #ddd; }}
             warnings
         },
         tables = tables(a, levels, capacity),
+        trust = trust(a),
         figures = figures,
         json = escape(&json),
     );

@@ -4,6 +4,10 @@
 //! up to a limit and the analysis can say how many it left out. Rows are never updated or
 //! deleted by throttle; a retry is a new row. The store knows rows and nothing of what is
 //! computed from them (`measurements` turns rows into the analysis's input).
+//!
+//! Schema versions (SQLite's `user_version`): 0, the first, had no traffic or load
+//! columns; 1 adds them. Opening an older store adds the new columns (NULL in old rows)
+//! and nothing is rewritten; a store from a newer throttle is refused, not guessed at.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -41,13 +45,32 @@ pub struct RunRow {
     pub host: String,
     pub version: String,
     pub job: String,
+    /// Bytes the run's nodes sent and received through their agents (the agents'
+    /// counters read before and after the run; other traffic in between counts too).
+    pub bytes_sent: Option<u64>,
+    pub bytes_received: Option<u64>,
+    /// CPU busy share of the machine just before the run (the settle pause), and the
+    /// share stolen by the hypervisor during it, 0..1 (from /proc/stat of the controller).
+    pub cpu_busy_before: Option<f64>,
+    pub cpu_steal: Option<f64>,
 }
+
+/// The schema this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Columns added after version 0, with their types: (version that added it, name, type).
+const ADDED: [(i64, &str, &str); 4] = [
+    (1, "bytes_sent", "INTEGER"),
+    (1, "bytes_received", "INTEGER"),
+    (1, "cpu_busy_before", "REAL"),
+    (1, "cpu_steal", "REAL"),
+];
 
 pub struct Store {
     conn: Connection,
 }
 
-const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job";
+const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal";
 
 impl Store {
     /// Open (or create) the database at `path`.
@@ -84,16 +107,19 @@ impl Store {
             CREATE INDEX IF NOT EXISTS runs_point ON runs(point_key, status);",
         )
         .with_context(|| format!("{} is not a throttle results database", path.display()))?;
+        migrate(&conn).with_context(|| format!("cannot open {}", path.display()))?;
         Ok(Store { conn })
     }
 
     pub fn insert(&self, r: &RunRow) -> Result<()> {
         self.conn.execute(
-            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
+            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)"),
             params![
                 r.point_key, r.series, r.workload, r.options, r.nodes, r.ranks_per_node, r.procs,
                 r.bw_pct.percent(), r.capacity, r.latency_us as i64, r.repeat, r.started_at, r.seconds,
-                r.kernel_seconds, r.teps, r.status.as_str(), r.reason, r.host, r.version, r.job
+                r.kernel_seconds, r.teps, r.status.as_str(), r.reason, r.host, r.version, r.job,
+                r.bytes_sent.map(|b| b as i64), r.bytes_received.map(|b| b as i64),
+                r.cpu_busy_before, r.cpu_steal
             ],
         )?;
         Ok(())
@@ -143,6 +169,10 @@ impl Store {
                 host: r.get(17)?,
                 version: r.get(18)?,
                 job: r.get(19)?,
+                bytes_sent: r.get::<_, Option<i64>>(20)?.map(|b| b.max(0) as u64),
+                bytes_received: r.get::<_, Option<i64>>(21)?.map(|b| b.max(0) as u64),
+                cpu_busy_before: r.get(22)?,
+                cpu_steal: r.get(23)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -184,6 +214,10 @@ impl Store {
                 r.version,
                 r.job,
                 r.reason.unwrap_or_default(),
+                r.bytes_sent.map(|b| b.to_string()).unwrap_or_default(),
+                r.bytes_received.map(|b| b.to_string()).unwrap_or_default(),
+                opt(r.cpu_busy_before),
+                opt(r.cpu_steal),
             ])?;
         }
         out.flush()?;
@@ -192,7 +226,7 @@ impl Store {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 18] = [
+pub const EXPORT_COLUMNS: [&str; 22] = [
     "workload",
     "nodes",
     "procs",
@@ -211,7 +245,38 @@ pub const EXPORT_COLUMNS: [&str; 18] = [
     "version",
     "job",
     "reason",
+    "bytes_sent",
+    "bytes_received",
+    "cpu_busy_before",
+    "cpu_steal",
 ];
+
+/// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one transaction.
+fn migrate(conn: &Connection) -> Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        anyhow::bail!(
+            "it was written by a newer throttle (schema {version}; this one knows up to {SCHEMA_VERSION}): use that version, or `export` there and `analyze --csv` here"
+        );
+    }
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let have: HashSet<String> = {
+        let mut st = conn.prepare("SELECT name FROM pragma_table_info('runs')")?;
+        let names = st.query_map([], |r| r.get::<_, String>(0))?;
+        names.collect::<Result<_, _>>()?
+    };
+    let tx = conn.unchecked_transaction()?;
+    for (_, name, ty) in ADDED.iter().filter(|(v, _, _)| *v > version) {
+        if !have.contains(*name) {
+            tx.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {name} {ty}"))?;
+        }
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
 
 /// A stored bandwidth: NULL is unlimited; a value the store holds was valid when stored.
 fn pct_column(v: Option<f64>) -> Pct {
@@ -250,7 +315,76 @@ mod tests {
             host: "h".into(),
             version: "0.1.0".into(),
             job: "j".into(),
+            bytes_sent: ok.then_some(1 << 33),
+            bytes_received: ok.then_some(12345),
+            cpu_busy_before: Some(0.03),
+            cpu_steal: None,
         }
+    }
+
+    /// A store as the first schema wrote it (no user_version, no traffic or load
+    /// columns), with one run.
+    fn version_0(path: &Path) {
+        let c = Connection::open(path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE runs (id INTEGER PRIMARY KEY, point_key TEXT NOT NULL, series TEXT NOT NULL,
+               workload TEXT NOT NULL, options TEXT NOT NULL, nodes INTEGER NOT NULL,
+               ranks_per_node INTEGER NOT NULL, procs INTEGER NOT NULL, bw_pct REAL,
+               capacity REAL NOT NULL, latency_us INTEGER NOT NULL, repeat INTEGER NOT NULL,
+               started_at TEXT NOT NULL, seconds REAL, kernel_seconds REAL, teps REAL,
+               status TEXT NOT NULL, reason TEXT, host TEXT NOT NULL, version TEXT NOT NULL,
+               job TEXT NOT NULL);
+             INSERT INTO runs (point_key, series, workload, options, nodes, ranks_per_node, procs,
+               bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps,
+               status, reason, host, version, job)
+             VALUES ('k', 'bfs scale=8', 'bfs', '{}', 2, 1, 2, 50.0, 125000000.0, 0, 0,
+               '2026-11-01T08:00:00Z', 1.25, NULL, NULL, 'ok', NULL, 'h', '0.1.0', 'j');",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_store_of_the_first_schema_opens_and_keeps_its_rows() {
+        let path =
+            std::env::temp_dir().join(format!("throttle-store-v0-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        version_0(&path);
+        let s = Store::open(&path).unwrap();
+        let rows = s.rows().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].seconds, Some(1.25));
+        assert_eq!((rows[0].bytes_sent, rows[0].cpu_busy_before), (None, None));
+        s.insert(&row("new", RunStatus::Ok)).unwrap();
+        let rows = s.rows().unwrap();
+        assert_eq!(rows[1].bytes_sent, Some(1 << 33));
+        assert_eq!(rows[1].cpu_busy_before, Some(0.03));
+        let v: i64 = s
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        drop(s);
+        // Opening again changes nothing.
+        assert_eq!(Store::open(&path).unwrap().rows().unwrap().len(), 2);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_store_of_a_newer_schema_is_refused() {
+        let path =
+            std::env::temp_dir().join(format!("throttle-store-v9-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        version_0(&path);
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "user_version", 9)
+            .unwrap();
+        let e = format!("{:#}", Store::open(&path).err().unwrap());
+        assert!(
+            e.contains("newer throttle") && e.contains("schema 9"),
+            "{e}"
+        );
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

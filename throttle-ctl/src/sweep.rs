@@ -8,15 +8,24 @@
 //! retried up to `retries` more times. Ctrl-C kills the running job and stops; everything
 //! stored stays.
 //!
+//! Noise control: before the first run of each node count a warm-up run at 100% is made
+//! and not stored (`warmup`); every run is preceded by a settle pause (`settle`, seconds)
+//! over which the machine's CPU load is measured and stored with the run, with the bytes
+//! the run's nodes moved through their agents. `repeats = "auto"` runs 3 repeats of every
+//! point, then more of the points whose median is not yet known within `precision` (the
+//! relative half-width of its 90% interval), up to `max_repeats` (twice that at the 100%
+//! baseline, which every CTI of its size is measured against).
+//!
 //! A node that cannot be reached makes the point fail with a reason naming the node, and
 //! the sweep goes on (or stops with that message, with [`SweepOptions::fail_fast`]).
 //! Every job of a sweep is named with a prefix derived from the results database and the
 //! series ([`job_prefix`]), so a sweep that resumes after its controller was killed first
 //! removes what that controller left on the agents.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
@@ -28,6 +37,7 @@ use crate::agent_client::AgentClient;
 use crate::analysis::stats::Rng;
 use crate::cluster::Cluster;
 use crate::job::{self, Bcast, JobSpec, Outcome, RunStatus, Workload};
+use crate::load;
 use crate::store::{RunRow, Store};
 
 /// How a sweep behaves beyond its spec.
@@ -88,8 +98,23 @@ pub struct SweepSpec {
     pub ranks_per_node: usize,
     /// Steps: numbers, "unlimited", or ranges "start:stop:step" (inclusive).
     pub bandwidths: Vec<toml::Value>,
-    #[serde(default = "three")]
-    pub repeats: u32,
+    /// A number, or "auto" (see the module documentation).
+    #[serde(default)]
+    pub repeats: Repeats,
+    /// With `repeats = "auto"`: the most repeats of a throttled point (the 100% baseline
+    /// gets twice as many).
+    #[serde(default = "ten")]
+    pub max_repeats: u32,
+    /// With `repeats = "auto"`: repeat until the 90% interval of the point's median is
+    /// within this share of it (0.02: +-2%).
+    #[serde(default = "two_percent")]
+    pub precision: f64,
+    /// One unstored run at 100% before the first run of each node count.
+    #[serde(default = "yes")]
+    pub warmup: bool,
+    /// Seconds of pause before each run (the machine's load is measured over it).
+    #[serde(default = "one_second")]
+    pub settle: f64,
     /// Seconds per run before it is killed.
     #[serde(default = "limit")]
     pub time_limit: f64,
@@ -115,8 +140,62 @@ fn one() -> usize {
 fn two() -> u32 {
     2
 }
-fn three() -> u32 {
-    3
+fn ten() -> u32 {
+    10
+}
+fn two_percent() -> f64 {
+    0.02
+}
+fn one_second() -> f64 {
+    1.0
+}
+
+/// How many runs per point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repeats {
+    Fixed(u32),
+    /// [`AUTO_FIRST`] each, then more where the median is not yet precise.
+    Auto,
+}
+
+/// Repeats every point gets first under `repeats = "auto"`.
+pub const AUTO_FIRST: u32 = 3;
+
+impl Default for Repeats {
+    fn default() -> Self {
+        Repeats::Fixed(3)
+    }
+}
+
+impl Repeats {
+    /// The repeats planned up front.
+    pub fn first(self) -> u32 {
+        match self {
+            Repeats::Fixed(n) => n,
+            Repeats::Auto => AUTO_FIRST,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Repeats {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(n) if (1..=10_000).contains(&n) => Ok(Repeats::Fixed(n as u32)),
+            toml::Value::String(s) if s == "auto" => Ok(Repeats::Auto),
+            other => Err(serde::de::Error::custom(format!(
+                "`repeats` must be a number from 1 to 10000 or \"auto\", not {other}"
+            ))),
+        }
+    }
+}
+
+/// The relative half-width of the 90% interval of the median of `times` (normal
+/// approximation: 1.645 x 1.2533 x CV / sqrt(n)); infinite for fewer than 2.
+pub fn median_precision(times: &[f64]) -> f64 {
+    if times.len() < 2 {
+        return f64::INFINITY;
+    }
+    1.644_853_6 * 1.253_314_1 * crate::analysis::stats::cv(times) / (times.len() as f64).sqrt()
 }
 fn limit() -> f64 {
     600.0
@@ -271,6 +350,29 @@ pub struct SweepPoint {
     pub key: String,
 }
 
+impl SweepPoint {
+    pub fn new(series: &str, nodes: usize, ranks_per_node: usize, bw: Pct, repeat: u32) -> Self {
+        SweepPoint {
+            nodes,
+            bw,
+            repeat,
+            key: format!(
+                "{}rep={repeat}",
+                Self::group(series, nodes, ranks_per_node, bw)
+            ),
+        }
+    }
+
+    /// The key of every repeat of this (series, nodes, bandwidth), up to the repeat.
+    pub fn group(series: &str, nodes: usize, ranks_per_node: usize, bw: Pct) -> String {
+        let bw_text = bw
+            .percent()
+            .map(|b| b.to_string())
+            .unwrap_or_else(|| "unlimited".into());
+        format!("{series}|nodes={nodes}|rpn={ranks_per_node}|bw={bw_text}|")
+    }
+}
+
 /// A parsed, checked sweep.
 pub struct Sweep {
     pub spec: SweepSpec,
@@ -354,8 +456,16 @@ impl Sweep {
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
             bail!("`nodes` must list node counts >= 1");
         }
-        if spec.repeats == 0 {
-            bail!("`repeats` must be at least 1");
+        if spec.repeats == Repeats::Auto {
+            if spec.max_repeats < AUTO_FIRST {
+                bail!("`max_repeats` must be at least {AUTO_FIRST} (the repeats every point gets first)");
+            }
+            if !(spec.precision.is_finite() && spec.precision > 0.0 && spec.precision < 1.0) {
+                bail!("`precision` must be a share between 0 and 1 (0.02 for +-2%)");
+            }
+        }
+        if !(spec.settle.is_finite() && (0.0..=600.0).contains(&spec.settle)) {
+            bail!("`settle` must be between 0 and 600 seconds");
         }
         if !(spec.time_limit.is_finite() && spec.time_limit > 0.0) {
             bail!("`time_limit` must be a positive number of seconds");
@@ -376,20 +486,8 @@ impl Sweep {
         let mut points = Vec::new();
         for &n in &spec.nodes {
             for bw in &bws {
-                for r in 0..spec.repeats {
-                    let bw_text = bw
-                        .percent()
-                        .map(|b| b.to_string())
-                        .unwrap_or_else(|| "unlimited".into());
-                    points.push(SweepPoint {
-                        nodes: n,
-                        bw: *bw,
-                        repeat: r,
-                        key: format!(
-                            "{series}|nodes={n}|rpn={}|bw={bw_text}|rep={r}",
-                            spec.ranks_per_node
-                        ),
-                    });
+                for r in 0..spec.repeats.first() {
+                    points.push(SweepPoint::new(&series, n, spec.ranks_per_node, *bw, r));
                 }
             }
         }
@@ -452,6 +550,12 @@ pub enum SweepEvent<'a> {
         point: &'a SweepPoint,
         attempts: u32,
     },
+    /// The unstored warm-up run of a node count is starting.
+    WarmingUp { nodes: usize },
+    /// The machine was busy (a share of its CPUs, 0..1) just before this run.
+    Busy { point: &'a SweepPoint, busy: f64 },
+    /// `repeats = "auto"`: another round of repeats for points not yet precise enough.
+    MoreRepeats { round: usize, points: usize },
 }
 
 fn now_utc() -> String {
@@ -485,7 +589,6 @@ impl Sweep {
             on_event(SweepEvent::LeftoversRemoved(leftovers));
         }
         let done = store.done_points()?;
-        let mut failed = store.failed_attempts()?;
         let todo: Vec<&SweepPoint> = self
             .points
             .iter()
@@ -498,93 +601,251 @@ impl Sweep {
                 total: self.points.len(),
             });
         }
-        let host = std::fs::read_to_string("/etc/hostname")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into());
-        let started = Instant::now();
-        let (mut ran, mut gave_up) = (0usize, 0usize);
+        let mut runner = Runner {
+            sweep: self,
+            cluster,
+            store,
+            options,
+            cancel,
+            host: std::fs::read_to_string("/etc/hostname")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+            failed: store.failed_attempts()?,
+            warmed: HashSet::new(),
+            started: Instant::now(),
+            ran: 0,
+            gave_up: 0,
+        };
         for (i, p) in todo.iter().enumerate() {
+            if !runner.point(p, i, todo.len(), &mut on_event)? {
+                return Ok(SweepEnd::Interrupted { ran: runner.ran });
+            }
+        }
+        if self.spec.repeats == Repeats::Auto {
+            let mut round = 0;
             loop {
-                let attempts = failed.get(&p.key).copied().unwrap_or(0);
-                if attempts > self.spec.retries {
-                    gave_up += 1;
-                    on_event(SweepEvent::GaveUp { point: p, attempts });
+                let more = self.more_repeats(store, &runner.failed)?;
+                if more.is_empty() {
                     break;
                 }
-                if cancel.load(Ordering::SeqCst) {
-                    return Ok(SweepEnd::Interrupted { ran });
-                }
-                on_event(SweepEvent::Starting {
-                    index: i,
-                    todo: todo.len(),
-                    point: p,
+                round += 1;
+                on_event(SweepEvent::MoreRepeats {
+                    round,
+                    points: more.len(),
                 });
-                let spec = JobSpec {
-                    workload: self.workload.clone(),
-                    nodes: p.nodes,
-                    ranks_per_node: self.spec.ranks_per_node,
-                    bw: p.bw,
-                    time_limit_s: self.spec.time_limit,
-                    lease_s: options.lease_s,
-                    job_prefix: Some(options.job_prefix.clone()),
-                };
-                let started_at = now_utc();
-                let outcome = match job::execute(cluster, &spec, cancel) {
-                    Ok(o) => o,
-                    Err(e) if options.fail_fast => {
-                        return Err(e.context(format!(
-                            "stopping the sweep at nodes={} bw={} rep={} (--fail-fast); everything stored is kept",
-                            p.nodes, p.bw, p.repeat
-                        )))
+                for (i, p) in more.iter().enumerate() {
+                    if !runner.point(p, i, more.len(), &mut on_event)? {
+                        return Ok(SweepEnd::Interrupted { ran: runner.ran });
                     }
-                    Err(e) => Outcome::not_started(cluster, &spec, format!("{e:#}")),
-                };
-                if outcome.status == RunStatus::Interrupted {
-                    return Ok(SweepEnd::Interrupted { ran });
                 }
-                ran += 1;
-                let ok = outcome.status == RunStatus::Ok;
-                store.insert(&RunRow {
-                    point_key: p.key.clone(),
-                    series: self.series.clone(),
-                    workload: self.spec.workload.clone(),
-                    options: self.options.to_string(),
-                    nodes: p.nodes as u32,
-                    ranks_per_node: self.spec.ranks_per_node as u32,
-                    procs: outcome.procs as u32,
-                    bw_pct: p.bw,
-                    capacity: outcome.capacity_bytes_per_sec,
-                    latency_us: outcome.latency_us,
-                    repeat: p.repeat,
-                    started_at,
-                    seconds: ok.then_some(outcome.seconds),
-                    kernel_seconds: outcome.kernel_seconds(),
-                    teps: outcome.teps(),
-                    status: outcome.status,
-                    reason: outcome.reason.clone(),
-                    host: host.clone(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    job: outcome.job.clone(),
-                })?;
-                let per = started.elapsed().as_secs_f64() / ran as f64;
-                on_event(SweepEvent::Finished {
-                    index: i,
-                    todo: todo.len(),
-                    point: p,
-                    outcome: &outcome,
-                    eta_s: per * (todo.len() - i - 1) as f64,
-                });
-                if ok {
-                    break;
-                }
-                *failed.entry(p.key.clone()).or_default() += 1;
             }
         }
         Ok(SweepEnd::Complete {
-            ran,
+            ran: runner.ran,
             skipped,
-            gave_up,
+            gave_up: runner.gave_up,
         })
+    }
+
+    /// Under `repeats = "auto"`: the next repeat of every point whose median is not yet
+    /// within `precision` and that has repeats left, in a seeded shuffled order.
+    pub fn more_repeats(
+        &self,
+        store: &Store,
+        failed: &HashMap<String, u32>,
+    ) -> Result<Vec<SweepPoint>> {
+        let rows = store.rows()?;
+        let mut groups: Vec<(usize, Pct)> = Vec::new();
+        for p in &self.points {
+            if !groups.contains(&(p.nodes, p.bw)) {
+                groups.push((p.nodes, p.bw));
+            }
+        }
+        let mut more = Vec::new();
+        for (nodes, bw) in groups {
+            let prefix = SweepPoint::group(&self.series, nodes, self.spec.ranks_per_node, bw);
+            let mine: Vec<_> = rows
+                .iter()
+                .filter(|r| r.point_key.starts_with(&prefix))
+                .collect();
+            let times: Vec<f64> = mine
+                .iter()
+                .filter(|r| r.status == RunStatus::Ok)
+                .filter_map(|r| r.kernel_seconds.or(r.seconds))
+                .collect();
+            let max = if bw == Pct::FULL {
+                2 * self.spec.max_repeats
+            } else {
+                self.spec.max_repeats
+            };
+            if times.len() as u32 >= max || median_precision(&times) <= self.spec.precision {
+                continue;
+            }
+            let next = mine
+                .iter()
+                .filter_map(|r| r.point_key.rsplit("rep=").next()?.parse::<u32>().ok())
+                .max()
+                .map_or(0, |m| m + 1);
+            let p = SweepPoint::new(&self.series, nodes, self.spec.ranks_per_node, bw, next);
+            if failed.get(&p.key).copied().unwrap_or(0) > self.spec.retries {
+                continue;
+            }
+            more.push(p);
+        }
+        if self.spec.randomize {
+            let mut rng = Rng::new(self.spec.seed ^ 0x000A_0702 ^ more.len() as u64);
+            for i in (1..more.len()).rev() {
+                more.swap(i, rng.below(i + 1));
+            }
+        }
+        Ok(more)
+    }
+}
+
+/// What one invocation of a sweep carries from run to run.
+struct Runner<'a> {
+    sweep: &'a Sweep,
+    cluster: &'a Cluster,
+    store: &'a Store,
+    options: &'a SweepOptions,
+    cancel: &'a AtomicBool,
+    host: String,
+    failed: HashMap<String, u32>,
+    /// Node counts that had their warm-up run in this invocation.
+    warmed: HashSet<usize>,
+    started: Instant,
+    ran: usize,
+    gave_up: usize,
+}
+
+impl Runner<'_> {
+    fn job(&self, nodes: usize, bw: Pct) -> JobSpec {
+        JobSpec {
+            workload: self.sweep.workload.clone(),
+            nodes,
+            ranks_per_node: self.sweep.spec.ranks_per_node,
+            bw,
+            time_limit_s: self.sweep.spec.time_limit,
+            lease_s: self.options.lease_s,
+            job_prefix: Some(self.options.job_prefix.clone()),
+        }
+    }
+
+    /// Run `p` until it succeeds or its retries are spent, storing every attempt;
+    /// `false` when interrupted.
+    fn point(
+        &mut self,
+        p: &SweepPoint,
+        index: usize,
+        todo: usize,
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> Result<bool> {
+        let spec = &self.sweep.spec;
+        if spec.warmup && self.warmed.insert(p.nodes) {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            on_event(SweepEvent::WarmingUp { nodes: p.nodes });
+            // Not stored: whatever it measured, or however it failed, the runs after it
+            // say the same again.
+            if let Ok(o) = job::execute(self.cluster, &self.job(p.nodes, Pct::FULL), self.cancel) {
+                if o.status == RunStatus::Interrupted {
+                    return Ok(false);
+                }
+            }
+        }
+        loop {
+            let attempts = self.failed.get(&p.key).copied().unwrap_or(0);
+            if attempts > spec.retries {
+                self.gave_up += 1;
+                on_event(SweepEvent::GaveUp { point: p, attempts });
+                return Ok(true);
+            }
+            if self.cancel.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            on_event(SweepEvent::Starting {
+                index,
+                todo,
+                point: p,
+            });
+            let job_spec = self.job(p.nodes, p.bw);
+            // Settle, measuring how busy the machine is while nothing of ours runs.
+            let before_settle = load::CpuTimes::now();
+            if spec.settle > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(spec.settle));
+            }
+            let before_run = load::CpuTimes::now();
+            let busy = before_settle
+                .zip(before_run)
+                .and_then(|(a, b)| load::shares(a, b))
+                .map(|s| s.0);
+            if let Some(b) = busy.filter(|b| *b > load::BUSY) {
+                on_event(SweepEvent::Busy { point: p, busy: b });
+            }
+            let traffic_before = load::traffic(self.cluster, p.nodes);
+            let started_at = now_utc();
+            let outcome = match job::execute(self.cluster, &job_spec, self.cancel) {
+                Ok(o) => o,
+                Err(e) if self.options.fail_fast => {
+                    return Err(e.context(format!(
+                        "stopping the sweep at nodes={} bw={} rep={} (--fail-fast); everything stored is kept",
+                        p.nodes, p.bw, p.repeat
+                    )))
+                }
+                Err(e) => Outcome::not_started(self.cluster, &job_spec, format!("{e:#}")),
+            };
+            if outcome.status == RunStatus::Interrupted {
+                return Ok(false);
+            }
+            let steal = before_run
+                .zip(load::CpuTimes::now())
+                .and_then(|(a, b)| load::shares(a, b))
+                .map(|s| s.1);
+            let traffic = traffic_before
+                .zip(load::traffic(self.cluster, p.nodes))
+                .and_then(|(a, b)| load::moved(a, b));
+            self.ran += 1;
+            let ok = outcome.status == RunStatus::Ok;
+            self.store.insert(&RunRow {
+                point_key: p.key.clone(),
+                series: self.sweep.series.clone(),
+                workload: spec.workload.clone(),
+                options: self.sweep.options.to_string(),
+                nodes: p.nodes as u32,
+                ranks_per_node: spec.ranks_per_node as u32,
+                procs: outcome.procs as u32,
+                bw_pct: p.bw,
+                capacity: outcome.capacity_bytes_per_sec,
+                latency_us: outcome.latency_us,
+                repeat: p.repeat,
+                started_at,
+                seconds: ok.then_some(outcome.seconds),
+                kernel_seconds: outcome.kernel_seconds(),
+                teps: outcome.teps(),
+                status: outcome.status,
+                reason: outcome.reason.clone(),
+                host: self.host.clone(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                job: outcome.job.clone(),
+                bytes_sent: traffic.map(|t| t.sent),
+                bytes_received: traffic.map(|t| t.received),
+                cpu_busy_before: busy,
+                cpu_steal: steal,
+            })?;
+            let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
+            on_event(SweepEvent::Finished {
+                index,
+                todo,
+                point: p,
+                outcome: &outcome,
+                eta_s: per * (todo - index - 1) as f64,
+            });
+            if ok {
+                return Ok(true);
+            }
+            *self.failed.entry(p.key.clone()).or_default() += 1;
+        }
     }
 }
 
@@ -647,6 +908,97 @@ mod tests {
     }
 
     #[test]
+    fn auto_repeats_continue_where_the_median_is_imprecise_and_stop_at_the_maximum() {
+        let spec: SweepSpec = toml::from_str(
+            "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100, 50]\nrepeats=\"auto\"\nmax_repeats=4\nprecision=0.02",
+        )
+        .unwrap();
+        let sweep = Sweep::new(spec).unwrap();
+        assert_eq!(sweep.points.len(), 2 * AUTO_FIRST as usize);
+        let path = std::env::temp_dir().join(format!("throttle-auto-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&path).unwrap();
+        let put = |p: &SweepPoint, seconds: f64, status: RunStatus| {
+            store
+                .insert(&RunRow {
+                    point_key: p.key.clone(),
+                    series: sweep.series.clone(),
+                    workload: "bfs".into(),
+                    options: "{}".into(),
+                    nodes: 1,
+                    ranks_per_node: 1,
+                    procs: 1,
+                    bw_pct: p.bw,
+                    capacity: 125e6,
+                    latency_us: 0,
+                    repeat: p.repeat,
+                    started_at: "2026-11-23T00:00:00Z".into(),
+                    seconds: (status == RunStatus::Ok).then_some(seconds),
+                    kernel_seconds: None,
+                    teps: None,
+                    status,
+                    reason: None,
+                    host: "h".into(),
+                    version: "0".into(),
+                    job: "j".into(),
+                    bytes_sent: None,
+                    bytes_received: None,
+                    cpu_busy_before: None,
+                    cpu_steal: None,
+                })
+                .unwrap();
+        };
+        // 100%: noisy (CV 0.1: +-16% at n = 3); 50%: precise (+-0.2%).
+        for p in &sweep.points {
+            let t = match (p.bw == Pct::FULL, p.repeat) {
+                (true, 0) => 0.9,
+                (true, 1) => 1.0,
+                (true, _) => 1.1,
+                (false, r) => 2.0 + r as f64 * 0.001,
+            };
+            put(p, t, RunStatus::Ok);
+        }
+        let failed = HashMap::new();
+        let more = sweep.more_repeats(&store, &failed).unwrap();
+        assert_eq!(more.len(), 1, "{more:?}");
+        assert_eq!((more[0].bw, more[0].repeat), (Pct::FULL, 3));
+        // The baseline may go to 2 x max_repeats = 8; a failed repeat is skipped over.
+        put(&more[0], 1.0, RunStatus::Failed);
+        put(
+            &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, 4),
+            1.0,
+            RunStatus::Ok,
+        );
+        let more = sweep.more_repeats(&store, &failed).unwrap();
+        assert_eq!(more[0].repeat, 5);
+        for r in 5..8 {
+            put(
+                &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, r),
+                1.0 + (r % 2) as f64 * 0.2,
+                RunStatus::Ok,
+            );
+        }
+        // 7 good runs at 100%: still imprecise, one more allowed.
+        assert_eq!(sweep.more_repeats(&store, &failed).unwrap().len(), 1);
+        put(
+            &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, 8),
+            1.2,
+            RunStatus::Ok,
+        );
+        assert!(sweep.more_repeats(&store, &failed).unwrap().is_empty());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn precision_of_a_median_by_hand() {
+        // CV 0.1, n = 4: 1.645 * 1.2533 * 0.1 / 2 = 0.1031.
+        let t = [0.9, 1.0, 1.0, 1.1];
+        let cv = crate::analysis::stats::cv(&t);
+        assert!((median_precision(&t) - 1.644_853_6 * 1.253_314_1 * cv / 2.0).abs() < 1e-12);
+        assert!(median_precision(&[1.0]).is_infinite());
+    }
+
+    #[test]
     fn bad_specs_are_explained() {
         for (text, hint) in [
             (
@@ -658,8 +1010,16 @@ mod tests {
                 "node counts",
             ),
             (
-                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats=0",
-                "repeats",
+                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats=\"auto\"\nmax_repeats=2",
+                "max_repeats",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats=\"auto\"\nprecision=2",
+                "precision",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nsettle=-1",
+                "settle",
             ),
         ] {
             let spec: SweepSpec = toml::from_str(text).unwrap();
@@ -673,6 +1033,17 @@ mod tests {
             "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100]\ncolour=1"
         )
         .is_err());
+        for bad in ["0", "\"often\"", "2.5"] {
+            let e = toml::from_str::<SweepSpec>(&format!(
+                "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats={bad}"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("`repeats` must be a number from 1 to 10000 or \"auto\""),
+                "{e}"
+            );
+        }
         let e = toml::from_str::<SweepSpec>(
             "workload = \"pmm\"\nnodes=[1]\nbandwidths=[100]\n[pmm]\nbcast=\"tree\"",
         )

@@ -5,8 +5,11 @@
 //! compared only within a series), except per-run columns such as `started_at`, `host`,
 //! `job`. An optional `status` column marks failed runs (anything but `ok`; they need no
 //! time). `bw_pct` may be `unlimited`. Fields may be quoted (the `csv` crate reads them);
-//! a UTF-8 byte-order mark is skipped. Rows that do not parse are reported with their line
-//! number, all of them, and nothing is analysed: the analysis refuses to guess.
+//! a UTF-8 byte-order mark is skipped. `nodes` must be a whole number from 1 to `procs`.
+//! Two rows of one series with the same nodes, procs, bw_pct and repeat are one run
+//! written twice (or two runs numbered alike): refused, with both lines. Rows that do not
+//! parse are reported with their line number, all of them, and nothing is analysed: the
+//! analysis refuses to guess.
 
 use anyhow::{bail, Result};
 
@@ -14,8 +17,12 @@ use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 9] = [
+const PER_RUN: [&str; 13] = [
     "status",
+    "bytes_sent",
+    "bytes_received",
+    "cpu_busy_before",
+    "cpu_steal",
     "reason",
     "started_at",
     "kernel_seconds",
@@ -25,6 +32,11 @@ const PER_RUN: [&str; 9] = [
     "job",
     "id",
 ];
+
+/// Field `i` of a row, if the column exists and the field is not empty.
+fn optional<'a>(f: &[&'a str], i: usize) -> Option<&'a str> {
+    f.get(i).copied().filter(|v| !v.is_empty())
+}
 
 /// The 1-based line of byte `offset` in `text`.
 fn line_at(text: &str, offset: u64) -> u64 {
@@ -70,19 +82,24 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         );
     }
     let idx = |name: &str| cols.iter().position(|c| c == name).unwrap_or(usize::MAX);
-    let (iw, ipr, ibw, irep, isec, ist) = (
+    let (iw, ino, ipr, ibw, irep, isec, ist) = (
         idx("workload"),
+        idx("nodes"),
         idx("procs"),
         idx("bw_pct"),
         idx("repeat"),
         idx("seconds"),
         idx("status"),
     );
+    let (ibytes, ibusy) = (idx("bytes_sent"), idx("cpu_busy_before"));
     let labels: Vec<usize> = (0..cols.len())
         .filter(|&i| !REQUIRED.contains(&cols[i].as_str()) && !PER_RUN.contains(&cols[i].as_str()))
         .collect();
     let mut out = Vec::new();
     let mut errors = Vec::new();
+    // (series, nodes, procs, bw_pct as written, repeat) -> first line.
+    let mut seen: std::collections::HashMap<(String, u32, u32, String, u32), u64> =
+        std::collections::HashMap::new();
     for record in reader.records() {
         let record = match record {
             Ok(r) => r,
@@ -111,6 +128,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         }
         let f: Vec<&str> = record.iter().collect();
         let procs = f[ipr].parse::<u32>().ok().filter(|p| *p > 0);
+        let nodes = f[ino].parse::<u32>().ok().filter(|n| *n > 0);
         let bw = if f[ibw].eq_ignore_ascii_case("unlimited") {
             Some(None)
         } else {
@@ -121,6 +139,13 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
                 .map(Some)
         };
         let repeat = f[irep].parse::<u32>().ok();
+        let bytes_sent = optional(&f, ibytes).map(str::parse::<u64>);
+        let busy = optional(&f, ibusy).map(|v| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|b| (0.0..=1.0).contains(b))
+                .ok_or(())
+        });
         let ok = ist == usize::MAX || f[ist].eq_ignore_ascii_case("ok");
         // A failed run need not have a time.
         let seconds = f[isec]
@@ -131,6 +156,13 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         let mut bad = Vec::new();
         if procs.is_none() {
             bad.push(format!("procs `{}` is not a whole number > 0", f[ipr]));
+        }
+        match (nodes, procs) {
+            (None, _) => bad.push(format!("nodes `{}` is not a whole number > 0", f[ino])),
+            (Some(n), Some(p)) if n > p => bad.push(format!(
+                "nodes {n} is more than procs {p} (every node runs at least one process)"
+            )),
+            _ => {}
         }
         if bw.is_none() {
             bad.push(format!(
@@ -147,6 +179,15 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         if f[iw].is_empty() {
             bad.push("workload is empty".into());
         }
+        if let Some(Err(_)) = bytes_sent {
+            bad.push(format!("bytes_sent `{}` is not a whole number", f[ibytes]));
+        }
+        if let Some(Err(_)) = busy {
+            bad.push(format!(
+                "cpu_busy_before `{}` is not a share from 0 to 1",
+                f[ibusy]
+            ));
+        }
         if !bad.is_empty() {
             errors.push(format!("line {lineno}: {}", bad.join("; ")));
             continue;
@@ -155,6 +196,20 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         for &i in &labels {
             series.push_str(&format!(" {}={}", cols[i], f[i]));
         }
+        let key = (
+            series.clone(),
+            nodes.unwrap_or(0),
+            procs.unwrap_or(0),
+            f[ibw].to_ascii_lowercase(),
+            repeat.unwrap_or(0),
+        );
+        if let Some(first) = seen.get(&key) {
+            errors.push(format!(
+                "line {lineno}: the same run as line {first} (workload, labels, nodes, procs, bw_pct and repeat all equal): number repeats apart or remove the copy"
+            ));
+            continue;
+        }
+        seen.insert(key, lineno);
         out.push(Observation {
             series,
             procs: procs.unwrap_or(1),
@@ -162,6 +217,9 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
             repeat: repeat.unwrap_or(0),
             seconds: seconds.unwrap_or(0.0),
             ok,
+            nodes: nodes.unwrap_or(1),
+            busy: busy.and_then(Result::ok),
+            bytes_sent: bytes_sent.and_then(Result::ok),
         });
     }
     if !errors.is_empty() {
@@ -211,6 +269,19 @@ mod tests {
         let text = "\u{feff}workload,nodes,procs,bw_pct,repeat,seconds,note\n\"bfs\",1,4,100,0,1.0,\"a, b\"\n";
         let obs = parse(text).unwrap();
         assert_eq!(obs[0].series, "bfs note=a, b");
+    }
+
+    #[test]
+    fn duplicate_runs_and_impossible_node_counts_are_refused() {
+        let text = "workload,nodes,procs,bw_pct,repeat,seconds\nbfs,1,4,100,0,1.0\nbfs,1,4,50,0,1.2\nbfs,1,4,100,0,1.1\nbfs,8,4,50,1,1.0\nbfs,x,4,50,2,1.0\nbfs,1,4,100,1,1.0\n";
+        let e = parse(text).unwrap_err().to_string();
+        assert!(e.contains("3 row(s)"), "{e}");
+        assert!(e.contains("line 4: the same run as line 2"), "{e}");
+        assert!(e.contains("line 5: nodes 8 is more than procs 4"), "{e}");
+        assert!(e.contains("line 6: nodes `x`"), "{e}");
+        // Another series (a label column) or another repeat is another run.
+        let ok = "workload,nodes,procs,bw_pct,repeat,seconds,scale\nbfs,1,4,100,0,1.0,20\nbfs,1,4,100,0,1.0,21\nbfs,1,4,100,1,1.0,21\n";
+        assert_eq!(parse(ok).unwrap().len(), 3);
     }
 
     #[test]

@@ -1,17 +1,29 @@
-//! `throttle-ctl analyze`: from stored runs to demand figures and projections.
+//! `throttle-ctl analyze`: from stored runs to demand figures and projections, each with
+//! an interval, a noise floor and a backtest that say how far it can be trusted.
 //!
-//! * [`stats`]: medians and their intervals, CV, pool-adjacent-violators, bootstrap.
-//! * [`regression`]: T(p) = C0 + C1/p + C2/sqrt(p).
-//! * [`demand`]: CTI, bandwidth demand with censoring, demand constant, projection,
+//! * [`stats`]: medians and their intervals, CV, pool-adjacent-violators, a seeded RNG.
+//! * [`regression`]: T(p) = C0 + C1/p + C2/sqrt(p), with leave-one-out and
+//!   leave-one-size-out errors.
+//! * [`demand`]: the paper's formulas: CTI, demand with censoring, DC, projection,
 //!   saturation.
+//! * [`chain`]: those formulas chained from cell medians to every derived number.
+//! * [`noise`]: the smallest CTI each size's repeats can resolve.
+//! * [`bootstrap`]: intervals of every derived number, resampling runs.
+//! * [`backtest`]: each measured size projected from the smaller ones, and the verdict.
+//! * [`render`]: the tables a person reads.
 //! * [`csv`]: data measured with any tool.
 //!
 //! Every formula is DESIGN.md section 5; this module only groups the observations, keeps
-//! held-out sizes out of the fits, and collects warnings.
+//! held-out sizes out of the fits, runs the chain three ways and collects warnings.
 
+pub mod backtest;
+pub mod bootstrap;
+pub mod chain;
 pub mod csv;
 pub mod demand;
+pub mod noise;
 pub mod regression;
+pub mod render;
 pub mod stats;
 
 use std::collections::BTreeMap;
@@ -19,8 +31,14 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use demand::{Censored, CtiCurve};
+use backtest::{Check, Verdict};
+use bootstrap::Interval;
+use chain::{bw_key, bw_of, BwKey, FULL};
+use demand::Censored;
+use noise::Floor;
 use regression::Regression;
+
+pub use render::render;
 
 /// One run, from the store or a CSV file.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +51,12 @@ pub struct Observation {
     pub repeat: u32,
     pub seconds: f64,
     pub ok: bool,
+    /// Nodes the processes ran on.
+    pub nodes: u32,
+    /// Share of the machine's CPUs busy just before the run (see `load`), if recorded.
+    pub busy: Option<f64>,
+    /// Bytes the run's nodes sent through their agents, if recorded.
+    pub bytes_sent: Option<u64>,
 }
 
 /// What to compute from the observations.
@@ -56,8 +80,11 @@ pub struct MedianPoint {
     pub bw_pct: f64,
     pub n: usize,
     pub median: f64,
+    /// Order-statistic interval of the median; its exact coverage is `ci_coverage`
+    /// (with 3 runs it is their range, which covers 75%, not 95%).
     pub ci_low: f64,
     pub ci_high: f64,
+    pub ci_coverage: f64,
     pub cv: f64,
     /// CTI of the median, percent (null without a 100% baseline).
     pub cti: Option<f64>,
@@ -69,6 +96,10 @@ pub struct Demand {
     pub cti: f64,
     pub bw_pct: f64,
     pub censored: Censored,
+    /// The level is below this size's noise floor: not used for DC or projection.
+    pub below_noise: bool,
+    /// 90% bootstrap interval (null when the figure existed in under 90% of resamples).
+    pub interval: Option<Interval>,
     pub held_out: bool,
 }
 
@@ -85,11 +116,15 @@ pub struct Projection {
     pub procs: u32,
     pub cti: f64,
     pub bw_pct: f64,
-    /// The projection at the ends of the DC bootstrap interval.
+    /// 90% bootstrap interval over runs.
     pub bw_pct_ci: Option<(f64, f64)>,
+    /// The demand measured at a held-out size, and how it is censored: with `<` or `>`
+    /// it is a bound, and so is `error_pp`.
     pub measured_bw_pct: Option<f64>,
+    pub measured_censored: Option<Censored>,
     /// predicted - measured, percentage points.
     pub error_pp: Option<f64>,
+    pub error_is_bound: bool,
     /// The demand at p* this projects from is censored.
     pub from_censored: bool,
 }
@@ -98,6 +133,10 @@ pub struct Projection {
 pub struct Saturation {
     pub cti: f64,
     pub procs: f64,
+    /// 90% bootstrap interval over runs.
+    pub interval: Option<Interval>,
+    /// Computed from a censored demand at p*: a bound at best.
+    pub from_censored: bool,
 }
 
 /// The whole answer; `analyze --json` prints it.
@@ -111,8 +150,11 @@ pub struct Analysis {
     pub min_repeats: usize,
     pub regression: Option<Regression>,
     pub points: Vec<MedianPoint>,
+    /// Per size: the smallest CTI its repeats resolve.
+    pub noise: Vec<Floor>,
     pub demand: Vec<Demand>,
     pub dc: Option<f64>,
+    /// 90% bootstrap interval of DC over runs.
     pub dc_ci: Option<(f64, f64)>,
     pub dc_pairs: Vec<DcPair>,
     pub dc_pairs_censored: usize,
@@ -120,16 +162,23 @@ pub struct Analysis {
     pub projection: Vec<Projection>,
     pub saturation: Vec<Saturation>,
     pub held_out: Vec<u32>,
+    /// What every derived interval is.
+    pub intervals: String,
+    pub resamples: usize,
+    /// Each measured size from the third on, projected from the smaller ones.
+    pub backtest: Vec<Check>,
+    /// Whether the backtest supports the projection.
+    pub verdict: Verdict,
     pub warnings: Vec<String>,
 }
 
-/// Run the analysis on `obs`.
-pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
+/// The series to analyse: the one asked for, or the only one.
+fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> {
     let mut series: BTreeMap<&str, usize> = BTreeMap::new();
     for o in obs {
         *series.entry(o.series.as_str()).or_default() += 1;
     }
-    let chosen = match (&req.series, series.len()) {
+    Ok(match (asked, series.len()) {
         (Some(s), _) => {
             if !series.contains_key(s.as_str()) {
                 bail!(
@@ -154,7 +203,12 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-    };
+    })
+}
+
+/// Run the analysis on `obs`.
+pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
+    let chosen = choose_series(obs, &req.series)?;
     let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == chosen).collect();
     let failed_runs = mine.iter().filter(|o| !o.ok).count();
     let good: Vec<&Observation> = mine
@@ -174,12 +228,20 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             "{unlimited} runs at unlimited bandwidth were left out (the baseline is 100%)"
         ));
     }
-    // (procs, bw) -> times
-    let mut cells: BTreeMap<(u32, u64), Vec<f64>> = BTreeMap::new();
+    let busy = good
+        .iter()
+        .filter(|o| o.busy.is_some_and(|b| b > crate::load::BUSY))
+        .count();
+    if busy > 0 {
+        warnings.push(format!(
+            "{busy} run(s) started while the machine was more than {:.0}% busy with something else: their times are suspect (see cpu_busy_before in `export`)",
+            crate::load::BUSY * 100.0
+        ));
+    }
+    let mut cells: BTreeMap<(u32, BwKey), Vec<f64>> = BTreeMap::new();
     for o in &good {
-        let bw = o.bw_pct.unwrap_or(100.0);
         cells
-            .entry((o.procs, (bw * 1000.0).round() as u64))
+            .entry((o.procs, bw_key(o.bw_pct.unwrap_or(100.0))))
             .or_default()
             .push(o.seconds);
     }
@@ -210,327 +272,210 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         .map(|o| (o.procs as f64, o.seconds))
         .collect();
     let regression = regression::regress(&reg_points);
-    if regression.is_none() {
-        warnings.push("the strong-scaling regression needs runs at 100% on at least 3 sizes (held-out sizes excluded)".into());
-    } else if let Some(r) = &regression {
-        if r.crossover_procs.is_none() {
+    match &regression {
+        None => warnings.push("the strong-scaling regression needs runs at 100% on at least 3 sizes (held-out sizes excluded)".into()),
+        Some(r) if r.crossover_procs.is_none() => warnings.push(format!(
+            "no crossover: C1 = {:.4}, C2 = {:.4} are not both positive",
+            r.c1, r.c2
+        )),
+        Some(_) => {}
+    }
+    let medians: BTreeMap<(u32, BwKey), f64> =
+        cells.iter().map(|(&k, t)| (k, stats::median(t))).collect();
+    // Points.
+    let mut points = Vec::new();
+    for (&(p, bw), times) in &cells {
+        let base = medians.get(&(p, FULL)).copied();
+        let (ci_low, ci_high, ci_coverage) = stats::median_interval(times);
+        points.push(MedianPoint {
+            procs: p,
+            bw_pct: bw_of(bw),
+            n: times.len(),
+            median: medians[&(p, bw)],
+            ci_low,
+            ci_high,
+            ci_coverage,
+            cv: stats::cv(times),
+            cti: base.map(|b| demand::cti(medians[&(p, bw)], b)),
+        });
+    }
+    for &p in &sizes {
+        if !medians.contains_key(&(p, FULL)) {
+            warnings.push(format!("{p} procs: no run at 100%, so no CTI"));
+        }
+    }
+    // The noise each size's repeats can resolve.
+    let noise = noise::floors(&cells);
+    let floors = noise::by_size(&noise);
+    for &p in &sizes {
+        if medians.contains_key(&(p, FULL)) && !floors.contains_key(&p) {
             warnings.push(format!(
-                "no crossover: C1 = {:.4}, C2 = {:.4} are not both positive",
-                r.c1, r.c2
+                "{p} procs: no point has 2 or more runs, so its noise is unknown and no CTI level can be called resolved"
             ));
         }
     }
-    // Points, CTI curves.
-    let mut points = Vec::new();
-    let mut curves: BTreeMap<u32, CtiCurve> = BTreeMap::new();
-    for &p in &sizes {
-        let base = cells.get(&(p, 100_000)).map(|t| stats::median(t));
-        if base.is_none() {
-            warnings.push(format!("{p} procs: no run at 100%, so no CTI"));
-        }
-        let mut curve = CtiCurve {
-            bw: Vec::new(),
-            cti: Vec::new(),
-        };
-        for (&(pp, bwk), times) in cells.range((p, 0)..=(p, u64::MAX)) {
-            debug_assert_eq!(pp, p);
-            let bw = bwk as f64 / 1000.0;
-            let median = stats::median(times);
-            let (lo, hi, _) = stats::median_ci(times);
-            let cti = base.map(|b| demand::cti(median, b));
-            if let (Some(c), true) = (cti, bw < 100.0) {
-                curve.bw.push(bw);
-                curve.cti.push(c);
-            }
-            points.push(MedianPoint {
-                procs: p,
-                bw_pct: bw,
-                n: times.len(),
-                median,
-                ci_low: lo,
-                ci_high: hi,
-                cv: stats::cv(times),
-                cti,
-            });
-        }
-        if base.is_some() && !curve.bw.is_empty() {
-            if curve.monotone().2 {
-                warnings.push(format!("{p} procs: CTI is not monotone in bandwidth; pooled (PAV) before interpolating"));
-            }
-            curves.insert(p, curve);
-        }
+    // The chain on the measured medians: fitted on every size not held out.
+    let fit: Vec<u32> = sizes
+        .iter()
+        .copied()
+        .filter(|p| !held_out.contains(p))
+        .collect();
+    let answer = chain::run(&medians, &req.cti, &floors, &fit, &req.predict);
+    for p in &answer.pooled {
+        warnings.push(format!(
+            "{p} procs: CTI is not monotone in bandwidth; pooled (PAV) before interpolating"
+        ));
     }
-    // Demand per size and level.
-    let mut demand = Vec::new();
-    for (&p, curve) in &curves {
-        for &c in &req.cti {
-            if let Some((bw, censored)) = curve.demand(c) {
-                demand.push(Demand {
-                    procs: p,
-                    cti: c,
-                    bw_pct: bw,
-                    censored,
-                    held_out: held_out.contains(&p),
-                });
-            }
-        }
-    }
-    for &c in &req.cti {
-        let all_below = demand
+    let runs = good.len();
+    let resamples = bootstrap::resamples_for(runs);
+    let spread = bootstrap::intervals(&cells, &req.cti, &floors, &fit, &req.predict, resamples);
+    let demand: Vec<Demand> = answer
+        .demand
+        .iter()
+        .map(|(&(p, li), n)| Demand {
+            procs: p,
+            cti: req.cti[li],
+            bw_pct: n.bw_pct,
+            censored: n.censored,
+            below_noise: n.below_noise,
+            interval: spread.demand.get(&(p, li)).and_then(|s| s.interval),
+            held_out: held_out.contains(&p),
+        })
+        .collect();
+    for (li, &c) in req.cti.iter().enumerate() {
+        let at: Vec<_> = answer
+            .demand
             .iter()
-            .filter(|d| d.cti == c)
-            .all(|d| d.censored == Censored::Below);
-        if all_below && demand.iter().any(|d| d.cti == c) {
+            .filter(|((_, l), _)| *l == li)
+            .collect();
+        if !at.is_empty() && at.iter().all(|(_, n)| n.censored == Censored::Below) {
             warnings.push(format!(
                 "CTI {c}% is never reached: even the lowest bandwidth slows the program by less"
             ));
         }
+        let hidden: Vec<String> = at
+            .iter()
+            .filter(|(_, n)| n.below_noise)
+            .map(|((p, _), _)| p.to_string())
+            .collect();
+        if !hidden.is_empty() {
+            warnings.push(format!(
+                "CTI {c}% is below the noise floor at {} procs: those demands are not measurements and are left out of DC and projection",
+                hidden.join(", ")
+            ));
+        }
     }
-    // Demand constant over pairs of fitted sizes.
-    let fitted: Vec<u32> = curves
-        .keys()
-        .copied()
-        .filter(|p| !held_out.contains(p))
-        .collect();
-    let find = |p: u32, c: f64| demand.iter().find(|d| d.procs == p && d.cti == c);
-    let mut dc_pairs = Vec::new();
-    let mut censored_pairs = 0;
-    for &c in &req.cti {
-        for (i, &p1) in fitted.iter().enumerate() {
-            for &p2 in &fitted[..i] {
-                match (find(p1, c), find(p2, c)) {
-                    (Some(a), Some(b))
-                        if a.censored == Censored::None && b.censored == Censored::None =>
-                    {
-                        dc_pairs.push(DcPair {
-                            cti: c,
-                            p1,
-                            p2,
-                            dc: demand::demand_constant(a.bw_pct, b.bw_pct, p1 as f64, p2 as f64),
-                        });
-                    }
-                    _ => censored_pairs += 1,
-                }
+    // Communication-bound even at 100%: the next step down already costs far more than
+    // every level asked.
+    let top = req.cti.iter().copied().fold(0.0, f64::max);
+    for (&p, curve) in &chain::curves(&medians) {
+        if let (Some(&bw), Some(&c)) = (curve.bw.last(), curve.cti.last()) {
+            if c > 2.0 * top && c > 20.0 {
+                warnings.push(format!(
+                    "{p} procs: communication-bound even at full bandwidth (CTI {c:.0}% already at {bw}%, more than twice the largest level asked): measure a larger capacity or a larger problem to see its demand"
+                ));
             }
         }
     }
-    if censored_pairs > 0 {
-        warnings.push(format!("{censored_pairs} (CTI, size pair) combinations left out of DC: a demand was censored or missing"));
+    if answer.dc_pairs_left_out > 0 {
+        warnings.push(format!("{} (CTI, size pair) combinations left out of DC: a demand was censored, below the noise, or missing", answer.dc_pairs_left_out));
     }
-    let dc_values: Vec<f64> = dc_pairs.iter().map(|d| d.dc).collect();
-    let dc =
-        (!dc_values.is_empty()).then(|| dc_values.iter().sum::<f64>() / dc_values.len() as f64);
-    let dc_ci = stats::bootstrap_mean_ci(&dc_values);
-    if dc.is_none() && fitted.len() >= 2 {
+    if answer.dc.is_none() && fit.len() >= 2 {
         warnings.push(
-            "no demand constant: no pair of sizes has uncensored demands at the same CTI level"
+            "no demand constant: no pair of sizes has uncensored demands above the noise at the same CTI level"
                 .into(),
         );
-    } else if fitted.len() < 2 {
+    } else if fit.len() < 2 {
         warnings.push(
             "a demand constant needs throttled runs on at least 2 sizes (held-out sizes excluded)"
                 .into(),
         );
     }
-    // Projection from the largest fitted size.
-    let p_star = fitted.last().copied();
-    let mut projection = Vec::new();
-    let mut saturation = Vec::new();
-    if let (Some(ps), Some(dc)) = (p_star, dc) {
-        for &c in &req.cti {
-            let Some(star) = find(ps, c) else { continue };
-            for &p in &req.predict {
-                let bw = demand::project(star.bw_pct, dc, ps as f64, p as f64);
-                let measured = find(p, c)
-                    .filter(|_| held_out.contains(&p))
-                    .map(|d| d.bw_pct);
-                projection.push(Projection {
-                    procs: p,
-                    cti: c,
-                    bw_pct: bw,
-                    bw_pct_ci: dc_ci.map(|(lo, hi)| {
-                        (
-                            demand::project(star.bw_pct, lo, ps as f64, p as f64),
-                            demand::project(star.bw_pct, hi, ps as f64, p as f64),
-                        )
-                    }),
-                    measured_bw_pct: measured,
-                    error_pp: measured.map(|m| bw - m),
-                    from_censored: star.censored != Censored::None,
-                });
+    let find = |p: u32, li: usize| answer.demand.get(&(p, li));
+    let projection: Vec<Projection> = answer
+        .projection
+        .iter()
+        .map(|(&(p, li), &(bw, from_censored))| {
+            let measured = find(p, li).filter(|_| held_out.contains(&p));
+            Projection {
+                procs: p,
+                cti: req.cti[li],
+                bw_pct: bw,
+                bw_pct_ci: spread
+                    .projection
+                    .get(&(p, li))
+                    .and_then(|s| s.interval)
+                    .map(|i| (i.low, i.high)),
+                measured_bw_pct: measured.map(|m| m.bw_pct),
+                measured_censored: measured.map(|m| m.censored),
+                error_pp: measured.map(|m| bw - m.bw_pct),
+                error_is_bound: measured.is_some_and(|m| m.censored != Censored::None),
+                from_censored,
             }
-            saturation.push(Saturation {
-                cti: c,
-                procs: demand::saturation(star.bw_pct, dc, ps as f64),
-            });
+        })
+        .collect();
+    let saturation: Vec<Saturation> = answer
+        .saturation
+        .iter()
+        .map(|(&li, &(procs, from_censored))| Saturation {
+            cti: req.cti[li],
+            procs,
+            interval: spread.saturation.get(&li).and_then(|s| s.interval),
+            from_censored,
+        })
+        .collect();
+    // The backtest over every measured size (held-out ones included: they are measured).
+    let all = chain::run(&medians, &req.cti, &floors, &sizes, &[]);
+    let backtest = backtest::run(&cells, &medians, &req.cti, &floors, &all.demand, resamples);
+    let verdict = backtest::verdict(&backtest);
+    if !projection.is_empty() {
+        match &verdict {
+            Verdict::Failed { why, .. } => warnings.push(format!(
+                "do not trust the projection: the backtest missed by more than {} pp ({why})",
+                backtest::TOLERANCE_PP
+            )),
+            Verdict::Untested { why } => warnings.push(format!(
+                "the projection is untested ({why}): its interval covers run-to-run noise only, not the model's error"
+            )),
+            Verdict::Passed { .. } => {}
         }
     }
     Ok(Analysis {
         time_source: req.time_source.clone(),
         series: chosen,
-        runs: good.len(),
+        runs,
         failed_runs,
         min_repeats,
         regression,
         points,
+        noise,
         demand,
-        dc,
-        dc_ci,
-        dc_pairs,
-        dc_pairs_censored: censored_pairs,
-        p_star,
+        dc: answer.dc,
+        dc_ci: spread.dc.and_then(|s| s.interval).map(|i| (i.low, i.high)),
+        dc_pairs: answer
+            .dc_pairs
+            .iter()
+            .map(|&(li, p1, p2, dc)| DcPair {
+                cti: req.cti[li],
+                p1,
+                p2,
+                dc,
+            })
+            .collect(),
+        dc_pairs_censored: answer.dc_pairs_left_out,
+        p_star: answer.p_star,
         projection,
         saturation,
         held_out,
+        intervals: format!(
+            "{:.0}% percentile bootstrap over runs ({resamples} resamples): run-to-run noise only",
+            bootstrap::LEVEL * 100.0
+        ),
+        resamples,
+        backtest,
+        verdict,
         warnings,
     })
-}
-
-fn flag(c: Censored) -> &'static str {
-    match c {
-        Censored::None => "",
-        Censored::Below => "<",
-        Censored::Above => ">",
-    }
-}
-
-/// The tables a person reads.
-pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out\ntimes: {}\n\n",
-        a.series, a.runs, a.min_repeats, a.failed_runs, a.time_source
-    ));
-    match &a.regression {
-        Some(r) => {
-            out.push_str(&format!(
-                "strong scaling at 100%   T(p) = {:.4} + {:.4}/p + {:.4}/sqrt(p)   R^2 {:.3}  adj R^2 {}  MSE {:.3e}  LOO RMSE {}\n",
-                r.c0, r.c1, r.c2, r.r2,
-                r.adj_r2.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into()),
-                r.mse,
-                r.loo_rmse.map(|v| format!("{v:.3e} s")).unwrap_or_else(|| "-".into())
-            ));
-            match r.crossover_procs {
-                Some(px) => out.push_str(&format!(
-                    "  communication overtakes processing at p ~ {px:.0} processes\n\n"
-                )),
-                None => out.push_str("  no crossover (C1 and C2 are not both positive)\n\n"),
-            }
-        }
-        None => out.push_str("strong scaling: not enough sizes at 100% for the regression\n\n"),
-    }
-    out.push_str("completion time (median s, [95% CI], CV) and CTI per point\n");
-    let mut t = crate::table::Table::new(&["procs", "bw %", "n", "median s", "CI", "CV", "CTI %"]);
-    for p in &a.points {
-        t.row(vec![
-            p.procs.to_string(),
-            format!("{}", p.bw_pct),
-            p.n.to_string(),
-            format!("{:.4}", p.median),
-            format!("[{:.4}, {:.4}]", p.ci_low, p.ci_high),
-            format!("{:.3}", p.cv),
-            p.cti
-                .map(|c| format!("{c:.1}"))
-                .unwrap_or_else(|| "-".into()),
-        ]);
-    }
-    out.push_str(&t.render());
-    out.push_str(&format!(
-        "\nbandwidth demand (% of {}) to stay within a completion-time increment\n  (< censored below: the lowest step sufficed; > censored above: interpolated up to 100%)\n",
-        capacity.unwrap_or("the link")
-    ));
-    let mut header = vec!["procs".to_string()];
-    header.extend(levels.iter().map(|c| format!("{c}%")));
-    let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut t = crate::table::Table::new(&hdr);
-    let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    for p in sizes {
-        let mut row = vec![format!(
-            "{p}{}",
-            if a.held_out.contains(&p) {
-                " (held out)"
-            } else {
-                ""
-            }
-        )];
-        for &c in levels {
-            row.push(
-                a.demand
-                    .iter()
-                    .find(|d| d.procs == p && d.cti == c)
-                    .map(|d| format!("{}{:.1}", flag(d.censored), d.bw_pct))
-                    .unwrap_or_else(|| "-".into()),
-            );
-        }
-        t.row(row);
-    }
-    out.push_str(&t.render());
-    match a.dc {
-        Some(dc) => out.push_str(&format!(
-            "demand constant DC = {dc:.3}  ({} pairs{}{})\n",
-            a.dc_pairs.len(),
-            a.dc_ci
-                .map(|(l, h)| format!(", 95% CI {l:.3}-{h:.3}"))
-                .unwrap_or_default(),
-            if a.dc_pairs_censored > 0 {
-                format!(", {} censored left out", a.dc_pairs_censored)
-            } else {
-                String::new()
-            }
-        )),
-        None => out.push_str("demand constant: not available\n"),
-    }
-    let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
-    targets.sort_unstable();
-    targets.dedup();
-    if !targets.is_empty() {
-        out.push_str(&format!(
-            "projection from p* = {} procs\n",
-            a.p_star.unwrap_or(0)
-        ));
-        let mut t = crate::table::Table::new(&hdr);
-        for p in targets {
-            let mut row = vec![format!("{p}")];
-            let mut measured = vec![format!("  measured")];
-            let mut any_measured = false;
-            for &c in levels {
-                let pr = a.projection.iter().find(|x| x.procs == p && x.cti == c);
-                row.push(
-                    pr.map(|x| format!("{:.1}", x.bw_pct))
-                        .unwrap_or_else(|| "-".into()),
-                );
-                measured.push(
-                    pr.and_then(|x| {
-                        x.measured_bw_pct.map(|m| {
-                            any_measured = true;
-                            format!("{m:.1} ({:+.1} pp)", x.bw_pct - m)
-                        })
-                    })
-                    .unwrap_or_else(|| "-".into()),
-                );
-            }
-            t.row(row);
-            if any_measured {
-                t.row(measured);
-            }
-        }
-        out.push_str(&t.render());
-    }
-    for s in &a.saturation {
-        out.push_str(&format!(
-            "link saturates (demand = 100%) at about {:.0} processes for CTI {}%\n",
-            s.procs, s.cti
-        ));
-    }
-    if !a.warnings.is_empty() {
-        out.push('\n');
-        for w in &a.warnings {
-            out.push_str(&format!("warning: {w}\n"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -558,6 +503,9 @@ mod tests {
                             t100 * (1.0 + cti / 100.0) * jitter
                         },
                         ok: true,
+                        nodes: 1,
+                        busy: None,
+                        bytes_sent: None,
                     });
                 }
             }
@@ -570,6 +518,9 @@ mod tests {
                 repeat: 9,
                 seconds: 999.0,
                 ok: false,
+                nodes: 1,
+                busy: None,
+                bytes_sent: None,
             });
         }
         obs
@@ -658,6 +609,9 @@ mod tests {
             repeat: 0,
             seconds: 1.0,
             ok: true,
+            nodes: 1,
+            busy: None,
+            bytes_sent: None,
         });
         let req = Question {
             cti: vec![5.0],

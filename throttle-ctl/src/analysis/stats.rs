@@ -1,5 +1,6 @@
 //! Small statistics used by the analysis: medians with a distribution-free confidence
-//! interval, coefficient of variation, pool-adjacent-violators, and a seeded bootstrap.
+//! interval, coefficient of variation, pool-adjacent-violators, and a seeded generator for
+//! the bootstrap.
 
 /// Median of `x` (which must be non-empty).
 pub fn median(x: &[f64]) -> f64 {
@@ -13,30 +14,32 @@ pub fn median(x: &[f64]) -> f64 {
     }
 }
 
-/// 95% confidence interval of the median from order statistics (binomial, no
-/// distributional assumption). With fewer than 6 values no interval reaches 95%; the
-/// full range is returned and `exact` is false.
-pub fn median_ci(x: &[f64]) -> (f64, f64, bool) {
+/// The interval of the median from order statistics (binomial, no distributional
+/// assumption) and its exact coverage: the narrowest [x_(k), x_(n-k+1)] that covers at
+/// least 95%, or, with fewer than 6 values where none does, the full range, whose
+/// coverage is 1 - 2^(1-n) (75% for 3 runs, 87.5% for 4, 93.75% for 5).
+pub fn median_interval(x: &[f64]) -> (f64, f64, f64) {
     let mut s = x.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     let n = s.len();
-    // Largest k with P(Bin(n, 1/2) <= k - 1) <= 0.025: interval [x_(k), x_(n-k+1)] (1-based).
-    let mut cdf = 0.0;
-    let mut k = 0;
-    let mut choose = 1.0f64;
+    // P(Bin(n, 1/2) <= j) for j = 0.. ; [x_(k), x_(n-k+1)] covers 1 - 2 P(Bin <= k - 1).
     let half_n = 0.5f64.powi(n as i32);
+    let mut cdf = Vec::with_capacity(n);
+    let (mut acc, mut choose) = (0.0, 1.0f64);
     for j in 0..n {
-        cdf += choose * half_n;
-        if cdf > 0.025 {
-            break;
-        }
-        k = j + 1;
+        acc += choose * half_n;
+        cdf.push(acc);
         choose = choose * (n - j) as f64 / (j + 1) as f64;
     }
-    if k == 0 {
-        return (s[0], s[n - 1], false);
+    let coverage = |k: usize| 1.0 - 2.0 * cdf[k - 1];
+    let mut k = 1;
+    while k < n.div_ceil(2) && coverage(k + 1) >= 0.95 {
+        k += 1;
     }
-    (s[k - 1], s[n - k], true)
+    if n == 1 {
+        return (s[0], s[0], 0.0);
+    }
+    (s[k - 1], s[n - k], coverage(k))
 }
 
 /// Coefficient of variation (sample standard deviation / mean); 0 for one value.
@@ -95,19 +98,6 @@ impl Rng {
     }
 }
 
-/// Percentile bootstrap 95% interval of the mean of `x` (2,000 resamples, fixed seed).
-pub fn bootstrap_mean_ci(x: &[f64]) -> Option<(f64, f64)> {
-    if x.len() < 2 {
-        return None;
-    }
-    let mut rng = Rng::new(0x5EED);
-    let mut means: Vec<f64> = (0..2000)
-        .map(|_| (0..x.len()).map(|_| x[rng.below(x.len())]).sum::<f64>() / x.len() as f64)
-        .collect();
-    means.sort_by(|a, b| a.total_cmp(b));
-    Some((means[50], means[1949]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,12 +106,15 @@ mod tests {
     fn medians_and_intervals() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        let (lo, hi, exact) = median_ci(&[5.0, 1.0, 3.0]);
-        assert_eq!((lo, hi, exact), (1.0, 5.0, false));
-        // n = 10: P(Bin <= 1) = 11/1024 <= 0.025 < P(Bin <= 2) = 56/1024, so k = 2:
-        // [x(2), x(9)].
+        // Three runs: their range, which covers 1 - 2/8 = 75%.
+        assert_eq!(median_interval(&[5.0, 1.0, 3.0]), (1.0, 5.0, 0.75));
+        // n = 10: [x(2), x(9)] covers 1 - 2 * 11/1024 = 0.978; [x(3), x(8)] only
+        // 1 - 2 * 56/1024 = 0.891.
         let x: Vec<f64> = (1..=10).map(f64::from).collect();
-        assert_eq!(median_ci(&x), (2.0, 9.0, true));
+        let (lo, hi, cov) = median_interval(&x);
+        assert_eq!((lo, hi), (2.0, 9.0));
+        assert!((cov - (1.0 - 22.0 / 1024.0)).abs() < 1e-12);
+        assert_eq!(median_interval(&[7.0]), (7.0, 7.0, 0.0));
     }
 
     #[test]
@@ -139,12 +132,5 @@ mod tests {
         );
         assert_eq!(pav_non_increasing(&[1.0, 2.0, 3.0]), vec![2.0, 2.0, 2.0]);
         assert_eq!(pav_non_increasing(&[3.0, 2.0, 1.0]), vec![3.0, 2.0, 1.0]);
-    }
-
-    #[test]
-    fn bootstrap_brackets_the_mean() {
-        let x = [0.7, 0.8, 0.9, 0.75, 0.85];
-        let (lo, hi) = bootstrap_mean_ci(&x).unwrap();
-        assert!(lo < 0.8 && hi > 0.8 && lo >= 0.7 && hi <= 0.9, "{lo} {hi}");
     }
 }

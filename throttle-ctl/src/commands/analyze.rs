@@ -17,7 +17,7 @@ use crate::store::{Store, DEFAULT_DB};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/"
+    after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --backtest        would smaller sizes have predicted the larger ones?\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/"
 )]
 pub struct Args {
     /// Results database [default: ./throttle-results.db].
@@ -35,6 +35,10 @@ pub struct Args {
     /// The series to analyse when the data holds several.
     #[arg(long)]
     series: Option<String>,
+    /// Print every backtest check (each measured size from the third on, projected from
+    /// the smaller ones, against what was measured); the verdict is always printed.
+    #[arg(long)]
+    backtest: bool,
     #[arg(long)]
     json: bool,
     /// Write plots (SVG, PNG) and index.html here.
@@ -86,7 +90,15 @@ impl Args {
         if self.json {
             output::print_json(&a)?;
         } else {
-            output::print(analysis::render(&a, &levels, cap.as_deref()))?;
+            let detail = analysis::render::Detail {
+                backtest: self.backtest,
+            };
+            output::print(analysis::render::render_with(
+                &a,
+                &levels,
+                cap.as_deref(),
+                detail,
+            ))?;
         }
         if let Some(dir) = self.report {
             let index = report::write(&dir, &a, &levels, cap.as_deref())?;

@@ -48,6 +48,10 @@ pub struct Args {
     keys: usize,
     #[arg(long, default_value_t = 3)]
     repeats: u32,
+    /// Pause before each run, seconds (lets the previous run's processes go; the
+    /// machine's load is measured over it). A warm-up run per size is never stored.
+    #[arg(long, default_value_t = 0.2)]
+    settle: f64,
     /// Bandwidth steps (percent; ranges START:STOP:STEP allowed).
     #[arg(long, default_value = "100,40,20,14,10,7,5,3")]
     bandwidths: String,
@@ -145,10 +149,11 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         .map(|b| format!("\"{}\"", b.trim()))
         .collect();
     let spec_text = format!(
-        "workload = \"bfs\"\nnodes = [{}]\nbandwidths = [{}]\nrepeats = {}\ntime_limit = 300\nseed = 1\n[bfs]\nscale = {}\nkeys = {}\nvalidate = false\n",
+        "workload = \"bfs\"\nnodes = [{}]\nbandwidths = [{}]\nrepeats = {}\nsettle = {}\ntime_limit = 300\nseed = 1\n[bfs]\nscale = {}\nkeys = {}\nvalidate = false\n",
         nodes.join(", "),
         bws.join(", "),
         opts.repeats,
+        opts.settle,
         opts.scale,
         opts.keys
     );

@@ -56,8 +56,16 @@ impl Args {
             sweep.series,
             sweep.points.len(),
             sweep.spec.nodes.len(),
-            sweep.points.len() / sweep.spec.nodes.len() / sweep.spec.repeats as usize,
-            sweep.spec.repeats,
+            sweep.points.len() / sweep.spec.nodes.len() / sweep.spec.repeats.first() as usize,
+            match sweep.spec.repeats {
+                sweep::Repeats::Fixed(n) => n.to_string(),
+                sweep::Repeats::Auto => format!(
+                    "{} (auto: more where the median is not within {}%, up to {})",
+                    sweep::AUTO_FIRST,
+                    sweep.spec.precision * 100.0,
+                    sweep.spec.max_repeats
+                ),
+            },
             db.display()
         );
         let max_nodes = sweep.spec.nodes.iter().copied().max().unwrap_or(0);

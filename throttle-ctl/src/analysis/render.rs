@@ -1,0 +1,338 @@
+//! The analysis as the tables a person reads (`analyze` without `--json`, and `demo`).
+//!
+//! Every figure is printed with what bounds it: `<`/`>` for censored demands (and errors
+//! computed against them, which are bounds too), `~` for levels below the noise floor,
+//! and each interval with what it is.
+
+use super::backtest::{Check, Verdict};
+use super::demand::Censored;
+use super::Analysis;
+use crate::table::Table;
+
+pub fn flag(c: Censored) -> &'static str {
+    match c {
+        Censored::None => "",
+        Censored::Below => "<",
+        Censored::Above => ">",
+    }
+}
+
+fn interval(i: Option<(f64, f64)>) -> String {
+    i.map(|(l, h)| format!(" [{l:.1}-{h:.1}]"))
+        .unwrap_or_default()
+}
+
+/// What to print beyond the default tables.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Detail {
+    /// The backtest's every check, not only its verdict.
+    pub backtest: bool,
+}
+
+/// The tables a person reads.
+pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
+    render_with(a, levels, capacity, Detail::default())
+}
+
+pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail: Detail) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out\ntimes: {}\n\n",
+        a.series, a.runs, a.min_repeats, a.failed_runs, a.time_source
+    ));
+    regression(&mut out, a);
+    out.push_str("completion time (median s, its order-statistic interval and what it covers, CV) and CTI per point\n");
+    let mut t = Table::new(&[
+        "procs", "bw %", "n", "median s", "interval", "covers", "CV", "CTI %",
+    ]);
+    for p in &a.points {
+        t.row(vec![
+            p.procs.to_string(),
+            format!("{}", p.bw_pct),
+            p.n.to_string(),
+            format!("{:.4}", p.median),
+            format!("[{:.4}, {:.4}]", p.ci_low, p.ci_high),
+            format!("{:.0}%", p.ci_coverage * 100.0),
+            format!("{:.3}", p.cv),
+            p.cti
+                .map(|c| format!("{c:.1}"))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    out.push_str(&t.render());
+    noise(&mut out, a);
+    demand(&mut out, a, levels, capacity);
+    match a.dc {
+        Some(dc) => out.push_str(&format!(
+            "demand constant DC = {dc:.3}{}  ({} pairs{})\n",
+            a.dc_ci
+                .map(|(l, h)| format!(" [{l:.3}-{h:.3}]"))
+                .unwrap_or_else(|| " [no interval: too often unavailable in resamples]".into()),
+            a.dc_pairs.len(),
+            if a.dc_pairs_censored > 0 {
+                format!(
+                    ", {} left out: censored, below the noise or missing",
+                    a.dc_pairs_censored
+                )
+            } else {
+                String::new()
+            }
+        )),
+        None => out.push_str("demand constant: not available\n"),
+    }
+    projection(&mut out, a, levels);
+    for s in &a.saturation {
+        out.push_str(&format!(
+            "link saturates (demand = 100%) at {}about {:.0} processes{} for CTI {}%{}\n",
+            if s.from_censored { "(bound) " } else { "" },
+            s.procs,
+            interval(s.interval.map(|i| (i.low, i.high))),
+            s.cti,
+            if s.from_censored {
+                ": from a censored demand at p*, a bound at best"
+            } else {
+                ""
+            }
+        ));
+    }
+    backtest(&mut out, a, detail);
+    out.push_str(&format!("intervals [a-b]: {}\n", a.intervals));
+    if !a.warnings.is_empty() {
+        out.push('\n');
+        for w in &a.warnings {
+            out.push_str(&format!("warning: {w}\n"));
+        }
+    }
+    out
+}
+
+fn regression(out: &mut String, a: &Analysis) {
+    let Some(r) = &a.regression else {
+        out.push_str("strong scaling: not enough sizes at 100% for the regression\n\n");
+        return;
+    };
+    let s = |v: Option<f64>| {
+        v.map(|v| format!("{v:.3e} s"))
+            .unwrap_or_else(|| "-".into())
+    };
+    out.push_str(&format!(
+        "strong scaling at 100%   T(p) = {:.4} + {:.4}/p + {:.4}/sqrt(p)   R^2 {:.3}  adj R^2 {}  MSE {:.3e}\n  leave-one-out RMSE {}  leave-one-size-out RMSE {}\n",
+        r.c0,
+        r.c1,
+        r.c2,
+        r.r2,
+        r.adj_r2.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into()),
+        r.mse,
+        s(r.loo_rmse),
+        s(r.loso_rmse),
+    ));
+    match r.crossover_procs {
+        Some(px) => out.push_str(&format!(
+            "  communication overtakes processing at p ~ {px:.0} processes\n\n"
+        )),
+        None => out.push_str("  no crossover (C1 and C2 are not both positive)\n\n"),
+    }
+}
+
+fn noise(out: &mut String, a: &Analysis) {
+    if a.noise.is_empty() {
+        return;
+    }
+    out.push_str(
+        "\nnoise floor: the smallest CTI each size's repeats resolve (90%; pooled run-to-run CV)\n",
+    );
+    let mut t = Table::new(&[
+        "procs",
+        "run CV",
+        "from runs",
+        "baseline n",
+        "step n",
+        "floor CTI %",
+    ]);
+    for f in &a.noise {
+        t.row(vec![
+            f.procs.to_string(),
+            format!("{:.3}", f.run_cv),
+            format!("{} in {} points", f.runs, f.cells),
+            f.baseline_repeats.to_string(),
+            f.step_repeats.to_string(),
+            format!("{:.1}", f.cti_pct),
+        ]);
+    }
+    out.push_str(&t.render());
+}
+
+fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>) {
+    out.push_str(&format!(
+        "\nbandwidth demand (% of {}) to stay within a completion-time increment\n  (< censored below: the lowest step sufficed; > censored above: interpolated up to 100%;\n   ~ below the noise floor: not a measurement, left out of DC and projection)\n",
+        capacity.unwrap_or("the link")
+    ));
+    let mut header = vec!["procs".to_string()];
+    header.extend(levels.iter().map(|c| format!("{c}%")));
+    let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut t = Table::new(&hdr);
+    let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for p in sizes {
+        let mut row = vec![format!(
+            "{p}{}",
+            if a.held_out.contains(&p) {
+                " (held out)"
+            } else {
+                ""
+            }
+        )];
+        for &c in levels {
+            row.push(
+                a.demand
+                    .iter()
+                    .find(|d| d.procs == p && d.cti == c)
+                    .map(|d| {
+                        format!(
+                            "{}{}{:.1}{}",
+                            if d.below_noise { "~" } else { "" },
+                            flag(d.censored),
+                            d.bw_pct,
+                            interval(d.interval.map(|i| (i.low, i.high)))
+                        )
+                    })
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        t.row(row);
+    }
+    out.push_str(&t.render());
+}
+
+fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
+    let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    if targets.is_empty() {
+        return;
+    }
+    out.push_str(&format!(
+        "projection from p* = {} procs (DC model, demand ~ DC x sqrt(p)){}\n",
+        a.p_star.unwrap_or(0),
+        match &a.verdict {
+            Verdict::Passed { .. } => "",
+            Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
+            Verdict::Untested { .. } => ": untested, no backtest possible",
+        }
+    ));
+    let mut header = vec!["procs".to_string()];
+    header.extend(levels.iter().map(|c| format!("{c}%")));
+    let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut t = Table::new(&hdr);
+    for p in targets {
+        let mut row = vec![format!("{p}")];
+        let mut measured = vec!["  measured".to_string()];
+        let mut any_measured = false;
+        for &c in levels {
+            let pr = a.projection.iter().find(|x| x.procs == p && x.cti == c);
+            row.push(
+                pr.map(|x| {
+                    format!(
+                        "{}{:.1}{}",
+                        if x.from_censored {
+                            "(from censored) "
+                        } else {
+                            ""
+                        },
+                        x.bw_pct,
+                        interval(x.bw_pct_ci)
+                    )
+                })
+                .unwrap_or_else(|| "-".into()),
+            );
+            measured.push(
+                pr.and_then(|x| {
+                    let m = x.measured_bw_pct?;
+                    any_measured = true;
+                    let f = flag(x.measured_censored.unwrap_or(Censored::None));
+                    let err = x.bw_pct - m;
+                    Some(if x.error_is_bound {
+                        // Against `>m` the truth is higher: the error is at most err; against
+                        // `<m` at least err.
+                        let side = if f == ">" { "<=" } else { ">=" };
+                        format!("{f}{m:.1} ({side} {err:+.1} pp)")
+                    } else {
+                        format!("{m:.1} ({err:+.1} pp)")
+                    })
+                })
+                .unwrap_or_else(|| "-".into()),
+            );
+        }
+        t.row(row);
+        if any_measured {
+            t.row(measured);
+        }
+    }
+    out.push_str(&t.render());
+}
+
+fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
+    out.push_str(&match &a.verdict {
+        Verdict::Passed { checks, worst_pp } => format!(
+            "backtest: passed: {checks} projection(s) of measured sizes from smaller ones, worst {worst_pp:+.1} pp (within {} pp)\n",
+            super::backtest::TOLERANCE_PP
+        ),
+        Verdict::Failed { why, .. } => format!("backtest: FAILED: {why}\n"),
+        Verdict::Untested { why } => format!("backtest: untested: {why}\n"),
+    });
+    if a.backtest.is_empty() {
+        return;
+    }
+    if !detail.backtest {
+        out.push_str("  (every check: analyze --backtest)\n");
+        return;
+    }
+    let mut t = Table::new(&[
+        "procs",
+        "CTI %",
+        "from",
+        "projected",
+        "measured",
+        "error pp",
+        "error %",
+        "in interval",
+    ]);
+    for c in &a.backtest {
+        t.row(check_row(c));
+    }
+    out.push_str(&t.render());
+}
+
+fn check_row(c: &Check) -> Vec<String> {
+    let from = c
+        .from
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let bound = if c.error_is_bound { "bound " } else { "" };
+    vec![
+        c.procs.to_string(),
+        format!("{}", c.cti),
+        from,
+        format!(
+            "{:.1}{}",
+            c.projected,
+            interval(c.interval.map(|i| (i.low, i.high)))
+        ),
+        format!(
+            "{}{}{:.1}",
+            if c.below_noise { "~" } else { "" },
+            flag(c.measured_censored),
+            c.measured
+        ),
+        format!("{bound}{:+.1}", c.error_pp),
+        format!("{bound}{:+.0}", c.error_rel * 100.0),
+        match c.inside_interval {
+            Some(true) => "yes".into(),
+            Some(false) => "NO".into(),
+            None => "-".into(),
+        },
+    ]
+}
