@@ -93,8 +93,36 @@ pub fn moved(before: Traffic, after: Traffic) -> Option<Traffic> {
     })
 }
 
+/// On a cluster whose nodes all run on this machine (`local up`), the warning for a
+/// size whose ranks and agents outnumber the cores: its times then measure the CPU
+/// scheduler as much as the link.
+pub fn oversubscription(cluster: &Cluster, nodes: usize, ranks_per_node: usize) -> Option<String> {
+    cluster.file.local_dir.as_ref()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    oversubscribed(nodes, ranks_per_node, cores)
+}
+
+fn oversubscribed(nodes: usize, ranks_per_node: usize, cores: usize) -> Option<String> {
+    let busy = nodes * ranks_per_node + nodes;
+    (busy > cores).then(|| {
+        format!(
+            "{nodes} node(s) on this machine run {} rank(s) and {nodes} agent(s) on {cores} core(s): times at this size are CPU-bound, and a CTI measured there says little about the link (use fewer nodes here, or a machine with more cores)",
+            nodes * ranks_per_node
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ranks_and_agents_beyond_the_cores_are_named() {
+        assert!(super::oversubscribed(1, 1, 2).is_none());
+        let w = super::oversubscribed(2, 1, 2).unwrap();
+        assert!(w.contains("2 rank(s) and 2 agent(s) on 2 core(s)"), "{w}");
+        assert!(super::oversubscribed(4, 2, 16).is_none());
+        assert!(super::oversubscribed(8, 1, 15).is_some());
+    }
+
     use super::*;
 
     #[test]

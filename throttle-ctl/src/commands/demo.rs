@@ -168,6 +168,9 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         opts.repeats,
         sweep.points.len()
     );
+    if let Some(w) = crate::load::oversubscription(&cluster, max_nodes, 1) {
+        eprintln!("warning: {w}");
+    }
     let store = Store::open(&db)?;
     let options = sweep::SweepOptions {
         job_prefix: sweep::job_prefix(&db, &sweep.series),

@@ -69,6 +69,11 @@ impl Args {
             db.display()
         );
         let max_nodes = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
+        if let Some(w) =
+            crate::load::oversubscription(&cluster, max_nodes, sweep.spec.ranks_per_node)
+        {
+            eprintln!("warning: {w}");
+        }
         let saved = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len())).ok();
         let mut progress = SweepProgress::new(self.plain);
         let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
