@@ -638,9 +638,22 @@ fn trust(a: &Analysis) -> String {
             Verdict::Untested { why } => format!("Untested: {why}."),
         })
     );
+    if let Some(t) = &a.traffic {
+        out.push_str(&format!(
+            "<p><b>Traffic-based projection: {}</b></p>\n",
+            escape(&match &t.verdict {
+                Verdict::Passed { checks, worst_pp } =>
+                    format!("backtest passed, {checks} check(s), worst error {worst_pp:+.1} pp."),
+                Verdict::Failed { why, .. } => format!("backtest FAILED: {why}."),
+                Verdict::Untested { why } => format!("untested: {why}."),
+            })
+        ));
+    }
+    out.push_str(&format!("<p>{}.</p>\n", escape(&a.supported)));
     out.push_str(&format!("<p>Intervals: {}.</p>\n", escape(&a.intervals)));
     if !a.backtest.is_empty() {
         let header: Vec<String> = [
+            "model",
             "procs",
             "CTI %",
             "fitted on",
@@ -657,6 +670,10 @@ fn trust(a: &Analysis) -> String {
             .iter()
             .map(|c| {
                 vec![
+                    match c.model {
+                        crate::analysis::backtest::Model::Dc => "DC".to_string(),
+                        crate::analysis::backtest::Model::Traffic => "traffic".to_string(),
+                    },
                     c.procs.to_string(),
                     c.cti.to_string(),
                     c.from

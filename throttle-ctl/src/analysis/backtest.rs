@@ -13,6 +13,17 @@ use serde::Serialize;
 use super::bootstrap::{self, Interval};
 use super::chain::{self, BwKey, Need};
 use super::demand::Censored;
+use super::traffic::Volumes;
+
+/// Which projection a check is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    /// The paper's: demand ~ DC x sqrt(p) from p*.
+    Dc,
+    /// From the bytes the agents counted (`traffic`).
+    Traffic,
+}
 
 /// Backtest errors beyond this (percentage points) fail the projection.
 pub const TOLERANCE_PP: f64 = 5.0;
@@ -20,6 +31,7 @@ pub const TOLERANCE_PP: f64 = 5.0;
 /// One (size, level) of the backtest.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Check {
+    pub model: Model,
     pub procs: u32,
     pub cti: f64,
     /// Fitted on these sizes; projected from the largest.
@@ -40,13 +52,15 @@ pub struct Check {
     pub inside_interval: Option<bool>,
 }
 
-/// Projection from the sizes smaller than each measured one from the third on.
+/// Projection from the sizes smaller than each measured one from the third on, by both
+/// models (the traffic model only where the runs' bytes are known).
 pub fn run(
     cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
     medians: &BTreeMap<(u32, BwKey), f64>,
     levels: &[f64],
     floors: &BTreeMap<u32, f64>,
     measured: &BTreeMap<(u32, usize), Need>,
+    volumes: Option<&Volumes>,
     resamples: usize,
 ) -> Vec<Check> {
     let sizes: Vec<u32> = chain::curves(medians).keys().copied().collect();
@@ -54,43 +68,54 @@ pub fn run(
     for k in 2..sizes.len() {
         let target = sizes[k];
         let from: Vec<u32> = sizes[..k].to_vec();
-        let c = chain::run(medians, levels, floors, &from, &[target]);
-        if c.projection.is_empty() {
+        let c = chain::run(medians, levels, floors, &from, &[target], volumes);
+        if c.projection.is_empty() && c.traffic_projection.is_empty() {
             continue;
         }
-        let spread = bootstrap::intervals(cells, levels, floors, &from, &[target], resamples);
+        let spread =
+            bootstrap::intervals(cells, levels, floors, &from, &[target], volumes, resamples);
         for (li, &level) in levels.iter().enumerate() {
-            let (Some(&(projected, _)), Some(m)) =
-                (c.projection.get(&(target, li)), measured.get(&(target, li)))
-            else {
+            let Some(m) = measured.get(&(target, li)) else {
                 continue;
             };
-            let interval = spread
-                .projection
-                .get(&(target, li))
-                .and_then(|s| s.interval);
-            let error_pp = projected - m.bw_pct;
-            let error_is_bound = m.censored != Censored::None;
-            // Against a bound the projection is inside when it is on the bound's side.
-            let inside_interval = interval.map(|i| match m.censored {
-                Censored::None => i.low <= m.bw_pct && m.bw_pct <= i.high,
-                Censored::Below => i.low <= m.bw_pct,
-                Censored::Above => i.high >= m.bw_pct,
-            });
-            out.push(Check {
-                procs: target,
-                cti: level,
-                from: from.clone(),
-                projected,
-                interval,
-                measured: m.bw_pct,
-                measured_censored: m.censored,
-                below_noise: m.below_noise,
-                error_pp,
-                error_rel: error_pp / m.bw_pct,
-                error_is_bound,
-                inside_interval,
-            });
+            let by_model = [
+                (
+                    Model::Dc,
+                    c.projection.get(&(target, li)).map(|p| p.0),
+                    spread.projection.get(&(target, li)),
+                ),
+                (
+                    Model::Traffic,
+                    c.traffic_projection.get(&(target, li)).copied(),
+                    spread.traffic_projection.get(&(target, li)),
+                ),
+            ];
+            for (model, projected, spread) in by_model {
+                let Some(projected) = projected else { continue };
+                let interval = spread.and_then(|s| s.interval);
+                let error_pp = projected - m.bw_pct;
+                // Against a bound the projection is inside when it is on the bound's side.
+                let inside_interval = interval.map(|i| match m.censored {
+                    Censored::None => i.low <= m.bw_pct && m.bw_pct <= i.high,
+                    Censored::Below => i.low <= m.bw_pct,
+                    Censored::Above => i.high >= m.bw_pct,
+                });
+                out.push(Check {
+                    model,
+                    procs: target,
+                    cti: level,
+                    from: from.clone(),
+                    projected,
+                    interval,
+                    measured: m.bw_pct,
+                    measured_censored: m.censored,
+                    below_noise: m.below_noise,
+                    error_pp,
+                    error_rel: error_pp / m.bw_pct,
+                    error_is_bound: m.censored != Censored::None,
+                    inside_interval,
+                });
+            }
         }
     }
     out
@@ -109,10 +134,11 @@ pub enum Verdict {
     Failed { why: String, worst_pp: f64 },
 }
 
-/// Judge the checks: only uncensored ones above the noise count as evidence for;
+/// Judge one model's checks: only uncensored ones above the noise count as evidence for;
 /// a censored one counts against when even its bound is missed by more than the
 /// tolerance (measured > 89 and projected 27 is a miss of at least 62 pp).
-pub fn verdict(checks: &[Check]) -> Verdict {
+pub fn verdict(checks: &[Check], model: Model) -> Verdict {
+    let checks: Vec<&Check> = checks.iter().filter(|c| c.model == model).collect();
     if checks.is_empty() {
         return Verdict::Untested {
             why: "the backtest needs throttled runs on at least 3 sizes".into(),
@@ -121,7 +147,7 @@ pub fn verdict(checks: &[Check]) -> Verdict {
     let mut worst: Option<&Check> = None;
     let mut misses = Vec::new();
     let mut evidence = 0;
-    for c in checks.iter().filter(|c| !c.below_noise) {
+    for &c in checks.iter().filter(|c| !c.below_noise) {
         let missed_bound = match c.measured_censored {
             Censored::None => c.error_pp.abs() > TOLERANCE_PP,
             // The truth is at most `measured`: projecting above it by more than the
@@ -215,8 +241,8 @@ mod tests {
     fn check(c: &BTreeMap<(u32, BwKey), Vec<f64>>, levels: &[f64]) -> Vec<Check> {
         let medians = c.iter().map(|(&k, v)| (k, v[1])).collect();
         let all: Vec<u32> = c.keys().map(|k| k.0).collect();
-        let m = chain::run(&medians, levels, &BTreeMap::new(), &all, &[]);
-        run(c, &medians, levels, &BTreeMap::new(), &m.demand, 200)
+        let m = chain::run(&medians, levels, &BTreeMap::new(), &all, &[], None);
+        run(c, &medians, levels, &BTreeMap::new(), &m.demand, None, 200)
     }
 
     #[test]
@@ -242,7 +268,10 @@ mod tests {
         assert_eq!(holds.len(), 1);
         assert!(holds[0].error_pp.abs() < 1e-6, "{holds:?}");
         assert_eq!(holds[0].inside_interval, Some(true));
-        assert!(matches!(verdict(&holds), Verdict::Passed { checks: 1, .. }));
+        assert!(matches!(
+            verdict(&holds, Model::Dc),
+            Verdict::Passed { checks: 1, .. }
+        ));
         // Demand ~ p: 12, 18 and 48; from 4 and 6 the constant is 1.5 / sqrt(1.5), and
         // 16 is projected at 18 * 1.2247 * sqrt(16/6) = 36: 12 pp low.
         let linear = check(&cells(&[4, 6, 16], |p| 3.0 * p), &[20.0]);
@@ -250,19 +279,26 @@ mod tests {
         assert!(
             (linear[0].measured - 48.0).abs() < 1e-6 && (linear[0].projected - 36.0).abs() < 1e-6
         );
-        assert!(matches!(verdict(&linear), Verdict::Failed { .. }));
+        assert!(matches!(
+            verdict(&linear, Model::Dc),
+            Verdict::Failed { .. }
+        ));
     }
 
     #[test]
     fn too_few_sizes_are_untested() {
         let checks = check(&cells(&[4, 8], |p| 6.0 * p.sqrt()), &[20.0]);
         assert!(checks.is_empty());
-        assert!(matches!(verdict(&checks), Verdict::Untested { .. }));
+        assert!(matches!(
+            verdict(&checks, Model::Dc),
+            Verdict::Untested { .. }
+        ));
     }
 
     #[test]
     fn a_missed_bound_fails_and_a_respected_one_is_not_evidence() {
         let base = Check {
+            model: Model::Dc,
             procs: 8,
             cti: 5.0,
             from: vec![1, 2, 4],
@@ -276,7 +312,7 @@ mod tests {
             error_is_bound: true,
             inside_interval: None,
         };
-        let v = verdict(std::slice::from_ref(&base));
+        let v = verdict(std::slice::from_ref(&base), Model::Dc);
         match v {
             Verdict::Failed { why, .. } => {
                 assert!(why.contains(">89.0") && why.contains("at least"), "{why}")
@@ -288,6 +324,9 @@ mod tests {
             error_pp: 6.0,
             ..base
         };
-        assert!(matches!(verdict(&[respected]), Verdict::Untested { .. }));
+        assert!(matches!(
+            verdict(&[respected], Model::Dc),
+            Verdict::Untested { .. }
+        ));
     }
 }

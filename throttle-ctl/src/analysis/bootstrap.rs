@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::chain::{self, BwKey};
 use super::stats::{self, Rng};
+use super::traffic::Volumes;
 
 /// The interval's nominal coverage.
 pub const LEVEL: f64 = 0.90;
@@ -43,6 +44,7 @@ pub struct Intervals {
     pub dc: Option<Spread>,
     pub projection: BTreeMap<(u32, usize), Spread>,
     pub saturation: BTreeMap<usize, Spread>,
+    pub traffic_projection: BTreeMap<(u32, usize), Spread>,
 }
 
 /// How many resamples for `runs` runs: 1,000, fewer for very large data (at least 100),
@@ -72,13 +74,16 @@ fn spread(mut values: Vec<f64>, resamples: usize) -> Spread {
     }
 }
 
-/// Bootstrap `chain::run` with the same levels, floors, fitted sizes and targets.
+/// Bootstrap `chain::run` with the same levels, floors, fitted sizes and targets. The
+/// traffic volumes stay at their medians (the bytes a deterministic program sends vary
+/// far less than its times).
 pub fn intervals(
     cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
     levels: &[f64],
     floors: &BTreeMap<u32, f64>,
     fit: &[u32],
     targets: &[u32],
+    volumes: Option<&Volumes>,
     resamples: usize,
 ) -> Intervals {
     let mut rng = Rng::new(0xB007_5742);
@@ -86,6 +91,7 @@ pub fn intervals(
     let mut dc = Vec::new();
     let mut projection: BTreeMap<(u32, usize), Vec<f64>> = BTreeMap::new();
     let mut saturation: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut by_traffic: BTreeMap<(u32, usize), Vec<f64>> = BTreeMap::new();
     let mut draw = Vec::new();
     for _ in 0..resamples {
         let medians: BTreeMap<(u32, BwKey), f64> = cells
@@ -96,7 +102,7 @@ pub fn intervals(
                 (k, stats::median(&draw))
             })
             .collect();
-        let c = chain::run(&medians, levels, floors, fit, targets);
+        let c = chain::run(&medians, levels, floors, fit, targets, volumes);
         for (k, n) in c.demand {
             demand.entry(k).or_default().push(n.bw_pct);
         }
@@ -108,6 +114,9 @@ pub fn intervals(
         }
         for (k, (v, _)) in c.saturation {
             saturation.entry(k).or_default().push(v);
+        }
+        for (k, v) in c.traffic_projection {
+            by_traffic.entry(k).or_default().push(v);
         }
     }
     Intervals {
@@ -122,6 +131,10 @@ pub fn intervals(
             .map(|(k, v)| (k, spread(v, resamples)))
             .collect(),
         saturation: saturation
+            .into_iter()
+            .map(|(k, v)| (k, spread(v, resamples)))
+            .collect(),
+        traffic_projection: by_traffic
             .into_iter()
             .map(|(k, v)| (k, spread(v, resamples)))
             .collect(),
@@ -169,11 +182,28 @@ mod tests {
             &none,
             &[4, 16],
             &[64],
+            None,
         )
         .projection[&(64, 0)]
             .0;
-        let quiet = intervals(&cells(0.01, 9, 7), &levels, &none, &[4, 16], &[64], 400);
-        let loud = intervals(&cells(0.05, 9, 7), &levels, &none, &[4, 16], &[64], 400);
+        let quiet = intervals(
+            &cells(0.01, 9, 7),
+            &levels,
+            &none,
+            &[4, 16],
+            &[64],
+            None,
+            400,
+        );
+        let loud = intervals(
+            &cells(0.05, 9, 7),
+            &levels,
+            &none,
+            &[4, 16],
+            &[64],
+            None,
+            400,
+        );
         let width = |s: &Spread| s.interval.map(|i| i.high - i.low).unwrap();
         let (q, l) = (quiet.projection[&(64, 0)], loud.projection[&(64, 0)]);
         assert!(width(&l) > 2.0 * width(&q), "{q:?} {l:?}");
@@ -185,7 +215,15 @@ mod tests {
         // the time (a percentile bootstrap of medians of 9 undercovers somewhat).
         let covered = (0..40u64)
             .filter(|&seed| {
-                let i = intervals(&cells(0.05, 9, seed), &levels, &none, &[4, 16], &[64], 300);
+                let i = intervals(
+                    &cells(0.05, 9, seed),
+                    &levels,
+                    &none,
+                    &[4, 16],
+                    &[64],
+                    None,
+                    300,
+                );
                 let iv = i.projection[&(64, 0)].interval.unwrap();
                 iv.low <= truth && truth <= iv.high
             })
@@ -203,7 +241,7 @@ mod tests {
         c.insert((4, bw_key(25.0)), vec![10.0, 10.0, 20.0]);
         c.insert((4, bw_key(20.0)), vec![10.0, 10.0, 20.0]);
         c.insert((4, FULL), vec![10.0, 10.0, 10.0]);
-        let i = intervals(&c, &[10.0], &BTreeMap::new(), &[4, 16], &[64], 400);
+        let i = intervals(&c, &[10.0], &BTreeMap::new(), &[4, 16], &[64], None, 400);
         let dc = i.dc.unwrap();
         assert!(dc.share < LEVEL && dc.interval.is_none(), "{dc:?}");
     }

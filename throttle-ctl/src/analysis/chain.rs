@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::demand::{self, Censored, CtiCurve};
+use super::traffic::{self, Volumes};
 
 /// Bandwidth as a map key: thousandths of a percent.
 pub type BwKey = u64;
@@ -59,6 +60,10 @@ pub struct Chain {
     pub projection: BTreeMap<(u32, usize), (f64, bool)>,
     /// level index -> (processes where the projected demand reaches 100%, from censored).
     pub saturation: BTreeMap<usize, (f64, bool)>,
+    /// The traffic model fitted on the same sizes, when the runs' bytes are known.
+    pub traffic: Option<traffic::Fit>,
+    /// (target procs, level index) -> the traffic model's projected demand.
+    pub traffic_projection: BTreeMap<(u32, usize), f64>,
 }
 
 /// The CTI curve of each size that has a 100% baseline and at least one throttled step.
@@ -83,13 +88,14 @@ pub fn curves(medians: &BTreeMap<(u32, BwKey), f64>) -> BTreeMap<u32, CtiCurve> 
 
 /// Run the chain. `floors`: each size's noise floor (CTI percent); `fit`: the sizes the
 /// demand constant is fitted on (p* is the largest of them with a curve); `targets`: the
-/// sizes to project to.
+/// sizes to project to; `volumes`: the runs' traffic, for the traffic model beside DC.
 pub fn run(
     medians: &BTreeMap<(u32, BwKey), f64>,
     levels: &[f64],
     floors: &BTreeMap<u32, f64>,
     fit: &[u32],
     targets: &[u32],
+    volumes: Option<&Volumes>,
 ) -> Chain {
     let mut chain = Chain::default();
     let curves = curves(medians);
@@ -149,6 +155,18 @@ pub fn run(
             );
         }
     }
+    if let Some(v) = volumes {
+        chain.traffic = traffic::fit(medians, v, &fitted);
+        if let Some(f) = &chain.traffic {
+            for (li, &level) in levels.iter().enumerate() {
+                for &t in targets {
+                    if let Some(d) = traffic::project(medians, v, f, &fitted, t, level) {
+                        chain.traffic_projection.insert((t, li), d);
+                    }
+                }
+            }
+        }
+    }
     chain
 }
 
@@ -172,7 +190,7 @@ mod tests {
     #[test]
     fn fits_only_the_sizes_asked_and_projects_from_the_largest() {
         let m = medians(&[(4, 1.0), (16, 2.0), (64, 4.0)]);
-        let c = run(&m, &[10.0], &BTreeMap::new(), &[4, 16], &[64]);
+        let c = run(&m, &[10.0], &BTreeMap::new(), &[4, 16], &[64], None);
         assert_eq!(c.p_star, Some(16));
         // BW(10, p) = 40 - 10/k: 30 at 4 procs, 35 at 16: DC = 35/30 * sqrt(4/16).
         assert_eq!(c.dc_pairs.len(), 1);
@@ -188,7 +206,7 @@ mod tests {
     fn a_level_below_the_noise_enters_neither_the_constant_nor_the_projection() {
         let m = medians(&[(4, 1.0), (16, 2.0)]);
         let floors = BTreeMap::from([(4, 12.0), (16, 3.0)]);
-        let c = run(&m, &[10.0, 15.0], &floors, &[4, 16], &[64]);
+        let c = run(&m, &[10.0, 15.0], &floors, &[4, 16], &[64], None);
         assert!(c.demand[&(4, 0)].below_noise && !c.demand[&(4, 1)].below_noise);
         // Level 10 is hidden at 4 procs: only level 15's pair is used.
         assert_eq!(c.dc_pairs.len(), 1);
@@ -197,7 +215,7 @@ mod tests {
         // At p* = 16 level 10 is resolvable: projected with the constant from level 15.
         assert!(c.projection.contains_key(&(64, 0)));
         let floors = BTreeMap::from([(16, 12.0)]);
-        let c = run(&m, &[10.0, 15.0], &floors, &[4, 16], &[64]);
+        let c = run(&m, &[10.0, 15.0], &floors, &[4, 16], &[64], None);
         assert!(!c.projection.contains_key(&(64, 0)));
         assert!(!c.saturation.contains_key(&0));
     }

@@ -9,7 +9,9 @@
 //! * [`chain`]: those formulas chained from cell medians to every derived number.
 //! * [`noise`]: the smallest CTI each size's repeats can resolve.
 //! * [`bootstrap`]: intervals of every derived number, resampling runs.
-//! * [`backtest`]: each measured size projected from the smaller ones, and the verdict.
+//! * [`traffic`]: a projection from the bytes the agents counted, beside DC's.
+//! * [`backtest`]: each measured size projected from the smaller ones by both, and the
+//!   verdicts.
 //! * [`render`]: the tables a person reads.
 //! * [`csv`]: data measured with any tool.
 //!
@@ -25,13 +27,14 @@ pub mod noise;
 pub mod regression;
 pub mod render;
 pub mod stats;
+pub mod traffic;
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use backtest::{Check, Verdict};
+use backtest::{Check, Model, Verdict};
 use bootstrap::Interval;
 use chain::{bw_key, bw_of, BwKey, FULL};
 use demand::Censored;
@@ -70,6 +73,8 @@ pub struct Question {
     pub series: Option<String>,
     /// Said in the output: what `seconds` of the observations is.
     pub time_source: String,
+    /// The link's capacity in bytes per second, for the traffic model (from the store).
+    pub capacity: Option<f64>,
 }
 
 /// The runs of one (size, bandwidth) summarised: their median and its interval, the
@@ -139,6 +144,17 @@ pub struct Saturation {
     pub from_censored: bool,
 }
 
+/// The traffic-based projection and what supports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrafficAnswer {
+    /// (procs, median bytes sent per node and run).
+    pub bytes_per_node: Vec<(u32, f64)>,
+    /// The model fitted on the fitted sizes (null with fewer than 2 sizes with traffic).
+    pub fit: Option<traffic::Fit>,
+    pub projection: Vec<Projection>,
+    pub verdict: Verdict,
+}
+
 /// The whole answer; `analyze --json` prints it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
@@ -167,8 +183,12 @@ pub struct Analysis {
     pub resamples: usize,
     /// Each measured size from the third on, projected from the smaller ones.
     pub backtest: Vec<Check>,
-    /// Whether the backtest supports the projection.
+    /// Whether the backtest supports the DC projection.
     pub verdict: Verdict,
+    /// The traffic model's answer, where the runs' bytes were recorded.
+    pub traffic: Option<TrafficAnswer>,
+    /// Which projection the backtest supports, in words.
+    pub supported: String,
     pub warnings: Vec<String>,
 }
 
@@ -314,13 +334,40 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             ));
         }
     }
+    // The bytes per node and run, where recorded, for the traffic model.
+    let mut per_node: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for o in &good {
+        if let Some(b) = o.bytes_sent {
+            per_node
+                .entry(o.procs)
+                .or_default()
+                .push(b as f64 / o.nodes.max(1) as f64);
+        }
+    }
+    let volumes = match (req.capacity, per_node.is_empty()) {
+        (Some(capacity), false) => Some(traffic::Volumes {
+            bytes_per_node: per_node
+                .iter()
+                .map(|(&p, v)| (p, stats::median(v)))
+                .collect(),
+            capacity,
+        }),
+        _ => None,
+    };
     // The chain on the measured medians: fitted on every size not held out.
     let fit: Vec<u32> = sizes
         .iter()
         .copied()
         .filter(|p| !held_out.contains(p))
         .collect();
-    let answer = chain::run(&medians, &req.cti, &floors, &fit, &req.predict);
+    let answer = chain::run(
+        &medians,
+        &req.cti,
+        &floors,
+        &fit,
+        &req.predict,
+        volumes.as_ref(),
+    );
     for p in &answer.pooled {
         warnings.push(format!(
             "{p} procs: CTI is not monotone in bandwidth; pooled (PAV) before interpolating"
@@ -328,7 +375,15 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     }
     let runs = good.len();
     let resamples = bootstrap::resamples_for(runs);
-    let spread = bootstrap::intervals(&cells, &req.cti, &floors, &fit, &req.predict, resamples);
+    let spread = bootstrap::intervals(
+        &cells,
+        &req.cti,
+        &floors,
+        &fit,
+        &req.predict,
+        volumes.as_ref(),
+        resamples,
+    );
     let demand: Vec<Demand> = answer
         .demand
         .iter()
@@ -425,21 +480,63 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         })
         .collect();
     // The backtest over every measured size (held-out ones included: they are measured).
-    let all = chain::run(&medians, &req.cti, &floors, &sizes, &[]);
-    let backtest = backtest::run(&cells, &medians, &req.cti, &floors, &all.demand, resamples);
-    let verdict = backtest::verdict(&backtest);
+    let all = chain::run(&medians, &req.cti, &floors, &sizes, &[], None);
+    let backtest = backtest::run(
+        &cells,
+        &medians,
+        &req.cti,
+        &floors,
+        &all.demand,
+        volumes.as_ref(),
+        resamples,
+    );
+    let verdict = backtest::verdict(&backtest, Model::Dc);
     if !projection.is_empty() {
         match &verdict {
             Verdict::Failed { why, .. } => warnings.push(format!(
-                "do not trust the projection: the backtest missed by more than {} pp ({why})",
+                "do not trust the DC projection: the backtest missed by more than {} pp ({why})",
                 backtest::TOLERANCE_PP
             )),
             Verdict::Untested { why } => warnings.push(format!(
-                "the projection is untested ({why}): its interval covers run-to-run noise only, not the model's error"
+                "the DC projection is untested ({why}): its interval covers run-to-run noise only, not the model's error"
             )),
             Verdict::Passed { .. } => {}
         }
     }
+    let traffic = volumes.as_ref().map(|v| {
+        let projection = answer
+            .traffic_projection
+            .iter()
+            .map(|(&(p, li), &bw)| {
+                let measured = find(p, li).filter(|_| held_out.contains(&p));
+                Projection {
+                    procs: p,
+                    cti: req.cti[li],
+                    bw_pct: bw,
+                    bw_pct_ci: spread
+                        .traffic_projection
+                        .get(&(p, li))
+                        .and_then(|s| s.interval)
+                        .map(|i| (i.low, i.high)),
+                    measured_bw_pct: measured.map(|m| m.bw_pct),
+                    measured_censored: measured.map(|m| m.censored),
+                    error_pp: measured.map(|m| bw - m.bw_pct),
+                    error_is_bound: measured.is_some_and(|m| m.censored != Censored::None),
+                    from_censored: false,
+                }
+            })
+            .collect();
+        TrafficAnswer {
+            bytes_per_node: v.bytes_per_node.iter().map(|(&p, &b)| (p, b)).collect(),
+            fit: answer.traffic.clone(),
+            projection,
+            verdict: backtest::verdict(&backtest, Model::Traffic),
+        }
+    });
+    if volumes.is_none() && !per_node.is_empty() {
+        warnings.push("the runs' traffic is recorded but the link capacity is not known (CSV data): no traffic-based projection".into());
+    }
+    let supported = support(&backtest, traffic.is_some());
     Ok(Analysis {
         time_source: req.time_source.clone(),
         series: chosen,
@@ -474,8 +571,48 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         resamples,
         backtest,
         verdict,
+        traffic,
+        supported,
         warnings,
     })
+}
+
+/// Which projection the backtest supports: mean absolute error over the checks both
+/// models made where the measurement is a value above the noise.
+fn support(checks: &[Check], have_traffic: bool) -> String {
+    if !have_traffic {
+        return "only the DC projection is available (no traffic recorded with the runs)".into();
+    }
+    let evidence = |c: &&Check| c.measured_censored == Censored::None && !c.below_noise;
+    let mut pairs = Vec::new();
+    for d in checks
+        .iter()
+        .filter(|c| c.model == Model::Dc)
+        .filter(evidence)
+    {
+        if let Some(t) = checks
+            .iter()
+            .find(|t| t.model == Model::Traffic && t.procs == d.procs && t.cti == d.cti)
+        {
+            pairs.push((d.error_pp.abs(), t.error_pp.abs()));
+        }
+    }
+    if pairs.is_empty() {
+        return "the backtest cannot tell the two projections apart: no size was measured that both could be checked on with a value above the noise".into();
+    }
+    let n = pairs.len() as f64;
+    let dc = pairs.iter().map(|p| p.0).sum::<f64>() / n;
+    let tr = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+    let better = if tr < dc { "traffic" } else { "DC" };
+    format!(
+        "over {} backtest check(s) both could make, mean |error| DC {dc:.1} pp, traffic {tr:.1} pp: the data favour the {better} projection{}",
+        pairs.len(),
+        if dc.min(tr) > backtest::TOLERANCE_PP {
+            format!(", but neither is within {} pp", backtest::TOLERANCE_PP)
+        } else {
+            String::new()
+        }
+    )
 }
 
 #[cfg(test)]
@@ -533,6 +670,7 @@ mod tests {
             predict: vec![],
             series: None,
             time_source: "test".into(),
+            capacity: None,
         };
         let with = analyze(&study(true), &req).unwrap();
         let without = analyze(&study(false), &req).unwrap();
@@ -552,6 +690,7 @@ mod tests {
             predict: vec![25, 100],
             series: None,
             time_source: "test".into(),
+            capacity: None,
         };
         let a = analyze(&study(false), &req).unwrap();
         assert_eq!(a.held_out, vec![25]);
@@ -599,6 +738,87 @@ mod tests {
         );
     }
 
+    /// Runs of a program that follows the traffic model exactly (see `traffic`): V = 1e6
+    /// p^0.5 bytes per node, T100 = 1 + 8/p, exposed share 0.6, on a 125 MB/s link.
+    fn traffic_study() -> Vec<Observation> {
+        let mut obs = Vec::new();
+        for &p in &[2u32, 4, 8, 16] {
+            let v = 1e6 * (p as f64).sqrt();
+            let t100 = 1.0 + 8.0 / p as f64;
+            for bw in [2.0, 3.0, 5.0, 7.0, 10.0, 14.0, 20.0, 40.0, 100.0] {
+                let w: f64 = bw / 100.0;
+                for r in 0..3 {
+                    obs.push(Observation {
+                        series: "x".into(),
+                        procs: p,
+                        bw_pct: Some(bw),
+                        repeat: r,
+                        seconds: (t100 + 0.6 * v / 125e6 * (1.0 / w - 1.0))
+                            * (1.0 + (r as f64 - 1.0) * 1e-4),
+                        ok: true,
+                        nodes: p,
+                        busy: None,
+                        bytes_sent: Some((v * p as f64) as u64),
+                    });
+                }
+            }
+        }
+        obs
+    }
+
+    #[test]
+    fn the_traffic_model_is_fitted_projected_and_backtested_beside_dc() {
+        let req = Question {
+            cti: vec![5.0, 10.0],
+            predict: vec![16, 64],
+            series: None,
+            time_source: "test".into(),
+            capacity: Some(125e6),
+        };
+        let a = analyze(&traffic_study(), &req).unwrap();
+        let t = a.traffic.as_ref().unwrap();
+        let f = t.fit.as_ref().unwrap();
+        assert!(
+            (f.exposed - 0.6).abs() < 0.01 && (f.volume_b - 0.5).abs() < 0.01,
+            "{f:?}"
+        );
+        // The held-out 16 is projected from 2, 4, 8 and compared.
+        let p16 = t
+            .projection
+            .iter()
+            .find(|p| p.procs == 16 && p.cti == 10.0)
+            .unwrap();
+        let want = 100.0 / (1.0 + 0.1 * 1.5 / (0.6 * 4e6 / 125e6));
+        assert!((p16.bw_pct - want).abs() < 0.5, "{p16:?} vs {want}");
+        assert!(p16.error_pp.unwrap().abs() < 1.0, "{p16:?}");
+        assert!(
+            matches!(t.verdict, Verdict::Passed { .. }),
+            "{:?}",
+            t.verdict
+        );
+        assert!(a.backtest.iter().any(|c| c.model == Model::Traffic));
+        assert!(a.supported.contains("traffic"), "{}", a.supported);
+        let text = render(&a, &[5.0, 10.0], None);
+        assert!(
+            text.contains("projection from traffic") && text.contains("backtest (traffic): passed"),
+            "{text}"
+        );
+        // Without the capacity (CSV data) there is no traffic model, and it says why.
+        let a = analyze(
+            &traffic_study(),
+            &Question {
+                capacity: None,
+                ..req
+            },
+        )
+        .unwrap();
+        assert!(a.traffic.is_none());
+        assert!(a
+            .warnings
+            .iter()
+            .any(|w| w.contains("capacity is not known")));
+    }
+
     #[test]
     fn several_series_need_a_choice() {
         let mut obs = study(false);
@@ -618,6 +838,7 @@ mod tests {
             predict: vec![],
             series: None,
             time_source: "test".into(),
+            capacity: None,
         };
         let e = analyze(&obs, &req).unwrap_err().to_string();
         assert!(e.contains("--series") && e.contains("`pmm`"), "{e}");
@@ -626,6 +847,7 @@ mod tests {
             predict: vec![],
             series: Some("bfs".into()),
             time_source: "test".into(),
+            capacity: None,
         };
         assert!(analyze(&obs, &req).is_ok());
     }

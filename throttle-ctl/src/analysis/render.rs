@@ -4,7 +4,7 @@
 //! computed against them, which are bounds too), `~` for levels below the noise floor,
 //! and each interval with what it is.
 
-use super::backtest::{Check, Verdict};
+use super::backtest::{Check, Model, Verdict};
 use super::demand::Censored;
 use super::Analysis;
 use crate::table::Table;
@@ -95,6 +95,7 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
             }
         ));
     }
+    traffic(&mut out, a, levels);
     backtest(&mut out, a, detail);
     out.push_str(&format!("intervals [a-b]: {}\n", a.intervals));
     if !a.warnings.is_empty() {
@@ -206,21 +207,79 @@ fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>
 }
 
 fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
-    let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
-    targets.sort_unstable();
-    targets.dedup();
-    if targets.is_empty() {
+    if a.projection.is_empty() {
         return;
     }
     out.push_str(&format!(
         "projection from p* = {} procs (DC model, demand ~ DC x sqrt(p)){}\n",
         a.p_star.unwrap_or(0),
-        match &a.verdict {
-            Verdict::Passed { .. } => "",
-            Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
-            Verdict::Untested { .. } => ": untested, no backtest possible",
-        }
+        doubt(&a.verdict)
     ));
+    out.push_str(&projection_table(&a.projection, levels));
+}
+
+fn doubt(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Passed { .. } => "",
+        Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
+        Verdict::Untested { .. } => ": untested, no backtest possible",
+    }
+}
+
+fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
+    let Some(t) = &a.traffic else { return };
+    let bytes: Vec<String> = t
+        .bytes_per_node
+        .iter()
+        .map(|(p, b)| format!("{p}: {}", human_bytes(*b)))
+        .collect();
+    out.push_str(&format!(
+        "\ntraffic per node and run (from the agents' counters): {}\n",
+        bytes.join(", ")
+    ));
+    let Some(f) = &t.fit else {
+        out.push_str(
+            "traffic model: needs throttled runs and traffic on at least 2 fitted sizes\n",
+        );
+        return;
+    };
+    let by_size: Vec<String> = f
+        .exposed_by_size
+        .iter()
+        .map(|(p, k)| format!("{p}: {k:.2}"))
+        .collect();
+    out.push_str(&format!(
+        "traffic model: bytes per node ~ {} x p^{:.2}; exposed share of the transfer time k = {:.2} (per size {})\n",
+        human_bytes(f.volume_a),
+        f.volume_b,
+        f.exposed,
+        by_size.join(", ")
+    ));
+    if !t.projection.is_empty() {
+        out.push_str(&format!(
+            "projection from traffic (T(w) = T(100%) + k V/C (1/w - 1)){}\n",
+            doubt(&t.verdict)
+        ));
+        out.push_str(&projection_table(&t.projection, levels));
+    }
+}
+
+fn human_bytes(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String {
+    let mut targets: Vec<u32> = projection.iter().map(|p| p.procs).collect();
+    targets.sort_unstable();
+    targets.dedup();
     let mut header = vec!["procs".to_string()];
     header.extend(levels.iter().map(|c| format!("{c}%")));
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -230,7 +289,7 @@ fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
         let mut measured = vec!["  measured".to_string()];
         let mut any_measured = false;
         for &c in levels {
-            let pr = a.projection.iter().find(|x| x.procs == p && x.cti == c);
+            let pr = projection.iter().find(|x| x.procs == p && x.cti == c);
             row.push(
                 pr.map(|x| {
                     format!(
@@ -269,18 +328,25 @@ fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
             t.row(measured);
         }
     }
-    out.push_str(&t.render());
+    t.render()
 }
 
 fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
-    out.push_str(&match &a.verdict {
+    let line = |name: &str, v: &Verdict| {
+        match v {
         Verdict::Passed { checks, worst_pp } => format!(
-            "backtest: passed: {checks} projection(s) of measured sizes from smaller ones, worst {worst_pp:+.1} pp (within {} pp)\n",
+            "backtest ({name}): passed: {checks} projection(s) of measured sizes from smaller ones, worst {worst_pp:+.1} pp (within {} pp)\n",
             super::backtest::TOLERANCE_PP
         ),
-        Verdict::Failed { why, .. } => format!("backtest: FAILED: {why}\n"),
-        Verdict::Untested { why } => format!("backtest: untested: {why}\n"),
-    });
+        Verdict::Failed { why, .. } => format!("backtest ({name}): FAILED: {why}\n"),
+        Verdict::Untested { why } => format!("backtest ({name}): untested: {why}\n"),
+    }
+    };
+    out.push_str(&line("DC", &a.verdict));
+    if let Some(t) = &a.traffic {
+        out.push_str(&line("traffic", &t.verdict));
+    }
+    out.push_str(&format!("  {}\n", a.supported));
     if a.backtest.is_empty() {
         return;
     }
@@ -289,6 +355,7 @@ fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
         return;
     }
     let mut t = Table::new(&[
+        "model",
         "procs",
         "CTI %",
         "from",
@@ -313,6 +380,10 @@ fn check_row(c: &Check) -> Vec<String> {
         .join(",");
     let bound = if c.error_is_bound { "bound " } else { "" };
     vec![
+        match c.model {
+            Model::Dc => "DC".into(),
+            Model::Traffic => "traffic".into(),
+        },
         c.procs.to_string(),
         format!("{}", c.cti),
         from,

@@ -84,6 +84,7 @@ impl Args {
             predict,
             series: self.series,
             time_source,
+            capacity,
         };
         let a = analysis::analyze(&obs, &question)?;
         let cap = capacity.map(format_bits_per_sec);

@@ -188,6 +188,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         predict: vec![held_out, held_out * 2],
         series: None,
         time_source,
+        capacity: Some(opts.capacity.bytes_per_sec()),
     };
     let analysis = analysis::analyze(&obs, &question)?;
     let cap = opts.capacity.to_string();
