@@ -58,6 +58,9 @@ pub struct AgentConfig {
     pub intercept: bool,
     /// Serve the preload library on this port of 127.0.0.1 and ::1 (no root needed).
     pub preload_port: Option<u16>,
+    /// Pin every launched rank to these CPUs (`--rank-cpus`, checked with
+    /// [`crate::affinity::cpu_set`] before the agent pinned itself).
+    pub rank_cpus: Option<nix::sched::CpuSet>,
 }
 
 /// A started agent: its bound addresses and the handle to stop it.
@@ -101,7 +104,10 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             config.local_socket.display()
         )
     })?;
-    let launcher = Launcher::new(&config.node, config.programs, &config.local_socket);
+    let mut launcher = Launcher::new(&config.node, config.programs, &config.local_socket);
+    if let Some(cpus) = config.rank_cpus {
+        launcher.pin_ranks(cpus);
+    }
     let control_addr = control.local_addr()?;
     let data_addr = data.local_addr()?;
     if config.intercept || config.preload_port.is_some() {

@@ -160,6 +160,8 @@ pub struct Launcher {
     policy: ProgramPolicy,
     base_run_dir: PathBuf,
     local_socket: PathBuf,
+    /// The CPUs every launched rank is pinned to (`--rank-cpus`), if any.
+    rank_cpus: Option<nix::sched::CpuSet>,
     jobs: Mutex<HashMap<Name, Arc<Mutex<Job>>>>,
     /// Numbers the run directories: a job's directory is named by this counter, never by
     /// the job's name, so no request field ever becomes a path component (and paths stay
@@ -209,9 +211,15 @@ impl Launcher {
             policy,
             base_run_dir,
             local_socket: local_socket.to_path_buf(),
+            rank_cpus: None,
             jobs: Mutex::new(HashMap::new()),
             next_dir: std::sync::atomic::AtomicU64::new(1),
         }
+    }
+
+    /// Pin every rank launched from now on to these CPUs.
+    pub fn pin_ranks(&mut self, cpus: nix::sched::CpuSet) {
+        self.rank_cpus = Some(cpus);
     }
 
     pub fn policy(&self) -> &ProgramPolicy {
@@ -362,12 +370,18 @@ impl Launcher {
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .process_group(0);
-            // SAFETY: prctl is async-signal-safe; it only asks the kernel to SIGKILL this
-            // rank if the agent dies (even by SIGKILL), so no rank outlives its agent.
+            let pin = self.rank_cpus;
+            // SAFETY: prctl and sched_setaffinity are plain system calls (async-signal-
+            // safe); the CPU set was built before the fork. prctl asks the kernel to
+            // SIGKILL this rank if the agent dies (even by SIGKILL), so no rank outlives
+            // its agent.
             unsafe {
-                cmd.pre_exec(|| {
+                cmd.pre_exec(move || {
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                         return Err(std::io::Error::last_os_error());
+                    }
+                    if let Some(set) = &pin {
+                        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set)?;
                     }
                     Ok(())
                 });

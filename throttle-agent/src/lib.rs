@@ -21,6 +21,7 @@
 //! The vocabulary (rates, percentages, names, the handshake, the API's bodies) is
 //! `throttle_proto`, shared with the controller and the workloads.
 
+pub mod affinity;
 pub mod agent;
 pub mod api;
 pub mod directory;

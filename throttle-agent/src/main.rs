@@ -112,6 +112,13 @@ struct Args {
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Run the agent on these CPUs only (e.g. 0-1): on a local cluster, away from the
+    /// cores its ranks use (`throttle-ctl local up --pin` sets both).
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<throttle_proto::cpus::CpuList>,
+    /// Run every launched rank on these CPUs only (e.g. 2-15).
+    #[arg(long, value_name = "LIST")]
+    rank_cpus: Option<throttle_proto::cpus::CpuList>,
 }
 
 fn parse_name(text: &str) -> Result<Name, String> {
@@ -224,7 +231,17 @@ fn main() {
         tls,
         intercept: args.intercept,
         preload_port: args.preload.then_some(args.preload_port),
+        // Checked before the agent pins itself: the ranks' CPUs are outside its own set.
+        rank_cpus: args.rank_cpus.as_ref().map(|c| {
+            throttle_agent::affinity::cpu_set(c)
+                .unwrap_or_else(|e| fail(format!("--rank-cpus: {e:#}")))
+        }),
     };
+    if let Some(cpus) = &args.cpus {
+        // Before the runtime: its worker threads inherit this thread's affinity.
+        throttle_agent::affinity::pin_this_thread(cpus)
+            .unwrap_or_else(|e| fail(format!("--cpus: {e:#}")));
+    }
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())

@@ -135,3 +135,62 @@ fn sigterm_stops_the_agent_and_removes_its_socket() {
     assert!(!sock.exists());
     let _ = &a.control;
 }
+
+/// `--cpus` pins the agent's threads and `--rank-cpus` every rank it launches (here
+/// `grep`, which reports its own affinity from /proc/self/status).
+#[test]
+fn the_agent_and_its_ranks_run_on_the_cpus_they_are_given() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        eprintln!("SKIP the_agent_and_its_ranks_run_on_the_cpus_they_are_given: needs 2 CPUs, this machine has {cpus}");
+        return;
+    }
+    let Some(grep) = ["/usr/bin/grep", "/bin/grep"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        eprintln!("SKIP the_agent_and_its_ranks_run_on_the_cpus_they_are_given: no grep");
+        return;
+    };
+    let scratch = Scratch::new("pin");
+    let agent = spawn_agent(
+        &scratch,
+        "n0",
+        &["--cpus", "0", "--rank-cpus", "1", "--allow-program", grep],
+    );
+    // Every thread of the agent (the runtime's workers were created after the pin).
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", agent.child.id())).unwrap();
+    let mut threads = 0;
+    for t in tasks {
+        let status = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .unwrap();
+        assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+        threads += 1;
+    }
+    assert!(threads >= 2, "{threads} threads");
+    let body = format!(
+        r#"{{"program":"{grep}","args":["Cpus_allowed_list","/proc/self/status"],"ranks":["n0"]}}"#
+    );
+    let (code, answer) = http(
+        &agent.control,
+        "POST",
+        "/jobs/pin/launch",
+        Some(TOKEN),
+        Some(&body),
+    );
+    assert_eq!(code, 201, "{answer}");
+    let start = Instant::now();
+    let report = loop {
+        let (code, report) = http(&agent.control, "GET", "/jobs/pin", Some(TOKEN), None);
+        assert_eq!(code, 200, "{report}");
+        if !report.contains(r#""state":"running""#) {
+            break report;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{report}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(report.contains(r#"Cpus_allowed_list:\t1""#), "{report}");
+}

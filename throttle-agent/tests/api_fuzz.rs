@@ -54,6 +54,7 @@ fn fixture() -> &'static Fixture {
             tls: None,
             intercept: false,
             preload_port: None,
+            rank_cpus: None,
         };
         let agent = runtime.block_on(agent::start(config)).unwrap();
         Fixture {

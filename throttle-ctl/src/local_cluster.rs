@@ -44,6 +44,37 @@ pub struct LocalUp {
     pub intercept: crate::intercept::Mode,
 }
 
+/// `local up --pin`: the agents' CPUs (the first quarter of those this process may use,
+/// at least one) and the ranks' (the rest).
+pub fn pinning() -> Result<(throttle_proto::cpus::CpuList, throttle_proto::cpus::CpuList)> {
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map_err(|e| anyhow::anyhow!("cannot read this process's CPU affinity: {e}"))?;
+    let usable: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .collect();
+    split_cpus(&usable)
+}
+
+fn split_cpus(
+    usable: &[usize],
+) -> Result<(throttle_proto::cpus::CpuList, throttle_proto::cpus::CpuList)> {
+    use throttle_proto::cpus::CpuList;
+    if usable.len() < 2 {
+        bail!(
+            "--pin needs at least 2 CPUs (one for the agents, one for the ranks); this process may use {}",
+            usable.len()
+        );
+    }
+    let agents = (usable.len() / 4).max(1);
+    match (
+        CpuList::from_sorted(&usable[..agents]),
+        CpuList::from_sorted(&usable[agents..]),
+    ) {
+        (Some(a), Some(r)) => Ok((a, r)),
+        _ => bail!("cannot split CPUs {usable:?} between agents and ranks"),
+    }
+}
+
 /// The `throttle-agent` binary: `THROTTLE_AGENT_BIN`, else next to this executable, else PATH.
 pub fn agent_binary() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("THROTTLE_AGENT_BIN") {
@@ -398,4 +429,22 @@ pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinning_gives_the_agents_a_quarter_and_the_ranks_the_rest() {
+        let s = |v: &[usize]| {
+            split_cpus(v)
+                .map(|(a, r)| format!("{a} | {r}"))
+                .unwrap_or_else(|e| e.to_string())
+        };
+        assert_eq!(s(&[0, 1]), "0 | 1");
+        assert_eq!(s(&(0..16).collect::<Vec<_>>()), "0-3 | 4-15");
+        assert_eq!(s(&[2, 3, 5, 7, 9]), "2 | 3,5,7,9");
+        assert!(s(&[0]).contains("at least 2 CPUs"));
+    }
 }

@@ -5,7 +5,7 @@
 //! link speed a [`Rate`], a job or node a [`Name`]. Nothing here does I/O beyond blocking
 //! reads and writes on a socket the caller owns, and nothing depends on tokio or axum.
 //!
-//! * values: [`rate`], [`pct`], [`name`], [`shape`];
+//! * values: [`rate`], [`pct`], [`name`], [`shape`], [`cpus`];
 //! * the transport's handshake: [`wire`] (sans-IO), [`auth`] (token and proofs),
 //!   [`rank_client`] (blocking helpers for ranks and probes), [`preload`] (the preload
 //!   library's requests to its node's agent), [`socket_table`] (socket owners from
@@ -17,6 +17,7 @@
 pub mod auth;
 pub mod calibration;
 pub mod cluster;
+pub mod cpus;
 pub mod forward;
 pub mod job;
 pub mod name;

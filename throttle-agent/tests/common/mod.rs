@@ -85,6 +85,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
             tls: None,
             intercept: false,
             preload_port: None,
+            rank_cpus: None,
         };
         agents.push(agent::start(config).await.unwrap());
     }

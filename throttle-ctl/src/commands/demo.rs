@@ -58,6 +58,9 @@ pub struct Args {
     /// CTI levels in percent.
     #[arg(long, default_value = "5,10,15,20,25")]
     cti: String,
+    /// Pin the agents to a quarter of the cores and the ranks to the rest (`local up --pin`).
+    #[arg(long)]
+    pin: bool,
     /// Print the analysis as JSON at the end instead of the tables.
     #[arg(long)]
     json: bool,
@@ -129,12 +132,23 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
     }
     eprintln!("starting {max_nodes} agents at {} each ...", opts.capacity);
+    let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
+    if opts.pin {
+        let (agents, ranks) = local_cluster::pinning()?;
+        eprintln!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
+        agent_args.extend([
+            "--cpus".into(),
+            agents.to_string(),
+            "--rank-cpus".into(),
+            ranks.to_string(),
+        ]);
+    }
     let up = LocalUp {
         nodes: max_nodes,
         capacity: opts.capacity,
         base_addr: std::net::Ipv4Addr::new(127, 0, 1, 1),
         dir: dir.join("state"),
-        agent_args: vec!["--threads".into(), "1".into()],
+        agent_args,
         tls: false,
         netns: None,
         intercept: crate::intercept::Mode::Kernel,

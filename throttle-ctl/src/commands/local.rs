@@ -63,6 +63,11 @@ enum LocalCommand {
         /// clusters without root).
         #[arg(long, requires = "netns", value_enum, default_value = "kernel")]
         intercept: crate::intercept::Mode,
+        /// Pin the agents to the first quarter of this machine's cores (at least one) and
+        /// every rank they launch to the others, so ranks and agents do not compete for
+        /// cores (less timing noise; commands run with `run --cmd` are not pinned).
+        #[arg(long)]
+        pin: bool,
         /// Print the cluster as JSON instead of the cluster file.
         #[arg(long)]
         json: bool,
@@ -90,6 +95,7 @@ impl Args {
                 netns,
                 subnet,
                 intercept,
+                pin,
                 json,
             } => {
                 let netns = match (netns, subnet) {
@@ -103,19 +109,30 @@ impl Args {
                         .map(|p| p.join(".throttle-local"))
                         .unwrap_or_else(|| PathBuf::from(".throttle-local"))
                 });
+                let mut agent_args = vec![
+                    "--burst-ms".into(),
+                    burst_ms.to_string(),
+                    "--idle-burst-ms".into(),
+                    idle_burst_ms.to_string(),
+                    "--threads".into(),
+                    agent_threads.to_string(),
+                ];
+                if pin {
+                    let (agents, ranks) = local_cluster::pinning()?;
+                    eprintln!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
+                    agent_args.extend([
+                        "--cpus".into(),
+                        agents.to_string(),
+                        "--rank-cpus".into(),
+                        ranks.to_string(),
+                    ]);
+                }
                 let req = LocalUp {
                     nodes,
                     capacity,
                     base_addr,
                     dir,
-                    agent_args: vec![
-                        "--burst-ms".into(),
-                        burst_ms.to_string(),
-                        "--idle-burst-ms".into(),
-                        idle_burst_ms.to_string(),
-                        "--threads".into(),
-                        agent_threads.to_string(),
-                    ],
+                    agent_args,
                     tls,
                     netns,
                     intercept,
