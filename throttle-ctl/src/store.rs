@@ -251,30 +251,50 @@ pub const EXPORT_COLUMNS: [&str; 22] = [
     "cpu_steal",
 ];
 
-/// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one transaction.
+/// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one write
+/// transaction taken before reading the version (two processes opening an old store at
+/// once: the second sees the first's work and adds nothing).
 fn migrate(conn: &Connection) -> Result<()> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    check_version(version)?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| -> Result<()> {
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        check_version(version)?;
+        let have: HashSet<String> = {
+            let mut st = conn.prepare("SELECT name FROM pragma_table_info('runs')")?;
+            let names = st.query_map([], |r| r.get::<_, String>(0))?;
+            names.collect::<Result<_, _>>()?
+        };
+        for (_, name, ty) in ADDED.iter().filter(|(v, _, _)| *v > version) {
+            if !have.contains(*name) {
+                conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {name} {ty}"))?;
+            }
+        }
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT")?,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e.context(
+                "cannot add this version's columns (a read-only file? copy it somewhere writable)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_version(version: i64) -> Result<()> {
     if version > SCHEMA_VERSION {
         anyhow::bail!(
             "it was written by a newer throttle (schema {version}; this one knows up to {SCHEMA_VERSION}): use that version, or `export` there and `analyze --csv` here"
         );
     }
-    if version == SCHEMA_VERSION {
-        return Ok(());
-    }
-    let have: HashSet<String> = {
-        let mut st = conn.prepare("SELECT name FROM pragma_table_info('runs')")?;
-        let names = st.query_map([], |r| r.get::<_, String>(0))?;
-        names.collect::<Result<_, _>>()?
-    };
-    let tx = conn.unchecked_transaction()?;
-    for (_, name, ty) in ADDED.iter().filter(|(v, _, _)| *v > version) {
-        if !have.contains(*name) {
-            tx.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {name} {ty}"))?;
-        }
-    }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    tx.commit()?;
     Ok(())
 }
 

@@ -681,6 +681,14 @@ impl Sweep {
             if times.len() as u32 >= max || median_precision(&times) <= self.spec.precision {
                 continue;
             }
+            // A repeat of this point that was given up ends its extra repeats: another one
+            // would most likely fail the same way, round after round.
+            let given_up = failed
+                .iter()
+                .any(|(k, &n)| k.starts_with(&prefix) && n > self.spec.retries);
+            if given_up {
+                continue;
+            }
             let next = mine
                 .iter()
                 .filter_map(|r| r.point_key.rsplit("rep=").next()?.parse::<u32>().ok())
@@ -980,6 +988,9 @@ mod tests {
         }
         // 7 good runs at 100%: still imprecise, one more allowed.
         assert_eq!(sweep.more_repeats(&store, &failed).unwrap().len(), 1);
+        // Unless a repeat of it was given up: then none (not one more each round).
+        let gave_up = HashMap::from([(more[0].key.clone(), sweep.spec.retries + 1)]);
+        assert!(sweep.more_repeats(&store, &gave_up).unwrap().is_empty());
         put(
             &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, 8),
             1.2,

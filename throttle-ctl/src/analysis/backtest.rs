@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::bootstrap::{self, Interval};
-use super::chain::{self, BwKey, Need};
+use super::chain::{self, BwKey, Chain};
 use super::demand::Censored;
 use super::traffic::Volumes;
 
@@ -38,12 +38,15 @@ pub struct Check {
     pub from: Vec<u32>,
     pub projected: f64,
     pub interval: Option<Interval>,
+    /// The measured demand; when censored, the bound it is known to be beyond (`<` the
+    /// lowest step, `>` the highest throttled step), which the error is computed against.
     pub measured: f64,
     pub measured_censored: Censored,
     /// The level is below the measured size's noise floor.
     pub below_noise: bool,
     /// projected - measured, percentage points; with a censored measurement it is a
-    /// bound (see `error_is_bound`).
+    /// bound (see `error_is_bound`): against `<m` the error is at least this, against
+    /// `>m` at most this.
     pub error_pp: f64,
     /// error relative to the measured demand.
     pub error_rel: f64,
@@ -59,7 +62,7 @@ pub fn run(
     medians: &BTreeMap<(u32, BwKey), f64>,
     levels: &[f64],
     floors: &BTreeMap<u32, f64>,
-    measured: &BTreeMap<(u32, usize), Need>,
+    measured: &Chain,
     volumes: Option<&Volumes>,
     resamples: usize,
 ) -> Vec<Check> {
@@ -75,9 +78,14 @@ pub fn run(
         let spread =
             bootstrap::intervals(cells, levels, floors, &from, &[target], volumes, resamples);
         for (li, &level) in levels.iter().enumerate() {
-            let Some(m) = measured.get(&(target, li)) else {
+            let Some(m) = measured.demand.get(&(target, li)) else {
                 continue;
             };
+            let value = measured
+                .bounds
+                .get(&(target, li))
+                .copied()
+                .unwrap_or(m.bw_pct);
             let by_model = [
                 (
                     Model::Dc,
@@ -93,12 +101,13 @@ pub fn run(
             for (model, projected, spread) in by_model {
                 let Some(projected) = projected else { continue };
                 let interval = spread.and_then(|s| s.interval);
-                let error_pp = projected - m.bw_pct;
-                // Against a bound the projection is inside when it is on the bound's side.
+                let error_pp = projected - value;
+                // Against a bound the interval holds the truth when it reaches the
+                // bound's side.
                 let inside_interval = interval.map(|i| match m.censored {
-                    Censored::None => i.low <= m.bw_pct && m.bw_pct <= i.high,
-                    Censored::Below => i.low <= m.bw_pct,
-                    Censored::Above => i.high >= m.bw_pct,
+                    Censored::None => i.low <= value && value <= i.high,
+                    Censored::Below => i.low <= value,
+                    Censored::Above => i.high >= value,
                 });
                 out.push(Check {
                     model,
@@ -107,11 +116,11 @@ pub fn run(
                     from: from.clone(),
                     projected,
                     interval,
-                    measured: m.bw_pct,
+                    measured: value,
                     measured_censored: m.censored,
                     below_noise: m.below_noise,
                     error_pp,
-                    error_rel: error_pp / m.bw_pct,
+                    error_rel: error_pp / value,
                     error_is_bound: m.censored != Censored::None,
                     inside_interval,
                 });
@@ -121,86 +130,82 @@ pub fn run(
     out
 }
 
-/// What the backtest says of the projection.
+/// What the backtest says of a projection.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
-    /// Fewer than three sizes with throttled runs, or no comparable level: nothing says
-    /// how far the model is off for larger sizes.
+    /// No check that counts: fewer than three sizes, no projection from the smaller
+    /// ones, or only levels below the noise or censored measurements.
     Untested { why: String },
-    /// Every uncensored, resolvable check within the tolerance and its interval.
+    /// Every uncensored check above the noise within the tolerance, and no censored
+    /// bound missed by more than it. (Whether the measurement is inside the projection's
+    /// interval is shown with each check, not judged: the interval covers noise only.)
     Passed { checks: usize, worst_pp: f64 },
-    /// At least one check missed.
+    /// At least one check missed by more than the tolerance.
     Failed { why: String, worst_pp: f64 },
 }
 
-/// Judge one model's checks: only uncensored ones above the noise count as evidence for;
-/// a censored one counts against when even its bound is missed by more than the
+/// Whether a check misses by more than the tolerance: against a value, |error|; against
+/// a `<` bound, projecting above it (the truth is at most the bound); against a `>`
+/// bound, projecting below it (the truth is above the bound).
+fn missed(c: &Check) -> bool {
+    match c.measured_censored {
+        Censored::None => c.error_pp.abs() > TOLERANCE_PP,
+        Censored::Below => c.error_pp > TOLERANCE_PP,
+        Censored::Above => c.error_pp < -TOLERANCE_PP,
+    }
+}
+
+/// Judge one model's checks: only uncensored ones above the noise count as evidence for
+/// it; a censored one counts against it when even its bound is missed by more than the
 /// tolerance (measured > 89 and projected 27 is a miss of at least 62 pp).
 pub fn verdict(checks: &[Check], model: Model) -> Verdict {
-    let checks: Vec<&Check> = checks.iter().filter(|c| c.model == model).collect();
+    let checks: Vec<&Check> = checks
+        .iter()
+        .filter(|c| c.model == model && !c.below_noise)
+        .collect();
     if checks.is_empty() {
         return Verdict::Untested {
-            why: "the backtest needs throttled runs on at least 3 sizes".into(),
+            why: "no measured size could be checked: that needs throttled runs on at least 3 sizes, a projection from the smaller ones, and levels above the noise floor".into(),
         };
     }
-    let mut worst: Option<&Check> = None;
-    let mut misses = Vec::new();
-    let mut evidence = 0;
-    for &c in checks.iter().filter(|c| !c.below_noise) {
-        let missed_bound = match c.measured_censored {
-            Censored::None => c.error_pp.abs() > TOLERANCE_PP,
-            // The truth is at most `measured`: projecting above it by more than the
-            // tolerance is a miss.
-            Censored::Below => c.error_pp > TOLERANCE_PP,
-            // The truth is at least `measured` (an interpolation up to 100%).
-            Censored::Above => c.error_pp < -TOLERANCE_PP,
-        };
-        if c.measured_censored == Censored::None {
-            evidence += 1;
-        }
-        if missed_bound
-            || (c.measured_censored == Censored::None
-                && c.inside_interval == Some(false)
-                && c.error_pp.abs() > TOLERANCE_PP)
-        {
-            misses.push(c);
-        }
-        if worst.is_none_or(|w| c.error_pp.abs() > w.error_pp.abs()) {
-            worst = Some(c);
-        }
-    }
-    let Some(worst) = worst else {
-        return Verdict::Untested {
-            why: "every backtest level lies below the noise floor".into(),
-        };
-    };
-    if let Some(m) = misses
+    if let Some(m) = checks
         .iter()
+        .filter(|c| missed(c))
         .max_by(|a, b| a.error_pp.abs().total_cmp(&b.error_pp.abs()))
     {
         return Verdict::Failed {
             why: format!(
-                "projected from {} procs to {}, CTI {}%: {:.1} against {}{:.1} measured ({}{:+.1} pp)",
+                "projected from {} procs to {}, CTI {}%: {:.1} against {}{:.1} measured ({})",
                 m.from.last().copied().unwrap_or(0),
                 m.procs,
                 m.cti,
                 m.projected,
                 flag(m.measured_censored),
                 m.measured,
-                if m.error_is_bound { "at least " } else { "" },
-                m.error_pp
+                if m.error_is_bound {
+                    format!("|error| at least {:.1} pp", m.error_pp.abs())
+                } else {
+                    format!("{:+.1} pp", m.error_pp)
+                }
             ),
             worst_pp: m.error_pp,
         };
     }
-    if evidence == 0 {
+    let evidence: Vec<&&Check> = checks
+        .iter()
+        .filter(|c| c.measured_censored == Censored::None)
+        .collect();
+    let Some(worst) = evidence
+        .iter()
+        .max_by(|a, b| a.error_pp.abs().total_cmp(&b.error_pp.abs()))
+    else {
         return Verdict::Untested {
             why: "every measured demand the backtest could compare with is censored (a bound, not a value)".into(),
         };
-    }
+    };
     Verdict::Passed {
-        checks: evidence,
+        checks: evidence.len(),
         worst_pp: worst.error_pp,
     }
 }
@@ -242,7 +247,7 @@ mod tests {
         let medians = c.iter().map(|(&k, v)| (k, v[1])).collect();
         let all: Vec<u32> = c.keys().map(|k| k.0).collect();
         let m = chain::run(&medians, levels, &BTreeMap::new(), &all, &[], None);
-        run(c, &medians, levels, &BTreeMap::new(), &m.demand, None, 200)
+        run(c, &medians, levels, &BTreeMap::new(), &m, None, 200)
     }
 
     #[test]

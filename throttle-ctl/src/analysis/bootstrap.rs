@@ -5,7 +5,8 @@
 //! monotone fix-up, demand, the demand constant, projection and saturation. The interval
 //! of a number is the 5th to 95th percentile of its resampled values (a 90% percentile
 //! interval). It covers run-to-run noise only: how far the model itself is off for
-//! larger sizes is what the backtest shows. A number that exists in fewer than 90% of the
+//! larger sizes is what the backtest shows. A censored figure counts as missing in that
+//! resample (it is a bound, not a value); a number that exists in fewer than 90% of the
 //! resamples (a demand that flips between censored and not, a constant that often has no
 //! pair) gets no interval, and says in how many it existed.
 
@@ -14,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::chain::{self, BwKey};
+use super::demand::Censored;
 use super::stats::{self, Rng};
 use super::traffic::Volumes;
 
@@ -103,17 +105,25 @@ pub fn intervals(
             })
             .collect();
         let c = chain::run(&medians, levels, floors, fit, targets, volumes);
+        // A censored figure is a bound, not a value: a resample where it is censored
+        // counts as one where the value does not exist.
         for (k, n) in c.demand {
-            demand.entry(k).or_default().push(n.bw_pct);
+            if n.censored == Censored::None {
+                demand.entry(k).or_default().push(n.bw_pct);
+            }
         }
         if let Some(v) = c.dc {
             dc.push(v);
         }
-        for (k, (v, _)) in c.projection {
-            projection.entry(k).or_default().push(v);
+        for (k, (v, from_censored)) in c.projection {
+            if !from_censored {
+                projection.entry(k).or_default().push(v);
+            }
         }
-        for (k, (v, _)) in c.saturation {
-            saturation.entry(k).or_default().push(v);
+        for (k, (v, from_censored)) in c.saturation {
+            if !from_censored {
+                saturation.entry(k).or_default().push(v);
+            }
         }
         for (k, v) in c.traffic_projection {
             by_traffic.entry(k).or_default().push(v);

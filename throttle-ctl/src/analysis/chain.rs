@@ -41,6 +41,18 @@ impl Need {
     }
 }
 
+/// What a censored demand is known to be beyond: below the lowest step (`<`: the step
+/// itself), or above the highest throttled step (`>`: the interpolation up to 100% is
+/// not a bound, only the step is).
+pub fn bound(curve: &CtiCurve, censored: Censored) -> Option<f64> {
+    let fold = |f: fn(f64, f64) -> f64, start| curve.bw.iter().copied().fold(start, f);
+    match censored {
+        Censored::None => None,
+        Censored::Below => Some(fold(f64::min, f64::INFINITY)),
+        Censored::Above => Some(fold(f64::max, f64::NEG_INFINITY)),
+    }
+}
+
 /// What the chain derives.
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
@@ -64,6 +76,8 @@ pub struct Chain {
     pub traffic: Option<traffic::Fit>,
     /// (target procs, level index) -> the traffic model's projected demand.
     pub traffic_projection: BTreeMap<(u32, usize), f64>,
+    /// (procs, level index) -> the bound a censored demand is known to be beyond.
+    pub bounds: BTreeMap<(u32, usize), f64>,
 }
 
 /// The CTI curve of each size that has a 100% baseline and at least one throttled step.
@@ -106,6 +120,9 @@ pub fn run(
         let floor = floors.get(&p).copied().unwrap_or(0.0);
         for (li, &level) in levels.iter().enumerate() {
             if let Some((bw_pct, censored)) = curve.demand(level) {
+                if let Some(b) = bound(curve, censored) {
+                    chain.bounds.insert((p, li), b);
+                }
                 chain.demand.insert(
                     (p, li),
                     Need {

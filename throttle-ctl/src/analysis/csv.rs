@@ -97,9 +97,9 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         .collect();
     let mut out = Vec::new();
     let mut errors = Vec::new();
-    // (series, nodes, procs, bw_pct as written, repeat) -> first line.
-    let mut seen: std::collections::HashMap<(String, u32, u32, String, u32), u64> =
-        std::collections::HashMap::new();
+    // (series, nodes, procs, bandwidth, repeat) of successful runs -> first line.
+    type RunKey = (String, u32, u32, Option<u64>, u32);
+    let mut seen: std::collections::HashMap<RunKey, u64> = std::collections::HashMap::new();
     for record in reader.records() {
         let record = match record {
             Ok(r) => r,
@@ -196,20 +196,24 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         for &i in &labels {
             series.push_str(&format!(" {}={}", cols[i], f[i]));
         }
-        let key = (
-            series.clone(),
-            nodes.unwrap_or(0),
-            procs.unwrap_or(0),
-            f[ibw].to_ascii_lowercase(),
-            repeat.unwrap_or(0),
-        );
-        if let Some(first) = seen.get(&key) {
-            errors.push(format!(
-                "line {lineno}: the same run as line {first} (workload, labels, nodes, procs, bw_pct and repeat all equal): number repeats apart or remove the copy"
-            ));
-            continue;
+        // A failed attempt and its retry share a repeat number (`export` writes both);
+        // two successful runs with the same one are a copy.
+        if ok {
+            let key = (
+                series.clone(),
+                nodes.unwrap_or(0),
+                procs.unwrap_or(0),
+                bw.flatten().map(super::chain::bw_key),
+                repeat.unwrap_or(0),
+            );
+            if let Some(first) = seen.get(&key) {
+                errors.push(format!(
+                    "line {lineno}: the same run as line {first} (workload, labels, nodes, procs, bw_pct and repeat all equal, both ok): number repeats apart or remove the copy"
+                ));
+                continue;
+            }
+            seen.insert(key, lineno);
         }
-        seen.insert(key, lineno);
         out.push(Observation {
             series,
             procs: procs.unwrap_or(1),
@@ -279,9 +283,16 @@ mod tests {
         assert!(e.contains("line 4: the same run as line 2"), "{e}");
         assert!(e.contains("line 5: nodes 8 is more than procs 4"), "{e}");
         assert!(e.contains("line 6: nodes `x`"), "{e}");
-        // Another series (a label column) or another repeat is another run.
-        let ok = "workload,nodes,procs,bw_pct,repeat,seconds,scale\nbfs,1,4,100,0,1.0,20\nbfs,1,4,100,0,1.0,21\nbfs,1,4,100,1,1.0,21\n";
-        assert_eq!(parse(ok).unwrap().len(), 3);
+        // Another series (a label column) or another repeat is another run; so is a
+        // failed attempt and its retry; 50 and 50.0 are the same bandwidth.
+        let ok = "workload,nodes,procs,bw_pct,repeat,seconds,scale,status\nbfs,1,4,100,0,1.0,20,ok\nbfs,1,4,100,0,1.0,21,ok\nbfs,1,4,100,1,1.0,21,ok\nbfs,1,4,50,0,,21,failed\nbfs,1,4,50,0,1.5,21,ok\n";
+        assert_eq!(parse(ok).unwrap().len(), 5);
+        let e = parse(
+            "workload,nodes,procs,bw_pct,repeat,seconds\nbfs,1,4,50,0,1.0\nbfs,1,4,50.0,0,1.1\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 3: the same run as line 2"), "{e}");
     }
 
     #[test]

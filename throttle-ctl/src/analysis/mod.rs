@@ -123,10 +123,13 @@ pub struct Projection {
     pub bw_pct: f64,
     /// 90% bootstrap interval over runs.
     pub bw_pct_ci: Option<(f64, f64)>,
-    /// The demand measured at a held-out size, and how it is censored: with `<` or `>`
-    /// it is a bound, and so is `error_pp`.
+    /// The demand measured at a held-out size, and how it is censored: with `<` it is the
+    /// lowest step (the truth is at most that), with `>` the highest throttled step (the
+    /// truth is above it); `error_pp` is then a bound too.
     pub measured_bw_pct: Option<f64>,
     pub measured_censored: Option<Censored>,
+    /// The measured level is below the held-out size's noise floor.
+    pub measured_below_noise: bool,
     /// predicted - measured, percentage points.
     pub error_pp: Option<f64>,
     pub error_is_bound: bool,
@@ -268,6 +271,21 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     if cells.is_empty() {
         bail!("no successful runs with a bandwidth percentage in series `{chosen}`");
     }
+    let mut layouts: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for o in &good {
+        let l = layouts.entry(o.procs).or_default();
+        if !l.contains(&o.nodes) {
+            l.push(o.nodes);
+        }
+    }
+    for (p, nodes) in layouts.iter().filter(|(_, n)| n.len() > 1) {
+        let list: Vec<String> = nodes.iter().map(u32::to_string).collect();
+        warnings.push(format!(
+            "{p} procs were run on {} node counts ({}): their runs are pooled into one point, though the traffic between nodes differs; analyse them as separate series (a label column) to compare",
+            nodes.len(),
+            list.join(", ")
+        ));
+    }
     let sizes: Vec<u32> = {
         let mut s: Vec<u32> = cells.keys().map(|k| k.0).collect();
         s.dedup();
@@ -330,7 +348,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     for &p in &sizes {
         if medians.contains_key(&(p, FULL)) && !floors.contains_key(&p) {
             warnings.push(format!(
-                "{p} procs: no point has 2 or more runs, so its noise is unknown and no CTI level can be called resolved"
+                "{p} procs: no point has 2 or more runs, so its noise is unknown: its CTI levels are used without a noise check"
             ));
         }
     }
@@ -393,7 +411,12 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             bw_pct: n.bw_pct,
             censored: n.censored,
             below_noise: n.below_noise,
-            interval: spread.demand.get(&(p, li)).and_then(|s| s.interval),
+            // A censored demand is a bound: no noise interval around it.
+            interval: spread
+                .demand
+                .get(&(p, li))
+                .and_then(|s| s.interval)
+                .filter(|_| n.censored == Censored::None),
             held_out: held_out.contains(&p),
         })
         .collect();
@@ -446,25 +469,37 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
                 .into(),
         );
     }
-    let find = |p: u32, li: usize| answer.demand.get(&(p, li));
+    // A held-out size's measured demand: the value, or the bound a censored one is known
+    // to be beyond; its censoring; whether the level is below its noise floor.
+    let measured_at = |p: u32, li: usize| {
+        let n = answer
+            .demand
+            .get(&(p, li))
+            .filter(|_| held_out.contains(&p))?;
+        let value = answer.bounds.get(&(p, li)).copied().unwrap_or(n.bw_pct);
+        Some((value, n.censored, n.below_noise))
+    };
     let projection: Vec<Projection> = answer
         .projection
         .iter()
         .map(|(&(p, li), &(bw, from_censored))| {
-            let measured = find(p, li).filter(|_| held_out.contains(&p));
+            let measured = measured_at(p, li);
             Projection {
                 procs: p,
                 cti: req.cti[li],
                 bw_pct: bw,
+                // A projection from a censored demand is a bound, not a value with noise.
                 bw_pct_ci: spread
                     .projection
                     .get(&(p, li))
                     .and_then(|s| s.interval)
+                    .filter(|_| !from_censored)
                     .map(|i| (i.low, i.high)),
-                measured_bw_pct: measured.map(|m| m.bw_pct),
-                measured_censored: measured.map(|m| m.censored),
-                error_pp: measured.map(|m| bw - m.bw_pct),
-                error_is_bound: measured.is_some_and(|m| m.censored != Censored::None),
+                measured_bw_pct: measured.map(|m| m.0),
+                measured_censored: measured.map(|m| m.1),
+                measured_below_noise: measured.is_some_and(|m| m.2),
+                error_pp: measured.map(|m| bw - m.0),
+                error_is_bound: measured.is_some_and(|m| m.1 != Censored::None),
                 from_censored,
             }
         })
@@ -475,7 +510,11 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         .map(|(&li, &(procs, from_censored))| Saturation {
             cti: req.cti[li],
             procs,
-            interval: spread.saturation.get(&li).and_then(|s| s.interval),
+            interval: spread
+                .saturation
+                .get(&li)
+                .and_then(|s| s.interval)
+                .filter(|_| !from_censored),
             from_censored,
         })
         .collect();
@@ -486,7 +525,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         &medians,
         &req.cti,
         &floors,
-        &all.demand,
+        &all,
         volumes.as_ref(),
         resamples,
     );
@@ -508,7 +547,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             .traffic_projection
             .iter()
             .map(|(&(p, li), &bw)| {
-                let measured = find(p, li).filter(|_| held_out.contains(&p));
+                let measured = measured_at(p, li);
                 Projection {
                     procs: p,
                     cti: req.cti[li],
@@ -518,10 +557,11 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
                         .get(&(p, li))
                         .and_then(|s| s.interval)
                         .map(|i| (i.low, i.high)),
-                    measured_bw_pct: measured.map(|m| m.bw_pct),
-                    measured_censored: measured.map(|m| m.censored),
-                    error_pp: measured.map(|m| bw - m.bw_pct),
-                    error_is_bound: measured.is_some_and(|m| m.censored != Censored::None),
+                    measured_bw_pct: measured.map(|m| m.0),
+                    measured_censored: measured.map(|m| m.1),
+                    measured_below_noise: measured.is_some_and(|m| m.2),
+                    error_pp: measured.map(|m| bw - m.0),
+                    error_is_bound: measured.is_some_and(|m| m.1 != Censored::None),
                     from_censored: false,
                 }
             })
@@ -534,7 +574,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         }
     });
     if volumes.is_none() && !per_node.is_empty() {
-        warnings.push("the runs' traffic is recorded but the link capacity is not known (CSV data): no traffic-based projection".into());
+        warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());
     }
     let supported = support(&backtest, traffic.is_some());
     Ok(Analysis {
@@ -816,7 +856,7 @@ mod tests {
         assert!(a
             .warnings
             .iter()
-            .any(|w| w.contains("capacity is not known")));
+            .any(|w| w.contains("not one link capacity")));
     }
 
     #[test]

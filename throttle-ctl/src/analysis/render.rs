@@ -165,7 +165,7 @@ fn noise(out: &mut String, a: &Analysis) {
 
 fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>) {
     out.push_str(&format!(
-        "\nbandwidth demand (% of {}) to stay within a completion-time increment\n  (< censored below: the lowest step sufficed; > censored above: interpolated up to 100%;\n   ~ below the noise floor: not a measurement, left out of DC and projection)\n",
+        "\nbandwidth demand (% of {}) to stay within a completion-time increment\n  (< censored below: the lowest step sufficed; > censored above: every step was too slow,\n   the figure is interpolated up to 100% and only known to exceed the highest step;\n   ~ below the noise floor: not a measurement, left out of DC and projection)\n",
         capacity.unwrap_or("the link")
     ));
     let mut header = vec!["procs".to_string()];
@@ -222,7 +222,7 @@ fn doubt(v: &Verdict) -> &'static str {
     match v {
         Verdict::Passed { .. } => "",
         Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
-        Verdict::Untested { .. } => ": untested, no backtest possible",
+        Verdict::Untested { .. } => ": untested (see the backtest below)",
     }
 }
 
@@ -310,14 +310,15 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
                     let m = x.measured_bw_pct?;
                     any_measured = true;
                     let f = flag(x.measured_censored.unwrap_or(Censored::None));
+                    let noise = if x.measured_below_noise { "~" } else { "" };
                     let err = x.bw_pct - m;
                     Some(if x.error_is_bound {
-                        // Against `>m` the truth is higher: the error is at most err; against
-                        // `<m` at least err.
+                        // m is the bound: against `>m` the truth is above it, so the error
+                        // is at most err; against `<m` below it, so at least err.
                         let side = if f == ">" { "<=" } else { ">=" };
-                        format!("{f}{m:.1} ({side} {err:+.1} pp)")
+                        format!("{noise}{f}{m:.1} ({side} {err:+.1} pp)")
                     } else {
-                        format!("{m:.1} ({err:+.1} pp)")
+                        format!("{noise}{m:.1} ({err:+.1} pp)")
                     })
                 })
                 .unwrap_or_else(|| "-".into()),
