@@ -249,7 +249,7 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
         .map(|(p, k)| format!("{p}: {k:.2}"))
         .collect();
     out.push_str(&format!(
-        "traffic model: bytes per node ~ {} x p^{:.2}; exposed share of the transfer time k = {:.2} (per size {})\n",
+        "traffic model: bytes per node ~ {} x p^{:.2}; transfer-time weight k = {:.2} (per size {}; below 1: the share not overlapped with computation)\n",
         human_bytes(f.volume_a),
         f.volume_b,
         f.exposed,

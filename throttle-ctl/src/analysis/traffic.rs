@@ -7,8 +7,11 @@
 //!
 //!   T(w) = T(100%) + k x (V / C) x (1/w - 1)
 //!
-//! with k, the exposed (not overlapped) share of the transfer, fitted by least squares
-//! over every throttled step of the fitted sizes (pooled; each size's own k is shown).
+//! with k, the transfer's weight in the completion time, fitted by least squares over
+//! every throttled step of the fitted sizes (pooled; each size's own k is shown). Below 1
+//! it is the share of the transfer not overlapped with computation; above 1 the critical
+//! path carries more than one node's bytes (a broadcast tree relays them, ranks wait on
+//! each other).
 //! The demand for a CTI level c follows: w = 1 / (1 + c T(100%) / (k V / C)). To project
 //! to p', V is fitted as a p^b over the sizes with traffic and T(100%) with the
 //! strong-scaling regression (a power law with only two sizes).
@@ -35,9 +38,9 @@ pub struct Fit {
     /// V(p) = a p^b, bytes per node.
     pub volume_a: f64,
     pub volume_b: f64,
-    /// The pooled exposed share of the transfer time.
+    /// k, pooled: the transfer time's weight in the completion time (see above).
     pub exposed: f64,
-    /// Per fitted size: (procs, exposed share of that size alone).
+    /// Per fitted size: (procs, k of that size alone).
     pub exposed_by_size: Vec<(u32, f64)>,
 }
 
