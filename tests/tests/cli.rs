@@ -304,3 +304,104 @@ fn a_tls_cluster_is_served_over_https_only() {
     let e = err(ctl(dir, &["--cluster", "plain.toml", "set", "50"]));
     assert!(e.contains("node `n0`"), "{e}");
 }
+
+/// `cluster init` writes a cluster file and token from a Slurm-style host list, and the
+/// agent lines it prints, started as printed, make a cluster `status` and `set` reach.
+#[test]
+fn cluster_init_writes_a_cluster_the_printed_agent_lines_serve() {
+    let d = scratch("init");
+    let dir = &d.0;
+    let socks = dir.join("socks");
+    std::fs::create_dir(&socks).unwrap();
+    std::fs::set_permissions(&socks, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let out = ok(ctl(
+        dir,
+        &[
+            "cluster",
+            "init",
+            "--hosts",
+            "127.0.3.[1-2]",
+            "--capacity",
+            "800Mbit",
+            "--control-port",
+            "17600",
+            "--data-port",
+            "17601",
+            "--socket-dir",
+            socks.to_str().unwrap(),
+            "--json",
+        ],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"], 2);
+    let token = dir.join("throttle-token");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&token).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    // Again without --force: refused, nothing replaced.
+    let before = std::fs::read_to_string(&token).unwrap();
+    let e = err(ctl(
+        dir,
+        &[
+            "cluster",
+            "init",
+            "--hosts",
+            "127.0.3.1",
+            "--capacity",
+            "1Gbit",
+        ],
+    ));
+    assert!(e.contains("--force"), "{e}");
+    assert_eq!(std::fs::read_to_string(&token).unwrap(), before);
+    let mut agents = Vec::new();
+    for a in v["agents"].as_array().unwrap() {
+        let args: Vec<String> = a["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s.as_str()
+                    .unwrap()
+                    .replace("TOKEN_FILE", token.to_str().unwrap())
+            })
+            .collect();
+        assert_eq!(args[0], "throttle-agent");
+        let ready = dir.join(format!("{}.ready", a["node"].as_str().unwrap()));
+        let child = Command::new(bin_dir().join("throttle-agent"))
+            .args(&args[1..])
+            .arg("--ready-file")
+            .arg(&ready)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        agents.push(Killed(child));
+        let start = std::time::Instant::now();
+        while !ready.exists() {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "agent {} did not start",
+                a["node"]
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    ok(ctl(dir, &["set", "40"]));
+    let status = ok(ctl(dir, &["status", "--json"]));
+    let s: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let nodes = s.as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{status}");
+    for n in nodes {
+        assert_eq!(n["pct"], 40.0, "{n}");
+        assert_eq!(n["capacity_bytes_per_sec"], 100e6, "{n}");
+    }
+}
+
+/// Kills its agent when the test ends, passed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

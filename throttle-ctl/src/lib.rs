@@ -2,7 +2,8 @@
 //! the work, so it can be tested and reused.
 //!
 //! * [`commands`]: one module per command, each with its arguments and `exec`.
-//! * [`cluster`]: the cluster file; [`agent_client`]: the typed client of one agent's
+//! * [`cluster`]: the cluster file ([`hostlist`]: host lists and hostfiles it is written
+//!   from); [`agent_client`]: the typed client of one agent's
 //!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine;
 //!   [`netns`]: its nodes as network namespaces (namespace hosts).
 //! * [`job`]: one job on the cluster (launch, wait, renew, clean up; or an
@@ -21,6 +22,7 @@ pub mod certs;
 pub mod cluster;
 pub mod commands;
 pub mod external;
+pub mod hostlist;
 pub mod intercept;
 pub mod job;
 pub mod load;

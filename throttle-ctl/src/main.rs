@@ -34,6 +34,8 @@ struct Cli {
 enum Command {
     /// Start or stop a local emulated cluster (loopback addresses, or namespace hosts).
     Local(commands::local::Args),
+    /// Write the cluster file of a real cluster from a host list, a hostfile or Slurm.
+    Cluster(commands::cluster::Args),
     /// Run a command inside a node of a namespace cluster (like ssh; an mpirun launch agent).
     Exec(commands::exec::Args),
     /// Show every node's bandwidth setting, current rates and open streams.
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Local(a) => a.exec(&ctx),
+        Command::Cluster(a) => a.exec(&ctx),
         Command::Exec(a) => a.exec(&ctx),
         Command::Status(a) => a.exec(&ctx),
         Command::Set(a) => a.exec(&ctx),

@@ -4,6 +4,7 @@
 
 pub mod analyze;
 pub mod calibrate;
+pub mod cluster;
 pub mod completions;
 pub mod demo;
 pub mod exec;
