@@ -405,3 +405,40 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// Inside a Slurm allocation: the node list from SLURM_JOB_NODELIST, brackets expanded;
+/// outside one, an error that says so.
+#[test]
+fn cluster_init_reads_the_slurm_node_list() {
+    let d = scratch("slurm");
+    let dir = &d.0;
+    let run = |env: Option<&str>| {
+        let mut c = Command::new(exe());
+        c.current_dir(dir)
+            .args([
+                "cluster",
+                "init",
+                "--slurm",
+                "--capacity",
+                "10Gbit",
+                "--force",
+                "--json",
+            ])
+            .env_remove("SLURM_JOB_NODELIST")
+            .env_remove("SLURM_NODELIST");
+        if let Some(list) = env {
+            c.env("SLURM_JOB_NODELIST", list);
+        }
+        c.output().unwrap()
+    };
+    let e = err(run(None));
+    assert!(e.contains("SLURM_JOB_NODELIST is not set"), "{e}");
+    let out = ok(run(Some("127.0.4.[1-3],127.0.4.9")));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"], 4);
+    let file = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
+    for a in ["127.0.4.1:7600", "127.0.4.3:7601", "127.0.4.9:7600"] {
+        assert!(file.contains(a), "{file}");
+    }
+    assert!(err(run(Some("node[1-"))).contains("without its `]`"));
+}

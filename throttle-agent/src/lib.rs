@@ -16,7 +16,8 @@
 //! * [`limits`]: connection caps; [`private_dir`]: directories only the agent's user may
 //!   enter.
 //! * [`state`]: the state every service shares; [`shutdown`]: the stop signal;
-//!   [`agent`]: configuration and start/stop.
+//!   [`agent`]: configuration and start/stop; [`config_file`]: the TOML file the flags
+//!   can also come from; [`affinity`]: CPU pinning; [`notify`]: systemd readiness.
 //!
 //! The vocabulary (rates, percentages, names, the handshake, the API's bodies) is
 //! `throttle_proto`, shared with the controller and the workloads.
@@ -24,12 +25,14 @@
 pub mod affinity;
 pub mod agent;
 pub mod api;
+pub mod config_file;
 pub mod directory;
 pub mod endpoint;
 pub mod intercept;
 pub mod jobs;
 pub mod limits;
 pub mod link;
+pub mod notify;
 pub mod private_dir;
 pub mod programs;
 pub mod registry;

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use throttle_agent::agent::{self, AgentConfig};
 use throttle_agent::api::Tls;
 use throttle_agent::directory::NodeEntry;
@@ -23,11 +23,12 @@ use throttle_proto::{Name, Pct, Rate, Shape};
 #[derive(Parser, Debug)]
 #[command(
     version,
-    after_help = "Example:\n  throttle-agent --node n0 --control 127.0.0.1:7600 --data 10.0.0.1:7601 \\\n      --capacity 1Gbit --token-file /etc/throttle/token\n\nWhat a holder of the token can do (ARCHITECTURE.md, Threat model): set the shaping,\nadd forwards between this node's addresses and other nodes, and start the programs\nallowed here (by default only throttle's workloads) as this agent's user.\n\nLogs go to stderr; set RUST_LOG=debug for detail."
+    args_override_self = true,
+    after_help = "Example:\n  throttle-agent --node n0 --control 127.0.0.1:7600 --data 10.0.0.1:7601 \\\n      --capacity 1Gbit --token-file /etc/throttle/token\n  throttle-agent --config /etc/throttle/agent.toml     the same as a file (keys: the flags\n                                                       without dashes, e.g. token_file)\n\nSettings come from the command line, then the environment (THROTTLE_NODE,\nTHROTTLE_TOKEN_FILE), then --config, then the defaults; --print-config shows the result.\nSIGHUP re-reads --config and applies capacity, pct and latency_us without a restart.\nUnder systemd (Type=notify) the agent reports READY=1 once it listens.\n\nWhat a holder of the token can do (ARCHITECTURE.md, Threat model): set the shaping,\nadd forwards between this node's addresses and other nodes, and start the programs\nallowed here (by default only throttle's workloads) as this agent's user.\n\nLogs go to stderr; set RUST_LOG=debug for detail."
 )]
 struct Args {
     /// This node's name, as the cluster file calls it (letters, digits, `-`, `_`, `.`).
-    #[arg(long, value_parser = parse_name)]
+    #[arg(long, value_parser = parse_name, env = "THROTTLE_NODE")]
     node: Name,
     /// Address of the control API (HTTP, or HTTPS with --tls-cert). Bind it only where the
     /// controller can reach it.
@@ -56,7 +57,7 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     latency_us: u64,
     /// File holding the cluster token (at least 16 characters).
-    #[arg(long)]
+    #[arg(long, env = "THROTTLE_TOKEN_FILE")]
     token_file: PathBuf,
     /// Another node of the cluster, NAME=DATA_ADDR (repeatable). The controller can also push these.
     #[arg(long = "peer", value_name = "NAME=ADDR")]
@@ -119,6 +120,21 @@ struct Args {
     /// Run every launched rank on these CPUs only (e.g. 2-15).
     #[arg(long, value_name = "LIST")]
     rank_cpus: Option<throttle_proto::cpus::CpuList>,
+    /// Read settings from this TOML file (keys: the flags without dashes, `-` as `_`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the effective settings as a config file and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+/// The flags with the config file's settings before them (see `config_file`).
+fn parse_args(argv: Vec<std::ffi::OsString>) -> Result<Args, String> {
+    let argv = throttle_agent::config_file::expand(&Args::command(), argv)?;
+    let m = Args::command()
+        .try_get_matches_from(argv)
+        .map_err(|e| e.render().to_string())?;
+    Args::from_arg_matches(&m).map_err(|e| e.render().to_string())
 }
 
 fn parse_name(text: &str) -> Result<Name, String> {
@@ -140,7 +156,20 @@ fn main() {
         // Colour codes only on a terminal: log files stay plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let args = Args::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let expanded = throttle_agent::config_file::expand(&Args::command(), argv.clone())
+        .unwrap_or_else(|e| fail(e));
+    let matches = Args::command()
+        .try_get_matches_from(expanded)
+        .unwrap_or_else(|e| e.exit());
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if args.print_config {
+        print!(
+            "{}",
+            throttle_agent::config_file::print(&Args::command(), &matches)
+        );
+        return;
+    }
     raise_fd_limit();
     let token = Token::load(&args.token_file).unwrap_or_else(|e| fail(e));
     if let Some(w) = throttle_proto::auth::permission_warning(&args.token_file) {
@@ -277,22 +306,51 @@ fn main() {
                 ));
             }
         }
-        wait_for_signal().await;
+        match throttle_agent::notify::notify("READY=1") {
+            Ok(true) => tracing::info!("told systemd READY=1"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("cannot notify systemd (NOTIFY_SOCKET): {e}"),
+        }
+        wait_for_signal(|| reload(&argv, &running.state)).await;
         tracing::info!("stopping");
+        let _ = throttle_agent::notify::notify("STOPPING=1");
         running.shutdown().await;
     });
 }
 
-async fn wait_for_signal() {
+/// Wait for SIGTERM or Ctrl-C; on every SIGHUP call `on_hup` and go on waiting.
+async fn wait_for_signal(on_hup: impl Fn()) {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => fail(format!("cannot watch SIGTERM: {e}")),
+    let watch = |kind: SignalKind, name: &str| {
+        signal(kind).unwrap_or_else(|e| fail(format!("cannot watch {name}: {e}")))
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+    let mut term = watch(SignalKind::terminate(), "SIGTERM");
+    let mut hup = watch(SignalKind::hangup(), "SIGHUP");
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = tokio::signal::ctrl_c() => return,
+            _ = hup.recv() => on_hup(),
+        }
     }
+}
+
+/// SIGHUP: read the settings again (command line, environment, --config) and apply the
+/// link's shape; anything else needs a restart. A file that no longer parses changes
+/// nothing and says why.
+fn reload(argv: &[std::ffi::OsString], agent: &throttle_agent::state::Agent) {
+    let _ = throttle_agent::notify::notify("RELOADING=1");
+    match parse_args(argv.to_vec())
+        .and_then(|a| Shape::new(a.pct, a.capacity, a.latency_us).map_err(|e| e.to_string()))
+    {
+        Ok(shape) => {
+            let was = agent.link.shape();
+            agent.link.set_shape(shape);
+            tracing::info!(pct = %shape.pct(), capacity = %shape.capacity(), latency_us = shape.latency_us(), was = %was.pct(), "SIGHUP: shape reloaded");
+        }
+        Err(e) => tracing::warn!("SIGHUP: settings not reloaded, the running ones stay: {e}"),
+    }
+    let _ = throttle_agent::notify::notify("READY=1");
 }
 
 /// Many streams need many descriptors (a socket pair and a pipe pair per direction).

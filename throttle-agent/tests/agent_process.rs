@@ -194,3 +194,112 @@ fn the_agent_and_its_ranks_run_on_the_cpus_they_are_given() {
     };
     assert!(report.contains(r#"Cpus_allowed_list:\t1""#), "{report}");
 }
+
+/// Settings from --config (under the command line's), READY=1 to systemd's notify
+/// socket once listening, and SIGHUP applying the file's shape again; a broken file on
+/// SIGHUP changes nothing and the agent goes on.
+#[test]
+fn config_file_systemd_readiness_and_sighup_reload() {
+    let scratch = Scratch::new("config");
+    let config = scratch.path("agent.toml");
+    std::fs::write(
+        &config,
+        "pct = 40\ncapacity = \"800Mbit\"\nno_splice = true\n",
+    )
+    .unwrap();
+    let notify = scratch.path("notify.sock");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let agent = spawn_agent_env(
+        &scratch,
+        "n0",
+        &["--config", config.to_str().unwrap()],
+        &[("NOTIFY_SOCKET", notify.to_str().unwrap())],
+    );
+    let said = |m: &std::os::unix::net::UnixDatagram| {
+        let mut buf = [0u8; 256];
+        let n = m.recv(&mut buf).expect("a message to the service manager");
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    assert_eq!(said(&manager), "READY=1");
+    let pct = || {
+        let (code, body) = http(&agent.control, "GET", "/status", Some(TOKEN), None);
+        assert_eq!(code, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        (
+            v["pct"].clone(),
+            v["capacity_bytes_per_sec"].clone(),
+            v["splice"].clone(),
+        )
+    };
+    assert_eq!(pct(), (40.0.into(), 100e6.into(), false.into()));
+    let hup = || {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(agent.child.id() as i32),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .unwrap()
+    };
+    std::fs::write(
+        &config,
+        "pct = 20\ncapacity = \"800Mbit\"\nno_splice = true\n",
+    )
+    .unwrap();
+    hup();
+    assert_eq!(said(&manager), "RELOADING=1");
+    assert_eq!(said(&manager), "READY=1");
+    assert_eq!(pct().0, 20.0);
+    // A broken file: the running shape stays, the agent keeps serving.
+    std::fs::write(&config, "pct = 0\n").unwrap();
+    hup();
+    assert_eq!(said(&manager), "RELOADING=1");
+    assert_eq!(said(&manager), "READY=1");
+    assert_eq!(pct().0, 20.0);
+    // The command line wins over the file.
+    let config2 = scratch.path("two.toml");
+    std::fs::write(&config2, "pct = 40\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
+        .args(["--node", "n9", "--token-file", "/x", "--config"])
+        .arg(&config2)
+        .args(["--pct", "30", "--print-config"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("pct = 30") && printed.contains("node = \"n9\""),
+        "{printed}"
+    );
+}
+
+/// The example config and unit in deploy/ stay valid as the flags change.
+#[test]
+fn the_deploy_examples_are_valid() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let out = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
+        .arg("--config")
+        .arg(root.join("agent.toml"))
+        .arg("--print-config")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains("capacity = \"10Gbit\"") && printed.contains("node = \"node01\""),
+        "{printed}"
+    );
+    let unit = std::fs::read_to_string(root.join("throttle-agent.service")).unwrap();
+    for line in [
+        "Type=notify",
+        "ExecStart=/usr/local/bin/throttle-agent --config /etc/throttle/agent.toml",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "Restart=on-failure",
+    ] {
+        assert!(unit.lines().any(|l| l == line), "missing {line}");
+    }
+}

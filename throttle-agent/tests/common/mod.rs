@@ -302,12 +302,33 @@ pub fn spawn_agent_with(
     spawn_agent_full(scratch, node, extra, nofile, None)
 }
 
+/// Like [`spawn_agent`], with extra environment variables.
+pub fn spawn_agent_env(
+    scratch: &Scratch,
+    node: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> AgentProcess {
+    spawn_agent_inner(scratch, node, extra, None, None, env)
+}
+
 fn spawn_agent_full(
     scratch: &Scratch,
     node: &str,
     extra: &[&str],
     nofile: Option<u64>,
     log: Option<&Path>,
+) -> AgentProcess {
+    spawn_agent_inner(scratch, node, extra, nofile, log, &[])
+}
+
+fn spawn_agent_inner(
+    scratch: &Scratch,
+    node: &str,
+    extra: &[&str],
+    nofile: Option<u64>,
+    log: Option<&Path>,
+    env: &[(&str, &str)],
 ) -> AgentProcess {
     let token = scratch.path("token");
     std::fs::write(&token, TOKEN).unwrap();
@@ -328,6 +349,7 @@ fn spawn_agent_full(
     .arg("--ready-file")
     .arg(&ready)
     .args(extra)
+    .envs(env.iter().copied())
     .stdout(Stdio::null())
     .stderr(match log {
         Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
