@@ -352,7 +352,7 @@ fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
         return;
     }
     if !detail.backtest {
-        out.push_str("  (every check: analyze --backtest)\n");
+        out.push_str("  (every check: `throttle-ctl analyze --backtest` on the same data)\n");
         return;
     }
     let mut t = Table::new(&[
