@@ -164,10 +164,9 @@ fn main() {
         .unwrap_or_else(|e| e.exit());
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if args.print_config {
-        print!(
-            "{}",
-            throttle_agent::config_file::print(&Args::command(), &matches)
-        );
+        // Not print!: a closed pipe (`| head`) is not a panic.
+        let text = throttle_agent::config_file::print(&Args::command(), &matches);
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
         return;
     }
     raise_fd_limit();
