@@ -146,6 +146,14 @@ impl Cluster {
         })
     }
 
+    /// The token file (the cluster file's `token_file`, relative to the cluster file).
+    pub fn token_path(&self) -> PathBuf {
+        self.path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(&self.file.token_file)
+    }
+
     /// The base URL of a node's control API.
     pub fn control_url(&self, node: &Node) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };

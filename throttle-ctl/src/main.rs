@@ -36,6 +36,8 @@ enum Command {
     Local(commands::local::Args),
     /// Write the cluster file of a real cluster from a host list, a hostfile or Slurm.
     Cluster(commands::cluster::Args),
+    /// Start, check or stop the agents on the cluster file's hosts over ssh.
+    Deploy(commands::deploy::Args),
     /// Run a command inside a node of a namespace cluster (like ssh; an mpirun launch agent).
     Exec(commands::exec::Args),
     /// Show every node's bandwidth setting, current rates and open streams.
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Local(a) => a.exec(&ctx),
         Command::Cluster(a) => a.exec(&ctx),
+        Command::Deploy(a) => a.exec(&ctx),
         Command::Exec(a) => a.exec(&ctx),
         Command::Status(a) => a.exec(&ctx),
         Command::Set(a) => a.exec(&ctx),

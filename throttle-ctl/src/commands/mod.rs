@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod cluster;
 pub mod completions;
 pub mod demo;
+pub mod deploy;
 pub mod exec;
 pub mod export;
 pub mod forward;
