@@ -10,9 +10,9 @@
 # to ./throttle-slurm-$SLURM_JOB_ID/.
 set -euo pipefail
 
-SPEC=${1:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}
+SPEC=$(realpath -- "${1:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}")
 CAPACITY=${2:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}
-BIN=${BIN:-$(dirname "$(command -v throttle-ctl)")}
+BIN=$(cd "${BIN:-$(dirname "$(command -v throttle-ctl)")}" && pwd)
 : "${SLURM_JOB_ID:?not inside a Slurm allocation (run it with salloc or sbatch)}"
 OUT=${OUT:-$PWD/throttle-slurm-$SLURM_JOB_ID}
 mkdir -p "$OUT"
@@ -27,15 +27,21 @@ cd "$OUT"
 cat > agent.sh <<'AGENT'
 #!/usr/bin/env bash
 set -euo pipefail
-node=$(hostname -s)
-line=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join(next(a["args"][1:] for a in d["agents"] if a["node"] in (sys.argv[2], sys.argv[3]))))' init.json "$node" "$(hostname)")
+# The node's name as SLURM_JOB_NODELIST has it (the cluster file's), not its hostname.
+node=${SLURMD_NODENAME:-$(hostname -s)}
+line=$(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+m = [a["args"][1:] for a in d["agents"] if a["node"] == sys.argv[2]]
+sys.exit("no node %s in the cluster file" % sys.argv[2]) if not m else print(" ".join(m[0]))' init.json "$node")
 install -d -m 700 "/tmp/throttle-$SLURM_JOB_ID"
 install -m 600 throttle-token "/tmp/throttle-$SLURM_JOB_ID/token"
 # shellcheck disable=SC2086
 exec "$BIN/throttle-agent" ${line//TOKEN_FILE//tmp/throttle-$SLURM_JOB_ID/token}
 AGENT
 chmod +x agent.sh
-BIN=$BIN srun --ntasks-per-node=1 --kill-on-bad-exit=1 ./agent.sh > agents.log 2>&1 &
+# The whole node for the agent and the ranks it launches (a step gets one CPU otherwise).
+BIN=$BIN srun --ntasks-per-node=1 --cpus-per-task="${SLURM_CPUS_ON_NODE:-1}" --mem=0 \
+  --cpu-bind=none --kill-on-bad-exit=1 ./agent.sh > agents.log 2>&1 &
 AGENTS=$!
 trap 'kill $AGENTS 2>/dev/null || true' EXIT
 

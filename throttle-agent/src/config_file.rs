@@ -95,14 +95,11 @@ pub fn flags_from(cmd: &Command, path: &Path, text: &str) -> Result<Vec<OsString
             }
             toml::Value::Array(items) => {
                 for item in items {
-                    out.push(OsString::from(&flag));
-                    out.push(OsString::from(scalar(item)?));
+                    out.push(OsString::from(format!("{flag}={}", scalar(item)?)));
                 }
             }
-            v => {
-                out.push(OsString::from(&flag));
-                out.push(OsString::from(scalar(v)?));
-            }
+            // `--flag=value`: a value that starts with `-` stays a value.
+            v => out.push(OsString::from(format!("{flag}={}", scalar(v)?))),
         }
     }
     Ok(out)
@@ -132,6 +129,13 @@ pub fn print(cmd: &Command, m: &ArgMatches) -> String {
     for a in settings(cmd) {
         let id = a.get_id().as_str();
         let key = key_of(a);
+        // A default is printed as a comment: written back as a setting it would be an
+        // explicit flag (and some flags require others).
+        let hash = if m.value_source(id) == Some(ValueSource::DefaultValue) {
+            "# "
+        } else {
+            ""
+        };
         let source = match m.value_source(id) {
             Some(ValueSource::CommandLine) => "command line or config file",
             Some(ValueSource::EnvVariable) => "environment",
@@ -141,7 +145,7 @@ pub fn print(cmd: &Command, m: &ArgMatches) -> String {
         let takes_value = a.get_action().takes_values();
         if !takes_value {
             let on = m.get_flag(id);
-            out.push_str(&format!("{key} = {on}  # {source}\n"));
+            out.push_str(&format!("{hash}{key} = {on}  # {source}\n"));
             continue;
         }
         let Some(raw) = m.get_raw(id) else { continue };
@@ -153,7 +157,7 @@ pub fn print(cmd: &Command, m: &ArgMatches) -> String {
         } else {
             values.join(", ")
         };
-        out.push_str(&format!("{key} = {text}  # {source}\n"));
+        out.push_str(&format!("{hash}{key} = {text}  # {source}\n"));
     }
     out
 }

@@ -293,6 +293,22 @@ fn the_deploy_examples_are_valid() {
         printed.contains("capacity = \"10Gbit\"") && printed.contains("node = \"node01\""),
         "{printed}"
     );
+    // What --print-config prints is a config file the agent takes, meaning the same.
+    let scratch = Scratch::new("printed");
+    let again = scratch.path("printed.toml");
+    std::fs::write(&again, printed.as_bytes()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
+        .arg("--config")
+        .arg(&again)
+        .arg("--print-config")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), printed);
     let unit = std::fs::read_to_string(root.join("throttle-agent.service")).unwrap();
     for line in [
         "Type=notify",

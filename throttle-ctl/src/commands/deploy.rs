@@ -229,7 +229,7 @@ fn start(ssh: &Ssh, cluster: &Cluster, n: &Node, host: &str, files: &[PathBuf]) 
     ssh.run(
         host,
         &format!(
-            "mkdir -p {d} && chmod 700 {d} && mkdir -p {s} && chmod 700 {s} && if [ -f {d}/agent.pid ] && kill -0 $(cat {d}/agent.pid) 2>/dev/null; then echo \"an agent already runs in {dd} (pid $(cat {d}/agent.pid)): deploy stop first\" >&2; exit 3; fi",
+            "mkdir -p {d} && chmod 700 {d} && mkdir -p {s} && chmod 700 {s} && if [ -f {d}/agent.pid ] && [ \"$(cat /proc/$(cat {d}/agent.pid)/comm 2>/dev/null)\" = throttle-agent ]; then echo \"an agent already runs in {dd} (pid $(cat {d}/agent.pid)): deploy stop first\" >&2; exit 3; fi",
             d = quote(&dir),
             dd = dir.replace(['"', '\\', '$', '`'], "_"),
             s = quote(&socket_dir)
@@ -298,7 +298,7 @@ fn status(ssh: &Ssh, cluster: &Cluster, n: &Node, host: &str) -> Result<String> 
     let pid = ssh.run(
         host,
         &format!(
-            "p=$(cat {d}/agent.pid 2>/dev/null) && kill -0 \"$p\" 2>/dev/null && echo \"$p\" || echo none",
+            "p=$(cat {d}/agent.pid 2>/dev/null) && [ \"$(cat /proc/$p/comm 2>/dev/null)\" = throttle-agent ] && echo \"$p\" || echo none",
             d = quote(&dir)
         ),
         None,
@@ -317,7 +317,7 @@ fn stop(ssh: &Ssh, _cluster: &Cluster, n: &Node, host: &str) -> Result<String> {
     let out = ssh.run(
         host,
         &format!(
-            "p=$(cat {d}/agent.pid 2>/dev/null) || {{ echo 'not running'; exit 0; }}; kill \"$p\" 2>/dev/null || {{ rm -f {d}/agent.pid; echo 'not running'; exit 0; }}; for i in $(seq 50); do kill -0 \"$p\" 2>/dev/null || {{ rm -f {d}/agent.pid; echo stopped; exit 0; }}; sleep 0.1; done; kill -9 \"$p\"; rm -f {d}/agent.pid; echo killed",
+            "p=$(cat {d}/agent.pid 2>/dev/null) && [ \"$(cat /proc/$p/comm 2>/dev/null)\" = throttle-agent ] || {{ rm -f {d}/agent.pid; echo 'not running'; exit 0; }}; kill \"$p\" 2>/dev/null || {{ rm -f {d}/agent.pid; echo 'not running'; exit 0; }}; for i in $(seq 50); do kill -0 \"$p\" 2>/dev/null || {{ rm -f {d}/agent.pid; echo stopped; exit 0; }}; sleep 0.1; done; kill -9 \"$p\"; rm -f {d}/agent.pid; echo killed",
             d = quote(&dir)
         ),
         None,
