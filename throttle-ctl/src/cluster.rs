@@ -81,6 +81,21 @@ fn kernel_mode() -> crate::intercept::Mode {
     crate::intercept::Mode::Kernel
 }
 
+/// Write a fresh token to `path` (mode 600 from the start; an old file there is replaced).
+pub fn write_new_token(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let token = Token::generate().map_err(|e| anyhow!(e))?;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write the token file {}", path.display()))?;
+    std::io::Write::write_all(&mut f, token.as_str().as_bytes())?;
+    Ok(())
+}
+
 /// A loaded cluster: the file, where it was, the token, and the TLS trust for the agents.
 #[derive(Clone, Debug)]
 pub struct Cluster {

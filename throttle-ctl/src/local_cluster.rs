@@ -17,7 +17,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use throttle_proto::auth::Token;
 use throttle_proto::cluster::{ClusterNodes, NodeEntry};
 use throttle_proto::{Name, Rate};
 
@@ -53,6 +52,18 @@ pub fn pinning() -> Result<(throttle_proto::cpus::CpuList, throttle_proto::cpus:
         .filter(|&c| allowed.is_set(c).unwrap_or(false))
         .collect();
     split_cpus(&usable)
+}
+
+/// The agent flags of `--pin` (and says on stderr what goes where).
+pub fn pin_args() -> Result<Vec<String>> {
+    let (agents, ranks) = pinning()?;
+    eprintln!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
+    Ok(vec![
+        "--cpus".into(),
+        agents.to_string(),
+        "--rank-cpus".into(),
+        ranks.to_string(),
+    ])
 }
 
 fn split_cpus(
@@ -136,18 +147,8 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("cannot make {} private", dir.display()))?;
     }
-    let token = Token::generate().map_err(|e| anyhow!(e))?;
     let token_path = dir.join("token");
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&token_path)?;
-        std::io::Write::write_all(&mut f, token.as_str().as_bytes())?;
-    }
+    crate::cluster::write_new_token(&token_path)?;
     let base = u32::from(req.base_addr);
     let ca = if req.tls {
         Some(crate::certs::ClusterCa::create(&dir)?)

@@ -18,6 +18,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::analysis::demand::Censored;
+use crate::analysis::render::flag;
 use crate::analysis::{Analysis, MedianPoint};
 
 const W: u32 = 1000;
@@ -471,14 +472,6 @@ fn html_table(header: &[String], rows: &[Vec<String>]) -> String {
         })
         .collect();
     format!("<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>\n")
-}
-
-fn flag(c: Censored) -> &'static str {
-    match c {
-        Censored::None => "",
-        Censored::Below => "<",
-        Censored::Above => ">",
-    }
 }
 
 /// The analysis's tables as HTML.

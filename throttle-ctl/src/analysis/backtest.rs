@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::bootstrap::{self, Interval};
 use super::chain::{self, BwKey, Chain};
 use super::demand::Censored;
+use super::render::flag;
 use super::traffic::Volumes;
 
 /// Which projection a check is of.
@@ -207,14 +208,6 @@ pub fn verdict(checks: &[Check], model: Model) -> Verdict {
     Verdict::Passed {
         checks: evidence.len(),
         worst_pp: worst.error_pp,
-    }
-}
-
-fn flag(c: Censored) -> &'static str {
-    match c {
-        Censored::None => "",
-        Censored::Below => "<",
-        Censored::Above => ">",
     }
 }
 

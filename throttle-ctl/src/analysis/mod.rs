@@ -479,22 +479,16 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         let value = answer.bounds.get(&(p, li)).copied().unwrap_or(n.bw_pct);
         Some((value, n.censored, n.below_noise))
     };
-    let projection: Vec<Projection> = answer
-        .projection
-        .iter()
-        .map(|(&(p, li), &(bw, from_censored))| {
+    // One projected figure, with its interval and, at a held-out size, the measurement.
+    let projected =
+        |p: u32, li: usize, bw: f64, interval: Option<Interval>, from_censored: bool| {
             let measured = measured_at(p, li);
             Projection {
                 procs: p,
                 cti: req.cti[li],
                 bw_pct: bw,
                 // A projection from a censored demand is a bound, not a value with noise.
-                bw_pct_ci: spread
-                    .projection
-                    .get(&(p, li))
-                    .and_then(|s| s.interval)
-                    .filter(|_| !from_censored)
-                    .map(|i| (i.low, i.high)),
+                bw_pct_ci: interval.filter(|_| !from_censored).map(|i| (i.low, i.high)),
                 measured_bw_pct: measured.map(|m| m.0),
                 measured_censored: measured.map(|m| m.1),
                 measured_below_noise: measured.is_some_and(|m| m.2),
@@ -502,6 +496,13 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
                 error_is_bound: measured.is_some_and(|m| m.1 != Censored::None),
                 from_censored,
             }
+        };
+    let projection: Vec<Projection> = answer
+        .projection
+        .iter()
+        .map(|(&(p, li), &(bw, from_censored))| {
+            let interval = spread.projection.get(&(p, li)).and_then(|s| s.interval);
+            projected(p, li, bw, interval, from_censored)
         })
         .collect();
     let saturation: Vec<Saturation> = answer
@@ -547,23 +548,11 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             .traffic_projection
             .iter()
             .map(|(&(p, li), &bw)| {
-                let measured = measured_at(p, li);
-                Projection {
-                    procs: p,
-                    cti: req.cti[li],
-                    bw_pct: bw,
-                    bw_pct_ci: spread
-                        .traffic_projection
-                        .get(&(p, li))
-                        .and_then(|s| s.interval)
-                        .map(|i| (i.low, i.high)),
-                    measured_bw_pct: measured.map(|m| m.0),
-                    measured_censored: measured.map(|m| m.1),
-                    measured_below_noise: measured.is_some_and(|m| m.2),
-                    error_pp: measured.map(|m| bw - m.0),
-                    error_is_bound: measured.is_some_and(|m| m.1 != Censored::None),
-                    from_censored: false,
-                }
+                let interval = spread
+                    .traffic_projection
+                    .get(&(p, li))
+                    .and_then(|s| s.interval);
+                projected(p, li, bw, interval, false)
             })
             .collect();
         TrafficAnswer {

@@ -9,6 +9,7 @@ use super::demand::Censored;
 use super::Analysis;
 use crate::table::Table;
 
+/// The mark of a censored figure: `<`, `>` or nothing.
 pub fn flag(c: Censored) -> &'static str {
     match c {
         Censored::None => "",

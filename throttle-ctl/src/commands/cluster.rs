@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context as _, Result};
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::json;
-use throttle_proto::auth::Token;
 use throttle_proto::{Name, Rate};
 
 use super::{Context, Exit};
@@ -280,7 +279,7 @@ impl InitArgs {
             &socket_dir,
             &token_in_file,
         )?;
-        write_token(&token_path)?;
+        crate::cluster::write_new_token(&token_path)?;
         file.write(cluster_path)?;
         let lines: Vec<(String, Vec<String>)> = file
             .nodes
@@ -313,20 +312,6 @@ impl InitArgs {
         }
         Ok(ExitCode::SUCCESS)
     }
-}
-
-fn write_token(path: &Path) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let token = Token::generate().map_err(|e| anyhow!(e))?;
-    let _ = std::fs::remove_file(path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot write the token file {}", path.display()))?;
-    std::io::Write::write_all(&mut f, token.as_str().as_bytes())?;
-    Ok(())
 }
 
 #[cfg(test)]

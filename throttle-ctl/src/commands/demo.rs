@@ -134,14 +134,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     eprintln!("starting {max_nodes} agents at {} each ...", opts.capacity);
     let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
     if opts.pin {
-        let (agents, ranks) = local_cluster::pinning()?;
-        eprintln!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
-        agent_args.extend([
-            "--cpus".into(),
-            agents.to_string(),
-            "--rank-cpus".into(),
-            ranks.to_string(),
-        ]);
+        agent_args.extend(local_cluster::pin_args()?);
     }
     let up = LocalUp {
         nodes: max_nodes,

@@ -118,14 +118,7 @@ impl Args {
                     agent_threads.to_string(),
                 ];
                 if pin {
-                    let (agents, ranks) = local_cluster::pinning()?;
-                    eprintln!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
-                    agent_args.extend([
-                        "--cpus".into(),
-                        agents.to_string(),
-                        "--rank-cpus".into(),
-                        ranks.to_string(),
-                    ]);
+                    agent_args.extend(local_cluster::pin_args()?);
                 }
                 let req = LocalUp {
                     nodes,
