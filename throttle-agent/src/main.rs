@@ -84,8 +84,8 @@ struct Args {
     #[arg(long)]
     threads: Option<usize>,
     /// Also allow launching this program (repeatable). By default only throttle's
-    /// workloads installed next to this binary (throttle-bfs, throttle-pmm,
-    /// throttle-selftest) may be launched; the agent and throttle-ctl never are.
+    /// workloads installed next to this binary (throttle-bfs, throttle-pmm, throttle-mw,
+    /// throttle-loggps, throttle-selftest) may be launched; the agent and throttle-ctl never are.
     #[arg(long = "allow-program", value_name = "PATH")]
     allow_programs: Vec<PathBuf>,
     /// Also allow launching every program in this directory (repeatable). A directory that

@@ -2,7 +2,8 @@
 //!
 //! The launcher runs programs as the agent's user, which is root on many clusters, so
 //! the set is closed: by default only the workload programs installed next to the agent
-//! binary (`throttle-bfs`, `throttle-pmm`, `throttle-selftest`); the operator adds more
+//! binary (`throttle-bfs`, `throttle-pmm`, `throttle-mw`, `throttle-loggps`,
+//! `throttle-selftest`); the operator adds more
 //! explicitly (`--allow-program PATH`, `--allow-dir DIR`). Whatever the allow-list says,
 //! the agent never starts itself or the controller (either would hand out a shell through
 //! its own flags), nor a set-user-ID program. Paths are canonicalized, so `..` and
@@ -14,7 +15,13 @@ use std::path::{Path, PathBuf};
 
 /// The workload programs shipped with throttle, allowed by default when installed next to
 /// the agent.
-pub const WORKLOADS: &[&str] = &["throttle-bfs", "throttle-pmm", "throttle-selftest"];
+pub const WORKLOADS: &[&str] = &[
+    "throttle-bfs",
+    "throttle-pmm",
+    "throttle-mw",
+    "throttle-loggps",
+    "throttle-selftest",
+];
 
 /// Never started, whatever the allow-list says.
 const NEVER: &[&str] = &["throttle-agent", "throttle-ctl"];

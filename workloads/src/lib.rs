@@ -4,12 +4,17 @@
 //!   tunnels.
 //! * [`bfs`]: Graph500-style BFS on a 2-D partitioned Kronecker graph.
 //! * [`pmm`]: Fox's broadcast-multiply-roll matrix multiplication.
+//! * [`loggps`]: LogGPS parameters (L, o, g, G) measured through the agents.
+//! * [`master_worker`]: a master handing out tasks to workers (seeds/001, seeds/003).
 //!
-//! The binaries `throttle-bfs` and `throttle-pmm` are what agents launch; each rank prints
+//! The binaries `throttle-bfs`, `throttle-pmm`, `throttle-loggps` and `throttle-mw` are
+//! what agents launch; each rank prints
 //! one `THROTTLE_RESULT {json}` line that the agent hands back to the controller.
 
 pub mod bfs;
 pub mod comm;
+pub mod loggps;
+pub mod master_worker;
 pub mod pmm;
 
 /// Print the result line the agent collects (`throttle_proto::result`).

@@ -23,6 +23,15 @@ use crate::cluster::{Cluster, Node};
 use crate::output;
 use crate::table::Table;
 
+/// The workload programs copied with the agent (the agent's default allow-list).
+const WORKLOADS: [&str; 5] = [
+    "throttle-bfs",
+    "throttle-pmm",
+    "throttle-mw",
+    "throttle-loggps",
+    "throttle-selftest",
+];
+
 #[derive(ClapArgs, Debug)]
 #[command(
     after_help = "The cluster file (throttle-ctl cluster init) says which hosts; ssh is reached at
@@ -137,7 +146,7 @@ fn payload() -> Result<Vec<PathBuf>> {
         .ok_or_else(|| anyhow!("{} has no directory", agent.display()))?
         .to_path_buf();
     let mut files = vec![agent];
-    for w in ["throttle-bfs", "throttle-pmm", "throttle-selftest"] {
+    for w in WORKLOADS {
         let p = dir.join(w);
         if p.is_file() {
             files.push(p);

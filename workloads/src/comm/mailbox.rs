@@ -26,6 +26,8 @@ struct Slot {
 pub struct Mailbox {
     slots: Mutex<Vec<Slot>>,
     ready: Condvar,
+    /// Where `pop_any` starts looking, so no source is always served first.
+    next_any: std::sync::atomic::AtomicUsize,
 }
 
 impl Mailbox {
@@ -33,6 +35,7 @@ impl Mailbox {
         Mailbox {
             slots: Mutex::new((0..size).map(|_| Slot::default()).collect()),
             ready: Condvar::new(),
+            next_any: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -49,6 +52,12 @@ impl Mailbox {
             slots[src].failed = Some(why);
         }
         self.ready.notify_all();
+    }
+
+    /// Whether a message from `src` is waiting (MPI_Iprobe).
+    pub fn waiting(&self, src: usize) -> bool {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.get(src).is_some_and(|s| !s.queue.is_empty())
     }
 
     /// Next message from `src`, which must carry `tag`.
@@ -75,6 +84,52 @@ impl Mailbox {
             if now >= deadline {
                 return Err(CommError::Timeout {
                     rank: src,
+                    seconds: timeout.as_secs_f64(),
+                });
+            }
+            slots = self
+                .ready
+                .wait_timeout(slots, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The next message with `tag` from any source (MPI_ANY_SOURCE), with its source.
+    /// Only the head of each source's queue is looked at, so messages from one source
+    /// stay in order; sources are tried in turn, starting after the last one served. A
+    /// broken source with nothing queued is an error.
+    pub fn pop_any(&self, tag: u32, timeout: Duration) -> Result<(usize, Vec<u8>), CommError> {
+        use std::sync::atomic::Ordering;
+        let deadline = Instant::now() + timeout;
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let n = slots.len();
+        loop {
+            let start = self.next_any.load(Ordering::Relaxed);
+            for i in 0..n {
+                let src = (start + i) % n;
+                if slots[src].queue.front().is_some_and(|m| m.tag == tag) {
+                    let m = slots[src].queue.pop_front().map(|m| m.data);
+                    self.next_any.store(src + 1, Ordering::Relaxed);
+                    return Ok((src, m.unwrap_or_default()));
+                }
+            }
+            let broken = slots.iter().enumerate().find_map(|(i, s)| {
+                s.queue
+                    .is_empty()
+                    .then_some(s.failed.as_ref())
+                    .flatten()
+                    .map(|w| (i, w))
+            });
+            if let Some((src, why)) = broken {
+                return Err(CommError::PeerFailed {
+                    rank: src,
+                    why: why.clone(),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(CommError::TimeoutAny {
                     seconds: timeout.as_secs_f64(),
                 });
             }

@@ -32,6 +32,8 @@ pub enum CommError {
     PeerFailed { rank: usize, why: String },
     #[error("no message from rank {rank} within {seconds:.0} s (is it stuck or dead?)")]
     Timeout { rank: usize, seconds: f64 },
+    #[error("no message from any rank within {seconds:.0} s (are they stuck or dead?)")]
+    TimeoutAny { seconds: f64 },
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error("cannot reach rank {rank} through the agent: {why}")]
@@ -257,6 +259,20 @@ impl Comm {
         }
         let t = Instant::now();
         let r = self.mailbox.pop(src, tag, self.timeout);
+        self.charge(t);
+        r
+    }
+
+    /// Whether a message from `src` has arrived and waits for `recv` (MPI_Iprobe).
+    pub fn probe(&self, src: usize) -> bool {
+        self.mailbox.waiting(src)
+    }
+
+    /// Receive the next message with `tag` from whichever rank sent one first
+    /// (MPI_ANY_SOURCE); returns the source and the data.
+    pub fn recv_any(&self, tag: u32) -> Result<(usize, Vec<u8>), CommError> {
+        let t = Instant::now();
+        let r = self.mailbox.pop_any(tag, self.timeout);
         self.charge(t);
         r
     }

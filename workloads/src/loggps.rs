@@ -1,0 +1,419 @@
+//! LogGPS parameters measured through the agents (seeds/003): what one message costs
+//! on the emulated link, for `throttle-ctl model loggps`.
+//!
+//! Rank 0 measures against rank 1 (on another node); ranks 2.. are the rest of the P
+//! processes: they open their streams to rank 0 and back first, so rank 0 has P - 1
+//! peers as a master has. The methods (ours; seeds/003 cites Ino et al. for its own):
+//!
+//! * **RTT(k)**: ping-pong of k-byte messages, median over the repeats.
+//! * **o_s(k)**: time inside `send` for a k-byte message, the stream idle before it.
+//! * **o_r(k)**: time inside `recv` for a k-byte message that has already arrived (rank 0
+//!   polls until it is there, `Comm::probe`).
+//! * **L** = RTT(1)/2 - o_s(1) - o_r(1) (LogP's round trip is 2 (o_s + L + o_r)).
+//! * **g**: a train of small messages: (train time - RTT(1)) / (messages - 1).
+//! * **G**: seconds per payload byte of a long stream, the slope of the receiver's
+//!   arrival times against bytes over the stream's second half (the bucket's burst and
+//!   the start-up are in the first half). The stream is sized from a probe to last about
+//!   `stream_seconds`.
+//! * **o_r(P)**, **o_s(P)**: the master's side with P - 1 peers: every other rank sends
+//!   small messages to rank 0, which takes them with `recv_any` once they are there; and
+//!   rank 0 sends one to each peer in turn. Medians per call.
+//!
+//! Per-byte overheads O_s, O_r are the slopes of o_s(k), o_r(k) over the sizes.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::comm::{collectives, Comm, CommError};
+
+const TAG_SETUP: u32 = 40;
+const TAG_PING: u32 = 41;
+const TAG_PONG: u32 = 42;
+const TAG_TRAIN: u32 = 43;
+const TAG_STREAM: u32 = 44;
+const TAG_ANY: u32 = 45;
+const TAG_REPLY: u32 = 46;
+
+/// Chunk of the long stream (G).
+const CHUNK: usize = 256 * 1024;
+
+#[derive(Clone, Debug)]
+pub struct LogGpsConfig {
+    /// Message sizes in bytes for RTT, o_s, o_r (the first is the small message).
+    pub sizes: Vec<usize>,
+    /// Repeats per size (after 5 unrecorded ones).
+    pub repeats: usize,
+    /// Messages in the train for g.
+    pub train: usize,
+    /// How long the stream for G should last, seconds.
+    pub stream_seconds: f64,
+    /// Messages each peer sends to rank 0 for o_r(P).
+    pub per_peer: usize,
+}
+
+impl Default for LogGpsConfig {
+    fn default() -> Self {
+        LogGpsConfig {
+            sizes: vec![1, 1024, 16384, 65536],
+            repeats: 50,
+            train: 200,
+            stream_seconds: 1.0,
+            per_peer: 20,
+        }
+    }
+}
+
+/// Overheads and round trip at one message size, seconds.
+#[derive(Clone, Debug, Serialize)]
+pub struct SizeCost {
+    pub bytes: usize,
+    pub rtt: f64,
+    pub send_overhead: f64,
+    pub recv_overhead: f64,
+}
+
+/// What rank 0 reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogGpsResult {
+    pub procs: usize,
+    pub sizes: Vec<SizeCost>,
+    /// L, seconds.
+    pub latency: f64,
+    /// g, seconds between consecutive small messages.
+    pub gap: f64,
+    /// G, seconds per payload byte of a long stream.
+    pub gap_per_byte: f64,
+    /// Bytes of the stream G was measured on.
+    pub stream_bytes: u64,
+    /// O_s, O_r: seconds per byte of send and receive overhead (slopes over the sizes).
+    pub send_per_byte: f64,
+    pub recv_per_byte: f64,
+    /// o_s, o_r of a small message at the master with P - 1 peers, seconds.
+    pub master_send_overhead: f64,
+    pub master_recv_overhead: f64,
+    /// Wall time of the whole measurement.
+    pub seconds: f64,
+}
+
+impl LogGpsResult {
+    pub fn report(&self) -> throttle_proto::result::WorkloadResult {
+        use throttle_proto::result::{Check, WorkloadResult};
+        let mut metrics: std::collections::BTreeMap<String, f64> = [
+            ("latency", self.latency),
+            ("gap", self.gap),
+            ("gap_per_byte", self.gap_per_byte),
+            ("send_per_byte", self.send_per_byte),
+            ("recv_per_byte", self.recv_per_byte),
+            ("master_send_overhead", self.master_send_overhead),
+            ("master_recv_overhead", self.master_recv_overhead),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        for s in &self.sizes {
+            metrics.insert(format!("rtt_{}", s.bytes), s.rtt);
+            metrics.insert(format!("send_overhead_{}", s.bytes), s.send_overhead);
+            metrics.insert(format!("recv_overhead_{}", s.bytes), s.recv_overhead);
+        }
+        WorkloadResult {
+            workload: "loggps".into(),
+            seconds: Some(self.seconds),
+            check: Check::Passed,
+            metrics,
+            detail: serde_json::to_value(self).unwrap_or_default(),
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Least-squares slope of y over x.
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return f64::NAN;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx > 0.0 {
+        sxy / sxx
+    } else {
+        f64::NAN
+    }
+}
+
+fn f64_bytes(v: f64) -> [u8; 8] {
+    v.to_le_bytes()
+}
+
+fn f64_from(b: &[u8]) -> Result<f64, CommError> {
+    b.get(..8)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map(f64::from_le_bytes)
+        .ok_or_else(|| CommError::Protocol("expected an 8-byte number".into()))
+}
+
+/// Run the measurement on every rank; rank 0 gets the result.
+pub fn measure(comm: &Comm, cfg: &LogGpsConfig) -> Result<Option<LogGpsResult>, CommError> {
+    let p = comm.size();
+    if p < 2 {
+        return Err(CommError::Setup(
+            "LogGPS needs at least 2 ranks on 2 nodes (same-node traffic is not shaped)".into(),
+        ));
+    }
+    if cfg.sizes.is_empty() || cfg.repeats == 0 || cfg.train < 2 || cfg.per_peer == 0 {
+        return Err(CommError::Setup(
+            "sizes, repeats, train (>= 2) and per-peer must not be empty or zero".into(),
+        ));
+    }
+    let rank = comm.rank();
+    let started = Instant::now();
+    let world = comm.world();
+    // Every stream to and from rank 0 exists before anything is timed.
+    if rank == 0 {
+        for r in 1..p {
+            comm.recv(r, TAG_SETUP)?;
+            comm.send(r, TAG_SETUP, &[0])?;
+        }
+    } else {
+        comm.send(0, TAG_SETUP, &[0])?;
+        comm.recv(0, TAG_SETUP)?;
+    }
+    collectives::barrier(comm, &world)?;
+
+    let mut sizes = Vec::new();
+    for &k in &cfg.sizes {
+        let msg = vec![7u8; k.max(1)];
+        // Ping-pong: RTT and the send overhead on an idle stream.
+        let (mut rtts, mut sends) = (Vec::new(), Vec::new());
+        for i in 0..cfg.repeats + 5 {
+            match rank {
+                0 => {
+                    let t = Instant::now();
+                    comm.send(1, TAG_PING, &msg)?;
+                    let s = t.elapsed().as_secs_f64();
+                    comm.recv(1, TAG_PONG)?;
+                    if i >= 5 {
+                        rtts.push(t.elapsed().as_secs_f64());
+                        sends.push(s);
+                    }
+                }
+                1 => {
+                    comm.recv(0, TAG_PING)?;
+                    comm.send(0, TAG_PONG, &msg)?;
+                }
+                _ => {}
+            }
+        }
+        // Receive overhead: the message is there before recv is called.
+        let rtt = median(rtts.clone());
+        let mut recvs = Vec::new();
+        for i in 0..cfg.repeats + 5 {
+            match rank {
+                0 => {
+                    // Until the message is there (at most ten round trips, then it is
+                    // timed as it comes: a late message shows as a large o_r).
+                    let give_up = Instant::now() + Duration::from_secs_f64((10.0 * rtt).max(1e-3));
+                    while !comm.probe(1) && Instant::now() < give_up {
+                        std::thread::sleep(Duration::from_micros(20));
+                    }
+                    let t = Instant::now();
+                    comm.recv(1, TAG_PING)?;
+                    if i >= 5 {
+                        recvs.push(t.elapsed().as_secs_f64());
+                    }
+                    comm.send(1, TAG_PONG, &[0])?;
+                }
+                1 => {
+                    comm.send(0, TAG_PING, &msg)?;
+                    comm.recv(0, TAG_PONG)?;
+                }
+                _ => {}
+            }
+        }
+        if rank == 0 {
+            sizes.push(SizeCost {
+                bytes: msg.len(),
+                rtt,
+                send_overhead: median(sends),
+                recv_overhead: median(recvs),
+            });
+        }
+    }
+
+    // g: a train of small messages, acknowledged at its end.
+    let mut gap = f64::NAN;
+    match rank {
+        0 => {
+            let t = Instant::now();
+            for _ in 0..cfg.train {
+                comm.send(1, TAG_TRAIN, &[1])?;
+            }
+            comm.recv(1, TAG_PONG)?;
+            let total = t.elapsed().as_secs_f64();
+            gap = ((total - sizes[0].rtt) / (cfg.train - 1) as f64).max(0.0);
+        }
+        1 => {
+            for _ in 0..cfg.train {
+                comm.recv(0, TAG_TRAIN)?;
+            }
+            comm.send(0, TAG_PONG, &[0])?;
+        }
+        _ => {}
+    }
+
+    // G: a probe of 16 chunks for the rate, then a stream sized from it.
+    let (mut gap_per_byte, mut stream_bytes) = (f64::NAN, 0u64);
+    let chunk = vec![3u8; CHUNK];
+    match rank {
+        0 => {
+            for chunks in [16usize, 0] {
+                let n = if chunks > 0 {
+                    chunks
+                } else {
+                    let probe = f64_from(&comm.recv(1, TAG_REPLY)?)?;
+                    let rate = if probe > 0.0 { 1.0 / probe } else { 1e9 };
+                    let bytes = (rate * cfg.stream_seconds).clamp(8e6, 2e9);
+                    (bytes / CHUNK as f64).ceil() as usize
+                };
+                comm.send(1, TAG_STREAM, &(n as u64).to_le_bytes())?;
+                for _ in 0..n {
+                    comm.send(1, TAG_STREAM, &chunk)?;
+                }
+                stream_bytes = (n * CHUNK) as u64;
+            }
+            gap_per_byte = f64_from(&comm.recv(1, TAG_REPLY)?)?;
+        }
+        1 => {
+            for _ in 0..2 {
+                let head = comm.recv(0, TAG_STREAM)?;
+                let n = head
+                    .get(..8)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(u64::from_le_bytes)
+                    .ok_or_else(|| CommError::Protocol("stream header".into()))?
+                    as usize;
+                let t0 = Instant::now();
+                let mut points = Vec::with_capacity(n);
+                let mut bytes = 0usize;
+                for _ in 0..n {
+                    bytes += comm.recv(0, TAG_STREAM)?.len();
+                    points.push((bytes as f64, t0.elapsed().as_secs_f64()));
+                }
+                let g = slope(&points[n / 2..]);
+                comm.send(0, TAG_REPLY, &f64_bytes(g))?;
+            }
+        }
+        _ => {}
+    }
+
+    // The master's side with P - 1 peers.
+    collectives::barrier(comm, &world)?;
+    let (mut master_send, mut master_recv) = (Vec::new(), Vec::new());
+    if rank == 0 {
+        std::thread::sleep(Duration::from_millis(50).max(Duration::from_secs_f64(
+            sizes[0].rtt * cfg.per_peer as f64 * 2.0,
+        )));
+        for _ in 0..cfg.per_peer * (p - 1) {
+            let t = Instant::now();
+            comm.recv_any(TAG_ANY)?;
+            master_recv.push(t.elapsed().as_secs_f64());
+        }
+        for _ in 0..cfg.per_peer {
+            for r in 1..p {
+                let t = Instant::now();
+                comm.send(r, TAG_ANY, &[2])?;
+                master_send.push(t.elapsed().as_secs_f64());
+            }
+        }
+    } else {
+        for _ in 0..cfg.per_peer {
+            comm.send(0, TAG_ANY, &[2])?;
+        }
+        for _ in 0..cfg.per_peer {
+            comm.recv(0, TAG_ANY)?;
+        }
+    }
+    collectives::barrier(comm, &world)?;
+    if rank != 0 {
+        return Ok(None);
+    }
+    let s0 = &sizes[0];
+    let send_per_byte = slope(
+        &sizes
+            .iter()
+            .map(|s| (s.bytes as f64, s.send_overhead))
+            .collect::<Vec<_>>(),
+    );
+    let recv_per_byte = slope(
+        &sizes
+            .iter()
+            .map(|s| (s.bytes as f64, s.recv_overhead))
+            .collect::<Vec<_>>(),
+    );
+    Ok(Some(LogGpsResult {
+        procs: p,
+        latency: (s0.rtt / 2.0 - s0.send_overhead - s0.recv_overhead).max(0.0),
+        gap,
+        gap_per_byte,
+        stream_bytes,
+        send_per_byte,
+        recv_per_byte,
+        master_send_overhead: median(master_send),
+        master_recv_overhead: median(master_recv),
+        seconds: started.elapsed().as_secs_f64(),
+        sizes,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::run_local;
+
+    #[test]
+    fn in_process_ranks_give_finite_parameters_and_a_stream_slope() {
+        let results = run_local(3, |c| {
+            measure(
+                &c,
+                &LogGpsConfig {
+                    sizes: vec![1, 4096],
+                    repeats: 5,
+                    train: 10,
+                    stream_seconds: 0.05,
+                    per_peer: 3,
+                },
+            )
+            .unwrap()
+        });
+        let r = results[0].as_ref().unwrap();
+        assert!(results[1].is_none() && results[2].is_none());
+        assert_eq!(r.procs, 3);
+        assert_eq!(r.sizes.len(), 2);
+        for v in [
+            r.latency,
+            r.gap,
+            r.master_recv_overhead,
+            r.master_send_overhead,
+        ] {
+            assert!(v.is_finite() && v >= 0.0, "{r:?}");
+        }
+        assert!(r.gap_per_byte.is_finite() && r.gap_per_byte > 0.0, "{r:?}");
+        assert!(r.stream_bytes >= 8_000_000);
+        assert!(r.sizes.iter().all(|s| s.rtt > 0.0));
+    }
+}

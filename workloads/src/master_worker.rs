@@ -1,0 +1,265 @@
+//! A master/worker program (seeds/001, seeds/003): rank 0 hands each iteration's data
+//! out to the workers, they compute, and the master gathers their results.
+//!
+//! One iteration, as the thesis's model (its expression 3) describes it with n = P - 1
+//! workers: the master sends every worker its share of the data, alpha V / n bytes, one
+//! message each, without waiting (asynchronous sends); each worker computes for Tc / n
+//! seconds and returns (1 - alpha) V / n bytes; the iteration ends when the master holds
+//! every result (taken in arrival order, `recv_any`). With one rank the master computes
+//! Tc itself. One unrecorded warm-up iteration, then `iterations` timed ones; the
+//! reported time is their median.
+//!
+//! The work is `sleep` by default: each worker stands for a node with its own CPU, and
+//! on a local cluster with more ranks than cores a busy loop would measure the host's
+//! scheduler instead. `spin` burns the CPU for the same wall time.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::comm::{collectives, Comm, CommError};
+
+const TAG_TASK: u32 = 60;
+const TAG_RESULT: u32 = 61;
+
+/// How a worker spends its compute time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Work {
+    Sleep,
+    Spin,
+}
+
+impl std::str::FromStr for Work {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Work, String> {
+        match s {
+            "sleep" => Ok(Work::Sleep),
+            "spin" => Ok(Work::Spin),
+            _ => Err(format!("work `{s}` is not sleep or spin")),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MwConfig {
+    /// V: bytes moved per iteration (tasks out and results back together).
+    pub volume: u64,
+    /// alpha: the share of V the master sends (the rest comes back as results).
+    pub alpha: f64,
+    /// Tc: seconds of computation per iteration, split evenly among the workers.
+    pub compute_seconds: f64,
+    pub iterations: usize,
+    pub work: Work,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MwResult {
+    pub workers: usize,
+    pub volume: u64,
+    pub alpha: f64,
+    pub compute_seconds: f64,
+    pub iterations: usize,
+    pub work: Work,
+    /// Median, fastest and slowest iteration, seconds.
+    pub iteration_seconds: f64,
+    pub min_iteration_seconds: f64,
+    pub max_iteration_seconds: f64,
+}
+
+impl MwResult {
+    pub fn report(&self) -> throttle_proto::result::WorkloadResult {
+        use throttle_proto::result::{Check, WorkloadResult};
+        WorkloadResult {
+            workload: "mw".into(),
+            seconds: Some(self.iteration_seconds),
+            check: Check::Passed,
+            metrics: [
+                ("workers", self.workers as f64),
+                ("volume", self.volume as f64),
+                ("alpha", self.alpha),
+                ("compute_seconds", self.compute_seconds),
+                ("iteration_seconds", self.iteration_seconds),
+                ("min_iteration_seconds", self.min_iteration_seconds),
+                ("max_iteration_seconds", self.max_iteration_seconds),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            detail: serde_json::to_value(self).unwrap_or_default(),
+        }
+    }
+}
+
+impl MwConfig {
+    /// Bytes of one task and of one result with `workers` workers.
+    pub fn shares(&self, workers: usize) -> (usize, usize) {
+        let n = workers.max(1) as f64;
+        let v = self.volume as f64;
+        (
+            (self.alpha * v / n).round() as usize,
+            ((1.0 - self.alpha) * v / n).round() as usize,
+        )
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.alpha.is_finite() && (0.0..=1.0).contains(&self.alpha)) {
+            return Err("alpha must be between 0 and 1".into());
+        }
+        if !(self.compute_seconds.is_finite() && (0.0..=3600.0).contains(&self.compute_seconds)) {
+            return Err("compute seconds must be between 0 and 3600".into());
+        }
+        if self.volume > 1 << 34 {
+            return Err("volume must be at most 16 GiB per iteration".into());
+        }
+        if self.iterations == 0 || self.iterations > 100_000 {
+            return Err("iterations must be between 1 and 100000".into());
+        }
+        Ok(())
+    }
+}
+
+fn work(kind: Work, seconds: f64) {
+    if seconds <= 0.0 {
+        return;
+    }
+    match kind {
+        Work::Sleep => std::thread::sleep(Duration::from_secs_f64(seconds)),
+        Work::Spin => {
+            let t = Instant::now();
+            let mut x = 1u64;
+            while t.elapsed().as_secs_f64() < seconds {
+                for _ in 0..1000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                std::hint::black_box(x);
+            }
+        }
+    }
+}
+
+/// Run the program on every rank; rank 0 gets the result.
+pub fn run(comm: &Comm, cfg: &MwConfig) -> Result<Option<MwResult>, CommError> {
+    cfg.check().map_err(CommError::Setup)?;
+    let rank = comm.rank();
+    let workers = comm.size() - 1;
+    let (task, result) = cfg.shares(workers);
+    let world = comm.world();
+    collectives::barrier(comm, &world)?;
+    let mut times = Vec::with_capacity(cfg.iterations);
+    for i in 0..=cfg.iterations {
+        if rank == 0 {
+            let t = Instant::now();
+            if workers == 0 {
+                work(cfg.work, cfg.compute_seconds);
+            } else {
+                let data = vec![5u8; task];
+                for w in 1..=workers {
+                    comm.send(w, TAG_TASK, &data)?;
+                }
+                for _ in 0..workers {
+                    let (_, r) = comm.recv_any(TAG_RESULT)?;
+                    if r.len() != result {
+                        return Err(CommError::Protocol(format!(
+                            "a result of {} bytes, expected {result}",
+                            r.len()
+                        )));
+                    }
+                }
+            }
+            if i > 0 {
+                times.push(t.elapsed().as_secs_f64());
+            }
+        } else {
+            let data = comm.recv(0, TAG_TASK)?;
+            if data.len() != task {
+                return Err(CommError::Protocol(format!(
+                    "a task of {} bytes, expected {task}",
+                    data.len()
+                )));
+            }
+            work(cfg.work, cfg.compute_seconds / workers as f64);
+            comm.send(0, TAG_RESULT, &vec![6u8; result])?;
+        }
+    }
+    collectives::barrier(comm, &world)?;
+    if rank != 0 {
+        return Ok(None);
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    Ok(Some(MwResult {
+        workers,
+        volume: cfg.volume,
+        alpha: cfg.alpha,
+        compute_seconds: cfg.compute_seconds,
+        iterations: cfg.iterations,
+        work: cfg.work,
+        iteration_seconds: median,
+        min_iteration_seconds: sorted[0],
+        max_iteration_seconds: sorted[n - 1],
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::run_local;
+
+    fn cfg(compute_seconds: f64) -> MwConfig {
+        MwConfig {
+            volume: 40_000,
+            alpha: 0.75,
+            compute_seconds,
+            iterations: 3,
+            work: Work::Sleep,
+        }
+    }
+
+    #[test]
+    fn the_work_is_shared_among_the_workers() {
+        let one = run_local(1, |c| run(&c, &cfg(0.2)).unwrap());
+        let five = run_local(5, |c| run(&c, &cfg(0.2)).unwrap());
+        let t1 = one[0].as_ref().unwrap().iteration_seconds;
+        let r5 = five[0].as_ref().unwrap();
+        assert_eq!(r5.workers, 4);
+        assert!(five[1..].iter().all(|r| r.is_none()));
+        assert!((0.19..0.4).contains(&t1), "{t1}");
+        // 4 workers: 0.05 s each, in parallel.
+        assert!(
+            (0.045..0.15).contains(&r5.iteration_seconds),
+            "{}",
+            r5.iteration_seconds
+        );
+    }
+
+    #[test]
+    fn shares_split_the_volume_and_bad_settings_are_refused() {
+        let c = cfg(1.0);
+        assert_eq!(c.shares(4), (7_500, 2_500));
+        assert_eq!(c.shares(0), (30_000, 10_000));
+        for bad in [
+            MwConfig {
+                alpha: 1.5,
+                ..cfg(1.0)
+            },
+            MwConfig {
+                alpha: f64::NAN,
+                ..cfg(1.0)
+            },
+            MwConfig {
+                iterations: 0,
+                ..cfg(1.0)
+            },
+            cfg(-1.0),
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
+}
