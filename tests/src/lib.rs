@@ -66,6 +66,8 @@ pub fn ctl(dir: &Path, args: &[&str]) -> Output {
         "throttle-agent",
         "throttle-bfs",
         "throttle-pmm",
+        "throttle-mw",
+        "throttle-loggps",
         "throttle-selftest",
     ] {
         assert!(

@@ -47,6 +47,7 @@ fn export_into_a_closed_pipe_ends_quietly() {
                     bytes_received: None,
                     cpu_busy_before: None,
                     cpu_steal: None,
+                    metrics: None,
                     reason: None,
                     host: "h".into(),
                     version: "0".into(),

@@ -30,7 +30,9 @@ use crate::external::{self, CommandTemplate, TimeRegex};
 pub const DEFAULT_LEASE_S: f64 = 20.0;
 
 /// PMM's row broadcast.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Bcast {
     Flat,
@@ -62,6 +64,56 @@ impl FromStr for Bcast {
     }
 }
 
+/// The master/worker program's settings (`throttle-mw`; seeds/001's V, alpha, Tc).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MwOptions {
+    /// V: bytes per iteration, tasks and results together.
+    pub volume: u64,
+    /// Share of V the master sends.
+    pub alpha: f64,
+    /// Tc: seconds of work per iteration, shared by the workers.
+    pub compute_seconds: f64,
+    /// Timed iterations per run (the median is the run's time).
+    pub iterations: u32,
+    /// `sleep` (each worker a node with its own CPU) or `spin`.
+    pub work: String,
+}
+
+impl Default for MwOptions {
+    fn default() -> Self {
+        MwOptions {
+            volume: 16_000_000,
+            alpha: 0.5,
+            compute_seconds: 2.0,
+            iterations: 3,
+            work: "sleep".into(),
+        }
+    }
+}
+
+impl MwOptions {
+    /// Refuse what `throttle-mw` would refuse, before anything is launched.
+    pub fn check(&self) -> Result<()> {
+        if !(self.alpha.is_finite() && (0.0..=1.0).contains(&self.alpha)) {
+            bail!("mw alpha must be between 0 and 1, not {}", self.alpha);
+        }
+        if !(self.compute_seconds.is_finite() && (0.0..=3600.0).contains(&self.compute_seconds)) {
+            bail!("mw compute_seconds must be between 0 and 3600");
+        }
+        if self.volume > 1 << 34 {
+            bail!("mw volume must be at most 16 GiB per iteration");
+        }
+        if !(1..=100_000).contains(&self.iterations) {
+            bail!("mw iterations must be between 1 and 100000");
+        }
+        if self.work != "sleep" && self.work != "spin" {
+            bail!("mw work must be `sleep` or `spin`, not `{}`", self.work);
+        }
+        Ok(())
+    }
+}
+
 /// Which program to run and with what arguments.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
@@ -74,6 +126,14 @@ pub enum Workload {
     Pmm {
         size: usize,
         bcast: Bcast,
+    },
+    /// A master and P - 1 workers (seeds/001): volume and compute per iteration.
+    Mw(MwOptions),
+    /// LogGPS parameters measured through the agents (seeds/003).
+    LogGps {
+        sizes: Vec<usize>,
+        repeats: u32,
+        stream_seconds: f64,
     },
     /// Any program the agents allow.
     Program {
@@ -95,6 +155,8 @@ impl Workload {
         match self {
             Workload::Bfs { .. } => "bfs",
             Workload::Pmm { .. } => "pmm",
+            Workload::Mw(_) => "mw",
+            Workload::LogGps { .. } => "loggps",
             Workload::Program { .. } => "program",
             Workload::Command { .. } => "command",
         }
@@ -129,6 +191,40 @@ impl Workload {
                     size.to_string(),
                     "--bcast".into(),
                     bcast.to_string(),
+                ],
+            ),
+            Workload::Mw(o) => (
+                "throttle-mw".into(),
+                vec![
+                    "--volume".into(),
+                    o.volume.to_string(),
+                    "--alpha".into(),
+                    o.alpha.to_string(),
+                    "--compute-seconds".into(),
+                    o.compute_seconds.to_string(),
+                    "--iterations".into(),
+                    o.iterations.to_string(),
+                    "--work".into(),
+                    o.work.clone(),
+                ],
+            ),
+            Workload::LogGps {
+                sizes,
+                repeats,
+                stream_seconds,
+            } => (
+                "throttle-loggps".into(),
+                vec![
+                    "--sizes".into(),
+                    sizes
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    "--repeats".into(),
+                    repeats.to_string(),
+                    "--stream-seconds".into(),
+                    stream_seconds.to_string(),
                 ],
             ),
             Workload::Program { program, args } => (program.clone(), args.clone()),

@@ -28,6 +28,7 @@ pub mod job;
 pub mod load;
 pub mod local_cluster;
 pub mod measurements;
+pub mod models;
 pub mod netns;
 pub mod output;
 pub mod progress;

@@ -1,8 +1,7 @@
 //! `throttle-ctl`: the controller CLI. Parses the command line and dispatches; every
 //! command is a module of `throttle_ctl::commands` with its own arguments and `exec`.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use throttle_ctl::cluster::resolve_path;
@@ -58,6 +57,8 @@ enum Command {
     Export(commands::export::Args),
     /// Measure what each link really carries at 100%, and what this host can carry at all.
     Calibrate(commands::calibrate::Args),
+    /// The other seed papers' models against the emulator: Fox PMM, master/worker, LogGPS.
+    Model(commands::model::Args),
     /// Print shell completions for throttle-ctl.
     Completions(commands::completions::CompletionsArgs),
     /// Write man pages for throttle-ctl and its commands.
@@ -83,6 +84,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => a.exec(&ctx),
         Command::Export(a) => a.exec(&ctx),
         Command::Calibrate(a) => a.exec(&ctx),
+        Command::Model(a) => a.exec(&ctx),
         Command::Completions(a) => a.exec::<Cli>(&ctx),
         Command::Man(a) => a.exec::<Cli>(&ctx),
     };

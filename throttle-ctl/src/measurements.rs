@@ -116,6 +116,7 @@ mod tests {
             bytes_received: None,
             cpu_busy_before: None,
             cpu_steal: None,
+            metrics: None,
         }
     }
 

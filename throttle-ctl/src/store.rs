@@ -6,7 +6,8 @@
 //! computed from them (`measurements` turns rows into the analysis's input).
 //!
 //! Schema versions (SQLite's `user_version`): 0, the first, had no traffic or load
-//! columns; 1 adds them. Opening an older store adds the new columns (NULL in old rows)
+//! columns; 1 adds them; 2 adds each run's workload metrics and the `link_params` table
+//! (LogGPS parameters measured through the agents, `model loggps --db`). Opening an older store adds the new columns (NULL in old rows)
 //! and nothing is rewritten; a store from a newer throttle is refused, not guessed at.
 
 use std::collections::{HashMap, HashSet};
@@ -53,24 +54,62 @@ pub struct RunRow {
     /// share stolen by the hypervisor during it, 0..1 (from /proc/stat of the controller).
     pub cpu_busy_before: Option<f64>,
     pub cpu_steal: Option<f64>,
+    /// The workload's own metrics (rank 0's result line), a JSON object: what the
+    /// analytic models need beyond the time (PMM's compute seconds, a master/worker
+    /// run's task counts).
+    pub metrics: Option<String>,
 }
 
+/// One LogGPS measurement through the agents (`model loggps`), seconds and bytes.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LinkRow {
+    pub measured_at: String,
+    pub host: String,
+    pub version: String,
+    pub job: String,
+    /// P: processes of the measurement (rank 0 the master, P - 1 peers).
+    pub procs: u32,
+    pub bw_pct: Pct,
+    /// Payload bytes per second at 100%.
+    pub capacity: f64,
+    /// L.
+    pub latency: f64,
+    /// o_s, o_r of the smallest message.
+    pub send_overhead: f64,
+    pub recv_overhead: f64,
+    /// g.
+    pub gap: f64,
+    /// G, seconds per payload byte.
+    pub gap_per_byte: f64,
+    /// O_s, O_r, seconds per byte of overhead.
+    pub send_per_byte: f64,
+    pub recv_per_byte: f64,
+    /// The master's o_s, o_r with P - 1 peers.
+    pub master_send_overhead: f64,
+    pub master_recv_overhead: f64,
+    /// The workload's whole report (JSON).
+    pub detail: String,
+}
+
+const LINK_COLUMNS: &str = "measured_at, host, version, job, procs, bw_pct, capacity, latency, send_overhead, recv_overhead, gap, gap_per_byte, send_per_byte, recv_per_byte, master_send_overhead, master_recv_overhead, detail";
+
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Columns added after version 0, with their types: (version that added it, name, type).
-const ADDED: [(i64, &str, &str); 4] = [
+const ADDED: [(i64, &str, &str); 5] = [
     (1, "bytes_sent", "INTEGER"),
     (1, "bytes_received", "INTEGER"),
     (1, "cpu_busy_before", "REAL"),
     (1, "cpu_steal", "REAL"),
+    (2, "metrics", "TEXT"),
 ];
 
 pub struct Store {
     conn: Connection,
 }
 
-const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal";
+const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics";
 
 impl Store {
     /// Open (or create) the database at `path`.
@@ -104,7 +143,27 @@ impl Store {
                 version TEXT NOT NULL,
                 job TEXT NOT NULL
             );
-            CREATE INDEX IF NOT EXISTS runs_point ON runs(point_key, status);",
+            CREATE INDEX IF NOT EXISTS runs_point ON runs(point_key, status);
+            CREATE TABLE IF NOT EXISTS link_params (
+                id INTEGER PRIMARY KEY,
+                measured_at TEXT NOT NULL,
+                host TEXT NOT NULL,
+                version TEXT NOT NULL,
+                job TEXT NOT NULL,
+                procs INTEGER NOT NULL,
+                bw_pct REAL,
+                capacity REAL NOT NULL,
+                latency REAL NOT NULL,
+                send_overhead REAL NOT NULL,
+                recv_overhead REAL NOT NULL,
+                gap REAL NOT NULL,
+                gap_per_byte REAL NOT NULL,
+                send_per_byte REAL NOT NULL,
+                recv_per_byte REAL NOT NULL,
+                master_send_overhead REAL NOT NULL,
+                master_recv_overhead REAL NOT NULL,
+                detail TEXT NOT NULL
+            );",
         )
         .with_context(|| format!("{} is not a throttle results database", path.display()))?;
         migrate(&conn).with_context(|| format!("cannot open {}", path.display()))?;
@@ -113,13 +172,13 @@ impl Store {
 
     pub fn insert(&self, r: &RunRow) -> Result<()> {
         self.conn.execute(
-            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)"),
+            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)"),
             params![
                 r.point_key, r.series, r.workload, r.options, r.nodes, r.ranks_per_node, r.procs,
                 r.bw_pct.percent(), r.capacity, r.latency_us as i64, r.repeat, r.started_at, r.seconds,
                 r.kernel_seconds, r.teps, r.status.as_str(), r.reason, r.host, r.version, r.job,
                 r.bytes_sent.map(|b| b as i64), r.bytes_received.map(|b| b as i64),
-                r.cpu_busy_before, r.cpu_steal
+                r.cpu_busy_before, r.cpu_steal, r.metrics
             ],
         )?;
         Ok(())
@@ -173,6 +232,49 @@ impl Store {
                 bytes_received: r.get::<_, Option<i64>>(21)?.map(|b| b.max(0) as u64),
                 cpu_busy_before: r.get(22)?,
                 cpu_steal: r.get(23)?,
+                metrics: r.get(24)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub fn insert_link(&self, r: &LinkRow) -> Result<()> {
+        self.conn.execute(
+            &format!("INSERT INTO link_params ({LINK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
+            params![
+                r.measured_at, r.host, r.version, r.job, r.procs, r.bw_pct.percent(), r.capacity,
+                r.latency, r.send_overhead, r.recv_overhead, r.gap, r.gap_per_byte,
+                r.send_per_byte, r.recv_per_byte, r.master_send_overhead,
+                r.master_recv_overhead, r.detail
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Every stored LogGPS measurement, oldest first.
+    pub fn links(&self) -> Result<Vec<LinkRow>> {
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {LINK_COLUMNS} FROM link_params ORDER BY id"
+        ))?;
+        let rows = st.query_map([], |r| {
+            Ok(LinkRow {
+                measured_at: r.get(0)?,
+                host: r.get(1)?,
+                version: r.get(2)?,
+                job: r.get(3)?,
+                procs: r.get(4)?,
+                bw_pct: pct_column(r.get(5)?),
+                capacity: r.get(6)?,
+                latency: r.get(7)?,
+                send_overhead: r.get(8)?,
+                recv_overhead: r.get(9)?,
+                gap: r.get(10)?,
+                gap_per_byte: r.get(11)?,
+                send_per_byte: r.get(12)?,
+                recv_per_byte: r.get(13)?,
+                master_send_overhead: r.get(14)?,
+                master_recv_overhead: r.get(15)?,
+                detail: r.get(16)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -218,6 +320,7 @@ impl Store {
                 r.bytes_received.map(|b| b.to_string()).unwrap_or_default(),
                 opt(r.cpu_busy_before),
                 opt(r.cpu_steal),
+                r.metrics.unwrap_or_default(),
             ])?;
         }
         out.flush()?;
@@ -226,7 +329,7 @@ impl Store {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 22] = [
+pub const EXPORT_COLUMNS: [&str; 23] = [
     "workload",
     "nodes",
     "procs",
@@ -249,6 +352,7 @@ pub const EXPORT_COLUMNS: [&str; 22] = [
     "bytes_received",
     "cpu_busy_before",
     "cpu_steal",
+    "metrics",
 ];
 
 /// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one write
@@ -339,6 +443,7 @@ mod tests {
             bytes_received: ok.then_some(12345),
             cpu_busy_before: Some(0.03),
             cpu_steal: None,
+            metrics: ok.then(|| r#"{"tflops":2.5e-10}"#.into()),
         }
     }
 
@@ -378,6 +483,8 @@ mod tests {
         let rows = s.rows().unwrap();
         assert_eq!(rows[1].bytes_sent, Some(1 << 33));
         assert_eq!(rows[1].cpu_busy_before, Some(0.03));
+        assert_eq!(rows[1].metrics.as_deref(), Some(r#"{"tflops":2.5e-10}"#));
+        assert_eq!(rows[0].metrics, None);
         let v: i64 = s
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))

@@ -91,7 +91,7 @@ pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
-    /// bfs, pmm, program, or command (a command of the user's run on this host).
+    /// bfs, pmm, mw, program, or command (a command of the user's run on this host).
     pub workload: String,
     pub nodes: Vec<usize>,
     #[serde(default = "one")]
@@ -128,6 +128,8 @@ pub struct SweepSpec {
     pub bfs: BfsOptions,
     #[serde(default)]
     pub pmm: PmmOptions,
+    #[serde(default)]
+    pub mw: crate::job::MwOptions,
     #[serde(default)]
     pub program: Option<ProgramOptions>,
     #[serde(default)]
@@ -415,6 +417,12 @@ impl Sweep {
                     json!({ "size": o.size, "bcast": o.bcast }),
                 )
             }
+            "mw" => {
+                let o = spec.mw.clone();
+                o.check()?;
+                let options = serde_json::to_value(&o)?;
+                (Workload::Mw(o), options)
+            }
             "program" => {
                 let o = spec.program.clone().ok_or_else(|| {
                     anyhow!("workload = \"program\" needs a [program] table with name")
@@ -451,7 +459,7 @@ impl Sweep {
                     json!({ "run": o.run, "time_regex": o.time_regex, "rate_regex": o.rate_regex, "intercept": o.intercept }),
                 )
             }
-            other => bail!("unknown workload `{other}`: use bfs, pmm, program or command"),
+            other => bail!("unknown workload `{other}`: use bfs, pmm, mw, program or command"),
         };
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
             bail!("`nodes` must list node counts >= 1");
@@ -558,7 +566,7 @@ pub enum SweepEvent<'a> {
     MoreRepeats { round: usize, points: usize },
 }
 
-fn now_utc() -> String {
+pub fn now_utc() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
@@ -840,6 +848,10 @@ impl Runner<'_> {
                 bytes_received: traffic.map(|t| t.received),
                 cpu_busy_before: busy,
                 cpu_steal: steal,
+                metrics: outcome
+                    .result
+                    .as_ref()
+                    .and_then(|r| serde_json::to_string(&r.metrics).ok()),
             })?;
             let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
             on_event(SweepEvent::Finished {
@@ -953,6 +965,7 @@ mod tests {
                     bytes_received: None,
                     cpu_busy_before: None,
                     cpu_steal: None,
+                    metrics: None,
                 })
                 .unwrap();
         };

@@ -17,8 +17,9 @@ use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 13] = [
+const PER_RUN: [&str; 14] = [
     "status",
+    "metrics",
     "bytes_sent",
     "bytes_received",
     "cpu_busy_before",

@@ -12,6 +12,7 @@ pub mod exec;
 pub mod export;
 pub mod forward;
 pub mod local;
+pub mod model;
 pub mod run;
 pub mod set;
 pub mod status;

@@ -18,13 +18,15 @@ enum WorkloadKind {
     Bfs,
     /// Fox's parallel matrix multiplication (throttle-pmm).
     Pmm,
+    /// A master handing each iteration's data to P - 1 workers (throttle-mw).
+    Mw,
     /// Any program the agents allow (--program NAME, arguments after --).
     Program,
 }
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload program --program my-app --nodes 2 --bw 100 -- --iterations 10\n  throttle-ctl run --nodes 4 --bw 30 --cmd 'mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile {hostfile} -np {procs} ./app' --time-regex 'elapsed: ([0-9.]+)'\n\nThe bandwidth of the nodes used is set to --bw for the run and put back as it was\nafterwards (also after a failure or Ctrl-C). Exits with 1 when the job fails.\n\n--cmd runs a command on this host with /bin/sh -c, in its own process group (killed at\nthe time limit), with THROTTLE_CLUSTER set. Placeholders: {nodes}, {procs},\n{ranks_per_node}, {bw} (a number, or `unlimited`) and {hostfile} (written for the chosen\nnodes: `ADDRESS slots=R` per line). Its completion time is its wall time, or the number\n--time-regex captures (the last match in stdout or stderr), or the inverse of the rate\n--rate-regex captures (a TEPS or FLOPS figure: CTI is the same). Any other {word} of lowercase\nletters is refused as a likely typo (write awk's {print} as { print })."
+    after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload mw --volume 16000000 --compute-seconds 2 --nodes 5 --bw 20\n  throttle-ctl run --workload program --program my-app --nodes 2 --bw 100 -- --iterations 10\n  throttle-ctl run --nodes 4 --bw 30 --cmd 'mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile {hostfile} -np {procs} ./app' --time-regex 'elapsed: ([0-9.]+)'\n\nThe bandwidth of the nodes used is set to --bw for the run and put back as it was\nafterwards (also after a failure or Ctrl-C). Exits with 1 when the job fails.\n\n--cmd runs a command on this host with /bin/sh -c, in its own process group (killed at\nthe time limit), with THROTTLE_CLUSTER set. Placeholders: {nodes}, {procs},\n{ranks_per_node}, {bw} (a number, or `unlimited`) and {hostfile} (written for the chosen\nnodes: `ADDRESS slots=R` per line). Its completion time is its wall time, or the number\n--time-regex captures (the last match in stdout or stderr), or the inverse of the rate\n--rate-regex captures (a TEPS or FLOPS figure: CTI is the same). Any other {word} of lowercase\nletters is refused as a likely typo (write awk's {print} as { print })."
 )]
 pub struct Args {
     /// What to run: a workload the agents launch on every node (or use --cmd).
@@ -82,6 +84,21 @@ pub struct Args {
     /// PMM: row broadcast, flat, binomial or pipelined.
     #[arg(long, default_value = "binomial")]
     bcast: Bcast,
+    /// mw: bytes per iteration (tasks out and results back together).
+    #[arg(long, default_value_t = 16_000_000)]
+    volume: u64,
+    /// mw: share of the volume the master sends.
+    #[arg(long, default_value_t = 0.5)]
+    alpha: f64,
+    /// mw: seconds of work per iteration, shared by the workers.
+    #[arg(long, default_value_t = 2.0)]
+    compute_seconds: f64,
+    /// mw: timed iterations (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    iterations: u32,
+    /// mw: sleep (each worker a node with its own CPU) or spin.
+    #[arg(long, default_value = "sleep")]
+    work: String,
     /// program: the executable (on the agents' allow-list).
     #[arg(long)]
     program: Option<String>,
@@ -124,6 +141,17 @@ impl Args {
                 size: self.size,
                 bcast: self.bcast,
             },
+            Some(WorkloadKind::Mw) => {
+                let o = crate::job::MwOptions {
+                    volume: self.volume,
+                    alpha: self.alpha,
+                    compute_seconds: self.compute_seconds,
+                    iterations: self.iterations,
+                    work: self.work.clone(),
+                };
+                o.check()?;
+                Workload::Mw(o)
+            }
             Some(WorkloadKind::Program) => Workload::Program {
                 program: self
                     .program

@@ -1,0 +1,285 @@
+//! `model loggps`: LogGPS parameters measured through the agents at each bandwidth and
+//! process count (`throttle-loggps` jobs), stored in the results database, fitted.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Result};
+use clap::Args as ClapArgs;
+use serde::Deserialize;
+use throttle_proto::rate::format_bits_per_sec;
+use throttle_proto::Pct;
+
+use super::pct_text;
+use crate::commands::{interrupt_flag, parse_list, Context};
+use crate::job::{self, JobSpec, RunStatus, SavedShapes, Workload};
+use crate::models::loggps::{self, LinkFit, G_TOLERANCE};
+use crate::output;
+use crate::store::{LinkRow, Store, DEFAULT_DB};
+use crate::table::Table;
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Bandwidth settings to measure at, percent of the capacity.
+    #[arg(long, default_value = "100,50,20,10")]
+    bandwidths: String,
+    /// Process counts P (one rank per node; rank 0 is the master with P - 1 peers).
+    #[arg(long, default_value = "2,4")]
+    procs: String,
+    /// Message sizes in bytes for the round trip and the overheads.
+    #[arg(long, default_value = "1,1024,16384,65536")]
+    sizes: String,
+    /// Repeats per message size.
+    #[arg(long, default_value_t = 30)]
+    repeats: u32,
+    /// Seconds the stream for G should last.
+    #[arg(long, default_value_t = 1.0)]
+    stream_seconds: f64,
+    /// Results database the measurements are stored in [default: ./throttle-results.db].
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Measure nothing: fit and print what the database holds.
+    #[arg(long)]
+    stored: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `throttle-loggps` reports (its `detail`).
+#[derive(Deserialize)]
+struct Reported {
+    procs: usize,
+    latency: f64,
+    gap: f64,
+    gap_per_byte: f64,
+    send_per_byte: f64,
+    recv_per_byte: f64,
+    master_send_overhead: f64,
+    master_recv_overhead: f64,
+    sizes: Vec<ReportedSize>,
+}
+
+#[derive(Deserialize)]
+struct ReportedSize {
+    send_overhead: f64,
+    recv_overhead: f64,
+}
+
+impl Args {
+    pub fn exec(self, ctx: &Context) -> crate::commands::Exit {
+        let db = self.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+        let rows = if self.stored {
+            if !db.exists() {
+                anyhow::bail!("no results database at {}", db.display());
+            }
+            Store::open(&db)?.links()?
+        } else {
+            self.measure(ctx, &db)?
+        };
+        if rows.is_empty() {
+            anyhow::bail!(
+                "{} holds no LogGPS measurement: run `throttle-ctl model loggps` without --stored",
+                db.display()
+            );
+        }
+        let fit = loggps::fit(&rows);
+        if self.json {
+            output::print_json(&serde_json::json!({ "measurements": rows, "fit": fit }))?;
+        } else {
+            output::print(render(&rows, &fit))?;
+        }
+        Ok(if fit.all_passed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+
+    fn measure(&self, ctx: &Context, db: &std::path::Path) -> Result<Vec<LinkRow>> {
+        let bandwidths: Vec<Pct> = self
+            .bandwidths
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<Pct>()
+                    .map_err(|e| anyhow!("--bandwidths: {e}"))
+            })
+            .collect::<Result<_>>()?;
+        let procs = parse_list::<usize>(&self.procs, "--procs")?;
+        let sizes = parse_list::<usize>(&self.sizes, "--sizes")?;
+        if bandwidths.is_empty() || procs.is_empty() || sizes.is_empty() {
+            anyhow::bail!("--bandwidths, --procs and --sizes need at least one value each");
+        }
+        if sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
+            anyhow::bail!("--sizes must be 1 byte to 64 MiB each");
+        }
+        if !(1..=100_000).contains(&self.repeats) {
+            anyhow::bail!("--repeats must be between 1 and 100000");
+        }
+        if !(self.stream_seconds.is_finite() && (0.05..=60.0).contains(&self.stream_seconds)) {
+            anyhow::bail!("--stream-seconds must be between 0.05 and 60");
+        }
+        let cluster = ctx.cluster()?;
+        let have = cluster.file.nodes.len();
+        if let Some(&p) = procs.iter().find(|&&p| p < 2 || p > have) {
+            anyhow::bail!(
+                "--procs {p}: each count must be from 2 to the cluster's {have} nodes (one rank per node; same-node traffic is not shaped)"
+            );
+        }
+        let store = Store::open(db)?;
+        let max_p = procs.iter().copied().max().unwrap_or(2);
+        let saved = SavedShapes::save(&cluster, max_p)?;
+        let cancel = interrupt_flag()?;
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let mut rows = Vec::new();
+        let total = procs.len() * bandwidths.len();
+        let result = (|| -> Result<()> {
+            for (i, (&p, &bw)) in procs
+                .iter()
+                .flat_map(|p| bandwidths.iter().map(move |b| (p, b)))
+                .enumerate()
+            {
+                eprintln!("[{}/{total}] P={p} at {}", i + 1, pct_text(bw));
+                let spec = JobSpec {
+                    workload: Workload::LogGps {
+                        sizes: sizes.clone(),
+                        repeats: self.repeats,
+                        stream_seconds: self.stream_seconds,
+                    },
+                    nodes: p,
+                    ranks_per_node: 1,
+                    bw,
+                    time_limit_s: 600.0,
+                    lease_s: job::DEFAULT_LEASE_S,
+                    job_prefix: None,
+                };
+                let outcome = job::execute(&cluster, &spec, cancel)?;
+                if outcome.status == RunStatus::Interrupted {
+                    anyhow::bail!("interrupted; {} measurements stored", rows.len());
+                }
+                if outcome.status != RunStatus::Ok {
+                    anyhow::bail!(
+                        "the measurement at P={p}, {} failed: {}",
+                        pct_text(bw),
+                        outcome.reason.as_deref().unwrap_or("no reason given")
+                    );
+                }
+                let result = outcome
+                    .result
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("throttle-loggps reported no result"))?;
+                let r: Reported = serde_json::from_value(result.detail.clone()).map_err(|e| {
+                    anyhow!("throttle-loggps's report is not what this throttle-ctl expects: {e}")
+                })?;
+                let first = r
+                    .sizes
+                    .first()
+                    .ok_or_else(|| anyhow!("throttle-loggps reported no message size"))?;
+                let row = LinkRow {
+                    measured_at: crate::sweep::now_utc(),
+                    host: host.clone(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    job: outcome.job.clone(),
+                    procs: r.procs as u32,
+                    bw_pct: bw,
+                    capacity: outcome.capacity_bytes_per_sec,
+                    latency: r.latency,
+                    send_overhead: first.send_overhead,
+                    recv_overhead: first.recv_overhead,
+                    gap: r.gap,
+                    gap_per_byte: r.gap_per_byte,
+                    send_per_byte: r.send_per_byte,
+                    recv_per_byte: r.recv_per_byte,
+                    master_send_overhead: r.master_send_overhead,
+                    master_recv_overhead: r.master_recv_overhead,
+                    detail: result.detail.to_string(),
+                };
+                store.insert_link(&row)?;
+                rows.push(row);
+            }
+            Ok(())
+        })();
+        if let Err(e) = saved.restore() {
+            eprintln!("warning: could not put the previous bandwidth back: {e:#}");
+        }
+        result?;
+        Ok(rows)
+    }
+}
+
+fn us(v: f64) -> String {
+    format!("{:.1} us", v * 1e6)
+}
+
+fn render(rows: &[LinkRow], fit: &LinkFit) -> String {
+    let mut t = Table::new(&[
+        "P",
+        "bw",
+        "L",
+        "o_s",
+        "o_r",
+        "g",
+        "G (rate)",
+        "master o_s",
+        "master o_r",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.procs.to_string(),
+            pct_text(r.bw_pct),
+            us(r.latency),
+            us(r.send_overhead),
+            us(r.recv_overhead),
+            us(r.gap),
+            format!(
+                "{:.3} ns/B ({})",
+                r.gap_per_byte * 1e9,
+                format_bits_per_sec(1.0 / r.gap_per_byte)
+            ),
+            us(r.master_send_overhead),
+            us(r.master_recv_overhead),
+        ]);
+    }
+    let mut out = String::from("LogGPS through the agents (seeds/003), one rank per node\n");
+    out.push_str(&t.render());
+    let mut g = Table::new(&["bw", "G measured", "1/(pct x capacity)", "error", "check"]);
+    for s in &fit.settings {
+        g.row(vec![
+            pct_text(s.bw_pct),
+            format!("{:.4} ns/B", s.gap_per_byte * 1e9),
+            s.expected_gap_per_byte
+                .map(|e| format!("{:.4} ns/B", e * 1e9))
+                .unwrap_or_else(|| "-".into()),
+            s.error
+                .map(|e| format!("{:+.2}%", e * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            match s.passed {
+                Some(true) => "passed".into(),
+                Some(false) => "FAILED".into(),
+                None => "-".into(),
+            },
+        ]);
+    }
+    out.push_str(&format!(
+        "\nG against the setting (the emulator's acceptance test: within {:.0}%)\n",
+        G_TOLERANCE * 100.0
+    ));
+    out.push_str(&g.render());
+    for f in [&fit.send, &fit.recv].into_iter().flatten() {
+        out.push_str(&format!(
+            "master {} overhead: o = {:.2} us {:+.3} us x P {:+.4} ns x k   (R^2 {:.2}, {} measurements)\n",
+            f.side,
+            f.a * 1e6,
+            f.b * 1e6,
+            f.per_byte * 1e9,
+            f.r2,
+            f.points.len()
+        ));
+    }
+    if fit.send.is_none() {
+        out.push_str("o = o'_a + o'_b P + O k needs measurements at two or more process counts (--procs 2,4,8)\n");
+    }
+    out
+}
