@@ -271,7 +271,11 @@ fn bad_run_arguments_are_explained() {
         ),
         (
             &["--workload", "sort", "--nodes", "1"][..],
-            "possible values: bfs, pmm, program",
+            "possible values: bfs, pmm, mw, program",
+        ),
+        (
+            &["--workload", "mw", "--nodes", "1", "--alpha", "2"][..],
+            "alpha must be between 0 and 1",
         ),
         (
             &["--workload", "pmm", "--nodes", "1", "--bcast", "tree"][..],

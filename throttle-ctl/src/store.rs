@@ -116,7 +116,8 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open the results database {}", path.display()))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .with_context(|| format!("{} is not a throttle results database", path.display()))?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.execute_batch(

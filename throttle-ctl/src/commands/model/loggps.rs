@@ -41,6 +41,7 @@ pub struct Args {
     /// Measure nothing: fit and print what the database holds.
     #[arg(long)]
     stored: bool,
+    /// Print one JSON document instead of tables.
     #[arg(long)]
     json: bool,
 }

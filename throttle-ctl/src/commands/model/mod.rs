@@ -35,7 +35,8 @@ enum Model {
     /// number of workers and how it moves with bandwidth.
     Mw(mw::Args),
     /// LogGPS parameters (seeds/003) measured through the agents at each bandwidth and
-    /// process count; stored for `pmm` and `mw`.
+    /// process count; stored for `pmm` and `mw`. Exits with 1 when G misses
+    /// 1 / (pct x capacity) by more than 2%.
     Loggps(loggps::Args),
 }
 

@@ -35,6 +35,7 @@ pub struct Args {
     /// Which of the thesis's sending models to compare with.
     #[arg(long, value_enum, default_value = "async")]
     sending: SendingArg,
+    /// Print one JSON document instead of tables.
     #[arg(long)]
     json: bool,
     /// Write plots (SVG, PNG) and index.html here.

@@ -24,6 +24,7 @@ pub struct Args {
     /// the runs reported.
     #[arg(long)]
     tflops: Option<f64>,
+    /// Print one JSON document instead of tables.
     #[arg(long)]
     json: bool,
     /// Write plots (SVG, PNG) and index.html here.
