@@ -40,7 +40,8 @@ const CHUNK: usize = 256 * 1024;
 
 #[derive(Clone, Debug)]
 pub struct LogGpsConfig {
-    /// Message sizes in bytes for RTT, o_s, o_r (the first is the small message).
+    /// Message sizes in bytes for RTT, o_s, o_r: at least two different ones (measured
+    /// smallest first; L, o and g are the smallest's).
     pub sizes: Vec<usize>,
     /// Repeats per size (after 5 unrecorded ones).
     pub repeats: usize,
@@ -111,6 +112,8 @@ impl LogGpsResult {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        // A metric must be a number on the result line (NaN would void the line).
+        metrics.retain(|_, v| v.is_finite());
         for s in &self.sizes {
             metrics.insert(format!("rtt_{}", s.bytes), s.rtt);
             metrics.insert(format!("send_overhead_{}", s.bytes), s.send_overhead);
@@ -175,9 +178,17 @@ pub fn measure(comm: &Comm, cfg: &LogGpsConfig) -> Result<Option<LogGpsResult>, 
             "LogGPS needs at least 2 ranks on 2 nodes (same-node traffic is not shaped)".into(),
         ));
     }
-    if cfg.sizes.is_empty() || cfg.repeats == 0 || cfg.train < 2 || cfg.per_peer == 0 {
+    let mut sizes_asked = cfg.sizes.clone();
+    sizes_asked.sort_unstable();
+    sizes_asked.dedup();
+    if sizes_asked.len() < 2 || sizes_asked[0] == 0 {
         return Err(CommError::Setup(
-            "sizes, repeats, train (>= 2) and per-peer must not be empty or zero".into(),
+            "at least two different message sizes (bytes, from 1) are needed: the per-byte overheads are slopes over them".into(),
+        ));
+    }
+    if cfg.repeats == 0 || cfg.train < 2 || cfg.per_peer == 0 {
+        return Err(CommError::Setup(
+            "repeats, train (>= 2) and per-peer must not be zero".into(),
         ));
     }
     let rank = comm.rank();
@@ -195,8 +206,9 @@ pub fn measure(comm: &Comm, cfg: &LogGpsConfig) -> Result<Option<LogGpsResult>, 
     }
     collectives::barrier(comm, &world)?;
 
+    // Smallest first: L, o and g are those of the smallest message.
     let mut sizes = Vec::new();
-    for &k in &cfg.sizes {
+    for &k in &sizes_asked {
         let msg = vec![7u8; k.max(1)];
         // Ping-pong: RTT and the send overhead on an idle stream.
         let (mut rtts, mut sends) = (Vec::new(), Vec::new());
@@ -391,7 +403,7 @@ mod tests {
             measure(
                 &c,
                 &LogGpsConfig {
-                    sizes: vec![1, 4096],
+                    sizes: vec![4096, 1],
                     repeats: 5,
                     train: 10,
                     stream_seconds: 0.05,
@@ -415,5 +427,23 @@ mod tests {
         assert!(r.gap_per_byte.is_finite() && r.gap_per_byte > 0.0, "{r:?}");
         assert!(r.stream_bytes >= 8_000_000);
         assert!(r.sizes.iter().all(|s| s.rtt > 0.0));
+        assert_eq!(r.sizes[0].bytes, 1);
+        assert!(r.send_per_byte.is_finite() && r.recv_per_byte.is_finite());
+    }
+
+    #[test]
+    fn one_message_size_is_refused() {
+        let results = run_local(2, |c| {
+            measure(
+                &c,
+                &LogGpsConfig {
+                    sizes: vec![16, 16],
+                    ..LogGpsConfig::default()
+                },
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        });
+        assert!(results[0].as_ref().unwrap_err().contains("two different"));
     }
 }

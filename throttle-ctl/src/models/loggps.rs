@@ -117,9 +117,17 @@ pub fn fit(rows: &[LinkRow]) -> LinkFit {
     }
 }
 
-/// Tcomm (8 bytes at G) and the start-up time (L + o_s + o_r) measured at `pct`.
-pub fn cost_at(rows: &[LinkRow], pct: Pct) -> Option<LinkCost> {
-    let at: Vec<&LinkRow> = rows.iter().filter(|r| r.bw_pct == pct).collect();
+/// The measurements at `pct` of a link of `capacity` (bytes per second at 100%).
+pub fn measured_at(rows: &[LinkRow], pct: Pct, capacity: f64) -> Vec<&LinkRow> {
+    rows.iter()
+        .filter(|r| r.bw_pct == pct && (r.capacity / capacity - 1.0).abs() < 1e-9)
+        .collect()
+}
+
+/// Tcomm (8 bytes at G) and the start-up time (L + o_s + o_r) measured at `pct` on a
+/// link of `capacity`.
+pub fn cost_at(rows: &[LinkRow], pct: Pct, capacity: f64) -> Option<LinkCost> {
+    let at = measured_at(rows, pct, capacity);
     if at.is_empty() {
         return None;
     }
@@ -191,10 +199,12 @@ mod tests {
         assert_eq!(f.settings[1].passed, Some(false));
         assert!((f.settings[1].error.unwrap() - 0.03).abs() < 1e-9);
         assert!(!f.all_passed);
-        let c = cost_at(&rows, Pct::new(50.0).unwrap()).unwrap();
+        let c = cost_at(&rows, Pct::new(50.0).unwrap(), 1.25e8).unwrap();
+        // Another link's capacity: not this measurement.
+        assert!(cost_at(&rows, Pct::new(50.0).unwrap(), 1.25e9).is_none());
         assert!((c.tcomm - 8.0 / (0.5 * 1.25e8)).abs() < 1e-15);
         assert!((c.tstartup - 28e-6).abs() < 1e-12);
-        assert!(cost_at(&rows, Pct::new(20.0).unwrap()).is_none());
+        assert!(cost_at(&rows, Pct::new(20.0).unwrap(), 1.25e8).is_none());
         // One process count: no line.
         assert!(fit(&rows[..1]).recv.is_none());
     }

@@ -73,6 +73,16 @@ pub enum Expression {
     E9,
 }
 
+impl std::fmt::Display for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Expression::E7 => "(7)",
+            Expression::E8 => "(8)",
+            Expression::E9 => "(9)",
+        })
+    }
+}
+
 /// How the volume behaves when workers are added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -7,7 +7,7 @@
 //! * [`master_worker`]: the master/worker closed forms (seeds/001) and the saturation
 //!   point of seeds/003.
 //!
-//! Pure functions; the commands in `commands/model.rs` feed them stored runs and
+//! Pure functions; the commands in `commands/model/` feed them stored runs and
 //! measurements.
 
 pub mod loggps;

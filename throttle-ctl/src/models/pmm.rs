@@ -205,6 +205,8 @@ pub struct PmmRun {
     pub shape: PmmShape,
     pub ranks_per_node: u32,
     pub pct: Pct,
+    /// The link's capacity at 100%, payload bytes per second.
+    pub capacity: f64,
     /// The multiplication's time (barrier to barrier), seconds.
     pub seconds: f64,
     /// The slowest rank's time in the local kernel, when the run reported it.
@@ -260,6 +262,8 @@ pub struct OverheadCheck {
 #[derive(Clone, Debug, Serialize)]
 pub struct PmmComparison {
     pub rows: Vec<PmmRow>,
+    /// Configurations the model could not be applied to, and why.
+    pub skipped: Vec<String>,
     pub checks: Vec<OverheadCheck>,
     /// Largest |error| among rows whose assumptions hold, for both bases.
     pub max_abs_error_where_assumptions_hold: Option<f64>,
@@ -274,10 +278,10 @@ const MIN_COMM_SHARE: f64 = 0.05;
 /// median over its runs (all bandwidths: the kernel does not depend on the link) of the
 /// slowest rank's kernel time per operation; `link` gives Tcomm and the start-up time
 /// at a bandwidth setting.
-pub fn compare(runs: &[PmmRun], link: impl Fn(Pct) -> Option<LinkCost>) -> PmmComparison {
+pub fn compare(runs: &[PmmRun], link: impl Fn(Pct, f64) -> Option<LinkCost>) -> PmmComparison {
     use std::collections::BTreeMap;
     let mut tflops: BTreeMap<PmmShape, Vec<f64>> = BTreeMap::new();
-    let mut cells: BTreeMap<(PmmShape, u32, PctKey), Vec<&PmmRun>> = BTreeMap::new();
+    let mut cells: BTreeMap<(PmmShape, u32, PctKey, u64), Vec<&PmmRun>> = BTreeMap::new();
     for r in runs {
         if let Some(c) = r.max_compute_seconds.filter(|c| *c > 0.0) {
             tflops
@@ -286,16 +290,44 @@ pub fn compare(runs: &[PmmRun], link: impl Fn(Pct) -> Option<LinkCost>) -> PmmCo
                 .push(r.shape.tflops_from_compute(c));
         }
         cells
-            .entry((r.shape, r.ranks_per_node, PctKey(r.pct)))
+            .entry((
+                r.shape,
+                r.ranks_per_node,
+                PctKey(r.pct),
+                r.capacity.to_bits(),
+            ))
             .or_default()
             .push(r);
     }
     let mut rows = Vec::new();
-    for ((shape, rpn, PctKey(pct)), cell) in &cells {
+    let mut skipped = Vec::new();
+    for ((shape, rpn, PctKey(pct), capacity), cell) in &cells {
+        let what = || {
+            format!(
+                "{}x{} M={} {} at {}",
+                shape.grid,
+                shape.grid,
+                shape.size,
+                shape.bcast,
+                pct.percent()
+                    .map(|p| format!("{p}%"))
+                    .unwrap_or_else(|| "unlimited".into())
+            )
+        };
         let Some(tf) = tflops.get(shape).map(|v| median(v)) else {
+            skipped.push(format!(
+                "{}: no run reported its kernel time (stored before schema 2?)",
+                what()
+            ));
             continue;
         };
-        let Some(cost) = link(*pct) else { continue };
+        let Some(cost) = link(*pct, f64::from_bits(*capacity)) else {
+            skipped.push(format!(
+                "{}: no Tcomm (unlimited, and no LogGPS measured there)",
+                what()
+            ));
+            continue;
+        };
         let params = PmmParams {
             tflops: tf,
             tcomm: cost.tcomm,
@@ -393,13 +425,15 @@ pub fn compare(runs: &[PmmRun], link: impl Fn(Pct) -> Option<LinkCost>) -> PmmCo
         .reduce(f64::max);
     PmmComparison {
         rows,
+        skipped,
         checks,
         max_abs_error_where_assumptions_hold,
         max_abs_error_tree,
     }
 }
 
-/// A bandwidth setting as a map key (ordered, unlimited last).
+/// A bandwidth setting as a map key (ordered from the highest setting down, unlimited
+/// first).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct PctKey(Pct);
 
@@ -538,6 +572,7 @@ mod tests {
             shape,
             ranks_per_node: 1,
             pct: Pct::new(pct).unwrap(),
+            capacity: 1.25e8,
             seconds: pred.seconds * slow,
             max_compute_seconds: Some(pred.compute_seconds),
         }
@@ -561,7 +596,7 @@ mod tests {
                 runs.push(run(size, grid, pct, &at(pct), 1.0));
             }
         }
-        let link = |p: Pct| Some(nominal(8.0 / (p.percent()? / 100.0 * 1.25e8)));
+        let link = |p: Pct, c: f64| Some(nominal(8.0 / (p.percent()? / 100.0 * c)));
         let c = compare(&runs, link);
         assert_eq!(c.rows.len(), 8);
         assert!(c.max_abs_error_where_assumptions_hold.unwrap() < 1e-9);

@@ -10,7 +10,8 @@ use workloads::loggps::{self, LogGpsConfig};
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// Message sizes in bytes for the round trip and the overheads (comma-separated).
+    /// Message sizes in bytes for the round trip and the overheads (comma-separated; at
+    /// least two different ones: the per-byte overheads are slopes over them).
     #[arg(long, default_value = "1,1024,16384,65536", value_delimiter = ',')]
     sizes: Vec<usize>,
     /// Repeats per size (1 to 100000).
@@ -33,8 +34,13 @@ fn main() {
         eprintln!("throttle-loggps: --stream-seconds must be between 0.05 and 60");
         std::process::exit(2)
     }
-    if args.sizes.is_empty() || args.sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
-        eprintln!("throttle-loggps: --sizes must be 1 to 64 MiB each");
+    let mut distinct = args.sizes.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 2 || args.sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
+        eprintln!(
+            "throttle-loggps: --sizes needs at least two different sizes, 1 byte to 64 MiB each"
+        );
         std::process::exit(2)
     }
     let comm = Comm::from_env().unwrap_or_else(|e| {

@@ -97,8 +97,11 @@ impl Mailbox {
 
     /// The next message with `tag` from any source (MPI_ANY_SOURCE), with its source.
     /// Only the head of each source's queue is looked at, so messages from one source
-    /// stay in order; sources are tried in turn, starting after the last one served. A
-    /// broken source with nothing queued is an error.
+    /// stay in order; a head with another tag waits for a `pop` of its own (as MPI
+    /// matches by tag). Sources are tried in turn, starting after the last one served. A
+    /// source whose stream ended (failed, or closed: the rank finished) and that holds
+    /// no message with `tag` at its head is an error, even if the caller expected nothing
+    /// more from it: use it while every possible sender is still running.
     pub fn pop_any(&self, tag: u32, timeout: Duration) -> Result<(usize, Vec<u8>), CommError> {
         use std::sync::atomic::Ordering;
         let deadline = Instant::now() + timeout;
@@ -115,11 +118,8 @@ impl Mailbox {
                 }
             }
             let broken = slots.iter().enumerate().find_map(|(i, s)| {
-                s.queue
-                    .is_empty()
-                    .then_some(s.failed.as_ref())
-                    .flatten()
-                    .map(|w| (i, w))
+                let stuck = s.queue.front().is_none_or(|m| m.tag != tag);
+                stuck.then_some(s.failed.as_ref()).flatten().map(|w| (i, w))
             });
             if let Some((src, why)) = broken {
                 return Err(CommError::PeerFailed {

@@ -96,6 +96,19 @@ impl Args {
         })
     }
 
+    /// Seconds a measurement may take: three times what it should (ping-pongs of every
+    /// size, the probe and the stream for G at the setting's rate) and a minute.
+    fn time_limit(&self, bw: Pct, capacity: f64, sizes: &[usize]) -> f64 {
+        let rate = capacity * bw.percent().unwrap_or(100.0) / 100.0;
+        let exchanges = 2.0 * (self.repeats as f64 + 5.0);
+        let pings: f64 = sizes
+            .iter()
+            .map(|&k| exchanges * (2.0 * k as f64 / rate + 1e-3))
+            .sum();
+        let stream = self.stream_seconds.max(8e6 / rate) + 4.2e6 / rate;
+        (3.0 * (pings + stream) + 60.0).min(7.0 * 86400.0)
+    }
+
     fn measure(&self, ctx: &Context, db: &std::path::Path) -> Result<Vec<LinkRow>> {
         let bandwidths: Vec<Pct> = self
             .bandwidths
@@ -111,8 +124,11 @@ impl Args {
         if bandwidths.is_empty() || procs.is_empty() || sizes.is_empty() {
             anyhow::bail!("--bandwidths, --procs and --sizes need at least one value each");
         }
-        if sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
-            anyhow::bail!("--sizes must be 1 byte to 64 MiB each");
+        let mut distinct = sizes.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() < 2 || sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
+            anyhow::bail!("--sizes needs at least two different sizes (the per-byte overheads are slopes over them), 1 byte to 64 MiB each");
         }
         if !(1..=100_000).contains(&self.repeats) {
             anyhow::bail!("--repeats must be between 1 and 100000");
@@ -152,7 +168,11 @@ impl Args {
                     nodes: p,
                     ranks_per_node: 1,
                     bw,
-                    time_limit_s: 600.0,
+                    time_limit_s: self.time_limit(
+                        bw,
+                        cluster.file.capacity.bytes_per_sec(),
+                        &sizes,
+                    ),
                     lease_s: job::DEFAULT_LEASE_S,
                     job_prefix: None,
                 };

@@ -101,15 +101,35 @@ impl Args {
             groups.entry((r.options.clone(), key)).or_default().push(r);
         }
         let mut settings = Vec::new();
+        let mut skipped = Vec::new();
         for ((options, _), runs) in groups {
+            let pct = runs[0].bw_pct;
             let Ok(opts) = serde_json::from_str::<MwOptions>(&options) else {
+                skipped.push(format!(
+                    "{} run(s) at {}: their options are not a master/worker program's ({options})",
+                    runs.len(),
+                    pct_text(pct)
+                ));
                 continue;
             };
-            let pct = runs[0].bw_pct;
+            if opts.compute_seconds <= 0.0 || !opts.compute_seconds.is_finite() {
+                skipped.push(format!(
+                    "{} run(s) at {}: compute_seconds = 0 (the model's index divides by Tc)",
+                    runs.len(),
+                    pct_text(pct)
+                ));
+                continue;
+            }
             let capacity = runs[0].capacity;
-            let at: Vec<_> = links.iter().filter(|l| l.bw_pct == pct).collect();
+            let at = loggps::measured_at(&links, pct, capacity);
             let (lambda, mo, source) = if at.is_empty() {
-                let Some(p) = pct.percent() else { continue };
+                let Some(p) = pct.percent() else {
+                    skipped.push(format!(
+                        "{} run(s) at unlimited bandwidth: no LogGPS measured there, so no lambda",
+                        runs.len()
+                    ));
+                    continue;
+                };
                 (
                     1.0 / (p / 100.0 * capacity),
                     0.0,
@@ -144,6 +164,11 @@ impl Args {
                 }
             }
             if by_n.is_empty() {
+                skipped.push(format!(
+                    "{} run(s) at {}: none with a worker (2 processes or more)",
+                    runs.len(),
+                    pct_text(pct)
+                ));
                 continue;
             }
             let points: Vec<Point> = by_n
@@ -196,17 +221,23 @@ impl Args {
                 points,
             });
         }
+        for s in &skipped {
+            eprintln!("not compared: {s}");
+        }
         if settings.is_empty() {
-            anyhow::bail!("no master/worker run with at least one worker (2 processes) is stored");
+            anyhow::bail!(
+                "no stored master/worker runs can be compared with the model:\n  {}",
+                skipped.join("\n  ")
+            );
         }
         if let Some(dir) = &self.report {
-            let index = write_report(dir, &settings)?;
+            let index = write_report(dir, &settings, sending)?;
             eprintln!("report written to {}", index.display());
         }
         if self.json {
             output::print_json(&settings)?;
         } else {
-            output::print(render(&settings))?;
+            output::print(render(&settings, sending))?;
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -222,11 +253,20 @@ fn title(s: &Setting) -> String {
     )
 }
 
-fn render(settings: &[Setting]) -> String {
-    let mut out = String::from(
-        "Master/worker against seeds/001: Tt(n) = (n+1) mo + (lambda V + Tc)/n   (7, mo >= lambda alpha V/n)\n\
+fn number(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.3}")
+    } else {
+        "-".into()
+    }
+}
+
+fn render(settings: &[Setting], sending: Sending) -> String {
+    let mut out = String::from(match sending {
+        Sending::Asynchronous => "Master/worker against seeds/001: Tt(n) = (n+1) mo + (lambda V + Tc)/n   (7, mo >= lambda alpha V/n)\n\
          \x20                                   Tt(n) = 2 mo + ((1+(n-1) alpha) lambda V + Tc)/n   (8)\n",
-    );
+        Sending::Synchronous => "Master/worker against seeds/001: Tt(n) = (n+1) mo + ((1+(n-1) alpha) lambda V + Tc)/n   (9, synchronous sends)\n",
+    });
     for s in settings {
         out.push_str(&format!(
             "\n{}   mo {} lambda {:.3} ns/B ({})\n",
@@ -252,17 +292,12 @@ fn render(settings: &[Setting]) -> String {
                 secs(p.measured_seconds),
                 secs(p.predicted_seconds),
                 pct_err(p.error),
-                format!("{:?}", p.expression).replace('E', "("),
-                format!("{:.3}", p.measured_index),
-                format!("{:.3}", p.predicted_index),
+                p.expression.to_string(),
+                number(p.measured_index),
+                number(p.predicted_index),
             ]);
         }
-        out.push_str(
-            &t.render()
-                .replace("(7", "(7)")
-                .replace("(8", "(8)")
-                .replace("(9", "(9)"),
-        );
+        out.push_str(&t.render());
         out.push_str(&format!(
             "best worker count by time: measured {}, predicted {};  by index Pi: measured {}, predicted {};  mean |error| {:.1}%\n",
             s.measured_best_time,
@@ -271,7 +306,13 @@ fn render(settings: &[Setting]) -> String {
             s.predicted_best_index,
             s.mean_abs_error * 100.0
         ));
-        if s.points.iter().any(|p| p.expression != Expression::E8) {
+        if s.points.iter().any(|p| p.expression != Expression::E8)
+            && !s.optimal_workers_root.is_finite()
+        {
+            out.push_str(
+                "optimal workers by (13)/(14): unbounded (mo = 0: measure it with `model loggps`)",
+            );
+        } else if s.points.iter().any(|p| p.expression != Expression::E8) {
             out.push_str(&format!(
                 "optimal workers by (13)/(14), where (7)/(9) hold: {:.1} (the thesis rounds down: {})",
                 s.optimal_workers_root,
@@ -295,7 +336,7 @@ fn render(settings: &[Setting]) -> String {
     out
 }
 
-fn write_report(dir: &std::path::Path, settings: &[Setting]) -> Result<PathBuf> {
+fn write_report(dir: &std::path::Path, settings: &[Setting], sending: Sending) -> Result<PathBuf> {
     let mut lines = Vec::new();
     for s in settings {
         let name = title(s);
@@ -323,7 +364,7 @@ fn write_report(dir: &std::path::Path, settings: &[Setting]) -> Result<PathBuf> 
         y_label: "seconds per iteration".into(),
         lines,
     }];
-    let text = render(settings);
+    let text = render(settings, sending);
     report::write_model(
         dir,
         "Master/worker against seeds/001",

@@ -32,22 +32,27 @@ pub struct Args {
     report: Option<PathBuf>,
 }
 
-/// A stored run as the model sees it; None for runs that are not a square grid or do not
-/// say their size.
-fn pmm_run(r: &RunRow, tflops: Option<f64>) -> Option<PmmRun> {
-    let o: serde_json::Value = serde_json::from_str(&r.options).ok()?;
-    let size = o.get("size")?.as_u64()? as usize;
-    let bcast = o.get("bcast")?.as_str()?.parse().ok()?;
+/// A stored run as the model sees it, or why it cannot be one.
+fn pmm_run(r: &RunRow, tflops: Option<f64>) -> Result<PmmRun, &'static str> {
+    let unsaid = "its options do not say the matrix size and broadcast";
+    let o: serde_json::Value = serde_json::from_str(&r.options).map_err(|_| unsaid)?;
+    let size = o.get("size").and_then(|v| v.as_u64()).ok_or(unsaid)? as usize;
+    let bcast = o
+        .get("bcast")
+        .and_then(|v| v.as_str())
+        .and_then(|b| b.parse().ok())
+        .ok_or(unsaid)?;
     let grid = (r.procs as f64).sqrt().round() as usize;
     if grid * grid != r.procs as usize || grid == 0 || !size.is_multiple_of(grid) {
-        return None;
+        return Err("its process count is not a square grid dividing the matrix");
     }
     let shape = PmmShape { size, grid, bcast };
-    Some(PmmRun {
+    Ok(PmmRun {
         shape,
         ranks_per_node: r.ranks_per_node,
         pct: r.bw_pct,
-        seconds: r.kernel_seconds.or(r.seconds)?,
+        capacity: r.capacity,
+        seconds: r.kernel_seconds.or(r.seconds).ok_or("it has no time")?,
         max_compute_seconds: match tflops {
             Some(t) => Some(t * shape.flops() / shape.procs() as f64),
             None => metric(r, "max_compute_seconds"),
@@ -69,13 +74,19 @@ impl Args {
             "pmm",
             "run a PMM sweep first (`throttle-ctl sweep` with workload = \"pmm\")",
         )?;
-        let runs: Vec<PmmRun> = rows
-            .iter()
-            .filter_map(|r| pmm_run(r, self.tflops))
-            .collect();
-        let capacity = rows[0].capacity;
-        let link = |p: Pct| -> Option<LinkCost> {
-            loggps::cost_at(&links, p).or_else(|| {
+        let mut runs = Vec::new();
+        let mut unusable: std::collections::BTreeMap<&str, usize> = Default::default();
+        for r in &rows {
+            match pmm_run(r, self.tflops) {
+                Ok(run) => runs.push(run),
+                Err(why) => *unusable.entry(why).or_default() += 1,
+            }
+        }
+        for (why, n) in &unusable {
+            eprintln!("warning: {n} stored PMM run(s) left out: {why}");
+        }
+        let link = |p: Pct, capacity: f64| -> Option<LinkCost> {
+            loggps::cost_at(&links, p, capacity).or_else(|| {
                 Some(LinkCost {
                     tcomm: 8.0 / (p.percent()? / 100.0 * capacity),
                     tstartup: 0.0,
@@ -85,7 +96,15 @@ impl Args {
         };
         let c = pmm::compare(&runs, link);
         if c.rows.is_empty() {
-            anyhow::bail!("no PMM run reported its kernel time (runs stored before schema 2 did not keep it): pass --tflops, or run the sweep again");
+            let mut why: Vec<String> = unusable
+                .iter()
+                .map(|(w, n)| format!("{n} run(s): {w}"))
+                .collect();
+            why.extend(c.skipped.iter().cloned());
+            anyhow::bail!(
+                "no stored PMM configuration can be compared with the model:\n  {}\n(runs stored before schema 2 did not keep their kernel time: pass --tflops, or run the sweep again)",
+                why.join("\n  ")
+            );
         }
         if let Some(dir) = &self.report {
             let index = write_report(dir, &c)?;
@@ -158,6 +177,9 @@ fn render(c: &PmmComparison) -> String {
     out.push_str(&t.render());
     for n in &notes {
         out.push_str(&format!("* {n}\n"));
+    }
+    for s in &c.skipped {
+        out.push_str(&format!("not compared: {s}\n"));
     }
     match (
         c.max_abs_error_where_assumptions_hold,
