@@ -144,7 +144,10 @@ fn models_refuse_a_database_without_their_runs() {
     let out = ctl(&dir.0, &["model", "loggps", "--procs", "1", "--db", "x.db"]);
     assert!(!out.status.success());
     // One message size cannot give a per-byte overhead: refused before anything runs.
-    let out = ctl(&dir.0, &["model", "loggps", "--sizes", "16,16", "--db", "x.db"]);
+    let out = ctl(
+        &dir.0,
+        &["model", "loggps", "--sizes", "16,16", "--db", "x.db"],
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("two different"));
 }
