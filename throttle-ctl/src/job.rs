@@ -76,8 +76,26 @@ pub struct MwOptions {
     pub compute_seconds: f64,
     /// Timed iterations per run (the median is the run's time).
     pub iterations: u32,
-    /// `sleep` (each worker a node with its own CPU) or `spin`.
-    pub work: String,
+    pub work: MwWork,
+}
+
+/// How a master/worker program's workers spend their compute time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum MwWork {
+    /// Sleep: each worker stands for a node with its own CPU.
+    Sleep,
+    /// Burn this host's CPU for the same time.
+    Spin,
+}
+
+impl fmt::Display for MwWork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MwWork::Sleep => "sleep",
+            MwWork::Spin => "spin",
+        })
+    }
 }
 
 impl Default for MwOptions {
@@ -87,7 +105,7 @@ impl Default for MwOptions {
             alpha: 0.5,
             compute_seconds: 2.0,
             iterations: 3,
-            work: "sleep".into(),
+            work: MwWork::Sleep,
         }
     }
 }
@@ -106,9 +124,6 @@ impl MwOptions {
         }
         if !(1..=100_000).contains(&self.iterations) {
             bail!("mw iterations must be between 1 and 100000");
-        }
-        if self.work != "sleep" && self.work != "spin" {
-            bail!("mw work must be `sleep` or `spin`, not `{}`", self.work);
         }
         Ok(())
     }
@@ -205,7 +220,7 @@ impl Workload {
                     "--iterations".into(),
                     o.iterations.to_string(),
                     "--work".into(),
-                    o.work.clone(),
+                    o.work.to_string(),
                 ],
             ),
             Workload::LogGps {

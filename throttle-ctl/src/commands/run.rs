@@ -96,9 +96,9 @@ pub struct Args {
     /// mw: timed iterations (the median is reported).
     #[arg(long, default_value_t = 3)]
     iterations: u32,
-    /// mw: sleep (each worker a node with its own CPU) or spin.
-    #[arg(long, default_value = "sleep")]
-    work: String,
+    /// mw: how a worker computes.
+    #[arg(long, value_enum, default_value = "sleep")]
+    work: crate::job::MwWork,
     /// program: the executable (on the agents' allow-list).
     #[arg(long)]
     program: Option<String>,
@@ -147,7 +147,7 @@ impl Args {
                     alpha: self.alpha,
                     compute_seconds: self.compute_seconds,
                     iterations: self.iterations,
-                    work: self.work.clone(),
+                    work: self.work,
                 };
                 o.check()?;
                 Workload::Mw(o)
