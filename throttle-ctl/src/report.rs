@@ -449,6 +449,29 @@ fn render_all(dir: &Path, a: &Analysis) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// The page style both reports share.
+const STYLE: &str = "<style>
+body { font-family: sans-serif; max-width: 1040px; margin: 2em auto; padding: 0 1em; color: #222; }
+pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 14px; }
+table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: 14px; }
+th, td { border-bottom: 1px solid #ddd; padding: .25em .8em; text-align: right; }
+th { background: #f2f2f2; }
+figure { margin: 2em 0; } figcaption { font-weight: bold; margin-bottom: .5em; }
+figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
+.warn, li { color: #8a4b00; } .files { font-size: 13px; }
+</style>";
+
+/// A plot written as `dir/NAME.svg` and `.png`, as a figure of the page: the SVG inline,
+/// links to both files.
+fn figure_html(dir: &Path, name: &str, title: &str) -> Result<String> {
+    let svg = std::fs::read_to_string(dir.join(format!("{name}.svg")))?;
+    let svg = svg.trim_start_matches(|c| c != '<');
+    Ok(format!(
+        "<figure><figcaption>{}</figcaption>{svg}<p class=\"files\"><a href=\"{name}.svg\">{name}.svg</a> · <a href=\"{name}.png\">{name}.png</a></p></figure>\n",
+        escape(title)
+    ))
+}
+
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -730,13 +753,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
     match font() {
         Ok(_) => {
             for (name, title) in render_all(dir, a)? {
-                let svg = std::fs::read_to_string(dir.join(format!("{name}.svg")))?;
-                let svg = svg.trim_start_matches(|c| c != '<').to_string();
-                figures.push_str(&format!(
-                    "<figure><figcaption>{}</figcaption>{}<p class=\"files\"><a href=\"{name}.svg\">{name}.svg</a> · <a href=\"{name}.png\">{name}.png</a></p></figure>\n",
-                    escape(&title),
-                    svg
-                ));
+                figures.push_str(&figure_html(dir, &name, &title)?);
             }
         }
         Err(why) => figures.push_str(&format!("<p class=\"warn\">No plots: {}</p>", escape(why))),
@@ -750,16 +767,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
     let html = format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>throttle report: {series}</title>
-<style>
-body {{ font-family: sans-serif; max-width: 1040px; margin: 2em auto; padding: 0 1em; color: #222; }}
-pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 14px; }}
-table {{ border-collapse: collapse; margin: .5em 0 1.5em; font-size: 14px; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: .25em .8em; text-align: right; }}
-th {{ background: #f2f2f2; }}
-figure {{ margin: 2em 0; }} figcaption {{ font-weight: bold; margin-bottom: .5em; }}
-figure svg {{ max-width: 100%; height: auto; border: 1px solid #ddd; }}
-.warn, li {{ color: #8a4b00; }} .files {{ font-size: 13px; }}
-</style></head><body>
+{STYLE}</head><body>
 <h1>Bandwidth demand: {series}</h1>
 <p>{runs} successful runs, {failed} failed runs left out. Times: {time}.</p>
 <h2>Can the projection be trusted?</h2>{trust}
@@ -839,13 +847,13 @@ where
     area.present().map_err(err)
 }
 
-/// Write a model report into `dir`: the figures (SVG, PNG), the tables (HTML) and the
-/// model's JSON, in one `index.html`; returns its path.
+/// Write a model report into `dir`: the figures (SVG, PNG), the tables (the command's
+/// text output, preformatted) and the model's JSON, in one `index.html`; returns its path.
 pub fn write_model(
     dir: &Path,
     title: &str,
     intro: &str,
-    tables_html: &str,
+    tables_text: &str,
     figures: &[ModelFigure],
     json: &str,
 ) -> Result<PathBuf> {
@@ -862,14 +870,7 @@ pub fn write_model(
                     &BitMapBackend::new(&png_path, (W, H)).into_drawing_area(),
                     f,
                 )?;
-                let svg = std::fs::read_to_string(&svg_path)?;
-                let svg = svg.trim_start_matches(|c| c != '<').to_string();
-                html_figures.push_str(&format!(
-                    "<figure><figcaption>{}</figcaption>{}<p class=\"files\"><a href=\"{n}.svg\">{n}.svg</a> · <a href=\"{n}.png\">{n}.png</a></p></figure>\n",
-                    escape(&f.title),
-                    svg,
-                    n = f.name
-                ));
+                html_figures.push_str(&figure_html(dir, &f.name, &f.title)?);
             }
         }
         Err(why) => {
@@ -879,25 +880,17 @@ pub fn write_model(
     let html = format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>throttle model: {title}</title>
-<style>
-body {{ font-family: sans-serif; max-width: 1040px; margin: 2em auto; padding: 0 1em; color: #222; }}
-pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 14px; }}
-table {{ border-collapse: collapse; margin: .5em 0 1.5em; font-size: 14px; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: .25em .8em; text-align: right; }}
-th {{ background: #f2f2f2; }}
-figure {{ margin: 2em 0; }} figcaption {{ font-weight: bold; margin-bottom: .5em; }}
-figure svg {{ max-width: 100%; height: auto; border: 1px solid #ddd; }}
-.warn {{ color: #8a4b00; }} .files {{ font-size: 13px; }}
-</style></head><body>
+{STYLE}</head><body>
 <h1>{title}</h1>
 <p>{intro}</p>
-<h2>Tables</h2>{tables_html}
+<h2>Tables</h2><pre>{tables}</pre>
 <h2>Plots</h2>{html_figures}
 <h2>Data</h2><details><summary>the comparison as JSON</summary><pre>{json}</pre></details>
 </body></html>
 "#,
         title = escape(title),
         intro = escape(intro),
+        tables = escape(tables_text),
         json = escape(json),
     );
     let index = dir.join("index.html");

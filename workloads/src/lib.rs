@@ -16,6 +16,7 @@ pub mod comm;
 pub mod loggps;
 pub mod master_worker;
 pub mod pmm;
+pub mod stats;
 
 /// Print the result line the agent collects (`throttle_proto::result`).
 pub fn print_result(result: &throttle_proto::result::WorkloadResult) {

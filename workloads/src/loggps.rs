@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::comm::{collectives, Comm, CommError};
+use crate::stats::median;
 
 const TAG_SETUP: u32 = 40;
 const TAG_PING: u32 = 41;
@@ -126,19 +127,6 @@ impl LogGpsResult {
             metrics,
             detail: serde_json::to_value(self).unwrap_or_default(),
         }
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 

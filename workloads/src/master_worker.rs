@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::comm::{collectives, Comm, CommError};
+use crate::stats::median;
 
 const TAG_TASK: u32 = 60;
 const TAG_RESULT: u32 = 61;
@@ -186,14 +187,8 @@ pub fn run(comm: &Comm, cfg: &MwConfig) -> Result<Option<MwResult>, CommError> {
     if rank != 0 {
         return Ok(None);
     }
-    let mut sorted = times.clone();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
+    let fastest = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let slowest = times.iter().copied().fold(0.0, f64::max);
     Ok(Some(MwResult {
         workers,
         volume: cfg.volume,
@@ -201,9 +196,9 @@ pub fn run(comm: &Comm, cfg: &MwConfig) -> Result<Option<MwResult>, CommError> {
         compute_seconds: cfg.compute_seconds,
         iterations: cfg.iterations,
         work: cfg.work,
-        iteration_seconds: median,
-        min_iteration_seconds: sorted[0],
-        max_iteration_seconds: sorted[n - 1],
+        min_iteration_seconds: fastest,
+        max_iteration_seconds: slowest,
+        iteration_seconds: median(times),
     }))
 }
 

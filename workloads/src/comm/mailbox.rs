@@ -60,32 +60,24 @@ impl Mailbox {
         slots.get(src).is_some_and(|s| !s.queue.is_empty())
     }
 
-    /// Next message from `src`, which must carry `tag`.
-    pub fn pop(&self, src: usize, tag: u32, timeout: Duration) -> Result<Vec<u8>, CommError> {
+    /// Wait until `check` decides (Some: a message or an error), or `timeout` passes
+    /// (then `timed_out`). `check` sees every source's slot, under the lock, each time
+    /// a message arrives or a source fails.
+    fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        timed_out: CommError,
+        mut check: impl FnMut(&mut [Slot]) -> Option<Result<T, CommError>>,
+    ) -> Result<T, CommError> {
         let deadline = Instant::now() + timeout;
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(m) = slots[src].queue.pop_front() {
-                if m.tag != tag {
-                    return Err(CommError::Protocol(format!(
-                        "expected a message with tag {tag} from rank {src}, got tag {} (ranks are out of step)",
-                        m.tag
-                    )));
-                }
-                return Ok(m.data);
-            }
-            if let Some(why) = &slots[src].failed {
-                return Err(CommError::PeerFailed {
-                    rank: src,
-                    why: why.clone(),
-                });
+            if let Some(decided) = check(&mut slots) {
+                return decided;
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(CommError::Timeout {
-                    rank: src,
-                    seconds: timeout.as_secs_f64(),
-                });
+                return Err(timed_out);
             }
             slots = self
                 .ready
@@ -93,6 +85,31 @@ impl Mailbox {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// Next message from `src`, which must carry `tag`.
+    pub fn pop(&self, src: usize, tag: u32, timeout: Duration) -> Result<Vec<u8>, CommError> {
+        let timed_out = CommError::Timeout {
+            rank: src,
+            seconds: timeout.as_secs_f64(),
+        };
+        self.wait_for(timeout, timed_out, |slots| {
+            if let Some(m) = slots[src].queue.pop_front() {
+                if m.tag != tag {
+                    return Some(Err(CommError::Protocol(format!(
+                        "expected a message with tag {tag} from rank {src}, got tag {} (ranks are out of step)",
+                        m.tag
+                    ))));
+                }
+                return Some(Ok(m.data));
+            }
+            slots[src].failed.as_ref().map(|why| {
+                Err(CommError::PeerFailed {
+                    rank: src,
+                    why: why.clone(),
+                })
+            })
+        })
     }
 
     /// The next message with `tag` from any source (MPI_ANY_SOURCE), with its source.
@@ -104,40 +121,28 @@ impl Mailbox {
     /// more from it: use it while every possible sender is still running.
     pub fn pop_any(&self, tag: u32, timeout: Duration) -> Result<(usize, Vec<u8>), CommError> {
         use std::sync::atomic::Ordering;
-        let deadline = Instant::now() + timeout;
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let n = slots.len();
-        loop {
+        let timed_out = CommError::TimeoutAny {
+            seconds: timeout.as_secs_f64(),
+        };
+        self.wait_for(timeout, timed_out, |slots| {
+            let n = slots.len();
             let start = self.next_any.load(Ordering::Relaxed);
-            for i in 0..n {
-                let src = (start + i) % n;
+            for src in (0..n).map(|i| (start + i) % n) {
                 if slots[src].queue.front().is_some_and(|m| m.tag == tag) {
                     let m = slots[src].queue.pop_front().map(|m| m.data);
                     self.next_any.store(src + 1, Ordering::Relaxed);
-                    return Ok((src, m.unwrap_or_default()));
+                    return Some(Ok((src, m.unwrap_or_default())));
                 }
             }
-            let broken = slots.iter().enumerate().find_map(|(i, s)| {
+            slots.iter().enumerate().find_map(|(i, s)| {
                 let stuck = s.queue.front().is_none_or(|m| m.tag != tag);
-                stuck.then_some(s.failed.as_ref()).flatten().map(|w| (i, w))
-            });
-            if let Some((src, why)) = broken {
-                return Err(CommError::PeerFailed {
-                    rank: src,
-                    why: why.clone(),
-                });
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(CommError::TimeoutAny {
-                    seconds: timeout.as_secs_f64(),
-                });
-            }
-            slots = self
-                .ready
-                .wait_timeout(slots, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+                stuck.then_some(s.failed.as_ref()).flatten().map(|why| {
+                    Err(CommError::PeerFailed {
+                        rank: i,
+                        why: why.clone(),
+                    })
+                })
+            })
+        })
     }
 }

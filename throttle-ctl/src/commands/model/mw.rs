@@ -369,10 +369,7 @@ fn write_report(dir: &std::path::Path, settings: &[Setting], sending: Sending) -
         dir,
         "Master/worker against seeds/001",
         "Median iteration times of the stored runs against the thesis's expressions 7-9.",
-        &format!(
-            "<pre>{}</pre>",
-            text.replace('&', "&amp;").replace('<', "&lt;")
-        ),
+        &text,
         &figures,
         &serde_json::to_string_pretty(settings)?,
     )

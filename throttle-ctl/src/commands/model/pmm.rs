@@ -286,7 +286,7 @@ fn write_report(dir: &std::path::Path, c: &PmmComparison) -> Result<PathBuf> {
         dir,
         "Fox PMM against the model of seeds/000",
         "Measured multiplication times (medians of the stored runs) against T = 2M^3/N Tflops + q c(q) m^2 Tcomm + start-ups.",
-        &format!("<pre>{}</pre>", text.replace('&', "&amp;").replace('<', "&lt;")),
+        &text,
         &figures,
         &serde_json::to_string_pretty(c)?,
     )
