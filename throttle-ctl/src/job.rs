@@ -64,6 +64,16 @@ impl FromStr for Bcast {
     }
 }
 
+/// Refuse an emulated PMM node rate `throttle-pmm` would refuse, before anything is launched.
+pub fn check_emulate_gflops(g: Option<f64>) -> Result<()> {
+    match g {
+        Some(g) if !(g.is_finite() && g > 0.0 && g <= 1e6) => {
+            bail!("pmm emulate_gflops must be above 0 and at most 1000000 GFLOP/s, not {g}")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The master/worker program's settings (`throttle-mw`; seeds/001's V, alpha, Tc).
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -141,6 +151,9 @@ pub enum Workload {
     Pmm {
         size: usize,
         bcast: Bcast,
+        /// Sleep for the kernel's time at this rate (GFLOP/s per node) instead of
+        /// multiplying: each rank stands for a node with its own CPU.
+        emulate_gflops: Option<f64>,
     },
     /// A master and P - 1 workers (seeds/001): volume and compute per iteration.
     Mw(MwOptions),
@@ -151,10 +164,7 @@ pub enum Workload {
         stream_seconds: f64,
     },
     /// Any program the agents allow.
-    Program {
-        program: String,
-        args: Vec<String>,
-    },
+    Program { program: String, args: Vec<String> },
     /// A command of the user's run on this host (`mpirun ...`), not by the agents.
     Command {
         command: CommandTemplate,
@@ -199,15 +209,23 @@ impl Workload {
                 }
                 ("throttle-bfs".into(), a)
             }
-            Workload::Pmm { size, bcast } => (
-                "throttle-pmm".into(),
-                vec![
+            Workload::Pmm {
+                size,
+                bcast,
+                emulate_gflops,
+            } => {
+                let mut a = vec![
                     "--size".into(),
                     size.to_string(),
                     "--bcast".into(),
                     bcast.to_string(),
-                ],
-            ),
+                ];
+                if let Some(g) = emulate_gflops {
+                    a.push("--emulate-gflops".into());
+                    a.push(g.to_string());
+                }
+                ("throttle-pmm".into(), a)
+            }
             Workload::Mw(o) => (
                 "throttle-mw".into(),
                 vec![

@@ -231,6 +231,8 @@ impl Default for BfsOptions {
 pub struct PmmOptions {
     pub size: usize,
     pub bcast: Bcast,
+    /// Sleep for the kernel's time at this node rate instead of multiplying.
+    pub emulate_gflops: Option<f64>,
 }
 
 impl Default for PmmOptions {
@@ -238,6 +240,7 @@ impl Default for PmmOptions {
         PmmOptions {
             size: 1024,
             bcast: Bcast::Binomial,
+            emulate_gflops: None,
         }
     }
 }
@@ -409,12 +412,19 @@ impl Sweep {
             }
             "pmm" => {
                 let o = &spec.pmm;
+                crate::job::check_emulate_gflops(o.emulate_gflops)?;
+                let mut options = json!({ "size": o.size, "bcast": o.bcast });
+                if let Some(g) = o.emulate_gflops {
+                    // Only when set, so that stores of real-kernel sweeps keep one series.
+                    options["emulate_gflops"] = json!(g);
+                }
                 (
                     Workload::Pmm {
                         size: o.size,
                         bcast: o.bcast,
+                        emulate_gflops: o.emulate_gflops,
                     },
-                    json!({ "size": o.size, "bcast": o.bcast }),
+                    options,
                 )
             }
             "mw" => {
@@ -1074,6 +1084,34 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("tree") && e.contains("binomial"), "{e}");
+    }
+
+    #[test]
+    fn emulated_pmm_is_its_own_series_and_bad_rates_are_refused() {
+        let spec = |extra: &str| {
+            toml::from_str::<SweepSpec>(&format!(
+                "workload = \"pmm\"\nnodes=[4]\nbandwidths=[100]\n[pmm]\nsize=64\n{extra}"
+            ))
+            .unwrap()
+        };
+        let real = Sweep::new(spec("")).unwrap();
+        let emulated = Sweep::new(spec("emulate_gflops = 2.5")).unwrap();
+        assert_eq!(real.options.get("emulate_gflops"), None);
+        assert_eq!(emulated.options["emulate_gflops"], 2.5);
+        assert!(matches!(
+            emulated.workload,
+            Workload::Pmm {
+                emulate_gflops: Some(g),
+                ..
+            } if g == 2.5
+        ));
+        for bad in ["0", "-1", "1e7"] {
+            let e = match Sweep::new(spec(&format!("emulate_gflops = {bad}"))) {
+                Ok(_) => panic!("{bad} accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains("emulate_gflops"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -5,6 +5,12 @@
 //! i (flat, binomial or pipelined), multiplied into C with the local kernel, and B is
 //! rolled one step up the process column. Compute, broadcast and roll are timed apart so
 //! the analytic model of seeds/000 (Tflops per flop, Tcomm per element) can be fitted.
+//!
+//! With `emulate_gflops` set, the kernel is replaced by a sleep of the time a node at that
+//! rate would take (2 m^3 flops per step): every rank stands for a node with its own CPU,
+//! so a 2-core host can run 16 ranks whose communication is real and whose computation
+//! does not compete for the host's cores. There is then no product to check; instead
+//! every block a rank receives is checked against the block Fox's algorithm must deliver.
 
 use std::time::Instant;
 
@@ -23,7 +29,12 @@ pub struct PmmConfig {
     /// Matrix order M.
     pub size: usize,
     pub bcast: BcastAlgo,
+    /// Sleep for the kernel's time at this rate (GFLOP/s per node) instead of computing.
+    pub emulate_gflops: Option<f64>,
 }
+
+/// Largest emulated node rate accepted (GFLOP/s); a bound, not a claim about hardware.
+pub const EMULATE_GFLOPS_MAX: f64 = 1e6;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PmmResult {
@@ -33,8 +44,11 @@ pub struct PmmResult {
     pub grid: usize,
     pub block: usize,
     pub bcast: String,
-    /// The local kernel (`matrixmultiply` or `openblas`).
+    /// The local kernel (`matrixmultiply` or `openblas`), or `emulated` (sleep).
     pub kernel: &'static str,
+    /// The emulated node rate, when the kernel was a sleep.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulate_gflops: Option<f64>,
     /// Wall time of the multiplication (all ranks, barrier to barrier).
     pub seconds: f64,
     /// This rank's time in the local kernel, broadcasts and rolls.
@@ -231,6 +245,13 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
             cfg.size
         )));
     }
+    if let Some(g) = cfg.emulate_gflops {
+        if !(g.is_finite() && g > 0.0 && g <= EMULATE_GFLOPS_MAX) {
+            return Err(PmmError::Config(format!(
+                "emulated rate must be above 0 and at most {EMULATE_GFLOPS_MAX} GFLOP/s, not {g}"
+            )));
+        }
+    }
     let m = cfg.size / q;
     let me = comm.rank();
     let (i, j) = (me / q, me % q);
@@ -238,7 +259,19 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
     let world = comm.world();
     let a = block(m, i, j, a_entry);
     let mut b = block(m, i, j, b_entry);
-    let mut c = vec![0.0f64; m * m];
+    let mut c = vec![
+        0.0f64;
+        if cfg.emulate_gflops.is_some() {
+            0
+        } else {
+            m * m
+        }
+    ];
+    let kernel_time = cfg
+        .emulate_gflops
+        .map(|g| std::time::Duration::from_secs_f64(2.0 * (m as f64).powi(3) / (g * 1e9)));
+    // Emulated: (step, checksum of the A block used, checksum of B after the roll).
+    let mut received = Vec::new();
     let (mut t_compute, mut t_bcast, mut t_roll) = (0.0, 0.0, 0.0);
     let a_bytes = to_bytes(&a);
 
@@ -261,7 +294,13 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
         t_bcast += t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        gemm_acc(m, a_k.as_deref().unwrap_or(&a), &b, &mut c);
+        match kernel_time {
+            None => gemm_acc(m, a_k.as_deref().unwrap_or(&a), &b, &mut c),
+            Some(d) => {
+                received.push(checksum(a_k.as_deref().unwrap_or(&a)));
+                std::thread::sleep(d);
+            }
+        }
         t_compute += t.elapsed().as_secs_f64();
 
         if q > 1 && k + 1 < q {
@@ -271,12 +310,18 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
             comm.send(up, TAG_ROLL, &to_bytes(&b))?;
             b = from_bytes(&comm.recv(down, TAG_ROLL)?)?;
             t_roll += t.elapsed().as_secs_f64();
+            if kernel_time.is_some() {
+                received.push(checksum(&b));
+            }
         }
     }
     collectives::barrier(comm, &world)?;
     let seconds = start.elapsed().as_secs_f64();
 
-    let (verification, verified) = verify(comm, &world, cfg.size, q, m, &c)?;
+    let (verification, verified) = match cfg.emulate_gflops {
+        None => verify(comm, &world, cfg.size, q, m, &c)?,
+        Some(g) => verify_blocks(comm, &world, (i, j), q, m, &received, g)?,
+    };
     let max_compute = collectives::allreduce_max_f64(comm, &world, t_compute)?;
     let max_comm = collectives::allreduce_max_f64(comm, &world, t_bcast + t_roll)?;
     let flops_per_rank = 2.0 * (m as f64).powi(3) * q as f64;
@@ -292,7 +337,12 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
         grid: q,
         block: m,
         bcast: cfg.bcast.to_string(),
-        kernel: KERNEL,
+        kernel: if cfg.emulate_gflops.is_some() {
+            "emulated"
+        } else {
+            KERNEL
+        },
+        emulate_gflops: cfg.emulate_gflops,
         seconds,
         compute_seconds: t_compute,
         bcast_seconds: t_bcast,
@@ -360,6 +410,52 @@ fn verify(
     ))
 }
 
+/// A position-weighted sum: a block with entries moved or changed sums differently.
+fn checksum(v: &[f64]) -> f64 {
+    v.iter()
+        .enumerate()
+        .map(|(k, x)| x * (1.0 + (k % 1021) as f64 / 1021.0))
+        .sum()
+}
+
+/// Emulated compute: check that rank (i, j) received, in step k, the A block of column
+/// (i + k) mod q and, after each roll, the B block of row (i + k + 1) mod q; every rank
+/// learns how many blocks were wrong anywhere.
+fn verify_blocks(
+    comm: &Comm,
+    world: &Group,
+    (i, j): (usize, usize),
+    q: usize,
+    m: usize,
+    received: &[f64],
+    gflops: f64,
+) -> Result<(String, bool), PmmError> {
+    let mut want = Vec::with_capacity(2 * q);
+    for k in 0..q {
+        want.push(checksum(&block(m, i, (i + k) % q, a_entry)));
+        if q > 1 && k + 1 < q {
+            want.push(checksum(&block(m, (i + k + 1) % q, j, b_entry)));
+        }
+    }
+    let wrong = if received.len() == want.len() {
+        received
+            .iter()
+            .zip(&want)
+            .filter(|(got, w)| (*got - *w).abs() > 1e-9 * (1.0 + w.abs()))
+            .count()
+    } else {
+        want.len().max(1)
+    };
+    let wrong = collectives::allreduce_sum_f64(comm, world, wrong as f64)?;
+    Ok((
+        format!(
+            "compute emulated at {gflops} GFLOP/s per node (no product): {wrong} of {} received blocks wrong",
+            want.len() * comm.size()
+        ),
+        wrong == 0.0,
+    ))
+}
+
 fn broadcast_verdict(
     comm: &Comm,
     world: &Group,
@@ -394,6 +490,7 @@ mod tests {
                         &PmmConfig {
                             size: 36,
                             bcast: algo,
+                            emulate_gflops: None,
                         },
                     )
                     .unwrap()
@@ -414,6 +511,7 @@ mod tests {
                 &PmmConfig {
                     size: SERIAL_CHECK_MAX + 4,
                     bcast: BcastAlgo::Binomial,
+                    emulate_gflops: None,
                 },
             )
             .unwrap()
@@ -447,6 +545,7 @@ mod tests {
                 &PmmConfig {
                     size: 8,
                     bcast: BcastAlgo::Flat,
+                    emulate_gflops: None,
                 },
             )
             .unwrap_err()
@@ -459,11 +558,80 @@ mod tests {
                 &PmmConfig {
                     size: 9,
                     bcast: BcastAlgo::Flat,
+                    emulate_gflops: None,
                 },
             )
             .unwrap_err()
             .to_string()
         });
         assert!(res[0].contains("multiple"), "{}", res[0]);
+    }
+
+    #[test]
+    fn emulated_compute_sleeps_the_kernel_time_and_checks_every_block() {
+        // M = 64 on 2 x 2: blocks of 32, 2 x 32^3 = 65536 flops per step, 2 steps; at
+        // 0.0001 GFLOP/s that is 0.655 s per step, 1.31 s in all.
+        for algo in [BcastAlgo::Flat, BcastAlgo::Binomial, BcastAlgo::Pipelined] {
+            let res = run_local(4, move |c| {
+                multiply(
+                    &c,
+                    &PmmConfig {
+                        size: 64,
+                        bcast: algo,
+                        emulate_gflops: Some(0.0001),
+                    },
+                )
+                .unwrap()
+            });
+            for r in &res {
+                assert!(r.verified, "{algo}: {}", r.verification);
+                assert!(r.verification.contains("0 of 12"), "{}", r.verification);
+                assert_eq!(r.kernel, "emulated");
+                assert!(
+                    (1.3..2.0).contains(&r.compute_seconds),
+                    "{}",
+                    r.compute_seconds
+                );
+                assert!(r.seconds >= r.compute_seconds);
+            }
+        }
+    }
+
+    #[test]
+    fn emulated_compute_catches_a_wrong_block_and_refuses_bad_rates() {
+        let res = run_local(4, |c| {
+            let world = c.world();
+            let me = c.rank();
+            let (i, j) = (me / 2, me % 2);
+            // What rank (i, j) should see, with one block swapped on rank 3.
+            let mut got = vec![
+                checksum(&block(2, i, i, a_entry)),
+                checksum(&block(2, (i + 1) % 2, j, b_entry)),
+                checksum(&block(2, i, (i + 1) % 2, a_entry)),
+            ];
+            if me == 3 {
+                got.swap(0, 2);
+            }
+            verify_blocks(&c, &world, (i, j), 2, 2, &got, 1.0).unwrap()
+        });
+        for (text, ok) in &res {
+            assert!(!ok, "{text}");
+            assert!(text.contains("2 of 12"), "{text}");
+        }
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 2e6] {
+            let res = run_local(1, move |c| {
+                multiply(
+                    &c,
+                    &PmmConfig {
+                        size: 8,
+                        bcast: BcastAlgo::Flat,
+                        emulate_gflops: Some(bad),
+                    },
+                )
+                .unwrap_err()
+                .to_string()
+            });
+            assert!(res[0].contains("emulated rate"), "{bad}: {}", res[0]);
+        }
     }
 }

@@ -84,6 +84,10 @@ pub struct Args {
     /// PMM: row broadcast, flat, binomial or pipelined.
     #[arg(long, default_value = "binomial")]
     bcast: Bcast,
+    /// PMM: sleep for the time a node at this many GFLOP/s would compute, instead of
+    /// multiplying (ranks do not compete for this host's cores; blocks are checked).
+    #[arg(long, value_name = "GFLOPS")]
+    emulate_gflops: Option<f64>,
     /// mw: bytes per iteration (tasks out and results back together).
     #[arg(long, default_value_t = 16_000_000)]
     volume: u64,
@@ -137,10 +141,14 @@ impl Args {
                 keys: self.keys,
                 validate: !self.no_validate,
             },
-            Some(WorkloadKind::Pmm) => Workload::Pmm {
-                size: self.size,
-                bcast: self.bcast,
-            },
+            Some(WorkloadKind::Pmm) => {
+                crate::job::check_emulate_gflops(self.emulate_gflops)?;
+                Workload::Pmm {
+                    size: self.size,
+                    bcast: self.bcast,
+                    emulate_gflops: self.emulate_gflops,
+                }
+            }
             Some(WorkloadKind::Mw) => {
                 let o = crate::job::MwOptions {
                     volume: self.volume,

@@ -15,6 +15,11 @@ struct Args {
     /// Row broadcast: flat, binomial or pipelined.
     #[arg(long, default_value = "binomial")]
     bcast: BcastAlgo,
+    /// Sleep for the time a node computing at this many GFLOP/s would take, instead of
+    /// multiplying (each rank stands for a node with its own CPU; the received blocks are
+    /// checked instead of the product).
+    #[arg(long, value_name = "GFLOPS")]
+    emulate_gflops: Option<f64>,
 }
 
 fn main() {
@@ -29,6 +34,7 @@ fn main() {
         &PmmConfig {
             size: args.size,
             bcast: args.bcast,
+            emulate_gflops: args.emulate_gflops,
         },
     ) {
         Ok(r) => r,
