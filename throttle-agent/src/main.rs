@@ -76,7 +76,7 @@ struct Args {
     #[arg(long, default_value_t = 10.0)]
     burst_ms: f64,
     /// Bucket depth of an idle link, ms of traffic: what a message after a quiet phase gets
-    /// through without paying its serialization time (at least 16 KiB).
+    /// through without paying its serialization time (at least 1500 bytes).
     #[arg(long, default_value_t = 1.0)]
     idle_burst_ms: f64,
     /// Worker threads of the agent [default: the number of CPUs]. On a local cluster with

@@ -9,8 +9,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Smallest percentage accepted. Below it a single 16 KiB grant would take hours at the
-/// smallest capacities: a typo, not an experiment.
+/// Smallest percentage accepted. Below it even one packet takes seconds to minutes at the
+/// smaller capacities: a typo, not an experiment.
 pub const MIN_PCT: f64 = 0.01;
 
 /// A percentage of the link in [`MIN_PCT`]..=100, or unlimited (no shaping).

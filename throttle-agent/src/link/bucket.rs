@@ -34,8 +34,12 @@ pub const DEFAULT_IDLE_BURST: Duration = Duration::from_millis(1);
 /// counts as busy, like after a refusal.
 const BULK_WANT: usize = 64 * 1024;
 
-/// Smallest depth in bytes, so that low rates still move whole packets.
-const MIN_BURST_BYTES: f64 = 16.0 * 1024.0;
+/// Smallest depth in bytes: one Ethernet frame's payload, so that the lowest rates still
+/// move whole packets. Small on purpose: below 1 ms of traffic (rates under 1.5 MB/s) this
+/// floor, not the idle depth, is what a message after a quiet phase gets for free (twice:
+/// a grant may put the bucket into debt of one depth). At 16 KiB, a 32 KB message passed
+/// unpaced at 10% of 100 Mbit/s, 26 ms of serialization a real link would impose.
+const MIN_BURST_BYTES: f64 = 1500.0;
 
 /// Rates the bucket works with, in bytes/s. Any rate it is given is brought into this
 /// range (NaN and anything below become the minimum), so no arithmetic below can
@@ -274,14 +278,38 @@ mod tests {
 
     #[test]
     fn grant_is_capped_at_one_burst_then_waits() {
-        let b = TokenBucket::new(Some(1e6)); // 1 MB/s, burst 16 KiB (min)
+        let b = TokenBucket::new(Some(1e6)); // 1 MB/s, idle depth 1500 B (min)
         let first = b.try_take(1 << 20).unwrap();
-        assert_eq!(first, 16 * 1024);
+        assert_eq!(first, 1500);
         // The bucket is now at ~0; a grant may still be made while tokens > 0, which puts
         // it into debt of up to one burst. After that, callers must wait.
         while b.try_take(1 << 20).is_ok() {}
         let wait = b.try_take(1).unwrap_err();
         assert!(wait > Duration::ZERO && wait <= MAX_WAIT);
+    }
+
+    #[test]
+    fn a_message_after_idle_at_a_low_rate_pays_all_but_two_small_depths() {
+        // 10% of 100 Mbit/s: 1.25 MB/s, 1 ms = 1.25 kB, so the 1500 B floor is the idle
+        // depth. A 16 kB message after a quiet phase may pass 2 x 1500 B at once (one depth
+        // banked, one in debt); the rest, 13 kB, takes 10.4 ms. (With a 16 KiB floor the
+        // whole message passed at once.)
+        let b = TokenBucket::new(Some(1.25e6));
+        std::thread::sleep(Duration::from_millis(30));
+        let start = Instant::now();
+        let mut left: usize = 16_000;
+        while left > 0 {
+            match b.try_take(left) {
+                Ok(n) => left -= n,
+                Err(wait) => std::thread::sleep(wait),
+            }
+        }
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(9),
+            "16 kB at 1.25 MB/s after idle took only {took:?}"
+        );
+        assert!(took < Duration::from_millis(40), "{took:?}");
     }
 
     #[test]
@@ -338,13 +366,13 @@ mod tests {
 
     #[test]
     fn debt_from_a_tiny_rate_does_not_outlive_the_change() {
-        // 0.01 % of 1 Gbit/s = 12.5 kB/s: one minimum grant of 16 KiB is 1.3 s of debt.
+        // 0.01 % of 1 Gbit/s = 12.5 kB/s: one minimum grant of 1500 B is 0.12 s of debt.
         let b = TokenBucket::new(Some(12.5e3));
         // Taking until refused ends in debt: a grant made while a few bytes were left is a
         // whole minimum depth.
         while b.try_take(1 << 20).is_ok() {}
         std::thread::sleep(Duration::from_millis(15));
-        assert!(b.try_take(1).is_err(), "1.3 s of debt at 12.5 kB/s");
+        assert!(b.try_take(1).is_err(), "0.12 s of debt at 12.5 kB/s");
         b.set_rate(Some(125e6));
         // At the new rate the debt is at most one full depth (10 ms).
         std::thread::sleep(Duration::from_millis(15));

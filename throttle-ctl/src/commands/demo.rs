@@ -1,10 +1,16 @@
 //! `throttle-ctl demo`: the whole method on a local emulated cluster, in about a minute.
 //!
-//! Brings agents up, sweeps BFS over node counts (1..4 by default, sized for a 2-core
-//! machine) at stepped bandwidths (the largest size is held out for validation),
-//! analyses, projects to the held-out size and to twice it, prints the tables, writes the
-//! report, and takes the cluster down, also on error or Ctrl-C. Everything lands in one
-//! directory (cluster file, results database, sweep spec, report).
+//! Brings agents up, sweeps a program over node counts at stepped bandwidths (the largest
+//! size is held out for validation), analyses, projects to the held-out size and to twice
+//! it, prints the tables with the noise floor and the backtest, writes the report, and
+//! takes the cluster down, also on error or Ctrl-C. Everything lands in one directory
+//! (cluster file, results database, sweep spec, report).
+//!
+//! The default program is Fox's matrix multiplication with emulated compute on 4, 9, 16
+//! and 25 nodes at 100 Mbit/s: its ranks sleep instead of multiplying, so 25 nodes fit on
+//! a 2-core machine without competing for its cores, and the held-out projection measures
+//! the method rather than the host (issue 11: a BFS demo on 2 cores was CPU-bound at its
+//! held-out size). `--workload bfs` runs the paper's BFS on 1-4 nodes instead.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -33,13 +39,27 @@ pub struct Args {
     /// Where the results and the report go.
     #[arg(long, default_value = "throttle-demo")]
     dir: PathBuf,
-    /// Node counts (one rank each); the largest is held out for validation. On a
-    /// machine with enough cores, square counts (1,4,9,16) give square process grids.
-    #[arg(long, default_value = "1,2,3,4")]
-    sizes: String,
-    /// Emulated link per node.
-    #[arg(long, default_value = "1Gbit")]
-    capacity: Rate,
+    /// The program: `pmm` (Fox's matrix multiplication, compute emulated by sleeping, so
+    /// the ranks do not compete for this machine's cores) or `bfs` (Graph500 BFS, real
+    /// compute: on a small machine its larger sizes are CPU-bound, and the analysis says so).
+    #[arg(long, value_enum, default_value = "pmm")]
+    workload: DemoWorkload,
+    /// Node counts (one rank each); the largest is held out for validation
+    /// [default: pmm 4,9,16,25 (square grids); bfs 1,2,3,4].
+    #[arg(long)]
+    sizes: Option<String>,
+    /// Emulated link per node [default: pmm 100Mbit; bfs 1Gbit].
+    #[arg(long)]
+    capacity: Option<Rate>,
+    /// PMM: matrix order (a multiple of every grid side).
+    #[arg(long, default_value_t = 300)]
+    size: usize,
+    /// PMM: the emulated node's rate, GFLOP/s. With the 100 Mbit/s default link this puts
+    /// communication at about 5% (4 nodes) to 25% (25 nodes) of the time at full
+    /// bandwidth: slow nodes on a slow link, scaled down together so that 25 of each fit
+    /// on a small machine.
+    #[arg(long, default_value_t = 0.0117)]
+    emulate_gflops: f64,
     /// BFS graph scale.
     #[arg(long, default_value_t = 14)]
     scale: u32,
@@ -52,9 +72,10 @@ pub struct Args {
     /// machine's load is measured over it). A warm-up run per size is never stored.
     #[arg(long, default_value_t = 0.2)]
     settle: f64,
-    /// Bandwidth steps (percent; ranges START:STOP:STEP allowed).
-    #[arg(long, default_value = "100,40,20,14,10,7,5,3")]
-    bandwidths: String,
+    /// Bandwidth steps (percent; ranges START:STOP:STEP allowed)
+    /// [default: pmm 100,50,30,20,10; bfs 100,40,20,14,10,7,5,3].
+    #[arg(long)]
+    bandwidths: Option<String>,
     /// CTI levels in percent.
     #[arg(long, default_value = "5,10,15,20,25")]
     cti: String,
@@ -64,6 +85,96 @@ pub struct Args {
     /// Print the analysis as JSON at the end instead of the tables.
     #[arg(long)]
     json: bool,
+}
+
+/// The demo's programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoWorkload {
+    Pmm,
+    Bfs,
+}
+
+impl Args {
+    fn sizes_text(&self) -> &str {
+        self.sizes
+            .as_deref()
+            .unwrap_or(match self.workload {
+                DemoWorkload::Pmm => "4,9,16,25",
+                DemoWorkload::Bfs => "1,2,3,4",
+            })
+    }
+
+    fn capacity(&self) -> Rate {
+        self.capacity.unwrap_or_else(|| {
+            let text = match self.workload {
+                DemoWorkload::Pmm => "100Mbit",
+                DemoWorkload::Bfs => "1Gbit",
+            };
+            text.parse().expect("the default capacities parse")
+        })
+    }
+
+    fn bandwidths(&self) -> &str {
+        self.bandwidths
+            .as_deref()
+            .unwrap_or(match self.workload {
+                DemoWorkload::Pmm => "100,50,30,20,10",
+                DemoWorkload::Bfs => "100,40,20,14,10,7,5,3",
+            })
+    }
+
+    /// The sweep spec (TOML) the demo runs, and a line saying what it sweeps.
+    fn spec(&self, nodes: &[String]) -> Result<(String, String)> {
+        let bws: Vec<String> = self
+            .bandwidths()
+            .split(',')
+            .map(|b| format!("\"{}\"", b.trim()))
+            .collect();
+        let common = format!(
+            "nodes = [{}]\nbandwidths = [{}]\nrepeats = {}\nsettle = {}\ntime_limit = 300\nseed = 1\n",
+            nodes.join(", "),
+            bws.join(", "),
+            self.repeats,
+            self.settle,
+        );
+        Ok(match self.workload {
+            DemoWorkload::Pmm => {
+                crate::job::check_emulate_gflops(Some(self.emulate_gflops))?;
+                for n in nodes {
+                    let n: usize = n.parse()?;
+                    let q = (n as f64).sqrt().round() as usize;
+                    if q * q != n {
+                        anyhow::bail!(
+                            "--workload pmm needs square node counts (4,9,16,25, ...): {n} is not"
+                        );
+                    }
+                    if self.size % q != 0 {
+                        anyhow::bail!(
+                            "--size {} is not a multiple of {q}, the grid side for {n} nodes",
+                            self.size
+                        );
+                    }
+                }
+                (
+                    format!(
+                        "workload = \"pmm\"\n{common}[pmm]\nsize = {}\nbcast = \"binomial\"\nemulate_gflops = {}\n",
+                        self.size, self.emulate_gflops
+                    ),
+                    format!(
+                        "Fox PMM M={} (binomial broadcast; compute emulated at {} GFLOP/s per node: ranks sleep, the traffic is real)",
+                        self.size, self.emulate_gflops
+                    ),
+                )
+            }
+            DemoWorkload::Bfs => (
+                format!(
+                    "workload = \"bfs\"\n{common}[bfs]\nscale = {}\nkeys = {}\nvalidate = false\n",
+                    self.scale, self.keys
+                ),
+                format!("BFS scale {}", self.scale),
+            ),
+        })
+    }
 }
 
 /// What the demo produced.
@@ -78,7 +189,7 @@ pub struct DemoResult {
 impl Args {
     pub fn exec(self, _ctx: &Context) -> Exit {
         let cti = parse_cti(&self.cti)?;
-        let sizes = parse_list::<usize>(&self.sizes, "--sizes")?;
+        let sizes = parse_list::<usize>(self.sizes_text(), "--sizes")?;
         let cancel = interrupt_flag()?;
         let started = std::time::Instant::now();
         let r = run_demo(&self, &sizes, &cti, cancel)?;
@@ -131,14 +242,17 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
     }
-    eprintln!("starting {max_nodes} agents at {} each ...", opts.capacity);
+    let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
+    let (spec_text, what) = opts.spec(&nodes)?;
+    let capacity = opts.capacity();
+    eprintln!("starting {max_nodes} agents at {capacity} each ...");
     let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
     if opts.pin {
         agent_args.extend(local_cluster::pin_args()?);
     }
     let up = LocalUp {
         nodes: max_nodes,
-        capacity: opts.capacity,
+        capacity,
         base_addr: std::net::Ipv4Addr::new(127, 0, 1, 1),
         dir: dir.join("state"),
         agent_args,
@@ -149,27 +263,11 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     local_cluster::up(&up, &cluster_path)?;
     let _down = Down(cluster_path.clone());
     let cluster = Cluster::load(&cluster_path)?;
-    let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    let bws: Vec<String> = opts
-        .bandwidths
-        .split(',')
-        .map(|b| format!("\"{}\"", b.trim()))
-        .collect();
-    let spec_text = format!(
-        "workload = \"bfs\"\nnodes = [{}]\nbandwidths = [{}]\nrepeats = {}\nsettle = {}\ntime_limit = 300\nseed = 1\n[bfs]\nscale = {}\nkeys = {}\nvalidate = false\n",
-        nodes.join(", "),
-        bws.join(", "),
-        opts.repeats,
-        opts.settle,
-        opts.scale,
-        opts.keys
-    );
     std::fs::write(dir.join("sweep.toml"), &spec_text)?;
     let spec: SweepSpec = toml::from_str(&spec_text)?;
     let sweep = Sweep::new(spec)?;
     eprintln!(
-        "sweeping BFS scale {} on {} nodes, {} bandwidth steps, {} repeats: {} runs",
-        opts.scale,
+        "sweeping {what} on {} nodes, {} bandwidth steps, {} repeats: {} runs",
         nodes.join(", "),
         sweep.points.len() / sizes.len() / opts.repeats as usize,
         opts.repeats,
@@ -195,10 +293,10 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         predict: vec![held_out, held_out * 2],
         series: None,
         time_source,
-        capacity: Some(opts.capacity.bytes_per_sec()),
+        capacity: Some(capacity.bytes_per_sec()),
     };
     let analysis = analysis::analyze(&obs, &question)?;
-    let cap = opts.capacity.to_string();
+    let cap = capacity.to_string();
     let text = analysis::render(&analysis, cti, Some(&cap));
     let report = report::write(&dir.join("report"), &analysis, cti, Some(&cap))?;
     Ok(DemoResult {
