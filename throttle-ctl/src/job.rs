@@ -187,6 +187,21 @@ impl Workload {
         }
     }
 
+    /// Whether the ranks sleep instead of computing (each stands for a node with its own
+    /// CPU), so that they do not compete for a local cluster's cores.
+    pub fn emulates_compute(&self) -> bool {
+        matches!(
+            self,
+            Workload::Pmm {
+                emulate_gflops: Some(_),
+                ..
+            } | Workload::Mw(MwOptions {
+                work: MwWork::Sleep,
+                ..
+            })
+        )
+    }
+
     /// The program the agents launch and its arguments (none for an external command).
     fn program_and_args(&self) -> Option<(String, Vec<String>)> {
         Some(match self {

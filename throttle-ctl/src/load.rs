@@ -96,10 +96,29 @@ pub fn moved(before: Traffic, after: Traffic) -> Option<Traffic> {
 /// On a cluster whose nodes all run on this machine (`local up`), the warning for a
 /// size whose ranks and agents outnumber the cores: its times then measure the CPU
 /// scheduler as much as the link.
-pub fn oversubscription(cluster: &Cluster, nodes: usize, ranks_per_node: usize) -> Option<String> {
+pub fn oversubscription(
+    cluster: &Cluster,
+    nodes: usize,
+    ranks_per_node: usize,
+    emulated_compute: bool,
+) -> Option<String> {
     cluster.file.local_dir.as_ref()?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if emulated_compute {
+        return emulated(nodes, ranks_per_node, cores);
+    }
     oversubscribed(nodes, ranks_per_node, cores)
+}
+
+/// Ranks that sleep for their compute do not load the cores; their messaging and the
+/// agents do, which shows as run-to-run noise rather than as a CPU-bound baseline.
+fn emulated(nodes: usize, ranks_per_node: usize, cores: usize) -> Option<String> {
+    (nodes > cores).then(|| {
+        format!(
+            "{nodes} node(s) on this machine run {} rank(s) and {nodes} agent(s) on {cores} core(s); the ranks' compute is emulated (sleep), so only their messaging and the agents share the cores: expect more run-to-run noise at the largest sizes (see the noise floor)",
+            nodes * ranks_per_node
+        )
+    })
 }
 
 fn oversubscribed(nodes: usize, ranks_per_node: usize, cores: usize) -> Option<String> {
@@ -121,6 +140,9 @@ mod tests {
         assert!(w.contains("2 rank(s) and 2 agent(s) on 2 core(s)"), "{w}");
         assert!(super::oversubscribed(4, 2, 16).is_none());
         assert!(super::oversubscribed(8, 1, 15).is_some());
+        let w = super::emulated(25, 1, 2).unwrap();
+        assert!(w.contains("emulated") && !w.contains("CPU-bound"), "{w}");
+        assert!(super::emulated(2, 1, 2).is_none());
     }
 
     use super::*;

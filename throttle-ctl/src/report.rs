@@ -647,8 +647,9 @@ fn trust(a: &Analysis) -> String {
     let mut out = format!(
         "<p><b>{}</b></p>\n",
         escape(&match &a.verdict {
-            Verdict::Passed { checks, worst_pp } => format!(
-                "Backtest passed: {checks} projection(s) of measured sizes from smaller ones, worst error {worst_pp:+.1} pp."
+            Verdict::Passed { checks, sizes, worst_pp } => format!(
+                "Backtest passed: {}, each projected from the smaller sizes; worst error {worst_pp:+.1} pp.",
+                crate::analysis::backtest::evidence_text(*checks, *sizes)
             ),
             Verdict::Failed { why, .. } => format!("Backtest FAILED, do not trust the projection: {why}."),
             Verdict::Untested { why } => format!("Untested: {why}."),
@@ -658,8 +659,14 @@ fn trust(a: &Analysis) -> String {
         out.push_str(&format!(
             "<p><b>Traffic-based projection: {}</b></p>\n",
             escape(&match &t.verdict {
-                Verdict::Passed { checks, worst_pp } =>
-                    format!("backtest passed, {checks} check(s), worst error {worst_pp:+.1} pp."),
+                Verdict::Passed {
+                    checks,
+                    sizes,
+                    worst_pp,
+                } => format!(
+                    "backtest passed, {}, worst error {worst_pp:+.1} pp.",
+                    crate::analysis::backtest::evidence_text(*checks, *sizes)
+                ),
                 Verdict::Failed { why, .. } => format!("backtest FAILED: {why}."),
                 Verdict::Untested { why } => format!("untested: {why}."),
             })

@@ -54,6 +54,9 @@ pub struct Check {
     pub error_is_bound: bool,
     /// Whether the measured demand lies inside the projection's interval.
     pub inside_interval: Option<bool>,
+    /// The target is a held-out size: shown, not judged. A verdict that knew the
+    /// measurement it is then compared with would vouch for itself.
+    pub held_out: bool,
 }
 
 /// Projection from the sizes smaller than each measured one from the third on, by both
@@ -124,6 +127,7 @@ pub fn run(
                     error_rel: error_pp / value,
                     error_is_bound: m.censored != Censored::None,
                     inside_interval,
+                    held_out: false,
                 });
             }
         }
@@ -135,13 +139,19 @@ pub fn run(
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
-    /// No check that counts: fewer than three sizes, no projection from the smaller
-    /// ones, or only levels below the noise or censored measurements.
+    /// No check that counts: fewer than three sizes (held-out ones not counted), no
+    /// projection from the smaller ones, or only levels below the noise or censored
+    /// measurements.
     Untested { why: String },
     /// Every uncensored check above the noise within the tolerance, and no censored
     /// bound missed by more than it. (Whether the measurement is inside the projection's
     /// interval is shown with each check, not judged: the interval covers noise only.)
-    Passed { checks: usize, worst_pp: f64 },
+    /// `sizes`: how many measured sizes the checks project to (one is thin evidence).
+    Passed {
+        checks: usize,
+        sizes: usize,
+        worst_pp: f64,
+    },
     /// At least one check missed by more than the tolerance.
     Failed { why: String, worst_pp: f64 },
 }
@@ -163,11 +173,11 @@ fn missed(c: &Check) -> bool {
 pub fn verdict(checks: &[Check], model: Model) -> Verdict {
     let checks: Vec<&Check> = checks
         .iter()
-        .filter(|c| c.model == model && !c.below_noise)
+        .filter(|c| c.model == model && !c.below_noise && !c.held_out)
         .collect();
     if checks.is_empty() {
         return Verdict::Untested {
-            why: "no measured size could be checked: that needs throttled runs on at least 3 sizes, a projection from the smaller ones, and levels above the noise floor".into(),
+            why: "no measured size could be checked: that needs throttled runs on at least 3 sizes besides the held-out ones, a projection from the smaller ones, and levels above the noise floor".into(),
         };
     }
     if let Some(m) = checks
@@ -205,9 +215,22 @@ pub fn verdict(checks: &[Check], model: Model) -> Verdict {
             why: "every measured demand the backtest could compare with is censored (a bound, not a value)".into(),
         };
     };
+    let mut sizes: Vec<u32> = evidence.iter().map(|c| c.procs).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
     Verdict::Passed {
         checks: evidence.len(),
+        sizes: sizes.len(),
         worst_pp: worst.error_pp,
+    }
+}
+
+/// What a passed backtest rests on, in words.
+pub fn evidence_text(checks: usize, sizes: usize) -> String {
+    if sizes == 1 {
+        format!("{checks} check(s) on one size only (thin evidence: a projection further out can miss by more)")
+    } else {
+        format!("{checks} check(s) on {sizes} sizes")
     }
 }
 
@@ -268,7 +291,11 @@ mod tests {
         assert_eq!(holds[0].inside_interval, Some(true));
         assert!(matches!(
             verdict(&holds, Model::Dc),
-            Verdict::Passed { checks: 1, .. }
+            Verdict::Passed {
+                checks: 1,
+                sizes: 1,
+                ..
+            }
         ));
         // Demand ~ p: 12, 18 and 48; from 4 and 6 the constant is 1.5 / sqrt(1.5), and
         // 16 is projected at 18 * 1.2247 * sqrt(16/6) = 36: 12 pp low.
@@ -309,6 +336,7 @@ mod tests {
             error_rel: (26.8 - 89.0) / 89.0,
             error_is_bound: true,
             inside_interval: None,
+            held_out: false,
         };
         let v = verdict(std::slice::from_ref(&base), Model::Dc);
         match v {
@@ -320,10 +348,20 @@ mod tests {
         let respected = Check {
             projected: 95.0,
             error_pp: 6.0,
-            ..base
+            ..base.clone()
         };
         assert!(matches!(
             verdict(&[respected], Model::Dc),
+            Verdict::Untested { .. }
+        ));
+        // A held-out size is not judged, however far off: its measurement is what the
+        // projection is then compared with.
+        let held = Check {
+            held_out: true,
+            ..base
+        };
+        assert!(matches!(
+            verdict(&[held], Model::Dc),
             Verdict::Untested { .. }
         ));
     }

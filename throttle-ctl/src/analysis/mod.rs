@@ -519,9 +519,11 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             from_censored,
         })
         .collect();
-    // The backtest over every measured size (held-out ones included: they are measured).
+    // The backtest over every measured size. Held-out sizes are shown but not judged:
+    // the verdict (and which model the data favour) must not know the measurement the
+    // projection is then compared with.
     let all = chain::run(&medians, &req.cti, &floors, &sizes, &[], None);
-    let backtest = backtest::run(
+    let mut backtest = backtest::run(
         &cells,
         &medians,
         &req.cti,
@@ -530,6 +532,9 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         volumes.as_ref(),
         resamples,
     );
+    for c in &mut backtest {
+        c.held_out = held_out.contains(&c.procs);
+    }
     let verdict = backtest::verdict(&backtest, Model::Dc);
     if !projection.is_empty() {
         match &verdict {
@@ -612,7 +617,8 @@ fn support(checks: &[Check], have_traffic: bool) -> String {
     if !have_traffic {
         return "only the DC projection is available (no traffic recorded with the runs)".into();
     }
-    let evidence = |c: &&Check| c.measured_censored == Censored::None && !c.below_noise;
+    let evidence =
+        |c: &&Check| c.measured_censored == Censored::None && !c.below_noise && !c.held_out;
     let mut pairs = Vec::new();
     for d in checks
         .iter()
@@ -724,6 +730,9 @@ mod tests {
         let a = analyze(&study(false), &req).unwrap();
         assert_eq!(a.held_out, vec![25]);
         assert_eq!(a.p_star, Some(16));
+        // The held-out size is in the backtest table, marked, and only there.
+        assert!(a.backtest.iter().any(|c| c.procs == 25));
+        assert!(a.backtest.iter().all(|c| c.held_out == (c.procs == 25)));
         assert_eq!(
             a.regression.as_ref().unwrap().n,
             3 * 3,

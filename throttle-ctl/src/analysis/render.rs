@@ -336,8 +336,9 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
 fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
     let line = |name: &str, v: &Verdict| {
         match v {
-        Verdict::Passed { checks, worst_pp } => format!(
-            "backtest ({name}): passed: {checks} projection(s) of measured sizes from smaller ones, worst {worst_pp:+.1} pp (within {} pp)\n",
+        Verdict::Passed { checks, sizes, worst_pp } => format!(
+            "backtest ({name}): passed: {}, each projected from the smaller sizes; worst {worst_pp:+.1} pp (within {} pp)\n",
+            super::backtest::evidence_text(*checks, *sizes),
             super::backtest::TOLERANCE_PP
         ),
         Verdict::Failed { why, .. } => format!("backtest ({name}): FAILED: {why}\n"),
@@ -386,7 +387,11 @@ fn check_row(c: &Check) -> Vec<String> {
             Model::Dc => "DC".into(),
             Model::Traffic => "traffic".into(),
         },
-        c.procs.to_string(),
+        if c.held_out {
+            format!("{} (held out, not judged)", c.procs)
+        } else {
+            c.procs.to_string()
+        },
         format!("{}", c.cti),
         from,
         format!(

@@ -79,6 +79,9 @@ pub struct Args {
     /// CTI levels in percent.
     #[arg(long, default_value = "5,10,15,20,25")]
     cti: String,
+    /// First loopback address of the demo's agents (one per node, counting up).
+    #[arg(long, default_value = "127.0.1.1")]
+    base_addr: std::net::Ipv4Addr,
     /// Pin the agents to a quarter of the cores and the ranks to the rest (`local up --pin`).
     #[arg(long)]
     pin: bool,
@@ -96,12 +99,10 @@ pub enum DemoWorkload {
 
 impl Args {
     fn sizes_text(&self) -> &str {
-        self.sizes
-            .as_deref()
-            .unwrap_or(match self.workload {
-                DemoWorkload::Pmm => "4,9,16,25",
-                DemoWorkload::Bfs => "1,2,3,4",
-            })
+        self.sizes.as_deref().unwrap_or(match self.workload {
+            DemoWorkload::Pmm => "4,9,16,25",
+            DemoWorkload::Bfs => "1,2,3,4",
+        })
     }
 
     fn capacity(&self) -> Rate {
@@ -115,12 +116,10 @@ impl Args {
     }
 
     fn bandwidths(&self) -> &str {
-        self.bandwidths
-            .as_deref()
-            .unwrap_or(match self.workload {
-                DemoWorkload::Pmm => "100,50,30,20,10",
-                DemoWorkload::Bfs => "100,40,20,14,10,7,5,3",
-            })
+        self.bandwidths.as_deref().unwrap_or(match self.workload {
+            DemoWorkload::Pmm => "100,50,30,20,10",
+            DemoWorkload::Bfs => "100,40,20,14,10,7,5,3",
+        })
     }
 
     /// The sweep spec (TOML) the demo runs, and a line saying what it sweeps.
@@ -148,7 +147,7 @@ impl Args {
                             "--workload pmm needs square node counts (4,9,16,25, ...): {n} is not"
                         );
                     }
-                    if self.size % q != 0 {
+                    if !self.size.is_multiple_of(q) {
                         anyhow::bail!(
                             "--size {} is not a multiple of {q}, the grid side for {n} nodes",
                             self.size
@@ -253,7 +252,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     let up = LocalUp {
         nodes: max_nodes,
         capacity,
-        base_addr: std::net::Ipv4Addr::new(127, 0, 1, 1),
+        base_addr: opts.base_addr,
         dir: dir.join("state"),
         agent_args,
         tls: false,
@@ -273,7 +272,9 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         opts.repeats,
         sweep.points.len()
     );
-    if let Some(w) = crate::load::oversubscription(&cluster, max_nodes, 1) {
+    if let Some(w) =
+        crate::load::oversubscription(&cluster, max_nodes, 1, sweep.workload.emulates_compute())
+    {
         eprintln!("warning: {w}");
     }
     let store = Store::open(&db)?;

@@ -69,9 +69,12 @@ impl Args {
             db.display()
         );
         let max_nodes = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
-        if let Some(w) =
-            crate::load::oversubscription(&cluster, max_nodes, sweep.spec.ranks_per_node)
-        {
+        if let Some(w) = crate::load::oversubscription(
+            &cluster,
+            max_nodes,
+            sweep.spec.ranks_per_node,
+            sweep.workload.emulates_compute(),
+        ) {
             eprintln!("warning: {w}");
         }
         let saved = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len())).ok();
