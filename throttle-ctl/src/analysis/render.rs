@@ -221,6 +221,9 @@ fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
 
 fn doubt(v: &Verdict) -> &'static str {
     match v {
+        Verdict::Passed { sizes: 1, .. } => {
+            ": backtested on one size only (thin evidence, see below)"
+        }
         Verdict::Passed { .. } => "",
         Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
         Verdict::Untested { .. } => ": untested (see the backtest below)",
@@ -413,4 +416,30 @@ fn check_row(c: &Check) -> Vec<String> {
             None => "-".into(),
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_projection_says_how_much_its_backtest_rests_on() {
+        let passed = |sizes| Verdict::Passed {
+            checks: 5,
+            sizes,
+            worst_pp: -3.4,
+        };
+        assert!(doubt(&passed(1)).contains("one size only"));
+        assert_eq!(doubt(&passed(2)), "");
+        let failed = Verdict::Failed {
+            why: "x".into(),
+            worst_pp: 9.0,
+        };
+        assert!(doubt(&failed).contains("NOT TRUSTED"));
+        assert!(super::super::backtest::evidence_text(5, 1).contains("thin evidence"));
+        assert_eq!(
+            super::super::backtest::evidence_text(8, 2),
+            "8 check(s) on 2 sizes"
+        );
+    }
 }
