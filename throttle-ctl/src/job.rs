@@ -67,8 +67,8 @@ impl FromStr for Bcast {
 /// Refuse an emulated PMM node rate `throttle-pmm` would refuse, before anything is launched.
 pub fn check_emulate_gflops(g: Option<f64>) -> Result<()> {
     match g {
-        Some(g) if !(g.is_finite() && g > 0.0 && g <= 1e6) => {
-            bail!("pmm emulate_gflops must be above 0 and at most 1000000 GFLOP/s, not {g}")
+        Some(g) if !(g.is_finite() && (1e-6..=1e6).contains(&g)) => {
+            bail!("pmm emulate_gflops must be from 0.000001 to 1000000 GFLOP/s, not {g}")
         }
         _ => Ok(()),
     }

@@ -1105,7 +1105,7 @@ mod tests {
                 ..
             } if g == 2.5
         ));
-        for bad in ["0", "-1", "1e7"] {
+        for bad in ["0", "-1", "1e7", "1e-9"] {
             let e = match Sweep::new(spec(&format!("emulate_gflops = {bad}"))) {
                 Ok(_) => panic!("{bad} accepted"),
                 Err(e) => e.to_string(),

@@ -33,8 +33,12 @@ pub struct PmmConfig {
     pub emulate_gflops: Option<f64>,
 }
 
-/// Largest emulated node rate accepted (GFLOP/s); a bound, not a claim about hardware.
+/// Emulated node rates accepted (GFLOP/s); bounds on typos, not claims about hardware.
+pub const EMULATE_GFLOPS_MIN: f64 = 1e-6;
 pub const EMULATE_GFLOPS_MAX: f64 = 1e6;
+
+/// Longest sleep one emulated step may ask for (a day): beyond it the settings are a typo.
+const EMULATED_STEP_MAX_S: f64 = 86_400.0;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PmmResult {
@@ -246,13 +250,25 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
         )));
     }
     if let Some(g) = cfg.emulate_gflops {
-        if !(g.is_finite() && g > 0.0 && g <= EMULATE_GFLOPS_MAX) {
+        if !(g.is_finite() && (EMULATE_GFLOPS_MIN..=EMULATE_GFLOPS_MAX).contains(&g)) {
             return Err(PmmError::Config(format!(
-                "emulated rate must be above 0 and at most {EMULATE_GFLOPS_MAX} GFLOP/s, not {g}"
+                "emulated rate must be from {EMULATE_GFLOPS_MIN} to {EMULATE_GFLOPS_MAX} GFLOP/s, not {g}"
             )));
         }
     }
     let m = cfg.size / q;
+    let kernel_time = match cfg.emulate_gflops {
+        None => None,
+        Some(g) => {
+            let secs = 2.0 * (m as f64).powi(3) / (g * 1e9);
+            if secs.is_nan() || secs > EMULATED_STEP_MAX_S {
+                return Err(PmmError::Config(format!(
+                    "at {g} GFLOP/s one step on {m} x {m} blocks would sleep {secs:.3e} s (at most {EMULATED_STEP_MAX_S} s): raise the rate or lower the size"
+                )));
+            }
+            Some(std::time::Duration::from_secs_f64(secs))
+        }
+    };
     let me = comm.rank();
     let (i, j) = (me / q, me % q);
     let row = Group::new((0..q).map(|c| i * q + c).collect(), me);
@@ -267,9 +283,6 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
             m * m
         }
     ];
-    let kernel_time = cfg
-        .emulate_gflops
-        .map(|g| std::time::Duration::from_secs_f64(2.0 * (m as f64).powi(3) / (g * 1e9)));
     // Emulated: (step, checksum of the A block used, checksum of B after the roll).
     let mut received = Vec::new();
     let (mut t_compute, mut t_bcast, mut t_roll) = (0.0, 0.0, 0.0);
@@ -618,7 +631,7 @@ mod tests {
             assert!(!ok, "{text}");
             assert!(text.contains("2 of 12"), "{text}");
         }
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 2e6] {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 2e6, 1e-300] {
             let res = run_local(1, move |c| {
                 multiply(
                     &c,
@@ -633,5 +646,19 @@ mod tests {
             });
             assert!(res[0].contains("emulated rate"), "{bad}: {}", res[0]);
         }
+        // A rate and size whose one step would sleep beyond a day are refused, not slept.
+        let res = run_local(1, |c| {
+            multiply(
+                &c,
+                &PmmConfig {
+                    size: 100_000,
+                    bcast: BcastAlgo::Flat,
+                    emulate_gflops: Some(1e-6),
+                },
+            )
+            .unwrap_err()
+            .to_string()
+        });
+        assert!(res[0].contains("would sleep"), "{}", res[0]);
     }
 }

@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long, default_value_t = 300)]
     size: usize,
     /// PMM: the emulated node's rate, GFLOP/s. With the 100 Mbit/s default link this puts
-    /// communication at about 5% (4 nodes) to 25% (25 nodes) of the time at full
+    /// communication at about 4% (4 nodes) to 30% (25 nodes) of the time at full
     /// bandwidth: slow nodes on a slow link, scaled down together so that 25 of each fit
     /// on a small machine.
     #[arg(long, default_value_t = 0.0117)]
@@ -66,6 +66,7 @@ pub struct Args {
     /// BFS searches per run (longer kernels average out scheduling noise).
     #[arg(long, default_value_t = 64)]
     keys: usize,
+    /// Runs per point (bandwidth and size), after one unstored warm-up run per size.
     #[arg(long, default_value_t = 3)]
     repeats: u32,
     /// Pause before each run, seconds (lets the previous run's processes go; the
@@ -139,6 +140,9 @@ impl Args {
         Ok(match self.workload {
             DemoWorkload::Pmm => {
                 crate::job::check_emulate_gflops(Some(self.emulate_gflops))?;
+                if self.size == 0 {
+                    anyhow::bail!("--size must be a positive matrix order");
+                }
                 for n in nodes {
                     let n: usize = n.parse()?;
                     let q = (n as f64).sqrt().round() as usize;
