@@ -643,33 +643,14 @@ fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
 
 /// The backtest's verdict and checks, the noise floor, and what the intervals are.
 fn trust(a: &Analysis) -> String {
-    use crate::analysis::backtest::Verdict;
     let mut out = format!(
         "<p><b>{}</b></p>\n",
-        escape(&match &a.verdict {
-            Verdict::Passed { checks, sizes, worst_pp } => format!(
-                "Backtest passed: {}, each projected from the smaller sizes; worst error {worst_pp:+.1} pp.",
-                crate::analysis::backtest::evidence_text(*checks, *sizes)
-            ),
-            Verdict::Failed { why, .. } => format!("Backtest FAILED, do not trust the projection: {why}."),
-            Verdict::Untested { why } => format!("Untested: {why}."),
-        })
+        escape(&format!("Backtest (DC): {}.", a.verdict.text()))
     );
     if let Some(t) = &a.traffic {
         out.push_str(&format!(
-            "<p><b>Traffic-based projection: {}</b></p>\n",
-            escape(&match &t.verdict {
-                Verdict::Passed {
-                    checks,
-                    sizes,
-                    worst_pp,
-                } => format!(
-                    "backtest passed, {}, worst error {worst_pp:+.1} pp.",
-                    crate::analysis::backtest::evidence_text(*checks, *sizes)
-                ),
-                Verdict::Failed { why, .. } => format!("backtest FAILED: {why}."),
-                Verdict::Untested { why } => format!("untested: {why}."),
-            })
+            "<p><b>Traffic-based projection, backtest: {}.</b></p>\n",
+            escape(&t.verdict.text())
         ));
     }
     out.push_str(&format!("<p>{}.</p>\n", escape(&a.supported)));

@@ -146,10 +146,21 @@ pub enum Verdict {
     /// Every uncensored check above the noise within the tolerance, and no censored
     /// bound missed by more than it. (Whether the measurement is inside the projection's
     /// interval is shown with each check, not judged: the interval covers noise only.)
-    /// `sizes`: how many measured sizes the checks project to (one is thin evidence).
+    /// `sizes`: how many measured sizes the checks project to, at least
+    /// [`MIN_SIZES_TO_TRUST`].
     Passed {
         checks: usize,
         sizes: usize,
+        worst_pp: f64,
+    },
+    /// As `Passed`, but every check projects to one size (`procs`): one comparison cannot
+    /// show how the error grows with the distance projected, so the projection is not
+    /// trusted. Measured: of four projections whose backtest passed on one size, three
+    /// missed the next size by more than the tolerance (up to 8.5 pp;
+    /// experiments/2026-11-24-emulated-pmm.md).
+    Thin {
+        checks: usize,
+        procs: u32,
         worst_pp: f64,
     },
     /// At least one check missed by more than the tolerance.
@@ -218,6 +229,13 @@ pub fn verdict(checks: &[Check], model: Model) -> Verdict {
     let mut sizes: Vec<u32> = evidence.iter().map(|c| c.procs).collect();
     sizes.sort_unstable();
     sizes.dedup();
+    if sizes.len() < MIN_SIZES_TO_TRUST {
+        return Verdict::Thin {
+            checks: evidence.len(),
+            procs: sizes[0],
+            worst_pp: worst.error_pp,
+        };
+    }
     Verdict::Passed {
         checks: evidence.len(),
         sizes: sizes.len(),
@@ -225,12 +243,37 @@ pub fn verdict(checks: &[Check], model: Model) -> Verdict {
     }
 }
 
-/// What a passed backtest rests on, in words.
-pub fn evidence_text(checks: usize, sizes: usize) -> String {
-    if sizes == 1 {
-        format!("{checks} check(s) on one size only (thin evidence: a projection further out can miss by more)")
-    } else {
-        format!("{checks} check(s) on {sizes} sizes")
+/// How many measured sizes a passed backtest must project to before the projection is
+/// trusted: with one, the error's growth with the distance is unknown.
+pub const MIN_SIZES_TO_TRUST: usize = 2;
+
+impl Verdict {
+    /// Whether the projection this verdict judges can be trusted.
+    pub fn trusted(&self) -> bool {
+        matches!(self, Verdict::Passed { .. })
+    }
+
+    /// The verdict in one line for a person (`model`: "DC" or "traffic"), without the
+    /// leading "backtest".
+    pub fn text(&self) -> String {
+        match self {
+            Verdict::Passed {
+                checks,
+                sizes,
+                worst_pp,
+            } => format!(
+                "passed: {checks} check(s) on {sizes} sizes, each projected from the smaller sizes; worst {worst_pp:+.1} pp (within {TOLERANCE_PP} pp)"
+            ),
+            Verdict::Thin {
+                checks,
+                procs,
+                worst_pp,
+            } => format!(
+                "NOT ENOUGH TO TRUST: {checks} check(s) within {TOLERANCE_PP} pp (worst {worst_pp:+.1}), all on one size ({procs} procs); one size cannot show how the error grows further out (measure one more size to check it on)"
+            ),
+            Verdict::Failed { why, .. } => format!("FAILED: {why}"),
+            Verdict::Untested { why } => format!("untested: {why}"),
+        }
     }
 }
 
@@ -291,12 +334,27 @@ mod tests {
         assert_eq!(holds[0].inside_interval, Some(true));
         assert!(matches!(
             verdict(&holds, Model::Dc),
-            Verdict::Passed {
+            Verdict::Thin {
                 checks: 1,
-                sizes: 1,
+                procs: 16,
                 ..
             }
         ));
+        assert!(!verdict(&holds, Model::Dc).trusted());
+        // With a fourth size the same model is checked on two sizes, and trusted.
+        let four = check(&cells(&[4, 6, 16, 25], |p| 6.0 * p.sqrt()), &[20.0]);
+        let v = verdict(&four, Model::Dc);
+        assert!(
+            matches!(
+                v,
+                Verdict::Passed {
+                    checks: 2,
+                    sizes: 2,
+                    ..
+                }
+            ) && v.trusted(),
+            "{v:?}"
+        );
         // Demand ~ p: 12, 18 and 48; from 4 and 6 the constant is 1.5 / sqrt(1.5), and
         // 16 is projected at 18 * 1.2247 * sqrt(16/6) = 36: 12 pp low.
         let linear = check(&cells(&[4, 6, 16], |p| 3.0 * p), &[20.0]);

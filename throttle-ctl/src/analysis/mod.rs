@@ -545,6 +545,9 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             Verdict::Untested { why } => warnings.push(format!(
                 "the DC projection is untested ({why}): its interval covers run-to-run noise only, not the model's error"
             )),
+            Verdict::Thin { procs, .. } => warnings.push(format!(
+                "do not trust the DC projection yet: its backtest passed, but on one size only ({procs} procs), which cannot show how its error grows further out"
+            )),
             Verdict::Passed { .. } => {}
         }
     }
@@ -778,9 +781,9 @@ mod tests {
 
     /// Runs of a program that follows the traffic model exactly (see `traffic`): V = 1e6
     /// p^0.5 bytes per node, T100 = 1 + 8/p, exposed share 0.6, on a 125 MB/s link.
-    fn traffic_study() -> Vec<Observation> {
+    fn traffic_study(sizes: &[u32]) -> Vec<Observation> {
         let mut obs = Vec::new();
-        for &p in &[2u32, 4, 8, 16] {
+        for &p in sizes {
             let v = 1e6 * (p as f64).sqrt();
             let t100 = 1.0 + 8.0 / p as f64;
             for bw in [2.0, 3.0, 5.0, 7.0, 10.0, 14.0, 20.0, 40.0, 100.0] {
@@ -813,14 +816,14 @@ mod tests {
             time_source: "test".into(),
             capacity: Some(125e6),
         };
-        let a = analyze(&traffic_study(), &req).unwrap();
+        let a = analyze(&traffic_study(&[2, 4, 6, 8, 16]), &req).unwrap();
         let t = a.traffic.as_ref().unwrap();
         let f = t.fit.as_ref().unwrap();
         assert!(
             (f.exposed - 0.6).abs() < 0.01 && (f.volume_b - 0.5).abs() < 0.01,
             "{f:?}"
         );
-        // The held-out 16 is projected from 2, 4, 8 and compared.
+        // The held-out 16 is projected from 2, 4, 6, 8 and compared.
         let p16 = t
             .projection
             .iter()
@@ -841,9 +844,30 @@ mod tests {
             text.contains("projection from traffic") && text.contains("backtest (traffic): passed"),
             "{text}"
         );
+        // The same program without the 6: the backtest checks 8 only, which passes but is
+        // not enough to trust either projection.
+        let a = analyze(&traffic_study(&[2, 4, 8, 16]), &req).unwrap();
+        let t = a.traffic.as_ref().unwrap();
+        assert!(
+            matches!(t.verdict, Verdict::Thin { procs: 8, .. }),
+            "{:?}",
+            t.verdict
+        );
+        assert!(
+            matches!(a.verdict, Verdict::Thin { procs: 8, .. }),
+            "{:?}",
+            a.verdict
+        );
+        assert!(a.warnings.iter().any(|w| w.contains("one size only")));
+        let text = render(&a, &[5.0, 10.0], None);
+        assert!(
+            text.contains("backtest (traffic): NOT ENOUGH TO TRUST")
+                && text.contains("NOT TRUSTED, its backtest passed on one size only"),
+            "{text}"
+        );
         // Without the capacity (CSV data) there is no traffic model, and it says why.
         let a = analyze(
-            &traffic_study(),
+            &traffic_study(&[2, 4, 6, 8, 16]),
             &Question {
                 capacity: None,
                 ..req

@@ -221,10 +221,8 @@ fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
 
 fn doubt(v: &Verdict) -> &'static str {
     match v {
-        Verdict::Passed { sizes: 1, .. } => {
-            ": backtested on one size only (thin evidence, see below)"
-        }
         Verdict::Passed { .. } => "",
+        Verdict::Thin { .. } => ": NOT TRUSTED, its backtest passed on one size only (below)",
         Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
         Verdict::Untested { .. } => ": untested (see the backtest below)",
     }
@@ -337,17 +335,7 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
 }
 
 fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
-    let line = |name: &str, v: &Verdict| {
-        match v {
-        Verdict::Passed { checks, sizes, worst_pp } => format!(
-            "backtest ({name}): passed: {}, each projected from the smaller sizes; worst {worst_pp:+.1} pp (within {} pp)\n",
-            super::backtest::evidence_text(*checks, *sizes),
-            super::backtest::TOLERANCE_PP
-        ),
-        Verdict::Failed { why, .. } => format!("backtest ({name}): FAILED: {why}\n"),
-        Verdict::Untested { why } => format!("backtest ({name}): untested: {why}\n"),
-    }
-    };
+    let line = |name: &str, v: &Verdict| format!("backtest ({name}): {}\n", v.text());
     out.push_str(&line("DC", &a.verdict));
     if let Some(t) = &a.traffic {
         out.push_str(&line("traffic", &t.verdict));
@@ -429,17 +417,25 @@ mod tests {
             sizes,
             worst_pp: -3.4,
         };
-        assert!(doubt(&passed(1)).contains("one size only"));
         assert_eq!(doubt(&passed(2)), "");
+        let thin = Verdict::Thin {
+            checks: 5,
+            procs: 16,
+            worst_pp: -3.4,
+        };
+        assert!(doubt(&thin).contains("NOT TRUSTED"), "{}", doubt(&thin));
+        assert!(
+            thin.text().contains("one size (16 procs)"),
+            "{}",
+            thin.text()
+        );
         let failed = Verdict::Failed {
             why: "x".into(),
             worst_pp: 9.0,
         };
         assert!(doubt(&failed).contains("NOT TRUSTED"));
-        assert!(super::super::backtest::evidence_text(5, 1).contains("thin evidence"));
-        assert_eq!(
-            super::super::backtest::evidence_text(8, 2),
-            "8 check(s) on 2 sizes"
-        );
+        assert!(passed(2)
+            .text()
+            .starts_with("passed: 5 check(s) on 2 sizes"));
     }
 }
