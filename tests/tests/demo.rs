@@ -57,10 +57,24 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
         "the demo's cluster is taken down"
     );
 
-    // Bad input is refused before any agent starts.
-    let out = ctl(&s.0, &["demo", "--dir", "e", "--sizes", "1,2,3,4"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("square node counts"), "{err}");
-    assert!(!err.contains("starting"), "{err}");
+    // Bad input is refused before any agent starts, and the previous demo's results stay.
+    let before = std::fs::read(d.join("results.db")).unwrap();
+    for (bad, why) in [
+        (&["--sizes", "1,2,3,4"][..], "square node counts"),
+        (&["--emulate-gflops", "0.000001"][..], "time_limit"),
+        (&["--bandwidths", "100,abc"][..], "abc"),
+    ] {
+        let mut args = vec!["demo", "--dir", "d"];
+        args.extend_from_slice(bad);
+        let out = ctl(&s.0, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad:?}");
+        assert!(err.contains(why), "{bad:?}: {err}");
+        assert!(!err.contains("starting"), "{err}");
+        assert_eq!(
+            std::fs::read(d.join("results.db")).unwrap(),
+            before,
+            "{bad:?} lost the last results"
+        );
+    }
 }

@@ -678,7 +678,7 @@ fn trust(a: &Analysis) -> String {
                         crate::analysis::backtest::Model::Dc => "DC".to_string(),
                         crate::analysis::backtest::Model::Traffic => "traffic".to_string(),
                     },
-                    c.procs.to_string(),
+                    c.target_label(),
                     c.cti.to_string(),
                     c.from
                         .iter()

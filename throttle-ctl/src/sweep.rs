@@ -488,6 +488,22 @@ impl Sweep {
         if !(spec.time_limit.is_finite() && spec.time_limit > 0.0) {
             bail!("`time_limit` must be a positive number of seconds");
         }
+        if let Workload::Pmm {
+            size,
+            emulate_gflops: Some(g),
+            ..
+        } = &workload
+        {
+            for &n in &spec.nodes {
+                let s = emulated_pmm_seconds(*size, n * spec.ranks_per_node, *g);
+                if s > spec.time_limit {
+                    bail!(
+                        "at {n} node(s) the emulated compute alone takes {s:.1} s per run (size {size} at {g} GFLOP/s), more than `time_limit` = {} s: raise `emulate_gflops` or `time_limit`, or lower `size`",
+                        spec.time_limit
+                    );
+                }
+            }
+        }
         let bws = expand_bandwidths(&spec.bandwidths)?;
         let series = format!(
             "{} {}",
@@ -879,6 +895,18 @@ impl Runner<'_> {
     }
 }
 
+/// The seconds a PMM run on `procs` ranks sleeps for its emulated compute: q steps of
+/// 2 (M/q)^3 flops at `gflops` (0 where the ranks form no square grid: `throttle-pmm`
+/// refuses that itself).
+fn emulated_pmm_seconds(size: usize, procs: usize, gflops: f64) -> f64 {
+    let q = (procs as f64).sqrt().round() as usize;
+    if q == 0 || q * q != procs {
+        return 0.0;
+    }
+    let m = (size / q) as f64;
+    q as f64 * 2.0 * m.powi(3) / (gflops * 1e9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1112,6 +1140,28 @@ mod tests {
             };
             assert!(e.contains("emulate_gflops"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn emulated_compute_longer_than_the_time_limit_is_refused_before_any_run() {
+        // M 300 on 2 x 2 at 0.0117 GFLOP/s: 2 steps of 2 x 150^3 flops, 1.15 s.
+        assert!((emulated_pmm_seconds(300, 4, 0.0117) - 1.1538).abs() < 1e-3);
+        assert_eq!(emulated_pmm_seconds(300, 3, 0.0117), 0.0);
+        let spec = |limit: f64| {
+            toml::from_str::<SweepSpec>(&format!(
+                "workload = \"pmm\"\nnodes=[9, 4]\nbandwidths=[100]\ntime_limit={limit}\n[pmm]\nsize=300\nemulate_gflops=0.0117"
+            ))
+            .unwrap()
+        };
+        assert!(Sweep::new(spec(2.0)).is_ok());
+        let e = match Sweep::new(spec(1.0)) {
+            Ok(_) => panic!("1.15 s of sleep accepted under a 1 s limit"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains("at 4 node(s)") && e.contains("time_limit"),
+            "{e}"
+        );
     }
 
     #[test]

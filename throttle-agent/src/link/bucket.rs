@@ -309,7 +309,7 @@ mod tests {
             took >= Duration::from_millis(9),
             "16 kB at 1.25 MB/s after idle took only {took:?}"
         );
-        assert!(took < Duration::from_millis(40), "{took:?}");
+        assert!(took < Duration::from_millis(500), "{took:?}");
     }
 
     #[test]

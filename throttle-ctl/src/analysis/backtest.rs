@@ -59,8 +59,22 @@ pub struct Check {
     pub held_out: bool,
 }
 
-/// Projection from the sizes smaller than each measured one from the third on, by both
-/// models (the traffic model only where the runs' bytes are known).
+impl Check {
+    /// The size projected to, marked when it is held out.
+    pub fn target_label(&self) -> String {
+        if self.held_out {
+            format!("{} (held out, not judged)", self.procs)
+        } else {
+            self.procs.to_string()
+        }
+    }
+}
+
+/// Projection of each measured size from the smaller ones that are not held out, where
+/// there are at least two, by both models (the traffic model only where the runs' bytes
+/// are known). A held-out size is a target (marked, not judged) but never fitted on: the
+/// checks then test the same kind of fit as the projection itself.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
     medians: &BTreeMap<(u32, BwKey), f64>,
@@ -68,13 +82,20 @@ pub fn run(
     floors: &BTreeMap<u32, f64>,
     measured: &Chain,
     volumes: Option<&Volumes>,
+    held_out: &[u32],
     resamples: usize,
 ) -> Vec<Check> {
     let sizes: Vec<u32> = chain::curves(medians).keys().copied().collect();
     let mut out = Vec::new();
-    for k in 2..sizes.len() {
-        let target = sizes[k];
-        let from: Vec<u32> = sizes[..k].to_vec();
+    for &target in &sizes {
+        let from: Vec<u32> = sizes
+            .iter()
+            .copied()
+            .filter(|&p| p < target && !held_out.contains(&p))
+            .collect();
+        if from.len() < 2 {
+            continue;
+        }
         let c = chain::run(medians, levels, floors, &from, &[target], volumes);
         if c.projection.is_empty() && c.traffic_projection.is_empty() {
             continue;
@@ -127,7 +148,7 @@ pub fn run(
                     error_rel: error_pp / value,
                     error_is_bound: m.censored != Censored::None,
                     inside_interval,
-                    held_out: false,
+                    held_out: held_out.contains(&target),
                 });
             }
         }
@@ -269,7 +290,7 @@ impl Verdict {
                 procs,
                 worst_pp,
             } => format!(
-                "NOT ENOUGH TO TRUST: {checks} check(s) within {TOLERANCE_PP} pp (worst {worst_pp:+.1}), all on one size ({procs} procs); one size cannot show how the error grows further out (measure one more size to check it on)"
+                "NOT ENOUGH TO TRUST: {checks} check(s) within {TOLERANCE_PP} pp (worst {worst_pp:+.1}), every one with a measured value on one size ({procs} procs); one size cannot show how the error grows further out (measure one more size to check it on)"
             ),
             Verdict::Failed { why, .. } => format!("FAILED: {why}"),
             Verdict::Untested { why } => format!("untested: {why}"),
@@ -306,7 +327,7 @@ mod tests {
         let medians = c.iter().map(|(&k, v)| (k, v[1])).collect();
         let all: Vec<u32> = c.keys().map(|k| k.0).collect();
         let m = chain::run(&medians, levels, &BTreeMap::new(), &all, &[], None);
-        run(c, &medians, levels, &BTreeMap::new(), &m, None, 200)
+        run(c, &medians, levels, &BTreeMap::new(), &m, None, &[], 200)
     }
 
     #[test]
@@ -323,6 +344,29 @@ mod tests {
                     && (c.error_rel - c.error_pp / c.measured).abs() < 1e-12
             );
         }
+    }
+
+    #[test]
+    fn a_held_out_size_is_a_target_but_never_fitted_on() {
+        let c = cells(&[4, 6, 9, 16, 25], |p| 6.0 * p.sqrt());
+        let medians = c.iter().map(|(&k, v)| (k, v[1])).collect();
+        let all: Vec<u32> = c.keys().map(|k| k.0).collect();
+        let m = chain::run(&medians, &[20.0], &BTreeMap::new(), &all, &[], None);
+        let checks = run(&c, &medians, &[20.0], &BTreeMap::new(), &m, None, &[9], 50);
+        let seen: Vec<(u32, Vec<u32>, bool)> = checks
+            .iter()
+            .map(|c| (c.procs, c.from.clone(), c.held_out))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (9, vec![4, 6], true),
+                (16, vec![4, 6], false),
+                (25, vec![4, 6, 16], false),
+            ]
+        );
+        assert_eq!(checks[0].target_label(), "9 (held out, not judged)");
+        assert_eq!(checks[1].target_label(), "16");
     }
 
     #[test]

@@ -523,18 +523,16 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     // the verdict (and which model the data favour) must not know the measurement the
     // projection is then compared with.
     let all = chain::run(&medians, &req.cti, &floors, &sizes, &[], None);
-    let mut backtest = backtest::run(
+    let backtest = backtest::run(
         &cells,
         &medians,
         &req.cti,
         &floors,
         &all,
         volumes.as_ref(),
+        &held_out,
         resamples,
     );
-    for c in &mut backtest {
-        c.held_out = held_out.contains(&c.procs);
-    }
     let verdict = backtest::verdict(&backtest, Model::Dc);
     if !projection.is_empty() {
         match &verdict {

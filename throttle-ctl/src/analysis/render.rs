@@ -378,11 +378,7 @@ fn check_row(c: &Check) -> Vec<String> {
             Model::Dc => "DC".into(),
             Model::Traffic => "traffic".into(),
         },
-        if c.held_out {
-            format!("{} (held out, not judged)", c.procs)
-        } else {
-            c.procs.to_string()
-        },
+        c.target_label(),
         format!("{}", c.cti),
         from,
         format!(

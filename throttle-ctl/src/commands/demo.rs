@@ -1,4 +1,4 @@
-//! `throttle-ctl demo`: the whole method on a local emulated cluster, in about a minute.
+//! `throttle-ctl demo`: the whole method on a local emulated cluster, in about 75 seconds.
 //!
 //! Brings agents up, sweeps a program over node counts at stepped bandwidths (the largest
 //! size is held out for validation), analyses, projects to the held-out size and to twice
@@ -237,6 +237,11 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         anyhow::bail!("the demo needs at least 4 node counts (3 to fit, the largest held out)");
     }
     let max_nodes = *sizes.last().unwrap_or(&1);
+    // Every input is checked before the previous demo's results are removed.
+    let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
+    let (spec_text, what) = opts.spec(&nodes)?;
+    let spec: SweepSpec = toml::from_str(&spec_text)?;
+    let sweep = Sweep::new(spec)?;
     std::fs::create_dir_all(&opts.dir)?;
     let dir = opts.dir.canonicalize()?;
     let cluster_path = dir.join("throttle-cluster.toml");
@@ -245,8 +250,6 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
     }
-    let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    let (spec_text, what) = opts.spec(&nodes)?;
     let capacity = opts.capacity();
     eprintln!("starting {max_nodes} agents at {capacity} each ...");
     let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
@@ -267,8 +270,6 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     let _down = Down(cluster_path.clone());
     let cluster = Cluster::load(&cluster_path)?;
     std::fs::write(dir.join("sweep.toml"), &spec_text)?;
-    let spec: SweepSpec = toml::from_str(&spec_text)?;
-    let sweep = Sweep::new(spec)?;
     eprintln!(
         "sweeping {what} on {} nodes, {} bandwidth steps, {} repeats: {} runs",
         nodes.join(", "),
