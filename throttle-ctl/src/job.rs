@@ -64,6 +64,16 @@ impl FromStr for Bcast {
     }
 }
 
+/// Refuse an emulated BFS scan rate `throttle-bfs` would refuse, before anything is launched.
+pub fn check_emulate_meps(r: Option<f64>) -> Result<()> {
+    match r {
+        Some(r) if !(r.is_finite() && (1e-3..=1e6).contains(&r)) => {
+            bail!("bfs emulate_meps must be from 0.001 to 1000000 million edges/s, not {r}")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Refuse an emulated PMM node rate `throttle-pmm` would refuse, before anything is launched.
 pub fn check_emulate_gflops(g: Option<f64>) -> Result<()> {
     match g {
@@ -147,6 +157,9 @@ pub enum Workload {
         edge_factor: u32,
         keys: usize,
         validate: bool,
+        /// Each level's local step lasts as on a node scanning this many million edges
+        /// per second (slept): each rank stands for a node with its own CPU.
+        emulate_meps: Option<f64>,
     },
     Pmm {
         size: usize,
@@ -195,6 +208,9 @@ impl Workload {
             Workload::Pmm {
                 emulate_gflops: Some(_),
                 ..
+            } | Workload::Bfs {
+                emulate_meps: Some(_),
+                ..
             } | Workload::Mw(MwOptions {
                 work: MwWork::Sleep,
                 ..
@@ -210,6 +226,7 @@ impl Workload {
                 edge_factor,
                 keys,
                 validate,
+                emulate_meps,
             } => {
                 let mut a = vec![
                     "--scale".into(),
@@ -221,6 +238,10 @@ impl Workload {
                 ];
                 if !validate {
                     a.push("--no-validate".into());
+                }
+                if let Some(r) = emulate_meps {
+                    a.push("--emulate-meps".into());
+                    a.push(r.to_string());
                 }
                 ("throttle-bfs".into(), a)
             }
@@ -635,6 +656,34 @@ fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn emulated_rates_reach_the_programs_command_line() {
+        let bfs = Workload::Bfs {
+            scale: 12,
+            edge_factor: 16,
+            keys: 8,
+            validate: false,
+            emulate_meps: Some(0.5),
+        };
+        let (program, args) = bfs.program_and_args().unwrap();
+        assert_eq!(program, "throttle-bfs");
+        assert!(
+            args.windows(2).any(|w| w == ["--emulate-meps", "0.5"]),
+            "{args:?}"
+        );
+        let pmm = Workload::Pmm {
+            size: 60,
+            bcast: Bcast::Binomial,
+            emulate_gflops: Some(0.01),
+        };
+        let (_, args) = pmm.program_and_args().unwrap();
+        assert!(
+            args.windows(2).any(|w| w == ["--emulate-gflops", "0.01"]),
+            "{args:?}"
+        );
+        assert!(check_emulate_meps(Some(0.0)).is_err() && check_emulate_meps(None).is_ok());
+    }
 
     #[test]
     fn job_names_are_valid_and_carry_the_prefix() {

@@ -213,6 +213,8 @@ pub struct BfsOptions {
     pub edge_factor: u32,
     pub keys: usize,
     pub validate: bool,
+    /// Emulate compute at this many million edges scanned per second per node.
+    pub emulate_meps: Option<f64>,
 }
 
 impl Default for BfsOptions {
@@ -222,6 +224,7 @@ impl Default for BfsOptions {
             edge_factor: 16,
             keys: 64,
             validate: false,
+            emulate_meps: None,
         }
     }
 }
@@ -400,14 +403,21 @@ impl Sweep {
         let (workload, options) = match spec.workload.as_str() {
             "bfs" => {
                 let o = &spec.bfs;
+                crate::job::check_emulate_meps(o.emulate_meps)?;
+                let mut options = json!({ "scale": o.scale, "edge_factor": o.edge_factor, "keys": o.keys, "validate": o.validate });
+                if let Some(r) = o.emulate_meps {
+                    // Only when set, so that stores of real-compute sweeps keep one series.
+                    options["emulate_meps"] = json!(r);
+                }
                 (
                     Workload::Bfs {
                         scale: o.scale,
                         edge_factor: o.edge_factor,
                         keys: o.keys,
                         validate: o.validate,
+                        emulate_meps: o.emulate_meps,
                     },
-                    json!({ "scale": o.scale, "edge_factor": o.edge_factor, "keys": o.keys, "validate": o.validate }),
+                    options,
                 )
             }
             "pmm" => {
@@ -1139,6 +1149,29 @@ mod tests {
                 Err(e) => e.to_string(),
             };
             assert!(e.contains("emulate_gflops"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn emulated_bfs_is_its_own_series_and_passes_its_rate_on() {
+        let spec = |extra: &str| {
+            toml::from_str::<SweepSpec>(&format!(
+                "workload = \"bfs\"\nnodes=[4]\nbandwidths=[100]\n[bfs]\nscale=10\n{extra}"
+            ))
+            .unwrap()
+        };
+        let real = Sweep::new(spec("")).unwrap();
+        let emulated = Sweep::new(spec("emulate_meps = 0.5")).unwrap();
+        assert_eq!(real.options.get("emulate_meps"), None);
+        assert_eq!(emulated.options["emulate_meps"], 0.5);
+        assert_ne!(real.series, emulated.series);
+        assert!(emulated.workload.emulates_compute() && !real.workload.emulates_compute());
+        for bad in ["0", "-1", "1e7", "1e-4"] {
+            let e = match Sweep::new(spec(&format!("emulate_meps = {bad}"))) {
+                Ok(_) => panic!("{bad} accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains("emulate_meps"), "{bad}: {e}");
         }
     }
 

@@ -78,6 +78,11 @@ pub struct Args {
     /// BFS: skip validation (faster sweeps).
     #[arg(long)]
     no_validate: bool,
+    /// BFS: emulate compute, every level's local step lasting as on a node scanning this
+    /// many million edges per second (ranks do not compete for this host's cores; the
+    /// search stays real).
+    #[arg(long, value_name = "MEPS")]
+    emulate_meps: Option<f64>,
     /// PMM: matrix order.
     #[arg(long, default_value_t = 1024)]
     size: usize,
@@ -135,12 +140,16 @@ impl Args {
                 },
                 intercept: self.intercept,
             },
-            Some(WorkloadKind::Bfs) => Workload::Bfs {
-                scale: self.scale,
-                edge_factor: self.edge_factor,
-                keys: self.keys,
-                validate: !self.no_validate,
-            },
+            Some(WorkloadKind::Bfs) => {
+                crate::job::check_emulate_meps(self.emulate_meps)?;
+                Workload::Bfs {
+                    scale: self.scale,
+                    edge_factor: self.edge_factor,
+                    keys: self.keys,
+                    validate: !self.no_validate,
+                    emulate_meps: self.emulate_meps,
+                }
+            }
             Some(WorkloadKind::Pmm) => {
                 crate::job::check_emulate_gflops(self.emulate_gflops)?;
                 Workload::Pmm {

@@ -5,6 +5,11 @@
 //! * [`graph`]: 2-D distribution over the process grid.
 //! * [`search`]: one level-synchronous BFS.
 //! * [`validate`]: the five Graph500 rules.
+//!
+//! With `emulate_meps` set, every level's local step lasts as long as on a node scanning
+//! that many million edges per second (the rest of it is slept): each rank stands for a
+//! node with its own CPU, so 25 ranks fit on a 2-core host without their compute
+//! competing for its cores. The search, its messages and its validation stay real.
 
 pub mod generator;
 pub mod graph;
@@ -29,7 +34,13 @@ pub struct BfsConfig {
     pub keys: usize,
     /// Validate every search (untimed).
     pub validate: bool,
+    /// Emulate compute at this many million edges scanned per second per node.
+    pub emulate_meps: Option<f64>,
 }
+
+/// Emulated scan rates accepted (million edges/s per node); bounds on typos.
+pub const EMULATE_MEPS_MIN: f64 = 1e-3;
+pub const EMULATE_MEPS_MAX: f64 = 1e6;
 
 impl Default for BfsConfig {
     fn default() -> Self {
@@ -39,6 +50,7 @@ impl Default for BfsConfig {
             seed: 1,
             keys: 64,
             validate: true,
+            emulate_meps: None,
         }
     }
 }
@@ -50,6 +62,12 @@ pub struct BfsResult {
     pub edge_factor: u32,
     pub procs: usize,
     pub grid: [usize; 2],
+    /// The emulated scan rate (million edges/s per node), when compute was emulated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulate_meps: Option<f64>,
+    /// With emulation: the local steps' emulated time on this rank, all searches (s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulated_compute_seconds: Option<f64>,
     pub construction_seconds: f64,
     pub keys: Vec<u32>,
     pub search_seconds: Vec<f64>,
@@ -158,6 +176,13 @@ pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
             cfg.scale
         )));
     }
+    if let Some(r) = cfg.emulate_meps {
+        if !(r.is_finite() && (EMULATE_MEPS_MIN..=EMULATE_MEPS_MAX).contains(&r)) {
+            return Err(BfsError::Config(format!(
+                "emulated scan rate must be from {EMULATE_MEPS_MIN} to {EMULATE_MEPS_MAX} million edges/s, not {r}"
+            )));
+        }
+    }
     if cfg.edge_factor == 0 || cfg.keys == 0 {
         return Err(BfsError::Config(
             "edge factor and number of keys must be positive".into(),
@@ -192,12 +217,15 @@ pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
     let mut validated = cfg.validate;
     let mut comm_seconds = 0.0;
     let mut first_levels = Vec::new();
+    let scan_rate = cfg.emulate_meps.map(|r| r * 1e6);
+    let mut emulated = 0.0;
     for (k, &root) in keys.iter().enumerate() {
         collectives::barrier(comm, &world)?;
         let c0 = comm.comm_seconds();
         let t = Instant::now();
-        let r = search::bfs(comm, &g, root)?;
+        let r = search::bfs(comm, &g, root, scan_rate)?;
         let secs = t.elapsed().as_secs_f64();
+        emulated += r.emulated_seconds;
         comm_seconds += comm.comm_seconds() - c0;
         // Edges in the component: half the degree sum of the reached vertices.
         let local: u64 = r
@@ -264,6 +292,8 @@ pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
         edge_factor: cfg.edge_factor,
         procs: comm.size(),
         grid: [g.grid.rows, g.grid.cols],
+        emulate_meps: cfg.emulate_meps,
+        emulated_compute_seconds: cfg.emulate_meps.map(|_| emulated),
         construction_seconds,
         keys,
         search_seconds,
@@ -382,6 +412,7 @@ mod tests {
             seed: 3,
             keys: 8,
             validate: true,
+            emulate_meps: None,
         }
     }
 
@@ -415,6 +446,55 @@ mod tests {
         let edges = gen.edges_in(0, gen.edges());
         let (_, level) = validate::sequential_bfs(gen.vertices() as usize, &edges, res[0].keys[0]);
         assert_eq!(res[0].first_levels, level);
+    }
+
+    #[test]
+    fn emulated_compute_keeps_the_search_and_takes_the_emulated_time() {
+        let real = run_local(4, |c| benchmark(&c, &cfg(10)).unwrap());
+        let at = |meps: f64| {
+            run_local(4, move |c| {
+                benchmark(
+                    &c,
+                    &BfsConfig {
+                        emulate_meps: Some(meps),
+                        ..cfg(10)
+                    },
+                )
+                .unwrap()
+            })
+        };
+        let slow = at(0.2);
+        let fast = at(0.4);
+        for (r, s) in real.iter().zip(&slow) {
+            assert!(s.validated, "{}", s.validation);
+            assert_eq!(s.edges_traversed, r.edges_traversed);
+            assert_eq!(s.first_levels, r.first_levels);
+            assert_eq!(r.emulated_compute_seconds, None);
+        }
+        // The emulated time is the edges this rank scanned over the rate: half the rate,
+        // twice the time; and the searches took at least that long.
+        let e0 = slow[0].emulated_compute_seconds.unwrap();
+        let e1 = fast[0].emulated_compute_seconds.unwrap();
+        assert!(e0 > 0.1, "{e0}");
+        assert!((e0 / e1 - 2.0).abs() < 1e-9, "{e0} {e1}");
+        for s in &slow {
+            let e = s.emulated_compute_seconds.unwrap();
+            assert!(s.seconds >= 0.99 * e, "{} < {e}", s.seconds);
+        }
+        for bad in [0.0, -1.0, f64::NAN, 1e-4, 1e7] {
+            let e = run_local(1, move |c| {
+                benchmark(
+                    &c,
+                    &BfsConfig {
+                        emulate_meps: Some(bad),
+                        ..cfg(6)
+                    },
+                )
+                .unwrap_err()
+                .to_string()
+            });
+            assert!(e[0].contains("emulated scan rate"), "{bad}: {}", e[0]);
+        }
     }
 
     #[test]

@@ -5,6 +5,12 @@
 //! *fold* (destination, parent) pairs to their owners within the process row, and let the
 //! owners keep the first parent offered. A per-search bitmap of destinations already sent
 //! keeps each rank from offering the same vertex twice.
+//!
+//! With an emulated scan rate, each level's local step lasts at least the time a node
+//! scanning that many edges per second would take (the rest is slept): the search and
+//! its messages stay real, the compute time becomes that of a node with its own CPU.
+
+use std::time::{Duration, Instant};
 
 use crate::comm::collectives;
 use crate::comm::{Comm, CommError};
@@ -15,10 +21,18 @@ use super::graph::{bytes_to_u32s, u32s_to_bytes, DistGraph};
 pub struct SearchResult {
     pub parent: Vec<i64>,
     pub level: Vec<i64>,
+    /// With an emulated scan rate: the local steps' emulated time, this rank (s).
+    pub emulated_seconds: f64,
 }
 
-/// Run a BFS from `root`: collective over all ranks.
-pub fn bfs(comm: &Comm, g: &DistGraph, root: u32) -> Result<SearchResult, CommError> {
+/// Run a BFS from `root`: collective over all ranks. `scan_rate`: emulate the local steps
+/// at this many edges scanned per second (see the module doc).
+pub fn bfs(
+    comm: &Comm,
+    g: &DistGraph,
+    root: u32,
+    scan_rate: Option<f64>,
+) -> Result<SearchResult, CommError> {
     let me = comm.rank();
     let world = comm.world();
     let row = g.grid.row(me);
@@ -39,6 +53,7 @@ pub fn bfs(comm: &Comm, g: &DistGraph, root: u32) -> Result<SearchResult, CommEr
     let mut global = 1u64;
     let mut depth = 0i64;
     let chunk = g.chunk as usize;
+    let mut emulated_seconds = 0.0;
     loop {
         // Expand within the process column.
         let use_bitmap = global > g.n / 32;
@@ -58,10 +73,14 @@ pub fn bfs(comm: &Comm, g: &DistGraph, root: u32) -> Result<SearchResult, CommEr
         };
         let gathered = collectives::allgatherv(comm, &col, &mine)?;
         // Local step.
+        let local_start = Instant::now();
+        let mut scanned = 0u64;
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); g.grid.cols];
         let mut scan = |s: u32, out: &mut Vec<Vec<u32>>| {
             let li = g.source_index(s);
-            for &d in &g.targets[g.offsets[li]..g.offsets[li + 1]] {
+            let targets = &g.targets[g.offsets[li]..g.offsets[li + 1]];
+            scanned += targets.len() as u64;
+            for &d in targets {
                 let dl = (d as u64 - dest_base) as usize;
                 let (w, b) = (dl / 64, 1u64 << (dl % 64));
                 if sent[w] & b == 0 {
@@ -91,6 +110,14 @@ pub fn bfs(comm: &Comm, g: &DistGraph, root: u32) -> Result<SearchResult, CommEr
                 }
             }
         }
+        if let Some(rate) = scan_rate {
+            let want = scanned as f64 / rate;
+            emulated_seconds += want;
+            let left = want - local_start.elapsed().as_secs_f64();
+            if left > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(left));
+            }
+        }
         // Fold within the process row.
         let parts = out.iter().map(|v| u32s_to_bytes(v)).collect();
         let offers = collectives::alltoallv(comm, &row, parts)?;
@@ -112,5 +139,9 @@ pub fn bfs(comm: &Comm, g: &DistGraph, root: u32) -> Result<SearchResult, CommEr
         }
         depth += 1;
     }
-    Ok(SearchResult { parent, level })
+    Ok(SearchResult {
+        parent,
+        level,
+        emulated_seconds,
+    })
 }

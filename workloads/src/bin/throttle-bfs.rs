@@ -23,6 +23,10 @@ struct Args {
     /// Skip validation (for sweeps).
     #[arg(long)]
     no_validate: bool,
+    /// Emulate compute: every level's local step lasts as long as on a node scanning this
+    /// many million edges per second (the search itself stays real and validated).
+    #[arg(long, value_name = "MEPS")]
+    emulate_meps: Option<f64>,
 }
 
 fn main() {
@@ -38,6 +42,7 @@ fn main() {
         seed: args.seed,
         keys: args.keys,
         validate: !args.no_validate,
+        emulate_meps: args.emulate_meps,
     };
     let result = match bfs::benchmark(&comm, &cfg) {
         Ok(r) => r,
