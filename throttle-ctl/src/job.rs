@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
+use throttle_proto::emulation::RateBounds;
 use throttle_proto::job::{JobReport, JobState, LaunchSpec};
 use throttle_proto::result::{Check, WorkloadResult};
 use throttle_proto::shape::ShapeChange;
@@ -64,22 +65,11 @@ impl FromStr for Bcast {
     }
 }
 
-/// Refuse an emulated BFS scan rate `throttle-bfs` would refuse, before anything is launched.
-pub fn check_emulate_meps(r: Option<f64>) -> Result<()> {
-    match r {
-        Some(r) if !(r.is_finite() && (1e-3..=1e6).contains(&r)) => {
-            bail!("bfs emulate_meps must be from 0.001 to 1000000 million edges/s, not {r}")
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Refuse an emulated PMM node rate `throttle-pmm` would refuse, before anything is launched.
-pub fn check_emulate_gflops(g: Option<f64>) -> Result<()> {
-    match g {
-        Some(g) if !(g.is_finite() && (1e-6..=1e6).contains(&g)) => {
-            bail!("pmm emulate_gflops must be from 0.000001 to 1000000 GFLOP/s, not {g}")
-        }
+/// Refuse an emulated rate (`what`: the setting, as `pmm emulate_gflops`) that the
+/// program would refuse, before anything is launched.
+pub fn check_emulated(what: &str, bounds: RateBounds, rate: Option<f64>) -> Result<()> {
+    match rate.map(|r| bounds.check(r)) {
+        Some(Err(why)) => bail!("{what} {why}"),
         _ => Ok(()),
     }
 }
@@ -656,6 +646,7 @@ fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use throttle_proto::emulation::BFS_MEPS;
 
     #[test]
     fn emulated_rates_reach_the_programs_command_line() {
@@ -682,7 +673,10 @@ mod tests {
             args.windows(2).any(|w| w == ["--emulate-gflops", "0.01"]),
             "{args:?}"
         );
-        assert!(check_emulate_meps(Some(0.0)).is_err() && check_emulate_meps(None).is_ok());
+        assert!(
+            check_emulated("bfs emulate_meps", BFS_MEPS, Some(0.0)).is_err()
+                && check_emulated("bfs emulate_meps", BFS_MEPS, None).is_ok()
+        );
     }
 
     #[test]

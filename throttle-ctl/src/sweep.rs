@@ -31,6 +31,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use serde_json::json;
 
+use throttle_proto::emulation;
 use throttle_proto::Pct;
 
 use crate::agent_client::AgentClient;
@@ -403,7 +404,11 @@ impl Sweep {
         let (workload, options) = match spec.workload.as_str() {
             "bfs" => {
                 let o = &spec.bfs;
-                crate::job::check_emulate_meps(o.emulate_meps)?;
+                crate::job::check_emulated(
+                    "bfs emulate_meps",
+                    emulation::BFS_MEPS,
+                    o.emulate_meps,
+                )?;
                 let mut options = json!({ "scale": o.scale, "edge_factor": o.edge_factor, "keys": o.keys, "validate": o.validate });
                 if let Some(r) = o.emulate_meps {
                     // Only when set, so that stores of real-compute sweeps keep one series.
@@ -422,7 +427,11 @@ impl Sweep {
             }
             "pmm" => {
                 let o = &spec.pmm;
-                crate::job::check_emulate_gflops(o.emulate_gflops)?;
+                crate::job::check_emulated(
+                    "pmm emulate_gflops",
+                    emulation::PMM_GFLOPS,
+                    o.emulate_gflops,
+                )?;
                 let mut options = json!({ "size": o.size, "bcast": o.bcast });
                 if let Some(g) = o.emulate_gflops {
                     // Only when set, so that stores of real-kernel sweeps keep one series.
@@ -913,8 +922,7 @@ fn emulated_pmm_seconds(size: usize, procs: usize, gflops: f64) -> f64 {
     if q == 0 || q * q != procs {
         return 0.0;
     }
-    let m = (size / q) as f64;
-    q as f64 * 2.0 * m.powi(3) / (gflops * 1e9)
+    q as f64 * emulation::pmm_step_seconds(size / q, gflops)
 }
 
 #[cfg(test)]

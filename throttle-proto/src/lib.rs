@@ -18,6 +18,7 @@ pub mod auth;
 pub mod calibration;
 pub mod cluster;
 pub mod cpus;
+pub mod emulation;
 pub mod forward;
 pub mod job;
 pub mod name;

@@ -15,6 +15,7 @@
 use std::time::Instant;
 
 use serde::Serialize;
+use throttle_proto::emulation;
 
 use crate::comm::collectives::{self, BcastAlgo, Group};
 use crate::comm::{Comm, CommError};
@@ -32,10 +33,6 @@ pub struct PmmConfig {
     /// Sleep for the kernel's time at this rate (GFLOP/s per node) instead of computing.
     pub emulate_gflops: Option<f64>,
 }
-
-/// Emulated node rates accepted (GFLOP/s); bounds on typos, not claims about hardware.
-pub const EMULATE_GFLOPS_MIN: f64 = 1e-6;
-pub const EMULATE_GFLOPS_MAX: f64 = 1e6;
 
 /// Longest sleep one emulated step may ask for (a day): beyond it the settings are a typo.
 const EMULATED_STEP_MAX_S: f64 = 86_400.0;
@@ -250,17 +247,15 @@ pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
         )));
     }
     if let Some(g) = cfg.emulate_gflops {
-        if !(g.is_finite() && (EMULATE_GFLOPS_MIN..=EMULATE_GFLOPS_MAX).contains(&g)) {
-            return Err(PmmError::Config(format!(
-                "emulated rate must be from {EMULATE_GFLOPS_MIN} to {EMULATE_GFLOPS_MAX} GFLOP/s, not {g}"
-            )));
-        }
+        emulation::PMM_GFLOPS
+            .check(g)
+            .map_err(|why| PmmError::Config(format!("emulated rate {why}")))?;
     }
     let m = cfg.size / q;
     let kernel_time = match cfg.emulate_gflops {
         None => None,
         Some(g) => {
-            let secs = 2.0 * (m as f64).powi(3) / (g * 1e9);
+            let secs = emulation::pmm_step_seconds(m, g);
             if secs.is_nan() || secs > EMULATED_STEP_MAX_S {
                 return Err(PmmError::Config(format!(
                     "at {g} GFLOP/s one step on {m} x {m} blocks would sleep {secs:.3e} s (at most {EMULATED_STEP_MAX_S} s): raise the rate or lower the size"

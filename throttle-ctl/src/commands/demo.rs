@@ -139,7 +139,11 @@ impl Args {
         );
         Ok(match self.workload {
             DemoWorkload::Pmm => {
-                crate::job::check_emulate_gflops(Some(self.emulate_gflops))?;
+                crate::job::check_emulated(
+                    "pmm emulate_gflops",
+                    throttle_proto::emulation::PMM_GFLOPS,
+                    Some(self.emulate_gflops),
+                )?;
                 if self.size == 0 {
                     anyhow::bail!("--size must be a positive matrix order");
                 }

@@ -141,7 +141,11 @@ impl Args {
                 intercept: self.intercept,
             },
             Some(WorkloadKind::Bfs) => {
-                crate::job::check_emulate_meps(self.emulate_meps)?;
+                crate::job::check_emulated(
+                    "bfs emulate_meps",
+                    throttle_proto::emulation::BFS_MEPS,
+                    self.emulate_meps,
+                )?;
                 Workload::Bfs {
                     scale: self.scale,
                     edge_factor: self.edge_factor,
@@ -151,7 +155,11 @@ impl Args {
                 }
             }
             Some(WorkloadKind::Pmm) => {
-                crate::job::check_emulate_gflops(self.emulate_gflops)?;
+                crate::job::check_emulated(
+                    "pmm emulate_gflops",
+                    throttle_proto::emulation::PMM_GFLOPS,
+                    self.emulate_gflops,
+                )?;
                 Workload::Pmm {
                     size: self.size,
                     bcast: self.bcast,

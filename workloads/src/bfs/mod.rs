@@ -38,10 +38,6 @@ pub struct BfsConfig {
     pub emulate_meps: Option<f64>,
 }
 
-/// Emulated scan rates accepted (million edges/s per node); bounds on typos.
-pub const EMULATE_MEPS_MIN: f64 = 1e-3;
-pub const EMULATE_MEPS_MAX: f64 = 1e6;
-
 impl Default for BfsConfig {
     fn default() -> Self {
         BfsConfig {
@@ -177,11 +173,9 @@ pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
         )));
     }
     if let Some(r) = cfg.emulate_meps {
-        if !(r.is_finite() && (EMULATE_MEPS_MIN..=EMULATE_MEPS_MAX).contains(&r)) {
-            return Err(BfsError::Config(format!(
-                "emulated scan rate must be from {EMULATE_MEPS_MIN} to {EMULATE_MEPS_MAX} million edges/s, not {r}"
-            )));
-        }
+        throttle_proto::emulation::BFS_MEPS
+            .check(r)
+            .map_err(|why| BfsError::Config(format!("emulated scan rate {why}")))?;
     }
     if cfg.edge_factor == 0 || cfg.keys == 0 {
         return Err(BfsError::Config(
