@@ -274,8 +274,7 @@ impl Verdict {
         matches!(self, Verdict::Passed { .. })
     }
 
-    /// The verdict in one line for a person (`model`: "DC" or "traffic"), without the
-    /// leading "backtest".
+    /// The verdict in one line for a person, without the leading "backtest (model):".
     pub fn text(&self) -> String {
         match self {
             Verdict::Passed {

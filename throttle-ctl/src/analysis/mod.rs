@@ -519,9 +519,9 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             from_censored,
         })
         .collect();
-    // The backtest over every measured size. Held-out sizes are shown but not judged:
-    // the verdict (and which model the data favour) must not know the measurement the
-    // projection is then compared with.
+    // The backtest over every measured size. Held-out sizes are shown but neither judged
+    // nor fitted on: the verdict (and which model the data favour) must not know the
+    // measurement the projection is then compared with.
     let all = chain::run(&medians, &req.cti, &floors, &sizes, &[], None);
     let backtest = backtest::run(
         &cells,
