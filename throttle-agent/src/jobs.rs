@@ -291,7 +291,9 @@ impl Launcher {
             .map_err(|e| LaunchError::Invalid(e.to_string()))?;
         let run_dir = path_inside(&self.base_run_dir, "", &dir_name, "")
             .ok_or_else(|| LaunchError::Invalid("no run directory".into()))?;
-        {
+        // The job as inserted: a DELETE may remove it from the map at once, and then
+        // marks it closed, which the loop below sees (no rank starts).
+        let entry = {
             let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             let running: usize = jobs
                 .values()
@@ -336,22 +338,18 @@ impl Launcher {
                     ended: None,
                 })
                 .collect();
-            jobs.insert(
-                job.clone(),
-                Arc::new(Mutex::new(Job {
-                    name: job.clone(),
-                    ranks: slots,
-                    reason: None,
-                    run_dir: run_dir.clone(),
-                    lease: Duration::from_secs_f64(spec.lease_s),
-                    renewed: Instant::now(),
-                    closed: false,
-                })),
-            );
-        }
-        let entry = self
-            .job(job)
-            .ok_or_else(|| LaunchError::Invalid("job vanished".into()))?;
+            let entry = Arc::new(Mutex::new(Job {
+                name: job.clone(),
+                ranks: slots,
+                reason: None,
+                run_dir: run_dir.clone(),
+                lease: Duration::from_secs_f64(spec.lease_s),
+                renewed: Instant::now(),
+                closed: false,
+            }));
+            jobs.insert(job.clone(), entry.clone());
+            entry
+        };
         for (slot, &rank) in local.iter().enumerate() {
             if entry.lock().unwrap_or_else(|e| e.into_inner()).closed {
                 break; // killed while this launch was still starting ranks
