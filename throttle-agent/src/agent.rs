@@ -94,7 +94,7 @@ impl RunningAgent {
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let link = Link::new(config.shape);
     link.set_burst(config.burst, config.idle_burst);
-    let control = crate::transport::listen(config.control)
+    let control = crate::transport::listen_control(config.control)
         .with_context(|| format!("cannot bind the control API on {}", config.control))?;
     let data = crate::transport::listen(config.data)
         .with_context(|| format!("cannot bind the data port on {}", config.data))?;

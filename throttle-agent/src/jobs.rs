@@ -368,23 +368,19 @@ impl Launcher {
                 .stderr(Stdio::piped())
                 .kill_on_drop(true)
                 .process_group(0);
-            let pin = self.rank_cpus;
-            // SAFETY: prctl and sched_setaffinity are plain system calls (async-signal-
-            // safe); the CPU set was built before the fork. prctl asks the kernel to
-            // SIGKILL this rank if the agent dies (even by SIGKILL), so no rank outlives
-            // its agent.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    if let Some(set) = &pin {
-                        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set)?;
-                    }
-                    Ok(())
-                });
+            if let Some(set) = self.rank_cpus {
+                // SAFETY: sched_setaffinity is a plain system call (async-signal-safe);
+                // the CPU set was built before the fork.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
+                        Ok(())
+                    });
+                }
             }
-            match cmd.spawn() {
+            // Forked from the agent's one long-lived spawner thread, so the rank is
+            // killed when the agent dies and not when a blocking-pool thread retires.
+            match crate::spawner::spawn_tied_to_agent(cmd) {
                 Ok(child) => {
                     {
                         let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());

@@ -8,7 +8,8 @@
 //!   forwards): *how* bytes move.
 //! * [`api`]: the HTTP/JSON control API.
 //! * [`jobs`]: launching and watching the ranks of a job on this node; [`programs`]: which
-//!   programs may be launched.
+//!   programs may be launched; [`spawner`]: the one thread ranks are forked from, so they
+//!   die with the agent and only then.
 //! * [`directory`] and [`registry`]: the cluster's nodes and jobs, the ranks registered
 //!   here; [`endpoint`]: where a rank accepts streams.
 //! * [`intercept`]: transparent interception of unmodified programs' connections
@@ -37,5 +38,6 @@ pub mod private_dir;
 pub mod programs;
 pub mod registry;
 pub mod shutdown;
+pub mod spawner;
 pub mod state;
 pub mod transport;

@@ -31,7 +31,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, warn};
 
 use throttle_proto::socket_table;
@@ -327,7 +327,7 @@ pub async fn deliver<'a>(
         return deliver_from_here(state, src, dst).await;
     }
     let connect = async {
-        let socket = TcpSocket::new_v4()?;
+        let socket = crate::transport::tcp_socket(dst)?;
         sockopt::set_transparent(&socket)?;
         sockopt::set_mark(&socket, sockopt::TRANSPARENT_MARK)?;
         socket.set_reuseaddr(true)?;
@@ -395,12 +395,7 @@ async fn deliver_from_here<'a>(
         }
         Some(_) => {}
     }
-    let socket = if dst.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }
-    .map_err(|e| unreachable(src, dst, Some(e)))?;
+    let socket = crate::transport::tcp_socket(dst).map_err(|e| unreachable(src, dst, Some(e)))?;
     socket
         .bind(SocketAddr::new(dst.ip(), 0))
         .map_err(|e| unreachable(src, dst, Some(e)))?;

@@ -231,7 +231,7 @@ pub async fn carry(agent: &Agent, local: Conn, peer: TcpStream) -> std::io::Resu
 /// [`super::forward::resolve_local_target`]).
 pub async fn connect_local_target(agent: &Agent, target: &str) -> Result<TcpStream, WireError> {
     let addr = super::forward::resolve_local_target(agent, target).await?;
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, super::connect(addr))
         .await
         .map_err(|_| {
             WireError::new(
@@ -257,11 +257,7 @@ async fn connect_from_data_address(
     to: std::net::SocketAddr,
 ) -> std::io::Result<TcpStream> {
     let ip = agent.data_addr.ip();
-    let socket = if to.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
+    let socket = super::tcp_socket(to)?;
     if agent.intercept.as_ref().is_some_and(|i| i.kernel) {
         // The redirect rule must not send the agent's own connections back to itself.
         // (Only the kernel redirect has such a rule; SO_MARK needs CAP_NET_ADMIN, which an
