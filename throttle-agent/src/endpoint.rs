@@ -40,9 +40,21 @@ impl Endpoint {
         match self {
             Endpoint::Unix(p) => Ok(Conn::Unix(UnixStream::connect(p).await?)),
             Endpoint::Tcp(a) => {
-                let s = TcpStream::connect(a).await?;
-                s.set_nodelay(true)?;
-                Ok(Conn::Tcp(s))
+                // Segments capped like every data path's: the agent reads the rank's
+                // replies at the paced rate (see `transport::MAX_SEGMENT`).
+                let mut last = None;
+                for addr in tokio::net::lookup_host(a.as_str()).await? {
+                    match crate::transport::connect(addr).await {
+                        Ok(s) => {
+                            s.set_nodelay(true)?;
+                            return Ok(Conn::Tcp(s));
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotFound, format!("`{a}` has no address"))
+                }))
             }
         }
     }
@@ -87,5 +99,31 @@ mod tests {
         assert!(Endpoint::parse("unix:").is_err());
         let e = Endpoint::parse("tcp:127.0.0.1:80").unwrap();
         assert_eq!(Endpoint::parse(&e.to_string()).unwrap(), e);
+    }
+
+    /// A rank's `tcp:` endpoint, by address or by name: the connection's segments are
+    /// capped like every data path's; a closed port is an error.
+    #[tokio::test]
+    async fn a_tcp_endpoint_connects_with_capped_segments() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        for text in [
+            format!("tcp:127.0.0.1:{port}"),
+            format!("tcp:localhost:{port}"),
+        ] {
+            let conn = Endpoint::parse(&text).unwrap().connect().await;
+            let Ok(Conn::Tcp(s)) = conn else {
+                panic!("{text}: {conn:?}");
+            };
+            let mss =
+                nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::TcpMaxSeg).unwrap();
+            assert!(
+                mss <= crate::transport::MAX_SEGMENT,
+                "{text}: segment size {mss}"
+            );
+        }
+        drop(l);
+        let closed = Endpoint::parse(&format!("tcp:127.0.0.1:{port}")).unwrap();
+        assert!(closed.connect().await.is_err());
     }
 }
