@@ -31,11 +31,20 @@ fn spawner() -> std::io::Result<&'static Spawner> {
                 .name("rank-spawner".into())
                 .spawn(move || {
                     // Lives until the process ends: no sender is ever dropped (the
-                    // static holds it), so `recv` never fails.
+                    // static holds it), so `recv` never fails. It must not die of a
+                    // panic either: every rank forked here would be killed with it.
                     while let Ok((mut cmd, runtime, reply)) = queue.recv() {
-                        // tokio registers the child with the runtime's process driver.
-                        let _inside = runtime.enter();
-                        let _ = reply.send(cmd.spawn());
+                        let spawned =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                // tokio registers the child with the runtime's process
+                                // driver.
+                                let _inside = runtime.enter();
+                                cmd.spawn()
+                            }))
+                            .unwrap_or_else(|_| {
+                                Err(std::io::Error::other("starting the rank panicked"))
+                            });
+                        let _ = reply.send(spawned);
                     }
                 })
                 .map(|_| Spawner { requests })
@@ -113,5 +122,29 @@ mod tests {
     fn outside_a_runtime_it_is_an_error_not_a_panic() {
         let e = spawn_tied_to_agent(Command::new("true")).unwrap_err();
         assert!(e.to_string().contains("runtime"), "{e}");
+    }
+
+    /// A launch on a runtime that is shutting down (the agent stopping) is an error for
+    /// that launch only: the spawner thread stays, and the next launch works.
+    #[test]
+    fn a_failed_start_leaves_the_spawner_working() {
+        let gone = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = gone.handle().clone();
+        drop(gone);
+        {
+            let _inside = handle.enter();
+            let e = spawn_tied_to_agent(Command::new("true")).unwrap_err();
+            assert!(e.to_string().contains("shut"), "{e}");
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _inside = rt.enter();
+        let mut child = spawn_tied_to_agent(Command::new("true")).unwrap();
+        assert!(rt.block_on(child.wait()).unwrap().success());
     }
 }
