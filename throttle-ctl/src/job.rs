@@ -190,6 +190,24 @@ impl Workload {
         }
     }
 
+    /// Refuse an emulated rate the program would refuse (checked by `execute` before
+    /// anything is shaped or launched, and by a sweep before its first run).
+    pub fn check_emulated_rate(&self) -> Result<()> {
+        match self {
+            Workload::Bfs { emulate_meps, .. } => check_emulated(
+                "bfs emulate_meps",
+                throttle_proto::emulation::BFS_MEPS,
+                *emulate_meps,
+            ),
+            Workload::Pmm { emulate_gflops, .. } => check_emulated(
+                "pmm emulate_gflops",
+                throttle_proto::emulation::PMM_GFLOPS,
+                *emulate_gflops,
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the ranks sleep instead of computing (each stands for a node with its own
     /// CPU), so that they do not compete for a local cluster's cores.
     pub fn emulates_compute(&self) -> bool {
@@ -475,6 +493,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     {
         bail!("--time-limit must be between 0 and one week (in seconds)");
     }
+    spec.workload.check_emulated_rate()?;
     let nodes = &cluster.file.nodes[..spec.nodes];
     let clients: Vec<AgentClient> = nodes.iter().map(|n| AgentClient::new(cluster, n)).collect();
     let change = ShapeChange {

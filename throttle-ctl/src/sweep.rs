@@ -404,11 +404,6 @@ impl Sweep {
         let (workload, options) = match spec.workload.as_str() {
             "bfs" => {
                 let o = &spec.bfs;
-                crate::job::check_emulated(
-                    "bfs emulate_meps",
-                    emulation::BFS_MEPS,
-                    o.emulate_meps,
-                )?;
                 let mut options = json!({ "scale": o.scale, "edge_factor": o.edge_factor, "keys": o.keys, "validate": o.validate });
                 if let Some(r) = o.emulate_meps {
                     // Only when set, so that stores of real-compute sweeps keep one series.
@@ -427,11 +422,6 @@ impl Sweep {
             }
             "pmm" => {
                 let o = &spec.pmm;
-                crate::job::check_emulated(
-                    "pmm emulate_gflops",
-                    emulation::PMM_GFLOPS,
-                    o.emulate_gflops,
-                )?;
                 let mut options = json!({ "size": o.size, "bcast": o.bcast });
                 if let Some(g) = o.emulate_gflops {
                     // Only when set, so that stores of real-kernel sweeps keep one series.
@@ -490,6 +480,7 @@ impl Sweep {
             }
             other => bail!("unknown workload `{other}`: use bfs, pmm, mw, program or command"),
         };
+        workload.check_emulated_rate()?;
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
             bail!("`nodes` must list node counts >= 1");
         }

@@ -140,32 +140,18 @@ impl Args {
                 },
                 intercept: self.intercept,
             },
-            Some(WorkloadKind::Bfs) => {
-                crate::job::check_emulated(
-                    "bfs emulate_meps",
-                    throttle_proto::emulation::BFS_MEPS,
-                    self.emulate_meps,
-                )?;
-                Workload::Bfs {
-                    scale: self.scale,
-                    edge_factor: self.edge_factor,
-                    keys: self.keys,
-                    validate: !self.no_validate,
-                    emulate_meps: self.emulate_meps,
-                }
-            }
-            Some(WorkloadKind::Pmm) => {
-                crate::job::check_emulated(
-                    "pmm emulate_gflops",
-                    throttle_proto::emulation::PMM_GFLOPS,
-                    self.emulate_gflops,
-                )?;
-                Workload::Pmm {
-                    size: self.size,
-                    bcast: self.bcast,
-                    emulate_gflops: self.emulate_gflops,
-                }
-            }
+            Some(WorkloadKind::Bfs) => Workload::Bfs {
+                scale: self.scale,
+                edge_factor: self.edge_factor,
+                keys: self.keys,
+                validate: !self.no_validate,
+                emulate_meps: self.emulate_meps,
+            },
+            Some(WorkloadKind::Pmm) => Workload::Pmm {
+                size: self.size,
+                bcast: self.bcast,
+                emulate_gflops: self.emulate_gflops,
+            },
             Some(WorkloadKind::Mw) => {
                 let o = crate::job::MwOptions {
                     volume: self.volume,
@@ -184,6 +170,8 @@ impl Args {
                 args: self.args,
             },
         };
+        // Refused before the cluster is asked anything.
+        workload.check_emulated_rate()?;
         let cluster = ctx.cluster()?;
         let spec_workload = workload.clone();
         let spec = JobSpec {
