@@ -5,6 +5,7 @@
 //! returning, so a caller that got a [`RunningAgent`] can connect at once; the addresses
 //! it reports are the ones actually bound (port 0 picks a free port).
 
+use crate::cpu_watch::CpuWatch;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,10 +47,8 @@ pub struct AgentConfig {
     pub pump: PumpOptions,
     /// How long a stream waits for its destination rank to register.
     pub register_timeout: Duration,
-    /// Depth of the token buckets while traffic waits, in time at the current rate.
-    pub burst: Duration,
-    /// Depth of an idle bucket (what a quiet link lets through at once).
-    pub idle_burst: Duration,
+    /// How far behind its schedule a backlogged stream may catch up (a descheduled agent).
+    pub catch_up: Duration,
     /// The programs that may be launched as ranks.
     pub programs: ProgramPolicy,
     /// Serve the control API over TLS with this certificate (None: plain HTTP).
@@ -93,7 +92,7 @@ impl RunningAgent {
 /// Bind every listener and start the agent's services on the current tokio runtime.
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let link = Link::new(config.shape);
-    link.set_burst(config.burst, config.idle_burst);
+    link.set_catch_up(config.catch_up);
     let control = crate::transport::listen_control(config.control)
         .with_context(|| format!("cannot bind the control API on {}", config.control))?;
     let data = crate::transport::listen(config.data)
@@ -167,6 +166,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         register_timeout: config.register_timeout,
         started: Instant::now(),
         launcher: Arc::new(launcher),
+        cpu: Arc::new(CpuWatch::new()),
         intercept,
     });
     let mut nodes = config.peers.clone();
@@ -222,9 +222,15 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             }
         })
     };
+    let cpu_watch = {
+        let cpu = agent.cpu.clone();
+        let sd = shutdown.clone();
+        tokio::spawn(async move { cpu.run(sd).await })
+    };
     let mut tasks = vec![
         sampler,
         reaper,
+        cpu_watch,
         tokio::spawn(crate::api::serve(
             agent.clone(),
             control,

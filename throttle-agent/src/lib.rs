@@ -3,7 +3,7 @@
 //! The binary (`main.rs`) only parses flags and calls [`agent::start`]; everything else
 //! lives here so it can be tested in-process with real sockets.
 //!
-//! * [`link`]: the link model (shape, token buckets, counters): *what* may pass.
+//! * [`link`]: the link model (shape, pacers, counters): *what* may pass, and when.
 //! * [`transport`]: the proxy transport (handshake, copy loop, local endpoint, data port,
 //!   forwards): *how* bytes move.
 //! * [`api`]: the HTTP/JSON control API.
@@ -18,7 +18,8 @@
 //!   enter.
 //! * [`state`]: the state every service shares; [`shutdown`]: the stop signal;
 //!   [`agent`]: configuration and start/stop; [`config_file`]: the TOML file the flags
-//!   can also come from; [`affinity`]: CPU pinning; [`notify`]: systemd readiness.
+//!   can also come from; [`affinity`]: CPU pinning; [`notify`]: systemd readiness;
+//!   [`cpu_watch`]: whether the agent itself gets the CPU it needs.
 //!
 //! The vocabulary (rates, percentages, names, the handshake, the API's bodies) is
 //! `throttle_proto`, shared with the controller and the workloads.
@@ -27,6 +28,7 @@ pub mod affinity;
 pub mod agent;
 pub mod api;
 pub mod config_file;
+pub mod cpu_watch;
 pub mod directory;
 pub mod endpoint;
 pub mod intercept;

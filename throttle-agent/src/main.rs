@@ -71,14 +71,12 @@ struct Args {
     /// Seconds a stream waits for its destination rank to register.
     #[arg(long, default_value_t = 10.0)]
     register_timeout: f64,
-    /// Bucket depth while traffic waits, ms of traffic at the current rate: how long a
-    /// descheduled agent may catch up.
-    #[arg(long, default_value_t = 10.0)]
-    burst_ms: f64,
-    /// Bucket depth of an idle link, ms of traffic: what a message after a quiet phase gets
-    /// through without paying its serialization time (at least 1500 bytes).
-    #[arg(long, default_value_t = 1.0)]
-    idle_burst_ms: f64,
+    /// How far behind its schedule a backlogged stream may catch up, ms: an agent
+    /// descheduled for up to this long loses none of the link's rate. Only data that was
+    /// already waiting gets it; a message after a quiet phase always pays its full
+    /// serialization time. (Was --burst-ms.)
+    #[arg(long, alias = "burst-ms", default_value_t = 10.0)]
+    catch_up_ms: f64,
     /// Worker threads of the agent [default: the number of CPUs]. On a local cluster with
     /// several agents per machine, 1 avoids cross-thread wake-ups (lower latency).
     #[arg(long)]
@@ -202,11 +200,8 @@ fn main() {
     {
         fail("--register-timeout must be between 0 and 3600 seconds");
     }
-    if !(args.burst_ms.is_finite() && (0.1..=1000.0).contains(&args.burst_ms)) {
-        fail("--burst-ms must be between 0.1 and 1000");
-    }
-    if !(args.idle_burst_ms.is_finite() && (0.1..=1000.0).contains(&args.idle_burst_ms)) {
-        fail("--idle-burst-ms must be between 0.1 and 1000");
+    if !(args.catch_up_ms.is_finite() && (0.1..=1000.0).contains(&args.catch_up_ms)) {
+        fail("--catch-up-ms must be between 0.1 and 1000");
     }
     let local_socket = args.local_socket.clone().unwrap_or_else(|| {
         let home = throttle_agent::private_dir::default_home();
@@ -253,8 +248,7 @@ fn main() {
             ..PumpOptions::default()
         },
         register_timeout: Duration::from_secs_f64(args.register_timeout),
-        burst: Duration::from_secs_f64(args.burst_ms / 1000.0),
-        idle_burst: Duration::from_secs_f64(args.idle_burst_ms / 1000.0),
+        catch_up: Duration::from_secs_f64(args.catch_up_ms / 1000.0),
         programs,
         tls,
         intercept: args.intercept,

@@ -632,7 +632,10 @@ async fn a_peer_that_cannot_prove_the_token_gets_nothing() {
                 let len = u16::from_be_bytes([header[6], header[7]]) as usize;
                 let mut body = vec![0u8; len];
                 let _ = c.read_exact(&mut body);
-                let _ = c.write_all(b"THRR\x02\x00\x00\x00"); // "Ok", no challenge
+                // "Ok" in this version, without the challenge.
+                let mut ok = *b"THRR\x00\x00\x00\x00";
+                ok[4] = throttle_proto::wire::VERSION;
+                let _ = c.write_all(&ok);
                 let mut buf = [0u8; 4096];
                 while let Ok(n) = c.read(&mut buf) {
                     if n == 0 {

@@ -348,6 +348,72 @@ async fn two_streams_share_the_link_fairly() {
     assert!(ra + rb < 10e6 * 1.25, "total {:.0} B/s", ra + rb);
 }
 
+/// A server that answers each whole `size`-byte message with one of its own (not a
+/// streaming echo, which would start answering before the request has arrived).
+fn message_echo(size: usize) -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            std::thread::spawn(move || {
+                let _ = c.set_nodelay(true);
+                let mut buf = vec![0u8; size];
+                while c.read_exact(&mut buf).is_ok() {
+                    if c.write_all(&buf).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Median round trip of `size`-byte messages through `listen` (an echo behind it), with
+/// `pause` between exchanges.
+fn ping_pong(listen: std::net::SocketAddr, size: usize, pause: Duration, count: usize) -> Duration {
+    let mut c = std::net::TcpStream::connect(listen).unwrap();
+    c.set_nodelay(true).unwrap();
+    let mut buf = vec![3u8; size];
+    let mut times = Vec::new();
+    for _ in 0..count {
+        std::thread::sleep(pause);
+        let t = Instant::now();
+        c.write_all(&buf).unwrap();
+        c.read_exact(&mut buf).unwrap();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    times[times.len() / 2]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_and_response_each_pay_their_serialization_time() {
+    // 100% of 80 Mbit/s = 10 MB/s: 64 KiB take 6.55 ms each way on a real link, whether
+    // the link was busy a moment ago (back to back) or idle (a pause between exchanges).
+    // The token bucket this replaced let them through at 2-4x the rate: its depth, 10 ms
+    // = 100 kB, banked while the link was busy.
+    let scratch = Scratch::new("pingpong");
+    let agents = cluster(&scratch, 2, shape(Some(100.0), 10e6), true).await;
+    let info = forward_to_n1(&agents[0], message_echo(65536)).await;
+    let ideal = Duration::from_secs_f64(2.0 * 65536.0 / 10e6);
+    for pause in [Duration::ZERO, Duration::from_millis(5)] {
+        let listen = info.listen;
+        let rtt = tokio::task::spawn_blocking(move || ping_pong(listen, 65536, pause, 15))
+            .await
+            .unwrap();
+        // Generous above (a loaded 2-core machine); bench/fidelity.sh checks the 3%.
+        assert!(
+            rtt >= ideal.mul_f64(0.97) && rtt < ideal * 3,
+            "pause {pause:?}: round trip {rtt:?}, a real link {ideal:?}"
+        );
+    }
+    // The pacing account saw the link busy for what it carried, and nothing behind.
+    let f = agents[0].state.link.egress.fidelity();
+    assert!(f.busy_secs > 0.09, "{f:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn added_latency_shows_in_round_trips() {
     let scratch = Scratch::new("lat");

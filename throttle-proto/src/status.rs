@@ -32,6 +32,9 @@ pub struct Status {
     pub refused_connections: u64,
     /// Whether the control API speaks TLS.
     pub tls: bool,
+    /// Whether the agent itself got the CPU it needed (absent from agents before 0.3).
+    #[serde(default)]
+    pub cpu: AgentCpu,
     /// Transparent interception's counters; absent when the agent does not intercept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intercepted: Option<InterceptedStatus>,
@@ -62,4 +65,60 @@ pub struct DirectionStatus {
     pub bytes: u64,
     /// Payload rate over the last sampling interval (250 ms).
     pub rate_bytes_per_sec: f64,
+    /// How faithfully the pacing ran (absent from agents before 0.3: all zero).
+    #[serde(default)]
+    pub pacing: PacingStatus,
+}
+
+/// One direction's account of its pacing, since the agent started (counters only grow;
+/// a run's share is the difference of two readings).
+///
+/// `busy_seconds` is the link time the pacer scheduled at the set rate: every unit's
+/// size / rate. `behind_seconds` is how far delivery fell behind that schedule: backlog
+/// the agent could not make up (it was descheduled for longer than its catch-up window)
+/// and the lateness of each burst's last unit (the message it ended arrived that late).
+/// While the link was busy it carried `busy / (busy + behind)` of its setting.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PacingStatus {
+    pub busy_seconds: f64,
+    pub behind_seconds: f64,
+    /// Departures a copy loop slept for.
+    pub waits: u64,
+    /// Their summed lateness past the departure time.
+    pub late_seconds: f64,
+    /// How many of them were late by at most `le` seconds (cumulative, ascending `le`; the
+    /// total is `waits`).
+    pub late_buckets: Vec<LateBucket>,
+}
+
+/// One bucket of [`PacingStatus::late_buckets`].
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LateBucket {
+    pub le: f64,
+    pub count: u64,
+}
+
+impl PacingStatus {
+    /// The share of the set rate the link carried while busy (1 when it was never busy).
+    pub fn delivered_share(&self) -> f64 {
+        let total = self.busy_seconds + self.behind_seconds;
+        if total > 0.0 {
+            self.busy_seconds / total
+        } else {
+            1.0
+        }
+    }
+}
+
+/// Whether the agent got the CPU it needed, since it started.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct AgentCpu {
+    /// Seconds the agent's threads were ready to run but waited for a CPU (the
+    /// scheduler's run-queue delay, `/proc/self/task/*/schedstat`; threads that ended are
+    /// not counted). Missing on kernels without scheduler statistics: 0.
+    pub run_delay_seconds: f64,
+    /// Seconds the agent could not run at all when it should have: a timer it set every
+    /// 5 ms fired more than 1 ms late (stopped, starved, or the machine paused), summed
+    /// beyond that millisecond.
+    pub stalled_seconds: f64,
 }

@@ -10,6 +10,7 @@
 //! reply:     "THRR" | version u8 | code u8 | msg_len u16 BE  | msg (UTF-8)
 //! challenge: "THRC" | version u8 | 0       | 64 u16 BE       | server nonce [32] | server proof [32]
 //! body fields: str = u16 BE length + UTF-8, u32 BE, nonce = 32 bytes
+//! then, between agents, frames: len u32 BE | lateness us u32 BE | payload (len 0: end)
 //! ```
 //!
 //! Agent-to-agent requests ([`Request::Peer`]) never carry the cluster token. The dialer
@@ -34,8 +35,37 @@ use crate::name::Name;
 pub const REQUEST_MAGIC: [u8; 4] = *b"THRT";
 pub const REPLY_MAGIC: [u8; 4] = *b"THRR";
 pub const CHALLENGE_MAGIC: [u8; 4] = *b"THRC";
-/// Version 2: peer requests authenticate by challenge-response instead of carrying the token.
-pub const VERSION: u8 = 2;
+/// Version 2: peer requests authenticate by challenge-response instead of carrying the
+/// token. Version 3: frames between agents carry the sender's pacing lateness.
+pub const VERSION: u8 = 3;
+
+/// Bytes of a frame header on a leg between two agents, once the handshake is done:
+/// the payload length (u32 BE; 0 marks the clean end of the direction) and how late the
+/// sending agent let the frame go after its pacing departure (u32 BE, microseconds). The
+/// receiving agent credits that lateness, so a sender's late wake-up is not paid a second
+/// time at the receiver's ingress.
+pub const FRAME_HEADER_LEN: usize = 8;
+
+/// The most lateness a frame header carries (longer is sent as this).
+pub const MAX_FRAME_LATENESS: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A frame header.
+pub fn frame_header(len: u32, late: std::time::Duration) -> [u8; FRAME_HEADER_LEN] {
+    let us = late.min(MAX_FRAME_LATENESS).as_micros() as u32;
+    let mut h = [0u8; FRAME_HEADER_LEN];
+    h[..4].copy_from_slice(&len.to_be_bytes());
+    h[4..].copy_from_slice(&us.to_be_bytes());
+    h
+}
+
+/// The length and the lateness of a frame header (a lateness beyond
+/// [`MAX_FRAME_LATENESS`], which no agent sends, is read as that).
+pub fn parse_frame_header(h: &[u8; FRAME_HEADER_LEN]) -> (u32, std::time::Duration) {
+    let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+    let us = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+    let late = std::time::Duration::from_micros(us as u64).min(MAX_FRAME_LATENESS);
+    (len, late)
+}
 /// Every message starts with a header of this many bytes.
 pub const HEADER_LEN: usize = 8;
 /// Largest request body accepted.
@@ -702,6 +732,24 @@ mod tests {
     }
 
     #[test]
+    fn frame_headers_round_trip_and_bound_the_lateness() {
+        let h = frame_header(65536, std::time::Duration::from_micros(1234));
+        assert_eq!(
+            parse_frame_header(&h),
+            (65536, std::time::Duration::from_micros(1234))
+        );
+        // The end marker.
+        assert_eq!(
+            parse_frame_header(&frame_header(0, Default::default())).0,
+            0
+        );
+        // Lateness beyond the bound is sent and read as the bound.
+        let h = frame_header(1, std::time::Duration::from_secs(100));
+        assert_eq!(parse_frame_header(&h).1, MAX_FRAME_LATENESS);
+        assert_eq!(parse_frame_header(&[0xff; 8]).1, MAX_FRAME_LATENESS);
+    }
+
+    #[test]
     fn bad_magic_and_version_get_their_codes() {
         let bytes = all_requests()[0].encode();
         let (mut h, body) = split(&bytes);
@@ -752,7 +800,8 @@ mod tests {
             let mut body = Vec::new();
             put_str(&mut body, bad);
             body.extend_from_slice(&[0; 8]);
-            let mut h = *b"THRT\x02\x01\0\0";
+            let mut h = *b"THRT\0\x01\0\0";
+            h[4] = VERSION;
             h[6..8].copy_from_slice(&(body.len() as u16).to_be_bytes());
             let e = Request::decode(h, &body).unwrap_err();
             assert_eq!(e.code, Code::Malformed, "{bad}: {e}");
@@ -839,7 +888,8 @@ mod properties {
             kind in 0u8..8,
             body in proptest::collection::vec(any::<u8>(), 0..300),
         ) {
-            let mut h = *b"THRT\x02\0\0\0";
+            let mut h = *b"THRT\0\0\0\0";
+            h[4] = VERSION;
             h[5] = kind;
             h[6..8].copy_from_slice(&(body.len() as u16).to_be_bytes());
             if let Ok(req) = Request::decode(h, &body) {

@@ -93,6 +93,12 @@ fn gauge_i64(v: usize) -> Gauge {
     g
 }
 
+fn counter_f64(v: f64) -> Counter<f64, AtomicU64> {
+    let c = Counter::<f64, AtomicU64>::default();
+    c.inc_by(v);
+    c
+}
+
 fn counter(v: u64) -> Counter {
     let c = Counter::default();
     c.inc_by(v);
@@ -127,6 +133,69 @@ pub fn render(s: &Status) -> String {
                 g.set(s.ingress.rate_bytes_per_sec);
             },
         ),
+    );
+    r.register_with_unit(
+        "throttle_link_busy",
+        "Link time the pacer scheduled at the set rate (size / rate of every unit)",
+        Unit::Seconds,
+        per_direction::<Counter<f64, AtomicU64>>(
+            |c| {
+                c.inc_by(s.egress.pacing.busy_seconds);
+            },
+            |c| {
+                c.inc_by(s.ingress.pacing.busy_seconds);
+            },
+        ),
+    );
+    r.register_with_unit(
+        "throttle_link_behind",
+        "How far delivery fell behind the pacing schedule (backlog not made up, late ends of bursts)",
+        Unit::Seconds,
+        per_direction::<Counter<f64, AtomicU64>>(
+            |c| {
+                c.inc_by(s.egress.pacing.behind_seconds);
+            },
+            |c| {
+                c.inc_by(s.ingress.pacing.behind_seconds);
+            },
+        ),
+    );
+    r.register(
+        "throttle_pacing_waits",
+        "Departures a copy loop slept for",
+        per_direction::<Counter>(
+            |c| {
+                c.inc_by(s.egress.pacing.waits);
+            },
+            |c| {
+                c.inc_by(s.ingress.pacing.waits);
+            },
+        ),
+    );
+    r.register_with_unit(
+        "throttle_pacing_late",
+        "Summed lateness of those departures",
+        Unit::Seconds,
+        per_direction::<Counter<f64, AtomicU64>>(
+            |c| {
+                c.inc_by(s.egress.pacing.late_seconds);
+            },
+            |c| {
+                c.inc_by(s.ingress.pacing.late_seconds);
+            },
+        ),
+    );
+    r.register_with_unit(
+        "throttle_agent_cpu_wait",
+        "Time the agent's threads waited for a CPU (run-queue delay)",
+        Unit::Seconds,
+        counter_f64(s.cpu.run_delay_seconds),
+    );
+    r.register_with_unit(
+        "throttle_agent_stalled",
+        "Time the agent could not run when it should have (a 5 ms timer late by more than 1 ms)",
+        Unit::Seconds,
+        counter_f64(s.cpu.stalled_seconds),
     );
     r.register_with_unit(
         "throttle_link_capacity",
@@ -224,10 +293,18 @@ mod tests {
             egress: DirectionStatus {
                 bytes: 1000,
                 rate_bytes_per_sec: 5.0,
+                pacing: throttle_proto::status::PacingStatus {
+                    busy_seconds: 1.5,
+                    behind_seconds: 0.25,
+                    waits: 7,
+                    late_seconds: 0.001,
+                    late_buckets: vec![],
+                },
             },
             ingress: DirectionStatus {
                 bytes: 2000,
                 rate_bytes_per_sec: 6.0,
+                pacing: Default::default(),
             },
             open_streams: 3,
             registered_ranks: 1,
@@ -238,6 +315,10 @@ mod tests {
             uptime_seconds: 9.5,
             refused_connections: 4,
             tls: false,
+            cpu: throttle_proto::status::AgentCpu {
+                run_delay_seconds: 0.5,
+                stalled_seconds: 0.125,
+            },
             intercepted: Some(throttle_proto::status::InterceptedStatus {
                 outgoing: 3,
                 incoming: 2,
@@ -256,6 +337,11 @@ mod tests {
             "throttle_refused_connections_total{node=\"n0\"} 4",
             "throttle_build_info{node=\"n0\",version=\"0.1.0\"} 1",
             "throttle_intercepted_connections_total{node=\"n0\",outcome=\"failed\"} 1",
+            "throttle_link_busy_seconds_total{node=\"n0\",direction=\"egress\"} 1.5",
+            "throttle_link_behind_seconds_total{node=\"n0\",direction=\"egress\"} 0.25",
+            "throttle_pacing_waits_total{node=\"n0\",direction=\"egress\"} 7",
+            "throttle_agent_stalled_seconds_total{node=\"n0\"} 0.125",
+            "throttle_agent_cpu_wait_seconds_total{node=\"n0\"} 0.5",
             "# EOF",
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");

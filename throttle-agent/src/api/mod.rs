@@ -43,10 +43,12 @@ use throttle_proto::job::{JobList, JobMap, LaunchSpec, Launched};
 use throttle_proto::name::Name;
 use throttle_proto::refusal::Refusal;
 use throttle_proto::shape::ShapeChange;
-use throttle_proto::status::{DirectionStatus, Status};
+use throttle_proto::status::{AgentCpu, DirectionStatus, LateBucket, PacingStatus, Status};
 
 use crate::directory::{MAX_NODES, MAX_RANKS};
 use crate::jobs::LaunchError;
+use crate::link::pacer::LATE_BUCKETS;
+use crate::link::Port;
 use crate::state::Agent;
 use crate::transport::forward;
 use crate::transport::wire::Code;
@@ -165,14 +167,8 @@ pub fn status_of(agent: &Agent) -> Status {
         capacity: shape.capacity(),
         limit_bytes_per_sec: shape.rate(),
         latency_us: shape.latency_us(),
-        egress: DirectionStatus {
-            bytes: agent.link.egress.bytes(),
-            rate_bytes_per_sec: agent.link.egress.current_rate(),
-        },
-        ingress: DirectionStatus {
-            bytes: agent.link.ingress.bytes(),
-            rate_bytes_per_sec: agent.link.ingress.current_rate(),
-        },
+        egress: direction_status(&agent.link.egress),
+        ingress: direction_status(&agent.link.ingress),
         open_streams: agent.link.open_streams(),
         registered_ranks: agent.registry.len(),
         jobs: agent.directory.job_count(),
@@ -182,6 +178,12 @@ pub fn status_of(agent: &Agent) -> Status {
         uptime_seconds: agent.started.elapsed().as_secs_f64(),
         refused_connections: agent.limits.refused(),
         tls: agent.tls,
+        cpu: AgentCpu {
+            run_delay_seconds: crate::cpu_watch::run_delay()
+                .unwrap_or_default()
+                .as_secs_f64(),
+            stalled_seconds: agent.cpu.stalled().as_secs_f64(),
+        },
         intercepted: agent.intercept.as_ref().map(|i| {
             use std::sync::atomic::Ordering::Relaxed;
             throttle_proto::status::InterceptedStatus {
@@ -192,6 +194,25 @@ pub fn status_of(agent: &Agent) -> Status {
                 preload_port: i.preload_port,
             }
         }),
+    }
+}
+
+fn direction_status(port: &Port) -> DirectionStatus {
+    let f = port.fidelity();
+    DirectionStatus {
+        bytes: port.bytes(),
+        rate_bytes_per_sec: port.current_rate(),
+        pacing: PacingStatus {
+            busy_seconds: f.busy_secs,
+            behind_seconds: f.behind_secs,
+            waits: f.waits,
+            late_seconds: f.late_secs,
+            late_buckets: LATE_BUCKETS
+                .iter()
+                .zip(f.late_buckets)
+                .map(|(&le, count)| LateBucket { le, count })
+                .collect(),
+        },
     }
 }
 

@@ -2,20 +2,26 @@
 //!
 //! A [`Link`] has a [`Shape`] (capacity, percentage, added latency; the type, valid by
 //! construction, is `throttle_proto::shape`) and two [`Port`]s,
-//! egress and ingress, each with its own token bucket shared by every stream of the node.
-//! The copy loop (`transport::pump`) only ever asks a port "how many bytes may pass now",
-//! "how long must this chunk wait", and tells it what it moved. That is the seam: new
-//! link behaviours change this module, never the copy loop (toxiproxy's lesson).
+//! egress and ingress, each with its own pacer shared by every stream of the node.
+//! The copy loop (`transport::pump`) only ever asks a port "when may these bytes leave",
+//! "how long must this chunk be held", and tells it what it moved and when it let it go.
+//! That is the seam: new link behaviours change this module, never the copy loop
+//! (toxiproxy's lesson). Nothing here sleeps or does I/O: departures are instants, and the
+//! copy loop waits for them.
 
-pub mod bucket;
+pub mod pacer;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use bucket::TokenBucket;
+pub use pacer::{Arrival, Departure, Fidelity, Pacer};
 
 pub use throttle_proto::shape::{Shape, MAX_LATENCY_US};
+
+/// How long a copy loop waits at most before asking its port again: bounds how late a
+/// rate change reaches a waiting stream (the design asks for 10 ms).
+pub const MAX_WAIT: Duration = Duration::from_millis(4);
 
 /// Which way bytes cross the link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,11 +30,11 @@ pub enum Direction {
     Ingress,
 }
 
-/// One direction of the link: its bucket, its added delay, and its byte counters.
+/// One direction of the link: its pacer, its added delay, and its byte counters.
 #[derive(Debug)]
 pub struct Port {
     direction: Direction,
-    bucket: TokenBucket,
+    pacer: Pacer,
     /// Added delay in microseconds (egress only; always 0 on ingress).
     delay_us: AtomicU64,
     bytes: AtomicU64,
@@ -41,7 +47,15 @@ impl Port {
     fn new(direction: Direction, shape: &Shape) -> Port {
         Port {
             direction,
-            bucket: TokenBucket::new(shape.rate()),
+            // Egress carries what applications wrote (all there at once); ingress carries
+            // frames another agent's egress paced out (they streamed in at the link rate).
+            pacer: Pacer::new(
+                shape.rate(),
+                match direction {
+                    Direction::Egress => Arrival::Whole,
+                    Direction::Ingress => Arrival::Streamed,
+                },
+            ),
             delay_us: AtomicU64::new(if direction == Direction::Egress {
                 shape.latency_us()
             } else {
@@ -57,14 +71,37 @@ impl Port {
         self.direction
     }
 
-    /// Wait until up to `want` bytes may cross; returns how many may.
-    pub async fn grant(&self, want: usize) -> usize {
-        self.bucket.take(want).await
+    /// When `bytes` may leave (see [`Pacer::schedule`]). `backlogged`: they were already
+    /// waiting behind the stream's previous unit; otherwise `arrived` says when they
+    /// reached the agent, if known.
+    pub fn schedule(&self, bytes: usize, backlogged: bool, arrived: Option<Instant>) -> Departure {
+        self.pacer
+            .schedule(bytes, backlogged, arrived, Instant::now())
     }
 
-    /// Return the part of a grant that was not used.
-    pub fn refund(&self, bytes: usize) {
-        self.bucket.refund(bytes)
+    /// Move `d` to the current rate if the rate changed since it was scheduled.
+    pub fn refresh(&self, d: &mut Departure) -> bool {
+        self.pacer.refresh(d, Instant::now())
+    }
+
+    /// The copy loop let `d` go now, after waiting for it; returns how late.
+    pub fn departed(&self, d: &Departure) -> Duration {
+        self.pacer.departed(d, Instant::now())
+    }
+
+    /// A stream's burst ended `late` after its schedule.
+    pub fn fell_behind(&self, late: Duration) {
+        self.pacer.fell_behind(late)
+    }
+
+    /// The largest unit a copy loop schedules at once (about 1 ms of traffic).
+    pub fn unit(&self) -> usize {
+        self.pacer.unit()
+    }
+
+    /// The fidelity account of this direction (counters since the agent started).
+    pub fn fidelity(&self) -> Fidelity {
+        self.pacer.fidelity()
     }
 
     /// How long a chunk leaving now must be held before it goes out.
@@ -86,18 +123,13 @@ impl Port {
         f64::from_bits(self.rate_bits.load(Ordering::Relaxed))
     }
 
-    /// The current bucket rate (`None`: unlimited).
+    /// The current pacing rate (`None`: unlimited).
     pub fn rate_limit(&self) -> Option<f64> {
-        self.bucket.rate()
-    }
-
-    /// The largest single grant (one burst), so copy loops size their chunks by it.
-    pub fn max_grant(&self) -> usize {
-        self.bucket.max_grant()
+        self.pacer.rate()
     }
 
     fn apply(&self, shape: &Shape) {
-        self.bucket.set_rate(shape.rate());
+        self.pacer.set_rate(shape.rate());
         if self.direction == Direction::Egress {
             self.delay_us.store(shape.latency_us(), Ordering::Relaxed);
         }
@@ -139,7 +171,8 @@ impl Link {
         *self.shape.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Change the shape; open streams see it at their next grant (within a few ms).
+    /// Change the shape; waiting streams see it within a few ms (they ask again at least
+    /// every [`MAX_WAIT`]).
     pub fn set_shape(&self, shape: Shape) {
         let mut cur = self.shape.write().unwrap_or_else(|e| e.into_inner());
         self.egress.apply(&shape);
@@ -147,11 +180,10 @@ impl Link {
         *cur = shape;
     }
 
-    /// Set the bucket depths of both ports: `burst` while traffic waits, `idle` for an
-    /// idle link.
-    pub fn set_burst(&self, burst: Duration, idle: Duration) {
-        self.egress.bucket.set_burst(burst, idle);
-        self.ingress.bucket.set_burst(burst, idle);
+    /// How far behind its schedule a backlogged stream may catch up, on both ports.
+    pub fn set_catch_up(&self, catch_up: Duration) {
+        self.egress.pacer.set_catch_up(catch_up);
+        self.ingress.pacer.set_catch_up(catch_up);
     }
 
     /// Refresh the `current_rate` of both ports (called periodically by the agent).
@@ -196,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shape_reaches_both_buckets() {
+    fn a_shape_reaches_both_pacers() {
         let link = Link::new(shape("50", 0));
         assert_eq!(link.egress.rate_limit(), Some(62.5e6));
         link.set_shape(shape("unlimited", 0));

@@ -16,6 +16,7 @@ pub mod peer;
 pub mod pump;
 pub mod rank_endpoint;
 pub mod socket;
+pub mod timer;
 pub mod wire;
 
 use std::time::Duration;

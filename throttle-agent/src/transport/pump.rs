@@ -1,23 +1,33 @@
 //! The copy loop: moves one direction of a stream from a source socket to a sink socket.
 //!
-//! It knows nothing of rates or delays; it asks a [`Port`] (the link seam) how many bytes
-//! may pass and how long a chunk must be held. On Linux the bytes go socket -> pipe ->
-//! socket with splice(2), each splice capped at the tokens granted; when the port asks for
-//! added delay (or splice is off) chunks are read into memory and released at their time.
+//! It knows nothing of rates or delays; it asks a [`Port`] (the link seam) when each unit
+//! of bytes may leave and how long a chunk must be held, and waits for that moment with a
+//! precise timer ([`Sleeper`]). On Linux the bytes go socket -> pipe -> socket with
+//! splice(2): a unit is spliced into the pipe, held there until its departure, then
+//! spliced out. When the port asks for added delay (or splice is off) chunks are read into
+//! memory and released at their time.
 //!
-//! Legs between two agents are *framed*: each chunk is preceded by its length (u32 BE) and
-//! a zero length marks the clean end of the direction. A peer agent that dies mid-stream
+//! What a unit is follows from where the bytes come from. From an application (a raw
+//! source, the egress side) each chunk read is a unit (at most [`Port::unit`]), and it
+//! is *backlogged* when it was read without waiting, behind the previous one. From another
+//! agent (a framed source, the ingress side) a frame is one unit, paced when its header
+//! arrives: the sending agent paced it out whole.
+//!
+//! Legs between two agents are *framed* (`throttle_proto::wire::frame_header`): each chunk
+//! is preceded by its length and by how late the sender's pacing let it go, and a zero
+//! length marks the clean end of the direction. A peer agent that dies mid-stream
 //! therefore shows as an error here (no end marker) instead of a silent, short EOF; the
 //! caller then resets the local connection so the application sees the failure.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
-use std::time::Duration;
-
-use tokio::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::socket::{self, Pipe, Socket};
-use crate::link::Port;
+use super::timer::Sleeper;
+use crate::link::{Departure, Port, MAX_WAIT};
+use throttle_proto::wire::{frame_header, parse_frame_header, FRAME_HEADER_LEN};
 
 /// How a leg carries bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +72,15 @@ struct Reader<'a, S> {
     start: usize,
     end: usize,
     ended: bool,
+    /// A frame began whose length the pacer has not seen yet (framed legs).
+    /// (with the sender's lateness, which the receiving pacer credits).
+    new_frame: Option<(usize, Duration)>,
+    /// The reader had to wait for bytes since the last unit was scheduled: the stream
+    /// went idle, so the next unit is not backlogged.
+    waited: bool,
+    /// When the bytes that ended that wait arrived at the socket (its arrival stamp): the
+    /// agent may have run later than that.
+    arrived: Option<Instant>,
 }
 
 impl<'a, S: Socket> Reader<'a, S> {
@@ -74,7 +93,17 @@ impl<'a, S: Socket> Reader<'a, S> {
             start: 0,
             end: 0,
             ended: false,
+            new_frame: None,
+            waited: true,
+            arrived: None,
         }
+    }
+
+    /// Whether the bytes about to be scheduled were waiting behind the previous unit, and
+    /// if not, when they arrived; resets the account for the next unit.
+    fn readiness(&mut self) -> (bool, Option<Instant>) {
+        let backlogged = !std::mem::replace(&mut self.waited, false);
+        (backlogged, self.arrived.take())
     }
 
     fn buffered(&self) -> usize {
@@ -92,7 +121,13 @@ impl<'a, S: Socket> Reader<'a, S> {
             self.end -= self.start;
             self.start = 0;
         }
-        let n = socket::read_some(self.sock, &mut self.buf[self.end..]).await?;
+        let (read, waited) =
+            waits(socket::read_stamped(self.sock, &mut self.buf[self.end..])).await;
+        let (n, stamp) = read?;
+        self.waited |= waited;
+        if self.waited && self.arrived.is_none() {
+            self.arrived = stamp.map(instant_of);
+        }
         self.end += n;
         Ok(n)
     }
@@ -107,19 +142,21 @@ impl<'a, S: Socket> Reader<'a, S> {
             return Ok(usize::MAX);
         }
         while self.remaining == 0 {
-            while self.buffered() < 4 {
+            while self.buffered() < FRAME_HEADER_LEN {
                 if self.fill().await? == 0 {
                     return Err(peer_vanished());
                 }
             }
-            let h = &self.buf[self.start..self.start + 4];
-            let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize;
-            self.start += 4;
+            let mut h = [0u8; FRAME_HEADER_LEN];
+            h.copy_from_slice(&self.buf[self.start..self.start + FRAME_HEADER_LEN]);
+            let (len, late) = parse_frame_header(&h);
+            self.start += FRAME_HEADER_LEN;
             if len == 0 {
                 self.ended = true;
                 return Ok(0);
             }
-            self.remaining = len;
+            self.remaining = len as usize;
+            self.new_frame = Some((len as usize, late));
         }
         Ok(self.remaining)
     }
@@ -158,6 +195,28 @@ impl<'a, S: Socket> Reader<'a, S> {
     }
 }
 
+/// The moment on the monotonic clock of a wall-clock stamp from the kernel (never later
+/// than now).
+fn instant_of(stamp: std::time::SystemTime) -> Instant {
+    let now = Instant::now();
+    match std::time::SystemTime::now().duration_since(stamp) {
+        Ok(ago) => now.checked_sub(ago).unwrap_or(now),
+        Err(_) => now,
+    }
+}
+
+/// Run `fut`; also say whether it had to wait (was not ready when first polled).
+async fn waits<F: Future>(fut: F) -> (F::Output, bool) {
+    let mut fut = std::pin::pin!(fut);
+    let mut first = true;
+    std::future::poll_fn(|cx| {
+        let polled = fut.as_mut().poll(cx);
+        let waited = !std::mem::replace(&mut first, false);
+        polled.map(|out| (out, waited))
+    })
+    .await
+}
+
 fn peer_vanished() -> io::Error {
     io::Error::new(
         io::ErrorKind::UnexpectedEof,
@@ -181,28 +240,99 @@ impl<'a, S: Socket> Writer<'a, S> {
         }
     }
 
-    async fn chunk(&mut self, data: &[u8]) -> io::Result<()> {
+    /// Write one chunk that left its pacing `late` (on a framed leg the header says so).
+    async fn chunk(&mut self, data: &[u8], late: Duration) -> io::Result<()> {
         if self.framing == Framing::Raw {
             return socket::write_all(self.sock, data).await;
         }
+        let header = frame_header(data.len() as u32, late);
         if data.len() <= LOOKAHEAD {
             self.scratch.clear();
-            self.scratch
-                .extend_from_slice(&(data.len() as u32).to_be_bytes());
+            self.scratch.extend_from_slice(&header);
             self.scratch.extend_from_slice(data);
             return socket::write_all(self.sock, &self.scratch).await;
         }
-        socket::write_all_more(self.sock, &(data.len() as u32).to_be_bytes()).await?;
+        socket::write_all_more(self.sock, &header).await?;
         socket::write_all(self.sock, data).await
     }
 
     /// End the direction: end marker on a framed leg, then half-close.
     async fn finish(&mut self) -> io::Result<()> {
         if self.framing == Framing::Framed {
-            socket::write_all(self.sock, &0u32.to_be_bytes()).await?;
+            socket::write_all(self.sock, &frame_header(0, Duration::ZERO)).await?;
         }
         socket::shutdown_write(self.sock);
         Ok(())
+    }
+}
+
+/// One stream direction's use of its port: schedules units, waits for their departures,
+/// and reports how late they left.
+struct Pacing<'a> {
+    port: &'a Port,
+    sleeper: Sleeper,
+    /// How far behind its schedule the last unit left: if the burst ends there, the
+    /// message it ended arrived that late.
+    lag: Duration,
+}
+
+impl<'a> Pacing<'a> {
+    fn new(port: &'a Port) -> Self {
+        Pacing {
+            port,
+            sleeper: Sleeper::new(),
+            lag: Duration::ZERO,
+        }
+    }
+
+    /// When `bytes` may leave. A unit that was not backlogged begins a new burst: the one
+    /// before ended with the last unit's lag.
+    fn schedule(
+        &mut self,
+        bytes: usize,
+        (backlogged, arrived): (bool, Option<Instant>),
+    ) -> Departure {
+        if !backlogged {
+            self.end_burst();
+        }
+        self.port.schedule(bytes, backlogged, arrived)
+    }
+
+    /// Wait until `d` may leave (rescheduled if the rate changes meanwhile).
+    async fn wait(&mut self, mut d: Departure) {
+        let mut slept = false;
+        loop {
+            self.port.refresh(&mut d);
+            let now = Instant::now();
+            if d.at <= now {
+                break;
+            }
+            let until = d.at.min(now + MAX_WAIT);
+            self.sleeper.until(until).await;
+            slept = true;
+            if until == d.at {
+                break;
+            }
+        }
+        if slept {
+            self.port.departed(&d);
+        }
+        self.lag = Instant::now().saturating_duration_since(d.at);
+    }
+
+    async fn depart(&mut self, bytes: usize, ready: (bool, Option<Instant>)) {
+        let d = self.schedule(bytes, ready);
+        self.wait(d).await;
+    }
+
+    fn end_burst(&mut self) {
+        self.port.fell_behind(std::mem::take(&mut self.lag));
+    }
+}
+
+impl Drop for Pacing<'_> {
+    fn drop(&mut self) {
+        self.end_burst();
     }
 }
 
@@ -221,13 +351,19 @@ pub async fn pump<A: Socket, B: Socket>(
 ) -> io::Result<u64> {
     let mut reader = Reader::new(src, src_framing);
     let mut writer = Writer::new(dst, dst_framing);
+    let mut pacing = port.map(Pacing::new);
+    if port.is_some() {
+        socket::stamp_arrivals(src);
+    }
     let mut pipe: Option<Pipe> = None;
     let mut bulk = false;
     let mut total = 0u64;
+    // Units are chunks read from an application, or whole frames from another agent.
+    let per_chunk = src_framing == Framing::Raw;
     loop {
         let delay = port.map(|p| p.delay()).unwrap_or_default();
         if !delay.is_zero() {
-            total += delayed(&mut reader, &mut writer, port, opts).await?;
+            total += delayed(&mut reader, &mut writer, pacing.as_mut(), opts).await?;
             if reader.ended {
                 break;
             }
@@ -237,16 +373,24 @@ pub async fn pump<A: Socket, B: Socket>(
         if budget == 0 {
             break;
         }
+        if let (Some((frame, late)), Some(pacing)) = (reader.new_frame.take(), pacing.as_mut()) {
+            let ready = frame_readiness(reader.readiness(), late);
+            pacing.depart(frame, ready).await;
+        }
+        let unit = match pacing.as_ref() {
+            Some(p) if per_chunk => p.port.unit(),
+            _ => usize::MAX,
+        };
         if reader.buffered() > 0 {
-            let want = budget.min(reader.buffered());
-            let grant = match port {
-                Some(port) => port.grant(want).await,
-                None => want,
-            };
-            let data = reader.take(grant);
+            let n = budget.min(reader.buffered()).min(unit);
+            if let (true, Some(pacing)) = (per_chunk, pacing.as_mut()) {
+                let ready = reader.readiness();
+                pacing.depart(n, ready).await;
+            }
+            let data = reader.take(n);
             record(port, data.len());
             total += data.len() as u64;
-            writer.chunk(data).await?;
+            writer.chunk(data, lag_of(&pacing)).await?;
             continue;
         }
         if !(bulk && opts.splice) {
@@ -254,34 +398,34 @@ pub async fn pump<A: Socket, B: Socket>(
             bulk = n == LOOKAHEAD;
             continue;
         }
-        src.readable().await?;
         if pipe.is_none() {
             pipe = Some(Pipe::new(opts.chunk)?);
         }
         let p = pipe
             .as_ref()
             .ok_or_else(|| io::Error::other("pipe missing"))?;
-        let want = budget.min(p.capacity());
-        let grant = match port {
-            Some(port) => port.grant(want).await,
-            None => want,
-        };
-        let n = match socket::splice_in(src, p, grant).await {
-            Ok(n) => n,
-            Err(e) => {
-                refund(port, grant);
-                return Err(e);
-            }
-        };
-        refund(port, grant - n);
+        let want = budget.min(p.capacity()).min(unit);
+        let (n, waited) = waits(socket::splice_in(src, p, want)).await;
+        let n = n?;
+        reader.waited |= waited;
         reader.consumed(n)?;
         if n == 0 {
             break;
         }
-        bulk = n >= LOOKAHEAD;
+        // A paced direction that drained its source goes back to the lookahead: what comes
+        // next starts a new burst, and the lookahead's read brings its arrival stamp.
+        bulk = if pacing.is_some() {
+            n == want
+        } else {
+            n >= LOOKAHEAD
+        };
+        if let (true, Some(pacing)) = (per_chunk, pacing.as_mut()) {
+            let ready = reader.readiness();
+            pacing.depart(n, ready).await;
+        }
         record(port, n);
         if dst_framing == Framing::Framed {
-            socket::write_all_more(dst, &(n as u32).to_be_bytes()).await?;
+            socket::write_all_more(dst, &frame_header(n as u32, lag_of(&pacing))).await?;
         }
         socket::splice_out(p, dst, n).await?;
         total += n as u64;
@@ -290,10 +434,23 @@ pub async fn pump<A: Socket, B: Socket>(
     Ok(total)
 }
 
-fn refund(port: Option<&Port>, n: usize) {
-    if let Some(p) = port {
-        p.refund(n);
+/// How late the unit just departed left (zero when unpaced).
+fn lag_of(pacing: &Option<Pacing<'_>>) -> Duration {
+    pacing.as_ref().map(|p| p.lag).unwrap_or_default()
+}
+
+/// When a frame from another agent was ready: it arrived when it did, but its sender let
+/// it go `late` after its departure, so the link had carried it that much earlier. A
+/// backlogged frame needs no arrival (the pacer credits its backlog).
+fn frame_readiness(
+    (backlogged, arrived): (bool, Option<Instant>),
+    late: Duration,
+) -> (bool, Option<Instant>) {
+    if backlogged {
+        return (true, None);
     }
+    let arrived = arrived.unwrap_or_else(Instant::now);
+    (false, Some(arrived.checked_sub(late).unwrap_or(arrived)))
 }
 
 fn record(port: Option<&Port>, n: usize) {
@@ -302,21 +459,24 @@ fn record(port: Option<&Port>, n: usize) {
     }
 }
 
-/// Copy with added delay: chunks are read (and charged) as the bucket allows, held in a
-/// queue, and written when their time comes. Returns when the delay is switched off and
-/// the queue has drained, or at the end of input (with `reader.ended` set).
+/// Copy with added delay: chunks are read as fast as the queue allows, scheduled on the
+/// port, held until their departure plus the delay, and written then. Returns when the
+/// delay is switched off and the queue has drained, or at the end of input (with
+/// `reader.ended` set).
 async fn delayed<A: Socket, B: Socket>(
     reader: &mut Reader<'_, A>,
     writer: &mut Writer<'_, B>,
-    port: Option<&Port>,
+    mut pacing: Option<&mut Pacing<'_>>,
     opts: PumpOptions,
 ) -> io::Result<u64> {
+    let port = pacing.as_ref().map(|p| p.port);
     let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
     let mut queued = 0usize;
     let mut total = 0u64;
+    let mut sleeper = Sleeper::new();
     enum Event {
         Due,
-        Read(io::Result<Vec<u8>>),
+        Read(io::Result<(Vec<u8>, Option<Departure>)>),
     }
     loop {
         let delay = port.map(|p| p.delay()).unwrap_or_default();
@@ -329,60 +489,79 @@ async fn delayed<A: Socket, B: Socket>(
         let head = queue.front().map(|(t, _)| *t);
         let event = tokio::select! {
             biased;
-            _ = sleep_until_opt(head), if head.is_some() => Event::Due,
-            r = read_chunk(reader, port, opts.chunk), if can_read => Event::Read(r),
+            _ = sleep_until_opt(&mut sleeper, head), if head.is_some() => Event::Due,
+            r = read_chunk(reader, pacing.as_deref_mut(), opts.chunk), if can_read => Event::Read(r),
         };
         match event {
             Event::Due => {
-                if let Some((_, data)) = queue.pop_front() {
+                if let Some((due, data)) = queue.pop_front() {
                     queued -= data.len();
-                    writer.chunk(&data).await?;
+                    let late = Instant::now().saturating_duration_since(due);
+                    writer.chunk(&data, late).await?;
                     total += data.len() as u64;
+                    if let Some(p) = pacing.as_deref_mut() {
+                        // The burst ends when the queue runs dry: its last chunk's lag.
+                        p.lag = late;
+                        if queue.is_empty() {
+                            p.end_burst();
+                        }
+                    }
                 }
             }
             Event::Read(r) => {
-                let data = r?;
+                let (data, departure) = r?;
                 if !data.is_empty() {
+                    let leaves = departure.map(|d| d.at).unwrap_or_else(Instant::now);
                     queued += data.len();
-                    queue.push_back((Instant::now() + delay, data));
+                    queue.push_back((leaves.max(Instant::now()) + delay, data));
                 }
             }
         }
     }
 }
 
-async fn sleep_until_opt(t: Option<Instant>) {
+async fn sleep_until_opt(sleeper: &mut Sleeper, t: Option<Instant>) {
     match t {
-        Some(t) => tokio::time::sleep_until(t).await,
+        Some(t) => sleeper.until(t).await,
         None => std::future::pending().await,
     }
 }
 
-/// Read one chunk into memory, charged to the port. Empty at the end of input.
-/// Cancel-safe: bytes read wait in the lookahead; tokens are taken only right before the
-/// (synchronous) take.
+/// Read one chunk into memory and schedule it on the port (without waiting for its
+/// departure). Empty at the end of input. On a framed source the departure comes with the
+/// first chunk of each frame (the frame is the unit). Cancel-safe: bytes read wait in the
+/// lookahead; the schedule is made only right before the (synchronous) take.
 async fn read_chunk<A: Socket>(
     reader: &mut Reader<'_, A>,
-    port: Option<&Port>,
+    pacing: Option<&mut Pacing<'_>>,
     chunk: usize,
-) -> io::Result<Vec<u8>> {
+) -> io::Result<(Vec<u8>, Option<Departure>)> {
     loop {
         let budget = reader.budget().await?;
         if budget == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
         if reader.buffered() == 0 {
             reader.fill_or_end().await?;
             continue;
         }
-        let want = budget.min(reader.buffered()).min(chunk);
-        let grant = match port {
-            Some(port) => port.grant(want).await,
-            None => want,
+        let per_chunk = reader.framing == Framing::Raw;
+        let port = pacing.as_ref().map(|p| p.port);
+        let unit = match port {
+            Some(p) if per_chunk => p.unit(),
+            _ => usize::MAX,
         };
-        let data = reader.take(grant).to_vec();
+        let n = budget.min(reader.buffered()).min(chunk).min(unit);
+        let departure = match pacing {
+            Some(pacing) if per_chunk => Some(pacing.schedule(n, reader.readiness())),
+            Some(pacing) => reader.new_frame.take().map(|(frame, late)| {
+                pacing.schedule(frame, frame_readiness(reader.readiness(), late))
+            }),
+            None => None,
+        };
+        let data = reader.take(n).to_vec();
         record(port, data.len());
-        return Ok(data);
+        return Ok((data, departure));
     }
 }
 
@@ -418,10 +597,13 @@ pub async fn send_zeros<S: Socket>(sink: &S, port: &Port, duration: Duration) ->
     let end = Instant::now() + duration;
     let mut total = 0u64;
     let mut writer = Writer::new(sink, Framing::Framed);
+    let mut pacing = Pacing::new(port);
     while Instant::now() < end {
-        let n = port.grant(zeros.len()).await;
+        let n = zeros.len().min(port.unit());
+        // Always backlogged after the first: the zeros are always there.
+        pacing.depart(n, (total > 0, None)).await;
         record(Some(port), n);
-        writer.chunk(&zeros[..n]).await?;
+        writer.chunk(&zeros[..n], pacing.lag).await?;
         total += n as u64;
     }
     writer.finish().await?;
@@ -432,13 +614,17 @@ pub async fn send_zeros<S: Socket>(sink: &S, port: &Port, duration: Duration) ->
 /// Returns (bytes, seconds from first to last byte).
 pub async fn discard<S: Socket>(src: &S, port: &Port) -> io::Result<(u64, f64)> {
     let mut reader = Reader::new(src, Framing::Framed);
+    let mut pacing = Pacing::new(port);
     let mut total = 0u64;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     loop {
-        let chunk = read_chunk(&mut reader, Some(port), 256 * 1024).await?;
+        let (chunk, departure) = read_chunk(&mut reader, Some(&mut pacing), 256 * 1024).await?;
         if chunk.is_empty() {
             break;
+        }
+        if let Some(d) = departure {
+            pacing.wait(d).await;
         }
         first.get_or_insert_with(Instant::now);
         last = Instant::now();

@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::SystemTime;
 
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
@@ -112,22 +113,39 @@ pub async fn write_all_more<S: Socket>(sock: &S, mut buf: &[u8]) -> io::Result<(
 /// instead of by a further read that would only return EAGAIN (one syscall less per
 /// message; tokio keeps any readiness that arrived meanwhile).
 pub async fn read_some<S: Socket>(sock: &S, buf: &mut [u8]) -> io::Result<usize> {
+    read_stamped(sock, buf).await.map(|(n, _)| n)
+}
+
+/// Have the kernel stamp the data `sock` receives with its arrival time (SO_TIMESTAMPNS),
+/// which [`read_stamped`] returns. Best effort: without it reads carry no stamp.
+pub fn stamp_arrivals<S: Socket>(sock: &S) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with a correctly sized int on a socket fd we own.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// [`read_some`], also returning when the last of the bytes read arrived at the socket,
+/// where the socket stamps arrivals ([`stamp_arrivals`]).
+pub async fn read_stamped<S: Socket>(
+    sock: &S,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<SystemTime>)> {
     loop {
         sock.readable().await?;
         let mut got = 0usize;
+        let mut stamp = None;
         let r = sock.try_io(tokio::io::Interest::READABLE, || {
-            // SAFETY: read(2) into a valid, exclusively borrowed buffer.
-            let n = unsafe {
-                libc::read(
-                    sock.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                )
-            };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            got = n as usize;
+            let (n, t) = recv_stamped(sock.as_raw_fd(), buf)?;
+            got = n;
+            stamp = t;
             if got > 0 && got < buf.len() {
                 Err(io::ErrorKind::WouldBlock.into())
             } else {
@@ -135,13 +153,54 @@ pub async fn read_some<S: Socket>(sock: &S, buf: &mut [u8]) -> io::Result<usize>
             }
         });
         match r {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => return Ok(got),
+            Ok(n) => return Ok((n, stamp)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => return Ok((got, stamp)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
     }
+}
+
+/// One recvmsg(2) into `buf`, with the SCM_TIMESTAMPNS stamp when there is one.
+fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<SystemTime>)> {
+    // Room for one control message holding a timespec (u64-aligned, as cmsghdr needs).
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid (no name, no iovecs, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg into a buffer and a control area we exclusively borrow, both
+    // described with their true lengths.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the CMSG_* macros walk the control area the kernel filled in, bounded by
+    // msg_controllen; a timespec is read unaligned from the data of a message of our type.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const _);
+                if ts.tv_sec > 0 && ts.tv_nsec >= 0 && ts.tv_nsec < 1_000_000_000 {
+                    stamp = Some(
+                        SystemTime::UNIX_EPOCH
+                            + std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+                    );
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
 }
 
 /// Make closing the TCP socket `fd` send a reset (SO_LINGER on, timeout 0). A zero

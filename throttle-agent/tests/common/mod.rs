@@ -72,8 +72,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
                 ..PumpOptions::default()
             },
             register_timeout: Duration::from_secs(5),
-            burst: throttle_agent::link::bucket::DEFAULT_BURST,
-            idle_burst: throttle_agent::link::bucket::DEFAULT_IDLE_BURST,
+            catch_up: throttle_agent::link::pacer::DEFAULT_CATCH_UP,
             programs: ProgramPolicy::workloads_in(
                 std::env::current_exe()
                     .unwrap()

@@ -34,12 +34,10 @@ enum LocalCommand {
         /// First loopback address.
         #[arg(long, default_value = "127.0.1.1")]
         base_addr: Ipv4Addr,
-        /// Bucket depth of every agent while traffic waits, ms of traffic (catch-up after a stall).
-        #[arg(long, default_value_t = 10.0)]
-        burst_ms: f64,
-        /// Bucket depth of every agent when its link is idle, ms of traffic.
-        #[arg(long, default_value_t = 1.0)]
-        idle_burst_ms: f64,
+        /// How far behind its schedule a backlogged stream may catch up on every agent, ms
+        /// (throttle-agent --catch-up-ms).
+        #[arg(long, alias = "burst-ms", default_value_t = 10.0)]
+        catch_up_ms: f64,
         /// Worker threads per agent [default: 1, as several agents share this machine].
         #[arg(long, default_value_t = 1)]
         agent_threads: usize,
@@ -87,8 +85,7 @@ impl Args {
                 nodes,
                 capacity,
                 base_addr,
-                burst_ms,
-                idle_burst_ms,
+                catch_up_ms,
                 agent_threads,
                 dir,
                 tls,
@@ -110,10 +107,8 @@ impl Args {
                         .unwrap_or_else(|| PathBuf::from(".throttle-local"))
                 });
                 let mut agent_args = vec![
-                    "--burst-ms".into(),
-                    burst_ms.to_string(),
-                    "--idle-burst-ms".into(),
-                    idle_burst_ms.to_string(),
+                    "--catch-up-ms".into(),
+                    catch_up_ms.to_string(),
                     "--threads".into(),
                     agent_threads.to_string(),
                 ];
