@@ -48,6 +48,8 @@ fn export_into_a_closed_pipe_ends_quietly() {
                     cpu_busy_before: None,
                     cpu_steal: None,
                     metrics: None,
+                    fidelity: None,
+                    flag: None,
                     reason: None,
                     host: "h".into(),
                     version: "0".into(),

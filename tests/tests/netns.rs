@@ -612,3 +612,68 @@ fn open_mpi_runs_unmodified_across_namespace_hosts_through_the_agents() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Pin every thread of process `pid` to CPU 0.
+fn pin_to_cpu0(pid: i64) {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(0).unwrap();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let tid: i32 = task.file_name().to_string_lossy().parse().unwrap();
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set);
+    }
+}
+
+#[test]
+fn an_agent_starved_by_busy_polling_ranks_is_flagged_and_a_yielding_run_is_not() {
+    let test = "an_agent_starved_by_busy_polling_ranks_is_flagged_and_a_yielding_run_is_not";
+    if !can_run(test) || !have_mpi(test) {
+        return;
+    }
+    let _serial = serial();
+    let subnet = "198.18.67.0/24";
+    // Agents without their priority, all on one CPU with the ranks: whatever the machine,
+    // ranks that busy-poll take the agents' CPU (Open MPI's default without
+    // `throttle-ctl exec`'s hint).
+    let s = up_netns_with("netns-starve", 2, subnet, &["--agent-priority", "normal"]);
+    build_mpi(&s, subnet, 2);
+    for node in cluster(&s.0)["node"].as_array().unwrap() {
+        pin_to_cpu0(node["pid"].as_integer().unwrap());
+    }
+    let agent = format!("{} exec", exe().display());
+    // A 2-second stream at 30% of 1 Gbit/s.
+    let run = |yield_when_idle: &str| {
+        let cmd = format!(
+            "taskset -c 0 mpirun --allow-run-as-root --mca plm_rsh_agent \"{agent}\" --mca btl tcp,self \
+             {yield_when_idle} --mca rtc ^hwloc --bind-to none --mca oob_tcp_if_include {subnet} \
+             --hostfile {{hostfile}} -np 2 ./mpitest 75000000"
+        );
+        let (ok, v, err) = throttle_tests::json_run(
+            &s.0,
+            &[
+                "--nodes",
+                "2",
+                "--bw",
+                "30",
+                "--time-limit",
+                "120",
+                "--cmd",
+                &cmd,
+            ],
+        );
+        assert!(ok, "{err}\n{v}");
+        v["fidelity"]["flags"].as_array().unwrap().clone()
+    };
+    let busy = run("--mca mpi_yield_when_idle 0");
+    assert!(
+        busy.iter()
+            .any(|f| f.as_str().unwrap().contains("waited")
+                && f.as_str().unwrap().contains("for a CPU")),
+        "busy-polling ranks on the agents' CPU, not flagged as starving them: {busy:?}"
+    );
+    // The same with the ranks yielding (exec's default): the links ran at their setting.
+    let yielding = run("");
+    assert!(yielding.is_empty(), "{yielding:?}");
+}

@@ -390,3 +390,64 @@ fn a_paced_incast_has_no_transport_stalls_and_a_long_job_is_not_killed() {
         "an iteration stalled: fastest {fastest:.3} s, slowest {slowest:.3} s"
     );
 }
+
+/// The pid of `node`'s agent, from the cluster file in `dir`.
+fn agent_pid(dir: &std::path::Path, node: &str) -> i32 {
+    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
+    let file: toml::Value = toml::from_str(&text).unwrap();
+    file["node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"].as_str() == Some(node))
+        .and_then(|n| n["pid"].as_integer())
+        .unwrap() as i32
+}
+
+#[test]
+fn every_run_carries_its_proof_and_a_stopped_agent_flags_it() {
+    let c = up("proof", 2, "100Mbit", "127.0.29.1");
+    // PMM with emulated compute: about 2.5 s, messaging through both agents.
+    let args = [
+        "--workload",
+        "pmm",
+        "--size",
+        "512",
+        "--emulate-gflops",
+        "0.03",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--bw",
+        "30",
+    ];
+    let (ok, clean, err) = json_run(&c.0, &args);
+    assert!(ok, "{err}");
+    let f = &clean["fidelity"];
+    assert_eq!(f["flags"], serde_json::json!([]), "{f}");
+    assert_eq!(f["nodes"].as_array().unwrap().len(), 2, "{f}");
+    assert!(
+        f["nodes"][0]["egress"]["busy_seconds"].as_f64().unwrap() > 0.0,
+        "{f}"
+    );
+    // The same run with n1's agent stopped for a second in the middle.
+    let pid = nix::unistd::Pid::from_raw(agent_pid(&c.0, "n1"));
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1200));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    });
+    let (ok, stopped, err) = json_run(&c.0, &args);
+    stopper.join().unwrap();
+    assert!(ok, "{err}");
+    let flags = stopped["fidelity"]["flags"].as_array().unwrap();
+    assert!(
+        flags
+            .iter()
+            .any(|f| f.as_str().unwrap().contains("agent n1 could not run")),
+        "{flags:?}"
+    );
+    assert!(err.contains("did not run at their setting"), "{err}");
+}

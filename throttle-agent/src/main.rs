@@ -118,6 +118,13 @@ struct Args {
     /// Run every launched rank on these CPUs only (e.g. 2-15).
     #[arg(long, value_name = "LIST")]
     rank_cpus: Option<throttle_proto::cpus::CpuList>,
+    /// Scheduling priority of the agent: `high` (nice -10) keeps ranks that busy-poll on
+    /// the same cores from starving it (a starved agent delivers less than the setting,
+    /// and every run says so); `realtime` (SCHED_RR) is stronger still; `normal` asks for
+    /// nothing. Raising needs root or CAP_SYS_NICE; without it the agent runs normal and
+    /// logs a warning. Ranks it launches always run at normal priority.
+    #[arg(long, value_enum, default_value = "high")]
+    priority: throttle_agent::affinity::Priority,
     /// Read settings from this TOML file (keys: the flags without dashes, `-` as `_`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -263,6 +270,12 @@ fn main() {
         // Before the runtime: its worker threads inherit this thread's affinity.
         throttle_agent::affinity::pin_this_thread(cpus)
             .unwrap_or_else(|e| fail(format!("--cpus: {e:#}")));
+    }
+    // Likewise the priority; refused, the agent still works, and says what it risks.
+    if let Err(e) = throttle_agent::affinity::raise_this_thread(args.priority) {
+        tracing::warn!(
+            "{e:#}; running at normal priority: ranks that busy-poll on this node's cores can starve the agent (runs then are flagged), see --priority"
+        );
     }
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()

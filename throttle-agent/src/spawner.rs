@@ -60,8 +60,9 @@ pub fn spawn_tied_to_agent(mut cmd: Command) -> std::io::Result<Child> {
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|e| std::io::Error::other(format!("no runtime to watch the rank: {e}")))?;
     let agent = nix::unistd::getpid();
-    // SAFETY: prctl and getppid are plain system calls (async-signal-safe); the error is
-    // built from a raw code, so nothing allocates between fork and exec.
+    // SAFETY: prctl, getppid, sched_setscheduler and setpriority are plain system calls
+    // (async-signal-safe); errors are built from raw codes, so nothing allocates between
+    // fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -71,7 +72,8 @@ pub fn spawn_tied_to_agent(mut cmd: Command) -> std::io::Result<Child> {
                 // The agent died before the signal was armed.
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
-            Ok(())
+            // Ranks run as any process would, not at the agent's priority.
+            crate::affinity::normal_priority_in_child()
         });
     }
     let (reply, answer) = mpsc::sync_channel(1);

@@ -8,6 +8,7 @@
 //! waits it renews the job's lease on every node; if this process is killed outright, the
 //! agents kill the job themselves when the lease runs out.
 
+use crate::fidelity::{Reading, RunFidelity};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -383,6 +384,9 @@ pub struct Outcome {
     /// Rank 0's output.
     #[serde(skip)]
     pub output: Vec<String>,
+    /// Whether the nodes' links ran at their setting meanwhile (`None` when an agent did
+    /// not answer a reading, or restarted).
+    pub fidelity: Option<RunFidelity>,
 }
 
 impl Outcome {
@@ -402,7 +406,13 @@ impl Outcome {
             seconds: 0.0,
             result: None,
             output: Vec::new(),
+            fidelity: None,
         }
+    }
+
+    /// Why the run cannot be trusted as a run at its setting, when it cannot.
+    pub fn flag(&self) -> Option<String> {
+        self.fidelity.as_ref().and_then(RunFidelity::summary)
     }
 
     /// The workload's own time (kernel seconds), when it reported one.
@@ -506,7 +516,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     }
     let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
-    let outcome = |status, reason, seconds, result, output| Outcome {
+    let outcome = |status, reason, seconds, result, output, fidelity| Outcome {
         job: job.to_string(),
         workload: spec.workload.name().to_string(),
         nodes: spec.nodes,
@@ -520,6 +530,12 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         seconds,
         result,
         output,
+        fidelity,
+    };
+    // The pacing and CPU accounts of the nodes, read around the run: its proof.
+    let proof = |before: Option<Reading>| {
+        let after = Reading::take(&clients).ok()?;
+        RunFidelity::between(&before?, &after)
     };
     let Some((program, args)) = spec.workload.program_and_args() else {
         let Workload::Command {
@@ -538,7 +554,9 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
             time_limit: Duration::from_secs_f64(spec.time_limit_s),
             intercept: *intercept,
         };
+        let before = Reading::take(&clients).ok();
         let ended = external::run(cluster, nodes, &invocation, cancel)?;
+        let fidelity = proof(before);
         let status = match (ended.ok, ended.interrupted) {
             (true, _) => RunStatus::Ok,
             (false, true) => RunStatus::Interrupted,
@@ -550,6 +568,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
             ended.wall_seconds,
             ended.result,
             ended.output,
+            fidelity,
         ));
     };
     let ranks: Vec<Name> = (0..spec.nodes * spec.ranks_per_node)
@@ -563,6 +582,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         time_limit_s: spec.time_limit_s,
         lease_s: spec.lease_s,
     };
+    let before = Reading::take(&clients).ok();
     let start = Instant::now();
     for (k, c) in clients.iter().enumerate() {
         if let Err(e) = c.launch(&job, &launch) {
@@ -573,6 +593,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         }
     }
     let (status, reason, reports) = wait(&clients, &job, spec, start, cancel);
+    let fidelity = proof(before);
     for c in &clients {
         let _ = c.delete_job(&job);
     }
@@ -591,6 +612,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
             .unwrap_or(seconds),
         rank0.as_ref().and_then(|r| r.result.clone()),
         rank0.map(|r| r.output_tail).unwrap_or_default(),
+        fidelity,
     ))
 }
 

@@ -22,6 +22,7 @@ pub mod certs;
 pub mod cluster;
 pub mod commands;
 pub mod external;
+pub mod fidelity;
 pub mod hostlist;
 pub mod intercept;
 pub mod job;

@@ -74,6 +74,7 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
                 nodes: r.nodes,
                 busy: r.cpu_busy_before,
                 bytes_sent: r.bytes_sent,
+                flag: r.flag.clone(),
             }
         })
         .collect();
@@ -117,6 +118,8 @@ mod tests {
             cpu_busy_before: None,
             cpu_steal: None,
             metrics: None,
+            fidelity: None,
+            flag: None,
         }
     }
 

@@ -83,7 +83,12 @@ impl SweepProgress {
                     point.bw,
                     point.repeat
                 );
-                if outcome.status == RunStatus::Ok {
+                if let (RunStatus::Ok, Some(flag)) = (outcome.status, outcome.flag()) {
+                    self.line(&format!(
+                        "{head}: {:.3} s but FLAGGED: {flag}; stored, left out of the analysis; retrying",
+                        outcome.seconds
+                    ));
+                } else if outcome.status == RunStatus::Ok {
                     match &self.bar {
                         Some(b) => b.set_position(index as u64 + 1),
                         None => self.line(&format!(
@@ -100,7 +105,7 @@ impl SweepProgress {
                 }
             }
             SweepEvent::GaveUp { point, attempts } => self.line(&format!(
-                "{}: gave up after {attempts} failed attempts",
+                "{}: gave up after {attempts} failed or flagged attempts",
                 point.key
             )),
             SweepEvent::WarmingUp { nodes } => {

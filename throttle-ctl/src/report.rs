@@ -757,7 +757,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
 <html lang="en"><head><meta charset="utf-8"><title>throttle report: {series}</title>
 {STYLE}</head><body>
 <h1>Bandwidth demand: {series}</h1>
-<p>{runs} successful runs, {failed} failed runs left out. Times: {time}.</p>
+<p>{runs} successful runs, {failed} failed runs left out, {flagged} flagged runs {flag_fate} (their links did not run at their setting; see Warnings). Times: {time}.</p>
 <h2>Can the projection be trusted?</h2>{trust}
 <h2>Warnings</h2><ul>{warnings}</ul>
 <h2>Tables</h2>{tables}
@@ -768,6 +768,8 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
         series = escape(&a.series),
         runs = a.runs,
         failed = a.failed_runs,
+        flagged = a.flagged_runs,
+        flag_fate = if a.flagged_kept { "KEPT" } else { "left out" },
         time = escape(&a.time_source),
         warnings = if warnings.is_empty() {
             "<li>none</li>".to_string()

@@ -7,7 +7,9 @@
 //!
 //! Schema versions (SQLite's `user_version`): 0, the first, had no traffic or load
 //! columns; 1 adds them; 2 adds each run's workload metrics and the `link_params` table
-//! (LogGPS parameters measured through the agents, `model loggps --db`). Opening an older store adds the new columns (NULL in old rows)
+//! (LogGPS parameters measured through the agents, `model loggps --db`); 3 adds each run's
+//! fidelity (`fidelity`: the proof that its links ran at their setting, and `flag`: why
+//! not, when not). Opening an older store adds the new columns (NULL in old rows)
 //! and nothing is rewritten; a store from a newer throttle is refused, not guessed at.
 
 use std::collections::{HashMap, HashSet};
@@ -58,6 +60,11 @@ pub struct RunRow {
     /// analytic models need beyond the time (PMM's compute seconds, a master/worker
     /// run's task counts).
     pub metrics: Option<String>,
+    /// The run's fidelity (`fidelity::RunFidelity`, JSON), when every agent was read.
+    pub fidelity: Option<String>,
+    /// Why the run's links did not run at their setting; `None` when they did or when it
+    /// is not known. A flagged run is left out of the analysis and retried by a sweep.
+    pub flag: Option<String>,
 }
 
 /// One LogGPS measurement through the agents (`model loggps`), seconds and bytes.
@@ -94,22 +101,24 @@ pub struct LinkRow {
 const LINK_COLUMNS: &str = "measured_at, host, version, job, procs, bw_pct, capacity, latency, send_overhead, recv_overhead, gap, gap_per_byte, send_per_byte, recv_per_byte, master_send_overhead, master_recv_overhead, detail";
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Columns added after version 0, with their types: (version that added it, name, type).
-const ADDED: [(i64, &str, &str); 5] = [
+const ADDED: [(i64, &str, &str); 7] = [
     (1, "bytes_sent", "INTEGER"),
     (1, "bytes_received", "INTEGER"),
     (1, "cpu_busy_before", "REAL"),
     (1, "cpu_steal", "REAL"),
     (2, "metrics", "TEXT"),
+    (3, "fidelity", "TEXT"),
+    (3, "flag", "TEXT"),
 ];
 
 pub struct Store {
     conn: Connection,
 }
 
-const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics";
+const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag";
 
 impl Store {
     /// Open (or create) the database at `path`.
@@ -173,31 +182,31 @@ impl Store {
 
     pub fn insert(&self, r: &RunRow) -> Result<()> {
         self.conn.execute(
-            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)"),
+            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"),
             params![
                 r.point_key, r.series, r.workload, r.options, r.nodes, r.ranks_per_node, r.procs,
                 r.bw_pct.percent(), r.capacity, r.latency_us as i64, r.repeat, r.started_at, r.seconds,
                 r.kernel_seconds, r.teps, r.status.as_str(), r.reason, r.host, r.version, r.job,
                 r.bytes_sent.map(|b| b as i64), r.bytes_received.map(|b| b as i64),
-                r.cpu_busy_before, r.cpu_steal, r.metrics
+                r.cpu_busy_before, r.cpu_steal, r.metrics, r.fidelity, r.flag
             ],
         )?;
         Ok(())
     }
 
-    /// Points with a successful run.
+    /// Points with a successful run that was not flagged.
     pub fn done_points(&self) -> Result<HashSet<String>> {
         let mut st = self
             .conn
-            .prepare("SELECT DISTINCT point_key FROM runs WHERE status = 'ok'")?;
+            .prepare("SELECT DISTINCT point_key FROM runs WHERE status = 'ok' AND flag IS NULL")?;
         let rows = st.query_map([], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Failed attempts per point.
+    /// Failed (or flagged) attempts per point.
     pub fn failed_attempts(&self) -> Result<HashMap<String, u32>> {
         let mut st = self.conn.prepare(
-            "SELECT point_key, COUNT(*) FROM runs WHERE status != 'ok' GROUP BY point_key",
+            "SELECT point_key, COUNT(*) FROM runs WHERE status != 'ok' OR flag IS NOT NULL GROUP BY point_key",
         )?;
         let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -234,6 +243,8 @@ impl Store {
                 cpu_busy_before: r.get(22)?,
                 cpu_steal: r.get(23)?,
                 metrics: r.get(24)?,
+                fidelity: r.get(25)?,
+                flag: r.get(26)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -322,6 +333,8 @@ impl Store {
                 opt(r.cpu_busy_before),
                 opt(r.cpu_steal),
                 r.metrics.unwrap_or_default(),
+                r.flag.unwrap_or_default(),
+                r.fidelity.unwrap_or_default(),
             ])?;
         }
         out.flush()?;
@@ -330,7 +343,7 @@ impl Store {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 23] = [
+pub const EXPORT_COLUMNS: [&str; 25] = [
     "workload",
     "nodes",
     "procs",
@@ -354,6 +367,8 @@ pub const EXPORT_COLUMNS: [&str; 23] = [
     "cpu_busy_before",
     "cpu_steal",
     "metrics",
+    "flag",
+    "fidelity",
 ];
 
 /// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one write
@@ -445,6 +460,8 @@ mod tests {
             cpu_busy_before: Some(0.03),
             cpu_steal: None,
             metrics: ok.then(|| r#"{"tflops":2.5e-10}"#.into()),
+            fidelity: None,
+            flag: None,
         }
     }
 
@@ -486,6 +503,10 @@ mod tests {
         assert_eq!(rows[1].cpu_busy_before, Some(0.03));
         assert_eq!(rows[1].metrics.as_deref(), Some(r#"{"tflops":2.5e-10}"#));
         assert_eq!(rows[0].metrics, None);
+        assert_eq!(
+            (rows[0].fidelity.as_deref(), rows[0].flag.as_deref()),
+            (None, None)
+        );
         let v: i64 = s
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -494,6 +515,35 @@ mod tests {
         drop(s);
         // Opening again changes nothing.
         assert_eq!(Store::open(&path).unwrap().rows().unwrap().len(), 2);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_flagged_run_is_kept_but_neither_done_nor_forgotten() {
+        let path =
+            std::env::temp_dir().join(format!("throttle-store-flag-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let s = Store::open(&path).unwrap();
+        let mut flagged = row("p", RunStatus::Ok);
+        flagged.flag = Some("n1 egress carried 76.0% of its setting while backlogged".into());
+        flagged.fidelity = Some(r#"{"seconds":1.0,"nodes":[],"flags":["x"]}"#.into());
+        s.insert(&flagged).unwrap();
+        // Not done: a sweep runs the point again; counted as an attempt: not forever.
+        assert!(!s.done_points().unwrap().contains("p"));
+        assert_eq!(s.failed_attempts().unwrap().get("p"), Some(&1));
+        s.insert(&row("p", RunStatus::Ok)).unwrap();
+        assert!(s.done_points().unwrap().contains("p"));
+        let rows = s.rows().unwrap();
+        assert_eq!(rows[0], flagged);
+        let mut csv = Vec::new();
+        s.export_csv(&mut csv).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        assert!(
+            csv.lines().next().unwrap().ends_with(",flag,fidelity"),
+            "{csv}"
+        );
+        assert!(csv.contains("76.0% of its setting"), "{csv}");
+        drop(s);
         let _ = std::fs::remove_file(&path);
     }
 

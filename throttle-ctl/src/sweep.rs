@@ -714,7 +714,7 @@ impl Sweep {
                 .collect();
             let times: Vec<f64> = mine
                 .iter()
-                .filter(|r| r.status == RunStatus::Ok)
+                .filter(|r| r.status == RunStatus::Ok && r.flag.is_none())
                 .filter_map(|r| r.kernel_seconds.or(r.seconds))
                 .collect();
             let max = if bw == Pct::FULL {
@@ -888,6 +888,11 @@ impl Runner<'_> {
                     .result
                     .as_ref()
                     .and_then(|r| serde_json::to_string(&r.metrics).ok()),
+                fidelity: outcome
+                    .fidelity
+                    .as_ref()
+                    .and_then(|f| serde_json::to_string(f).ok()),
+                flag: outcome.flag(),
             })?;
             let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
             on_event(SweepEvent::Finished {
@@ -897,7 +902,9 @@ impl Runner<'_> {
                 outcome: &outcome,
                 eta_s: per * (todo - index - 1) as f64,
             });
-            if ok {
+            // A run whose links did not run at their setting is stored (flagged) and
+            // retried like a failed one.
+            if ok && outcome.flag().is_none() {
                 return Ok(true);
             }
             *self.failed.entry(p.key.clone()).or_default() += 1;
@@ -1013,6 +1020,8 @@ mod tests {
                     cpu_busy_before: None,
                     cpu_steal: None,
                     metrics: None,
+                    fidelity: None,
+                    flag: None,
                 })
                 .unwrap();
         };

@@ -74,13 +74,19 @@ pub struct DirectionStatus {
 /// a run's share is the difference of two readings).
 ///
 /// `busy_seconds` is the link time the pacer scheduled at the set rate: every unit's
-/// size / rate. `behind_seconds` is how far delivery fell behind that schedule: backlog
-/// the agent could not make up (it was descheduled for longer than its catch-up window)
-/// and the lateness of each burst's last unit (the message it ended arrived that late).
-/// While the link was busy it carried `busy / (busy + behind)` of its setting.
+/// size / rate; `backlog_seconds` the part of it for data that was already waiting behind
+/// the previous unit (the link was backlogged). `lost_seconds` is link time such a backlog
+/// lost for good because the agent fell further behind its schedule than its catch-up
+/// window: while backlogged the link carried `backlog / (backlog + lost)` of its setting.
+/// `behind_seconds` sums how late the last unit of each burst left, the delay the
+/// messages they ended saw beyond the emulated link (the agent's own latency among it).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct PacingStatus {
     pub busy_seconds: f64,
+    #[serde(default)]
+    pub backlog_seconds: f64,
+    #[serde(default)]
+    pub lost_seconds: f64,
     pub behind_seconds: f64,
     /// Departures a copy loop slept for.
     pub waits: u64,
@@ -99,11 +105,11 @@ pub struct LateBucket {
 }
 
 impl PacingStatus {
-    /// The share of the set rate the link carried while busy (1 when it was never busy).
-    pub fn delivered_share(&self) -> f64 {
-        let total = self.busy_seconds + self.behind_seconds;
+    /// The share of the set rate the link carried while backlogged (1 when it never was).
+    pub fn backlogged_share(&self) -> f64 {
+        let total = self.backlog_seconds + self.lost_seconds;
         if total > 0.0 {
-            self.busy_seconds / total
+            self.backlog_seconds / total
         } else {
             1.0
         }

@@ -148,8 +148,34 @@ pub fn render(s: &Status) -> String {
         ),
     );
     r.register_with_unit(
+        "throttle_link_backlog",
+        "Link time scheduled for data that was already waiting (the link was backlogged)",
+        Unit::Seconds,
+        per_direction::<Counter<f64, AtomicU64>>(
+            |c| {
+                c.inc_by(s.egress.pacing.backlog_seconds);
+            },
+            |c| {
+                c.inc_by(s.ingress.pacing.backlog_seconds);
+            },
+        ),
+    );
+    r.register_with_unit(
+        "throttle_link_lost",
+        "Link time a backlog lost because the agent fell further behind than its catch-up window",
+        Unit::Seconds,
+        per_direction::<Counter<f64, AtomicU64>>(
+            |c| {
+                c.inc_by(s.egress.pacing.lost_seconds);
+            },
+            |c| {
+                c.inc_by(s.ingress.pacing.lost_seconds);
+            },
+        ),
+    );
+    r.register_with_unit(
         "throttle_link_behind",
-        "How far delivery fell behind the pacing schedule (backlog not made up, late ends of bursts)",
+        "How late the last unit of each burst left its pacing departure, summed",
         Unit::Seconds,
         per_direction::<Counter<f64, AtomicU64>>(
             |c| {
@@ -295,6 +321,8 @@ mod tests {
                 rate_bytes_per_sec: 5.0,
                 pacing: throttle_proto::status::PacingStatus {
                     busy_seconds: 1.5,
+                    backlog_seconds: 1.0,
+                    lost_seconds: 0.5,
                     behind_seconds: 0.25,
                     waits: 7,
                     late_seconds: 0.001,
@@ -339,6 +367,7 @@ mod tests {
             "throttle_intercepted_connections_total{node=\"n0\",outcome=\"failed\"} 1",
             "throttle_link_busy_seconds_total{node=\"n0\",direction=\"egress\"} 1.5",
             "throttle_link_behind_seconds_total{node=\"n0\",direction=\"egress\"} 0.25",
+            "throttle_link_lost_seconds_total{node=\"n0\",direction=\"egress\"} 0.5",
             "throttle_pacing_waits_total{node=\"n0\",direction=\"egress\"} 7",
             "throttle_agent_stalled_seconds_total{node=\"n0\"} 0.125",
             "throttle_agent_cpu_wait_seconds_total{node=\"n0\"} 0.5",

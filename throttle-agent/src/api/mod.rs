@@ -204,6 +204,8 @@ fn direction_status(port: &Port) -> DirectionStatus {
         rate_bytes_per_sec: port.current_rate(),
         pacing: PacingStatus {
             busy_seconds: f.busy_secs,
+            backlog_seconds: f.backlog_secs,
+            lost_seconds: f.lost_secs,
             behind_seconds: f.behind_secs,
             waits: f.waits,
             late_seconds: f.late_secs,

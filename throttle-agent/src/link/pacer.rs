@@ -28,9 +28,10 @@
 //! before: no idle credit.
 //!
 //! The pacer also keeps the account that proves a run's link ran at its setting
-//! ([`Fidelity`]): how much link time it scheduled, and how far delivery fell behind that
-//! schedule (time a backlog forfeited beyond `catch_up`, and the lateness of the last unit
-//! of each burst, which delays the message it ends).
+//! ([`Fidelity`]): how much link time it scheduled, how much of it for data that was
+//! already waiting (the link was backlogged), how much link time such a backlog lost for
+//! good (it fell further behind than `catch_up`: the link delivered less than its rate),
+//! and how late the last unit of each burst left (which delays the message it ends).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -96,8 +97,14 @@ pub struct Departure {
 pub struct Fidelity {
     /// Link time scheduled: the sum of every unit's size / rate (seconds).
     pub busy_secs: f64,
-    /// Time delivery fell behind that schedule (seconds): backlog forfeited beyond the
-    /// catch-up window, and the lateness of each burst's last unit.
+    /// The part of it for units that were backlogged (waiting behind the previous one).
+    pub backlog_secs: f64,
+    /// Link time a backlog lost for good: it fell further behind its schedule than the
+    /// catch-up window (the agent could not keep up). While backlogged the link carried
+    /// `backlog / (backlog + lost)` of its rate.
+    pub lost_secs: f64,
+    /// How late each burst's last unit left, summed: the messages they ended arrived that
+    /// much later than the emulated link would have delivered them.
     pub behind_secs: f64,
     /// Units the copy loops waited for.
     pub waits: u64,
@@ -217,8 +224,9 @@ impl Pacer {
         let ready = if backlogged {
             // A backlog older than the catch-up window is link time lost for good.
             if s.free_at < earliest {
-                s.fidelity.behind_secs += (earliest - s.free_at).as_secs_f64();
+                s.fidelity.lost_secs += (earliest - s.free_at).as_secs_f64();
             }
+            s.fidelity.backlog_secs += took.as_secs_f64();
             earliest
         } else {
             arrived.map_or(now, |a| a.clamp(earliest, now))
@@ -369,8 +377,9 @@ mod tests {
         let b = p.schedule(20_000, true, None, woke);
         assert!(close(b.at - woke, 10 * MS), "{:?}", b.at - woke);
         let f = p.fidelity();
-        assert!((f.behind_secs - 0.040).abs() < 1e-5, "{f:?}");
+        assert!((f.lost_secs - 0.040).abs() < 1e-5, "{f:?}");
         assert!((f.busy_secs - 0.021).abs() < 1e-9, "{f:?}");
+        assert!((f.backlog_secs - 0.020).abs() < 1e-9, "{f:?}");
     }
 
     #[test]

@@ -17,8 +17,10 @@ use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 14] = [
+const PER_RUN: [&str; 16] = [
     "status",
+    "flag",
+    "fidelity",
     "metrics",
     "bytes_sent",
     "bytes_received",
@@ -112,7 +114,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         idx("seconds"),
         idx("status"),
     );
-    let (ibytes, ibusy) = (idx("bytes_sent"), idx("cpu_busy_before"));
+    let (ibytes, ibusy, iflag) = (idx("bytes_sent"), idx("cpu_busy_before"), idx("flag"));
     let labels: Vec<usize> = (0..cols.len())
         .filter(|&i| !REQUIRED.contains(&cols[i].as_str()) && !PER_RUN.contains(&cols[i].as_str()))
         .collect();
@@ -166,6 +168,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
                 .ok_or(())
         });
         let ok = ist == usize::MAX || f[ist].eq_ignore_ascii_case("ok");
+        let flag = optional(&f, iflag).map(str::to_string);
         // A failed run need not have a time.
         let seconds = f[isec]
             .parse::<f64>()
@@ -215,9 +218,9 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         for &i in &labels {
             series.push_str(&format!(" {}={}", cols[i], f[i]));
         }
-        // A failed attempt and its retry share a repeat number (`export` writes both);
-        // two successful runs with the same one are a copy.
-        if ok {
+        // A failed (or flagged) attempt and its retry share a repeat number (`export`
+        // writes both); two successful, unflagged runs with the same one are a copy.
+        if ok && flag.is_none() {
             let key = (
                 series.clone(),
                 nodes.unwrap_or(0),
@@ -243,6 +246,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
             nodes: nodes.unwrap_or(1),
             busy: busy.and_then(Result::ok),
             bytes_sent: bytes_sent.and_then(Result::ok),
+            flag,
         });
     }
     if !errors.is_empty() {

@@ -60,6 +60,8 @@ pub struct Observation {
     pub busy: Option<f64>,
     /// Bytes the run's nodes sent through their agents, if recorded.
     pub bytes_sent: Option<u64>,
+    /// Why the run's links did not run at their setting (`fidelity`), when they did not.
+    pub flag: Option<String>,
 }
 
 /// What to compute from the observations.
@@ -75,6 +77,9 @@ pub struct Question {
     pub time_source: String,
     /// The link's capacity in bytes per second, for the traffic model (from the store).
     pub capacity: Option<f64>,
+    /// Keep runs whose links did not run at their setting (flagged) instead of leaving
+    /// them out.
+    pub keep_flagged: bool,
 }
 
 /// The runs of one (size, bandwidth) summarised: their median and its interval, the
@@ -166,6 +171,9 @@ pub struct Analysis {
     pub time_source: String,
     pub runs: usize,
     pub failed_runs: usize,
+    /// Runs whose links did not run at their setting; left out unless `flagged_kept`.
+    pub flagged_runs: usize,
+    pub flagged_kept: bool,
     pub min_repeats: usize,
     pub regression: Option<Regression>,
     pub points: Vec<MedianPoint>,
@@ -234,16 +242,30 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let chosen = choose_series(obs, &req.series)?;
     let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == chosen).collect();
     let failed_runs = mine.iter().filter(|o| !o.ok).count();
+    let flagged: Vec<&Observation> = mine
+        .iter()
+        .copied()
+        .filter(|o| o.ok && o.bw_pct.is_some() && o.flag.is_some())
+        .collect();
     let good: Vec<&Observation> = mine
         .iter()
         .copied()
-        .filter(|o| o.ok && o.bw_pct.is_some())
+        .filter(|o| o.ok && o.bw_pct.is_some() && (req.keep_flagged || o.flag.is_none()))
         .collect();
     let mut warnings = Vec::new();
     if failed_runs > 0 {
         warnings.push(format!(
             "{failed_runs} failed runs are in the data and were left out"
         ));
+    }
+    if let Some(first) = flagged.first() {
+        let first = first.flag.as_deref().unwrap_or_default();
+        let n = flagged.len();
+        warnings.push(if req.keep_flagged {
+            format!("{n} run(s) whose links did not run at their setting were KEPT (--keep-flagged): their times measure something else as well; the first: {first}")
+        } else {
+            format!("{n} run(s) were left out because their links did not run at their setting (`export` shows each flag; --keep-flagged keeps them); the first: {first}")
+        });
     }
     let unlimited = mine.iter().filter(|o| o.ok && o.bw_pct.is_none()).count();
     if unlimited > 0 {
@@ -577,6 +599,8 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         series: chosen,
         runs,
         failed_runs,
+        flagged_runs: flagged.len(),
+        flagged_kept: req.keep_flagged,
         min_repeats,
         regression,
         points,
@@ -679,6 +703,7 @@ mod tests {
                         nodes: 1,
                         busy: None,
                         bytes_sent: None,
+                        flag: None,
                     });
                 }
             }
@@ -694,9 +719,53 @@ mod tests {
                 nodes: 1,
                 busy: None,
                 bytes_sent: None,
+                flag: None,
             });
         }
         obs
+    }
+
+    #[test]
+    fn flagged_runs_are_left_out_unless_kept_and_said_so() {
+        let mut req = Question {
+            cti: vec![5.0, 10.0],
+            predict: vec![],
+            series: None,
+            time_source: "test".into(),
+            capacity: None,
+            keep_flagged: false,
+        };
+        let clean = analyze(&study(false), &req).unwrap();
+        // One run of 4 procs at 20% is ten times slower: its agent was starved.
+        let mut obs = study(false);
+        let slow = obs
+            .iter_mut()
+            .find(|o| o.procs == 4 && o.bw_pct == Some(20.0))
+            .unwrap();
+        slow.seconds *= 10.0;
+        slow.flag = Some("n1 egress carried 40.0% of its setting while backlogged".into());
+        let a = analyze(&obs, &req).unwrap();
+        assert_eq!((a.flagged_runs, a.flagged_kept), (1, false));
+        assert_eq!(a.runs, clean.runs - 1);
+        assert!(
+            a.warnings
+                .iter()
+                .any(|w| w.contains("1 run(s) were left out") && w.contains("40.0%")),
+            "{:?}",
+            a.warnings
+        );
+        let median = |a: &Analysis| {
+            a.points
+                .iter()
+                .find(|p| p.procs == 4 && p.bw_pct == 20.0)
+                .unwrap()
+                .median
+        };
+        assert!((median(&a) / median(&clean) - 1.0).abs() < 0.05);
+        req.keep_flagged = true;
+        let kept = analyze(&obs, &req).unwrap();
+        assert_eq!(kept.runs, clean.runs);
+        assert!(kept.warnings.iter().any(|w| w.contains("KEPT")));
     }
 
     #[test]
@@ -707,6 +776,7 @@ mod tests {
             series: None,
             time_source: "test".into(),
             capacity: None,
+            keep_flagged: false,
         };
         let with = analyze(&study(true), &req).unwrap();
         let without = analyze(&study(false), &req).unwrap();
@@ -727,6 +797,7 @@ mod tests {
             series: None,
             time_source: "test".into(),
             capacity: None,
+            keep_flagged: false,
         };
         let a = analyze(&study(false), &req).unwrap();
         assert_eq!(a.held_out, vec![25]);
@@ -798,6 +869,7 @@ mod tests {
                         nodes: p,
                         busy: None,
                         bytes_sent: Some((v * p as f64) as u64),
+                        flag: None,
                     });
                 }
             }
@@ -813,6 +885,7 @@ mod tests {
             series: None,
             time_source: "test".into(),
             capacity: Some(125e6),
+            keep_flagged: false,
         };
         let a = analyze(&traffic_study(&[2, 4, 6, 8, 16]), &req).unwrap();
         let t = a.traffic.as_ref().unwrap();
@@ -892,6 +965,7 @@ mod tests {
             nodes: 1,
             busy: None,
             bytes_sent: None,
+            flag: None,
         });
         let req = Question {
             cti: vec![5.0],
@@ -899,6 +973,7 @@ mod tests {
             series: None,
             time_source: "test".into(),
             capacity: None,
+            keep_flagged: false,
         };
         let e = analyze(&obs, &req).unwrap_err().to_string();
         assert!(e.contains("--series") && e.contains("`pmm`"), "{e}");
@@ -908,6 +983,7 @@ mod tests {
             series: Some("bfs".into()),
             time_source: "test".into(),
             capacity: None,
+            keep_flagged: false,
         };
         assert!(analyze(&obs, &req).is_ok());
     }

@@ -38,8 +38,14 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
 pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail: Detail) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out\ntimes: {}\n\n",
-        a.series, a.runs, a.min_repeats, a.failed_runs, a.time_source
+        "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out, {} flagged runs {}\ntimes: {}\n\n",
+        a.series,
+        a.runs,
+        a.min_repeats,
+        a.failed_runs,
+        a.flagged_runs,
+        if a.flagged_kept { "KEPT" } else { "left out (links not at their setting)" },
+        a.time_source
     ));
     regression(&mut out, a);
     out.push_str("completion time (median s, its order-statistic interval and what it covers, CV) and CTI per point\n");

@@ -39,6 +39,10 @@ pub struct Args {
     /// the smaller ones, against what was measured); the verdict is always printed.
     #[arg(long)]
     backtest: bool,
+    /// Keep the runs whose links did not run at their setting (flagged: an agent starved
+    /// or stopped, its backlog lost) instead of leaving them out. Said in the output.
+    #[arg(long)]
+    keep_flagged: bool,
     #[arg(long)]
     json: bool,
     /// Write plots (SVG, PNG) and index.html here.
@@ -85,6 +89,7 @@ impl Args {
             series: self.series,
             time_source,
             capacity,
+            keep_flagged: self.keep_flagged,
         };
         let a = analysis::analyze(&obs, &question)?;
         let cap = capacity.map(format_bits_per_sec);

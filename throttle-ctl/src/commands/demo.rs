@@ -304,6 +304,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         series: None,
         time_source,
         capacity: Some(capacity.bytes_per_sec()),
+        keep_flagged: false,
     };
     let analysis = analysis::analyze(&obs, &question)?;
     let cap = capacity.to_string();

@@ -21,7 +21,7 @@ use super::{Context, Exit};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl exec n0 -- iperf3 -s -B 198.18.0.1\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nThe command runs in the node's network namespace (so it needs root), with this\nprocess's environment and working directory, and TMPDIR set to the node's own\ntemporary directory in the cluster's state directory (as on separate hosts).\nSet THROTTLE_CLUSTER to an absolute path when the command runs elsewhere (mpirun's\ndaemons call exec again from the nodes)."
+    after_help = "Examples:\n  throttle-ctl exec n0 -- iperf3 -s -B 198.18.0.1\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nThe command runs in the node's network namespace (so it needs root), with this\nprocess's environment and working directory, and TMPDIR set to the node's own\ntemporary directory in the cluster's state directory (as on separate hosts), and with\nOMPI_MCA_mpi_yield_when_idle=1 unless set: all nodes share this machine's cores, and\nbusy-polling Open MPI ranks starved each other and the agents (--mca\nmpi_yield_when_idle 0 or the variable set to 0 restores busy polling).\nSet THROTTLE_CLUSTER to an absolute path when the command runs elsewhere (mpirun's\ndaemons call exec again from the nodes)."
 )]
 pub struct Args {
     /// Load the preload library into the command (`preload`), or not (`kernel`: the
@@ -40,6 +40,9 @@ pub struct Args {
     )]
     command: Vec<String>,
 }
+
+/// Open MPI's "yield the CPU while waiting" setting, as an environment variable.
+const YIELD_WHEN_IDLE: &str = "OMPI_MCA_mpi_yield_when_idle";
 
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
@@ -82,6 +85,13 @@ impl Args {
         cmd.arg("-c").arg(&line);
         if let Some(t) = &tmp {
             cmd.env("TMPDIR", t);
+        }
+        // Every node of a namespace cluster shares this machine's cores: an MPI rank that
+        // busy-polls while it waits takes a core its own node would have to itself, from
+        // the other ranks and from the agents. Open MPI yields instead when told to; a
+        // setting of the user's own (environment or --mca) wins.
+        if std::env::var_os(YIELD_WHEN_IDLE).is_none() {
+            cmd.env(YIELD_WHEN_IDLE, "1");
         }
         let mode = match (self.intercept, std::env::var(crate::intercept::ENV)) {
             (Some(m), _) => m,

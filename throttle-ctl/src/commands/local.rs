@@ -38,6 +38,11 @@ enum LocalCommand {
         /// (throttle-agent --catch-up-ms).
         #[arg(long, alias = "burst-ms", default_value_t = 10.0)]
         catch_up_ms: f64,
+        /// Scheduling priority of the agents (throttle-agent --priority): `high` (nice
+        /// -10, needs root) keeps busy-polling ranks on the same cores from starving them;
+        /// `normal` to see what they would do without.
+        #[arg(long, default_value = "high", value_parser = ["normal", "high", "realtime"])]
+        agent_priority: String,
         /// Worker threads per agent [default: 1, as several agents share this machine].
         #[arg(long, default_value_t = 1)]
         agent_threads: usize,
@@ -86,6 +91,7 @@ impl Args {
                 capacity,
                 base_addr,
                 catch_up_ms,
+                agent_priority,
                 agent_threads,
                 dir,
                 tls,
@@ -109,6 +115,8 @@ impl Args {
                 let mut agent_args = vec![
                     "--catch-up-ms".into(),
                     catch_up_ms.to_string(),
+                    "--priority".into(),
+                    agent_priority,
                     "--threads".into(),
                     agent_threads.to_string(),
                 ];

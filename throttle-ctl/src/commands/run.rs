@@ -221,7 +221,20 @@ impl Args {
                     _ => {}
                 }
             }
+            match &outcome.fidelity {
+                Some(f) if !f.flagged() => text.push_str(&format!(
+                    "links at their setting: {}\n",
+                    crate::fidelity::brief(f)
+                )),
+                Some(_) => {}
+                None => text.push_str(
+                    "links: not known (an agent did not answer before or after the run)\n",
+                ),
+            }
             output::print(text)?;
+        }
+        if let Some(flag) = outcome.flag() {
+            eprintln!("warning: this run's links did not run at their setting: {flag}");
         }
         Ok(match outcome.status {
             RunStatus::Ok => ExitCode::SUCCESS,

@@ -1,0 +1,443 @@
+//! Whether a run's emulated links ran at their setting: the proof every run carries.
+//!
+//! Every answer the tool gives rests on one promise: at 30% a node's link carries 30% of
+//! its capacity. The agents keep an account of their pacing and of their own CPU
+//! (`throttle_proto::status::PacingStatus`, `AgentCpu`); a run's share is the difference
+//! of two readings, one just before its ranks start and one when they have ended. A run
+//! is **flagged** when, on any of its nodes,
+//!
+//! * a direction that was backlogged (data waiting for the link) carried less than 97% of
+//!   its setting meanwhile: the agent fell further behind than its catch-up window and the
+//!   link time was lost;
+//! * the agent could not run for more than 3% of the run (a timer it sets every 5 ms fired
+//!   late: stopped, or starved of CPU), or
+//! * its pacing ran late: more than 1% of the departures it slept for (at least 3) left
+//!   more than 10 ms after their time.
+//!
+//! Each flag names its likely cause: an agent that also waited long for a CPU was starved
+//! by other processes (busy-polling ranks are the usual ones); one that stalled without
+//! waiting for a CPU was stopped (SIGSTOP) or the machine paused. The analysis leaves
+//! flagged runs out (`analysis`), a sweep retries them like failed ones.
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use throttle_proto::status::{PacingStatus, Status};
+
+use crate::agent_client::AgentClient;
+
+/// A direction that carried less than this share of its setting while backlogged is short.
+pub const MIN_BACKLOGGED_SHARE: f64 = 0.97;
+/// Backlogged link time below which a direction's share is not judged (seconds): too
+/// little to tell a shortfall from the catch-up window still open at the end.
+const MIN_BACKLOG_SECONDS: f64 = 0.05;
+/// An agent that could not run for more than this share of the run is flagged.
+pub const MAX_STALLED_SHARE: f64 = 0.03;
+/// Departures later than this are "late" (the lateness histogram has this bound).
+const LATE_SECONDS: f64 = 0.01;
+/// Share of late departures (of at least [`MIN_LATE_DEPARTURES`]) that flags a run.
+const MAX_LATE_SHARE: f64 = 0.01;
+const MIN_LATE_DEPARTURES: u64 = 3;
+
+/// The counters of some nodes at one moment.
+#[derive(Clone, Debug)]
+pub struct Reading {
+    at: std::time::Instant,
+    nodes: Vec<Status>,
+}
+
+impl Reading {
+    /// Read every client's agent; `Err` when one does not answer.
+    pub fn take(clients: &[AgentClient]) -> Result<Reading> {
+        let nodes = clients.iter().map(|c| c.status()).collect::<Result<_>>()?;
+        Ok(Reading {
+            at: std::time::Instant::now(),
+            nodes,
+        })
+    }
+}
+
+/// One direction's share of a run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DirectionFidelity {
+    /// Link time scheduled at the set rate (seconds).
+    pub busy_seconds: f64,
+    /// The part of it for backlogged data.
+    pub backlog_seconds: f64,
+    /// Link time a backlog lost for good.
+    pub lost_seconds: f64,
+    /// Summed lateness of the bursts' last units.
+    pub behind_seconds: f64,
+    /// Departures slept for, and how many of them left more than 10 ms late.
+    pub waits: u64,
+    pub late_waits: u64,
+}
+
+impl DirectionFidelity {
+    fn between(a: &PacingStatus, b: &PacingStatus) -> DirectionFidelity {
+        let d = |x: f64, y: f64| (y - x).max(0.0);
+        let on_time = |p: &PacingStatus| {
+            p.late_buckets
+                .iter()
+                .find(|bucket| (bucket.le - LATE_SECONDS).abs() < 1e-9)
+                .map_or(p.waits, |bucket| bucket.count)
+        };
+        let waits = b.waits.saturating_sub(a.waits);
+        let on_time = on_time(b).saturating_sub(on_time(a));
+        DirectionFidelity {
+            busy_seconds: d(a.busy_seconds, b.busy_seconds),
+            backlog_seconds: d(a.backlog_seconds, b.backlog_seconds),
+            lost_seconds: d(a.lost_seconds, b.lost_seconds),
+            behind_seconds: d(a.behind_seconds, b.behind_seconds),
+            waits,
+            late_waits: waits.saturating_sub(on_time),
+        }
+    }
+
+    /// The share of its setting the direction carried while backlogged, when there was
+    /// enough backlog to tell.
+    pub fn backlogged_share(&self) -> Option<f64> {
+        let total = self.backlog_seconds + self.lost_seconds;
+        (total >= MIN_BACKLOG_SECONDS).then(|| self.backlog_seconds / total)
+    }
+}
+
+/// One node's share of a run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodeFidelity {
+    pub node: String,
+    pub egress: DirectionFidelity,
+    pub ingress: DirectionFidelity,
+    /// Seconds the agent could not run when it should have.
+    pub stalled_seconds: f64,
+    /// Seconds its threads waited for a CPU (run-queue delay).
+    pub cpu_wait_seconds: f64,
+}
+
+/// A run's proof: what every node's link and agent did during it, and the flags.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunFidelity {
+    /// Seconds between the two readings.
+    pub seconds: f64,
+    pub nodes: Vec<NodeFidelity>,
+    /// Why the run cannot be trusted as a run at its setting; empty when it can.
+    pub flags: Vec<String>,
+}
+
+impl RunFidelity {
+    /// The difference of two readings of the same nodes; `None` when they are not
+    /// comparable (a node missing, or an agent restarted in between: counters went back).
+    pub fn between(before: &Reading, after: &Reading) -> Option<RunFidelity> {
+        if before.nodes.len() != after.nodes.len() {
+            return None;
+        }
+        let seconds = after.at.saturating_duration_since(before.at).as_secs_f64();
+        let mut nodes = Vec::new();
+        for (a, b) in before.nodes.iter().zip(&after.nodes) {
+            if a.node != b.node || b.uptime_seconds < a.uptime_seconds {
+                return None;
+            }
+            nodes.push(NodeFidelity {
+                node: a.node.to_string(),
+                egress: DirectionFidelity::between(&a.egress.pacing, &b.egress.pacing),
+                ingress: DirectionFidelity::between(&a.ingress.pacing, &b.ingress.pacing),
+                stalled_seconds: (b.cpu.stalled_seconds - a.cpu.stalled_seconds).max(0.0),
+                cpu_wait_seconds: (b.cpu.run_delay_seconds - a.cpu.run_delay_seconds).max(0.0),
+            });
+        }
+        let mut run = RunFidelity {
+            seconds,
+            nodes,
+            flags: Vec::new(),
+        };
+        run.flags = run.judge();
+        Some(run)
+    }
+
+    pub fn flagged(&self) -> bool {
+        !self.flags.is_empty()
+    }
+
+    /// The flags, joined (what the store and the tables show).
+    pub fn summary(&self) -> Option<String> {
+        self.flagged().then(|| self.flags.join("; "))
+    }
+
+    fn judge(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        for n in &self.nodes {
+            let cause = self.cause(n);
+            for (dir, d) in [("egress", &n.egress), ("ingress", &n.ingress)] {
+                if let Some(share) = d.backlogged_share().filter(|s| *s < MIN_BACKLOGGED_SHARE) {
+                    flags.push(format!(
+                        "{} {dir} carried {:.1}% of its setting while backlogged ({:.0} ms of link time lost){cause}",
+                        n.node,
+                        share * 100.0,
+                        d.lost_seconds * 1e3
+                    ));
+                }
+                if d.late_waits >= MIN_LATE_DEPARTURES
+                    && d.late_waits as f64 > MAX_LATE_SHARE * d.waits as f64
+                {
+                    flags.push(format!(
+                        "{} {dir}: pacing ran late ({} of {} departures more than 10 ms late){cause}",
+                        n.node, d.late_waits, d.waits
+                    ));
+                }
+            }
+            if self.seconds > 0.0 && n.stalled_seconds > MAX_STALLED_SHARE * self.seconds {
+                flags.push(format!(
+                    "agent {} could not run for {:.0} ms ({:.1}% of the run){cause}",
+                    n.node,
+                    n.stalled_seconds * 1e3,
+                    100.0 * n.stalled_seconds / self.seconds
+                ));
+            }
+        }
+        flags
+    }
+
+    /// The likely cause of a shortfall on node `n`, as a clause.
+    fn cause(&self, n: &NodeFidelity) -> String {
+        let waited = self.seconds > 0.0 && n.cpu_wait_seconds > MAX_STALLED_SHARE * self.seconds;
+        if waited {
+            format!(
+                ": its agent waited {:.0} ms for a CPU, starved by other processes (busy-polling ranks? Open MPI: --mca mpi_yield_when_idle 1; keep agents off the ranks' cores: local up --pin, throttle-agent --cpus)",
+                n.cpu_wait_seconds * 1e3
+            )
+        } else if n.stalled_seconds > MAX_STALLED_SHARE * self.seconds {
+            ": its agent was stopped (SIGSTOP?) or the machine paused, without waiting for a CPU"
+                .into()
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// One line on a run that was not flagged: the busiest direction's share of its setting
+/// while backlogged, and the longest stall.
+pub fn brief(f: &RunFidelity) -> String {
+    let busiest = f
+        .nodes
+        .iter()
+        .flat_map(|n| [(n, "egress", &n.egress), (n, "ingress", &n.ingress)])
+        .max_by(|a, b| a.2.busy_seconds.total_cmp(&b.2.busy_seconds));
+    let stalled = f
+        .nodes
+        .iter()
+        .map(|n| n.stalled_seconds)
+        .fold(0.0, f64::max);
+    match busiest {
+        Some((n, dir, d)) if d.busy_seconds > 0.0 => format!(
+            "busiest link {} {dir} {:.3} s busy, {}; agents stalled at most {:.0} ms",
+            n.node,
+            d.busy_seconds,
+            match d.backlogged_share() {
+                Some(s) => format!("{:.1}% of its setting while backlogged", s * 100.0),
+                None => "never backlogged long enough to judge its rate".into(),
+            },
+            stalled * 1e3
+        ),
+        _ => format!(
+            "no paced traffic; agents stalled at most {:.0} ms",
+            stalled * 1e3
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use throttle_proto::status::{AgentCpu, DirectionStatus, LateBucket};
+    use throttle_proto::{Name, Pct, Rate};
+
+    fn status(node: &str, uptime: f64, egress: PacingStatus, cpu: AgentCpu) -> Status {
+        let dir = |pacing| DirectionStatus {
+            bytes: 0,
+            rate_bytes_per_sec: 0.0,
+            pacing,
+        };
+        Status {
+            node: Name::parse("node", node).unwrap(),
+            version: "0".into(),
+            pct: Pct::parse("30").unwrap(),
+            capacity: Rate::parse("1Gbit").unwrap(),
+            limit_bytes_per_sec: Some(37.5e6),
+            latency_us: 0,
+            egress: dir(egress),
+            ingress: dir(PacingStatus::default()),
+            open_streams: 0,
+            registered_ranks: 0,
+            jobs: 0,
+            forwards: 0,
+            running_jobs: 0,
+            splice: true,
+            uptime_seconds: uptime,
+            refused_connections: 0,
+            tls: false,
+            cpu,
+            intercepted: None,
+        }
+    }
+
+    fn reading(secs: u64, nodes: Vec<Status>) -> Reading {
+        Reading {
+            at: std::time::Instant::now() + std::time::Duration::from_secs(secs),
+            nodes,
+        }
+    }
+
+    fn pacing(backlog: f64, lost: f64, waits: u64, on_time: u64) -> PacingStatus {
+        PacingStatus {
+            busy_seconds: backlog,
+            backlog_seconds: backlog,
+            lost_seconds: lost,
+            behind_seconds: 0.0,
+            waits,
+            late_seconds: 0.0,
+            late_buckets: vec![LateBucket {
+                le: 0.01,
+                count: on_time,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_link_on_its_setting_is_not_flagged() {
+        let a = reading(
+            0,
+            vec![status(
+                "n0",
+                1.0,
+                pacing(1.0, 0.0, 10, 10),
+                AgentCpu::default(),
+            )],
+        );
+        let b = reading(
+            10,
+            vec![status(
+                "n0",
+                11.0,
+                pacing(9.0, 0.05, 1000, 1000),
+                AgentCpu::default(),
+            )],
+        );
+        let f = RunFidelity::between(&a, &b).unwrap();
+        assert!(!f.flagged(), "{:?}", f.flags);
+        assert!((f.nodes[0].egress.backlog_seconds - 8.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_backlog_that_lost_link_time_to_a_starved_agent_is_flagged_with_its_cause() {
+        let a = reading(
+            0,
+            vec![status(
+                "n0",
+                1.0,
+                pacing(0.0, 0.0, 0, 0),
+                AgentCpu::default(),
+            )],
+        );
+        let starved = AgentCpu {
+            run_delay_seconds: 2.0,
+            stalled_seconds: 0.0,
+        };
+        let b = reading(
+            10,
+            vec![status("n0", 11.0, pacing(7.6, 2.4, 0, 0), starved)],
+        );
+        let f = RunFidelity::between(&a, &b).unwrap();
+        assert_eq!(f.flags.len(), 1, "{:?}", f.flags);
+        assert!(
+            f.flags[0].contains("n0 egress carried 76.0%"),
+            "{}",
+            f.flags[0]
+        );
+        assert!(
+            f.flags[0].contains("waited 2000 ms for a CPU"),
+            "{}",
+            f.flags[0]
+        );
+    }
+
+    #[test]
+    fn a_stopped_agent_is_flagged_as_stopped() {
+        let a = reading(
+            0,
+            vec![status(
+                "n0",
+                1.0,
+                pacing(0.0, 0.0, 0, 0),
+                AgentCpu::default(),
+            )],
+        );
+        let stopped = AgentCpu {
+            run_delay_seconds: 0.01,
+            stalled_seconds: 2.0,
+        };
+        let b = reading(
+            10,
+            vec![status("n0", 11.0, pacing(0.0, 0.0, 10, 6), stopped)],
+        );
+        let f = RunFidelity::between(&a, &b).unwrap();
+        assert!(
+            f.flags
+                .iter()
+                .any(|x| x.contains("could not run for 2000 ms")),
+            "{:?}",
+            f.flags
+        );
+        assert!(
+            f.flags.iter().any(|x| x.contains("4 of 10 departures")),
+            "{:?}",
+            f.flags
+        );
+        assert!(
+            f.flags.iter().all(|x| x.contains("SIGSTOP")),
+            "{:?}",
+            f.flags
+        );
+    }
+
+    #[test]
+    fn a_restarted_agent_or_another_node_makes_no_proof() {
+        let a = reading(
+            0,
+            vec![status(
+                "n0",
+                100.0,
+                PacingStatus::default(),
+                AgentCpu::default(),
+            )],
+        );
+        let b = reading(
+            10,
+            vec![status(
+                "n0",
+                5.0,
+                PacingStatus::default(),
+                AgentCpu::default(),
+            )],
+        );
+        assert!(RunFidelity::between(&a, &b).is_none());
+        let c = reading(
+            10,
+            vec![status(
+                "n1",
+                110.0,
+                PacingStatus::default(),
+                AgentCpu::default(),
+            )],
+        );
+        assert!(RunFidelity::between(&a, &c).is_none());
+    }
+
+    #[test]
+    fn too_little_backlog_is_not_judged() {
+        let d = DirectionFidelity {
+            backlog_seconds: 0.01,
+            lost_seconds: 0.01,
+            ..Default::default()
+        };
+        assert_eq!(d.backlogged_share(), None);
+    }
+}
