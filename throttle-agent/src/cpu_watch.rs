@@ -7,8 +7,9 @@
 //!
 //! * **run-queue delay**: how long the agent's threads were ready to run but waited for a
 //!   CPU, from the scheduler's statistics (`/proc/self/task/*/schedstat`);
-//! * **stalls**: a task wakes every 5 ms on the same precise timer the pacing uses; each
-//!   wake-up later than 1 ms counts its lateness beyond that millisecond. A stopped agent
+//! * **stalls**: a task wakes every 10 ms on the same precise timer the pacing uses; each
+//!   wake-up later than 2 ms counts its lateness beyond those 2 ms (25 agents on one
+//!   machine wake 2,500 times a second for this; every 5 ms was twice that). A stopped agent
 //!   (SIGSTOP), one starved for tens of milliseconds, or a paused machine shows here even
 //!   when no stream was waiting at the time.
 
@@ -19,10 +20,10 @@ use crate::shutdown::Shutdown;
 use crate::transport::timer::Sleeper;
 
 /// How often the stall watch wakes.
-const PERIOD: Duration = Duration::from_millis(5);
+const PERIOD: Duration = Duration::from_millis(10);
 
 /// Lateness of a wake-up that is still normal scheduling, not a stall.
-const GRACE: Duration = Duration::from_millis(1);
+const GRACE: Duration = Duration::from_millis(2);
 
 /// The agent's stall account.
 #[derive(Debug, Default)]
@@ -101,9 +102,9 @@ mod tests {
     #[test]
     fn only_lateness_beyond_the_grace_counts() {
         let w = CpuWatch::new();
-        w.note(Duration::from_micros(900));
+        w.note(Duration::from_micros(1900));
         assert_eq!(w.stalled(), Duration::ZERO);
-        w.note(Duration::from_millis(51));
+        w.note(Duration::from_millis(52));
         assert_eq!(w.stalled(), Duration::from_millis(50));
     }
 

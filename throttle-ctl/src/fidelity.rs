@@ -9,8 +9,10 @@
 //! * a direction that was backlogged (data waiting for the link) carried less than 97% of
 //!   its setting meanwhile: the agent fell further behind than its catch-up window and the
 //!   link time was lost;
-//! * the agent could not run for more than 3% of the run (a timer it sets every 5 ms fired
-//!   late: stopped, or starved of CPU), or
+//! * the agent could not run for more than 3% of the run and at least 50 ms (a timer it
+//!   sets every 10 ms fired late: stopped, or starved of CPU; shorter stalls, frequent
+//!   when 16 agents and their ranks start on 2 cores, show in the pacing if they matter),
+//!   or
 //! * its pacing ran late: more than 1% of the departures it slept for (at least 3) left
 //!   more than 10 ms after their time.
 //!
@@ -30,8 +32,10 @@ pub const MIN_BACKLOGGED_SHARE: f64 = 0.97;
 /// Backlogged link time below which a direction's share is not judged (seconds): too
 /// little to tell a shortfall from the catch-up window still open at the end.
 const MIN_BACKLOG_SECONDS: f64 = 0.05;
-/// An agent that could not run for more than this share of the run is flagged.
+/// An agent that could not run for more than this share of the run, and at least
+/// [`MIN_STALL_SECONDS`], is flagged.
 pub const MAX_STALLED_SHARE: f64 = 0.03;
+const MIN_STALL_SECONDS: f64 = 0.05;
 /// Departures later than this are "late" (the lateness histogram has this bound).
 const LATE_SECONDS: f64 = 0.01;
 /// Share of late departures (of at least [`MIN_LATE_DEPARTURES`]) that flags a run.
@@ -184,7 +188,9 @@ impl RunFidelity {
                     ));
                 }
             }
-            if self.seconds > 0.0 && n.stalled_seconds > MAX_STALLED_SHARE * self.seconds {
+            if self.seconds > 0.0
+                && n.stalled_seconds > (MAX_STALLED_SHARE * self.seconds).max(MIN_STALL_SECONDS)
+            {
                 flags.push(format!(
                     "agent {} could not run for {:.0} ms ({:.1}% of the run){cause}",
                     n.node,

@@ -124,7 +124,7 @@ pub struct AgentCpu {
     /// not counted). Missing on kernels without scheduler statistics: 0.
     pub run_delay_seconds: f64,
     /// Seconds the agent could not run at all when it should have: a timer it set every
-    /// 5 ms fired more than 1 ms late (stopped, starved, or the machine paused), summed
-    /// beyond that millisecond.
+    /// 10 ms fired more than 2 ms late (stopped, starved, or the machine paused), summed
+    /// beyond those 2 ms.
     pub stalled_seconds: f64,
 }

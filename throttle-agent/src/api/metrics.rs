@@ -219,7 +219,7 @@ pub fn render(s: &Status) -> String {
     );
     r.register_with_unit(
         "throttle_agent_stalled",
-        "Time the agent could not run when it should have (a 5 ms timer late by more than 1 ms)",
+        "Time the agent could not run when it should have (a 10 ms timer late by more than 2 ms)",
         Unit::Seconds,
         counter_f64(s.cpu.stalled_seconds),
     );

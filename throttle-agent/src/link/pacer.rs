@@ -103,8 +103,9 @@ pub struct Fidelity {
     /// catch-up window (the agent could not keep up). While backlogged the link carried
     /// `backlog / (backlog + lost)` of its rate.
     pub lost_secs: f64,
-    /// How late each burst's last unit left, summed: the messages they ended arrived that
-    /// much later than the emulated link would have delivered them.
+    /// How late each burst's last unit left, summed, and how much longer than the catch-up
+    /// window the first bytes of a burst waited to be read: the messages arrived that much
+    /// later than the emulated link would have delivered them.
     pub behind_secs: f64,
     /// Units the copy loops waited for.
     pub waits: u64,
@@ -229,6 +230,11 @@ impl Pacer {
             s.fidelity.backlog_secs += took.as_secs_f64();
             earliest
         } else {
+            // Bytes that waited in the socket longer than the window (the agent stopped or
+            // starved) are late by the rest, and it is counted.
+            if let Some(waited) = arrived.and_then(|a| earliest.checked_duration_since(a)) {
+                s.fidelity.behind_secs += waited.as_secs_f64();
+            }
             arrived.map_or(now, |a| a.clamp(earliest, now))
         };
         // When the unit's first byte could use the link: a streamed frame began to arrive
@@ -397,6 +403,12 @@ mod tests {
         let later = now + 100 * MS;
         let d = p.schedule(10_000, false, Some(later - 50 * MS), later);
         assert!(close(d.at - later, Duration::ZERO), "{:?}", d.at - later);
+        // The 40 ms beyond the window are delivery the agent made late, and counted.
+        assert!(
+            (p.fidelity().behind_secs - 0.040).abs() < 1e-6,
+            "{:?}",
+            p.fidelity()
+        );
     }
 
     #[test]
