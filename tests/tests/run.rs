@@ -444,9 +444,13 @@ fn every_run_carries_its_proof_and_a_stopped_agent_flags_it() {
     assert!(ok, "{err}");
     let flags = stopped["fidelity"]["flags"].as_array().unwrap();
     assert!(
+        flags.iter().any(|f| f.as_str().unwrap().starts_with("n1")),
+        "{flags:?}"
+    );
+    assert!(
         flags
             .iter()
-            .any(|f| f.as_str().unwrap().contains("agent n1 could not run")),
+            .any(|f| f.as_str().unwrap().contains("SIGSTOP")),
         "{flags:?}"
     );
     assert!(err.contains("did not run at their setting"), "{err}");

@@ -5,7 +5,6 @@
 //! returning, so a caller that got a [`RunningAgent`] can connect at once; the addresses
 //! it reports are the ones actually bound (port 0 picks a free port).
 
-use crate::cpu_watch::CpuWatch;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -166,7 +165,6 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         register_timeout: config.register_timeout,
         started: Instant::now(),
         launcher: Arc::new(launcher),
-        cpu: Arc::new(CpuWatch::new()),
         intercept,
     });
     let mut nodes = config.peers.clone();
@@ -222,15 +220,9 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             }
         })
     };
-    let cpu_watch = {
-        let cpu = agent.cpu.clone();
-        let sd = shutdown.clone();
-        tokio::spawn(async move { cpu.run(sd).await })
-    };
     let mut tasks = vec![
         sampler,
         reaper,
-        cpu_watch,
         tokio::spawn(crate::api::serve(
             agent.clone(),
             control,

@@ -19,7 +19,7 @@
 //! * [`state`]: the state every service shares; [`shutdown`]: the stop signal;
 //!   [`agent`]: configuration and start/stop; [`config_file`]: the TOML file the flags
 //!   can also come from; [`affinity`]: CPU pinning; [`notify`]: systemd readiness;
-//!   [`cpu_watch`]: whether the agent itself gets the CPU it needs.
+//!   [`cpu`]: how long the agent waited for a CPU.
 //!
 //! The vocabulary (rates, percentages, names, the handshake, the API's bodies) is
 //! `throttle_proto`, shared with the controller and the workloads.
@@ -28,7 +28,7 @@ pub mod affinity;
 pub mod agent;
 pub mod api;
 pub mod config_file;
-pub mod cpu_watch;
+pub mod cpu;
 pub mod directory;
 pub mod endpoint;
 pub mod intercept;

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use throttle_proto::auth::Token;
 use throttle_proto::name::Name;
 
-use crate::cpu_watch::CpuWatch;
 use crate::directory::Directory;
 use crate::intercept::Interception;
 use crate::jobs::Launcher;
@@ -40,8 +39,6 @@ pub struct Agent {
     pub register_timeout: Duration,
     pub started: Instant,
     pub launcher: Arc<Launcher>,
-    /// Whether the agent gets the CPU it needs (its stalls).
-    pub cpu: Arc<CpuWatch>,
     /// Transparent interception (`--intercept`), when on.
     pub intercept: Option<Interception>,
 }

@@ -88,6 +88,12 @@ pub struct PacingStatus {
     #[serde(default)]
     pub lost_seconds: f64,
     pub behind_seconds: f64,
+    /// Bursts delivered more than 1 ms behind their schedule (an agent that could not run
+    /// when its link needed it), and their lateness beyond that millisecond.
+    #[serde(default)]
+    pub late_bursts: u64,
+    #[serde(default)]
+    pub late_burst_seconds: f64,
     /// Departures a copy loop slept for.
     pub waits: u64,
     /// Their summed lateness past the departure time.
@@ -123,8 +129,4 @@ pub struct AgentCpu {
     /// scheduler's run-queue delay, `/proc/self/task/*/schedstat`; threads that ended are
     /// not counted). Missing on kernels without scheduler statistics: 0.
     pub run_delay_seconds: f64,
-    /// Seconds the agent could not run at all when it should have: a timer it set every
-    /// 10 ms fired more than 2 ms late (stopped, starved, or the machine paused), summed
-    /// beyond those 2 ms.
-    pub stalled_seconds: f64,
 }

@@ -218,12 +218,6 @@ pub fn render(s: &Status) -> String {
         counter_f64(s.cpu.run_delay_seconds),
     );
     r.register_with_unit(
-        "throttle_agent_stalled",
-        "Time the agent could not run when it should have (a 10 ms timer late by more than 2 ms)",
-        Unit::Seconds,
-        counter_f64(s.cpu.stalled_seconds),
-    );
-    r.register_with_unit(
         "throttle_link_capacity",
         "Emulated link capacity per direction",
         Unit::Other("bytes_per_second".into()),
@@ -324,6 +318,8 @@ mod tests {
                     backlog_seconds: 1.0,
                     lost_seconds: 0.5,
                     behind_seconds: 0.25,
+                    late_bursts: 0,
+                    late_burst_seconds: 0.0,
                     waits: 7,
                     late_seconds: 0.001,
                     late_buckets: vec![],
@@ -345,7 +341,6 @@ mod tests {
             tls: false,
             cpu: throttle_proto::status::AgentCpu {
                 run_delay_seconds: 0.5,
-                stalled_seconds: 0.125,
             },
             intercepted: Some(throttle_proto::status::InterceptedStatus {
                 outgoing: 3,
@@ -369,7 +364,6 @@ mod tests {
             "throttle_link_behind_seconds_total{node=\"n0\",direction=\"egress\"} 0.25",
             "throttle_link_lost_seconds_total{node=\"n0\",direction=\"egress\"} 0.5",
             "throttle_pacing_waits_total{node=\"n0\",direction=\"egress\"} 7",
-            "throttle_agent_stalled_seconds_total{node=\"n0\"} 0.125",
             "throttle_agent_cpu_wait_seconds_total{node=\"n0\"} 0.5",
             "# EOF",
         ] {

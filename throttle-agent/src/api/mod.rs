@@ -179,10 +179,7 @@ pub fn status_of(agent: &Agent) -> Status {
         refused_connections: agent.limits.refused(),
         tls: agent.tls,
         cpu: AgentCpu {
-            run_delay_seconds: crate::cpu_watch::run_delay()
-                .unwrap_or_default()
-                .as_secs_f64(),
-            stalled_seconds: agent.cpu.stalled().as_secs_f64(),
+            run_delay_seconds: crate::cpu::run_delay().unwrap_or_default().as_secs_f64(),
         },
         intercepted: agent.intercept.as_ref().map(|i| {
             use std::sync::atomic::Ordering::Relaxed;
@@ -207,6 +204,8 @@ fn direction_status(port: &Port) -> DirectionStatus {
             backlog_seconds: f.backlog_secs,
             lost_seconds: f.lost_secs,
             behind_seconds: f.behind_secs,
+            late_bursts: f.late_bursts,
+            late_burst_seconds: f.late_burst_secs,
             waits: f.waits,
             late_seconds: f.late_secs,
             late_buckets: LATE_BUCKETS

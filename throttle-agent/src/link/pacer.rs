@@ -50,6 +50,10 @@ const MAX_RATE: f64 = 1e15;
 /// 1000 s): the schedule is kept within what an `Instant` can hold.
 const MAX_UNIT: Duration = Duration::from_secs(3600);
 
+/// A burst delivered later than this behind its schedule counts as late
+/// ([`Fidelity::late_bursts`]).
+pub const LATE_BURST: Duration = Duration::from_millis(1);
+
 /// Upper bounds (seconds) of the buckets of the lateness histogram; the last is +Inf.
 pub const LATE_BUCKETS: [f64; 7] = [10e-6, 50e-6, 100e-6, 500e-6, 1e-3, 10e-3, 100e-3];
 
@@ -107,6 +111,11 @@ pub struct Fidelity {
     /// window the first bytes of a burst waited to be read: the messages arrived that much
     /// later than the emulated link would have delivered them.
     pub behind_secs: f64,
+    /// Bursts that were delivered more than [`LATE_BURST`] behind, and their lateness
+    /// beyond it: an agent that could not run when its link needed it, as opposed to the
+    /// tens of microseconds every wake-up costs.
+    pub late_bursts: u64,
+    pub late_burst_secs: f64,
     /// Units the copy loops waited for.
     pub waits: u64,
     /// Their summed lateness past the departure (seconds).
@@ -117,6 +126,14 @@ pub struct Fidelity {
 }
 
 impl Fidelity {
+    fn note_behind(&mut self, behind: Duration) {
+        self.behind_secs += behind.as_secs_f64();
+        if let Some(beyond) = behind.checked_sub(LATE_BURST).filter(|b| !b.is_zero()) {
+            self.late_bursts += 1;
+            self.late_burst_secs += beyond.as_secs_f64();
+        }
+    }
+
     fn note_late(&mut self, late: Duration) {
         let s = late.as_secs_f64();
         self.waits += 1;
@@ -233,7 +250,7 @@ impl Pacer {
             // Bytes that waited in the socket longer than the window (the agent stopped or
             // starved) are late by the rest, and it is counted.
             if let Some(waited) = arrived.and_then(|a| earliest.checked_duration_since(a)) {
-                s.fidelity.behind_secs += waited.as_secs_f64();
+                s.fidelity.note_behind(waited);
             }
             arrived.map_or(now, |a| a.clamp(earliest, now))
         };
@@ -282,7 +299,7 @@ impl Pacer {
     /// the message it ended arrived that much later than the emulated link would deliver.
     pub fn fell_behind(&self, late: Duration) {
         if !late.is_zero() {
-            self.lock().fidelity.behind_secs += late.as_secs_f64();
+            self.lock().fidelity.note_behind(late);
         }
     }
 
@@ -404,6 +421,8 @@ mod tests {
         let d = p.schedule(10_000, false, Some(later - 50 * MS), later);
         assert!(close(d.at - later, Duration::ZERO), "{:?}", d.at - later);
         // The 40 ms beyond the window are delivery the agent made late, and counted.
+        assert_eq!(p.fidelity().late_bursts, 1);
+        assert!((p.fidelity().late_burst_secs - 0.039).abs() < 1e-6);
         assert!(
             (p.fidelity().behind_secs - 0.040).abs() < 1e-6,
             "{:?}",
