@@ -8,7 +8,7 @@ need iperf3 iperf3; need jq jq
 SECS=${1:-10}
 build
 machine
-"$CTL" local up --nodes 2 --capacity 1Gbit --burst-ms "${BURST_MS:-10}" --dir "$WORK/state" >/dev/null 2>&1
+"$CTL" local up --nodes 2 --capacity 1Gbit --catch-up-ms "${CATCH_UP_MS:-10}" --dir "$WORK/state" >/dev/null 2>&1
 iperf3 -s -B 127.0.1.2 -p 5301 >/dev/null 2>&1 & PIDS+=($!)
 wait_port 127.0.1.2 5301
 "$CTL" forward add --from n0 --listen 127.0.1.1:5300 --to n1:127.0.1.2:5301 >/dev/null
