@@ -19,7 +19,7 @@
 #           overlap at all; with pauses, measured with the same pauses);
 # serialization is 2 x size / rate for a ping-pong, and for incast and all-to-all the
 # busiest node's bytes / rate (3 x BYTES either way). `err` is the distance from that band
-# (0 inside it), relative to the nearer end; `vs ideal` is against the ideal alone.
+# (0 inside it), relative to the nearer end; `floor` and `ideal` are against each alone.
 # Targets: ping-pong from 64 KiB up within 3%, 4-32 KiB within 10%.
 # tbf counts Ethernet frames, so its rate is the payload rate x 1514/1448 (MTU 1500, TCP
 # timestamps) and its burst 2 frames (TBF_BURST bytes to change it).
@@ -125,18 +125,18 @@ row() { # pattern size pct serialization_us floor_key
     local floor_base=${R[tbf:unshaped:$small]:-$base}
     local m=${R[$path:$pct:$pattern:$size]:-}
     line+=$(awk -v m="$m" -v s="$ser" -v b="$base" -v f="$floor_base" -v tol="$(verdict "$size")" 'BEGIN{
-      if (m == "" || b == "") { printf " %10s %8s %8s %s", "-", "-", "-", "  "; exit }
+      if (m == "" || b == "") { printf " %9s %7s %7s %7s %s", "-", "-", "-", "-", "  "; exit }
       lo = s + f; hi = s + b; if (lo > hi) { t = lo; lo = hi; hi = t }
       e = (m > hi) ? m / hi - 1 : ((m < lo) ? m / lo - 1 : 0);
       v = (e < 0 ? -e : e) * 100 <= tol ? "ok" : "MISS";
-      printf " %10.0f %+7.1f%% %+7.1f%% %-4s", m, e * 100, (m / hi - 1) * 100, v }')
+      printf " %9.0f %+6.1f%% %+6.1f%% %+6.1f%% %-4s", m, e * 100, (m / lo - 1) * 100, (m / hi - 1) * 100, v }')
   done
   echo "$line"
 }
 rate() { awk -v p="$1" 'BEGIN{print 125e6*p/100}'; }
 echo
 echo "Ping-pong (median round trip, us) and MPI ping-pong; err: outside [floor, ideal]"
-printf "%-9s %8s %5s %10s %8s %8s %-4s %10s %8s %8s %-4s\n" pattern bytes bw "agents" err "vs ideal" "" "tbf" err "vs ideal" ""
+printf "%-9s %8s %5s %9s %7s %7s %7s %-4s %9s %7s %7s %7s %-4s\n" pattern bytes bw "agents" err floor ideal "" "tbf" err floor ideal ""
 for pattern in b2b pause mpi; do
   for pct in $PCTS; do
     for size in $SIZES; do
@@ -148,7 +148,7 @@ for pattern in b2b pause mpi; do
 done
 echo
 echo "Incast (3 -> 1) and all-to-all (4 x 3 flows), median round of 7 (us); serialization 3 x bytes / rate"
-printf "%-9s %8s %5s %10s %8s %8s %-4s %10s %8s %8s %-4s\n" pattern bytes bw "agents" err "vs ideal" "" "tbf" err "vs ideal" ""
+printf "%-9s %8s %5s %9s %7s %7s %7s %-4s %9s %7s %7s %7s %-4s\n" pattern bytes bw "agents" err floor ideal "" "tbf" err floor ideal ""
 for pattern in incast alltoall; do
   for pct in $PCTS; do
     for bytes in 65536 1048576; do
@@ -166,4 +166,4 @@ for size in 64 $SIZES; do
 done
 echo
 echo "The agents' own account over the whole benchmark (status: pacing, cpu):"
-"$CTL" status --json | jq -r '.[] | "\(.node): " + ([.egress, .ingress] | map(.pacing | "busy \(.busy_seconds*1000|floor) ms (backlogged \(.backlog_seconds*1000|floor)) lost \(.lost_seconds*1000|floor) ms behind \(.behind_seconds*1000|floor) ms") | join(" / ")) + "; stalled \(.cpu.stalled_seconds*1000|floor) ms"'
+"$CTL" status --json | jq -r '.[] | "\(.node): " + ([.egress, .ingress] | map(.pacing | "busy \(.busy_seconds*1000|floor) ms (backlogged \(.backlog_seconds*1000|floor)) lost \(.lost_seconds*1000|floor) ms, \(.late_bursts) bursts late by \(.late_burst_seconds*1000|floor) ms beyond 1 ms") | join(" / ")) + "; waited for a CPU \(.cpu.run_delay_seconds*1000|floor) ms"'

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-pub use pacer::{Arrival, Departure, Fidelity, Pacer};
+pub use pacer::{Arrival, Departure, Fidelity, Pacer, Ready};
 
 pub use throttle_proto::shape::{Shape, MAX_LATENCY_US};
 
@@ -71,12 +71,9 @@ impl Port {
         self.direction
     }
 
-    /// When `bytes` may leave (see [`Pacer::schedule`]). `backlogged`: they were already
-    /// waiting behind the stream's previous unit; otherwise `arrived` says when they
-    /// reached the agent, if known.
-    pub fn schedule(&self, bytes: usize, backlogged: bool, arrived: Option<Instant>) -> Departure {
-        self.pacer
-            .schedule(bytes, backlogged, arrived, Instant::now())
+    /// When `bytes` that were `ready` may leave (see [`Pacer::schedule`]).
+    pub fn schedule(&self, bytes: usize, ready: Ready) -> Departure {
+        self.pacer.schedule(bytes, ready, Instant::now())
     }
 
     /// Move `d` to the current rate if the rate changed since it was scheduled.

@@ -85,6 +85,17 @@ pub enum Arrival {
     Streamed,
 }
 
+/// When the bytes of a unit were ready to use the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ready {
+    /// They were already waiting behind the stream's previous unit: the link would have
+    /// started them the moment that one ended, so its lateness may be made up.
+    Backlogged,
+    /// They came after the stream went idle, when the socket's stamp says (the agent may
+    /// have run later than that), or now when that is not known.
+    Arrived(Option<Instant>),
+}
+
 /// When one unit may leave, and what the pacer needs to account for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Departure {
@@ -217,18 +228,10 @@ impl Pacer {
         }
     }
 
-    /// Schedule `bytes` at `now`. `backlogged`: they were already waiting behind the
-    /// stream's previous unit, so that unit's lateness may be made up. Otherwise they are
-    /// ready when they `arrived` (the socket's stamp: the agent may have run later than
-    /// that), or now when that is not known; either way no earlier than the catch-up
-    /// window.
-    pub fn schedule(
-        &self,
-        bytes: usize,
-        backlogged: bool,
-        arrived: Option<Instant>,
-        now: Instant,
-    ) -> Departure {
+    /// Schedule `bytes` that were `ready` at `now`: backlogged units may make up their
+    /// stream's lateness, others start when they arrived; either way no earlier than the
+    /// catch-up window.
+    pub fn schedule(&self, bytes: usize, ready: Ready, now: Instant) -> Departure {
         let mut s = self.lock();
         let Some(rate) = s.rate else {
             return Departure {
@@ -239,20 +242,23 @@ impl Pacer {
         };
         let took = secs_of(bytes, rate);
         let earliest = now.checked_sub(s.catch_up).unwrap_or(now);
-        let ready = if backlogged {
-            // A backlog older than the catch-up window is link time lost for good.
-            if s.free_at < earliest {
-                s.fidelity.lost_secs += (earliest - s.free_at).as_secs_f64();
+        let ready = match ready {
+            Ready::Backlogged => {
+                // A backlog older than the catch-up window is link time lost for good.
+                if s.free_at < earliest {
+                    s.fidelity.lost_secs += (earliest - s.free_at).as_secs_f64();
+                }
+                s.fidelity.backlog_secs += took.as_secs_f64();
+                earliest
             }
-            s.fidelity.backlog_secs += took.as_secs_f64();
-            earliest
-        } else {
-            // Bytes that waited in the socket longer than the window (the agent stopped or
-            // starved) are late by the rest, and it is counted.
-            if let Some(waited) = arrived.and_then(|a| earliest.checked_duration_since(a)) {
-                s.fidelity.note_behind(waited);
+            Ready::Arrived(arrived) => {
+                // Bytes that waited in the socket longer than the window (the agent
+                // stopped or starved) are late by the rest, and it is counted.
+                if let Some(waited) = arrived.and_then(|a| earliest.checked_duration_since(a)) {
+                    s.fidelity.note_behind(waited);
+                }
+                arrived.map_or(now, |a| a.clamp(earliest, now))
             }
-            arrived.map_or(now, |a| a.clamp(earliest, now))
         };
         // When the unit's first byte could use the link: a streamed frame began to arrive
         // its own serialization time before it was read.
@@ -340,11 +346,11 @@ mod tests {
         // 1 MB/s: 64 KB take 64 ms, however long the link was idle before.
         let p = Pacer::new(Some(1e6), Arrival::Whole);
         let t0 = Instant::now() + 50 * MS;
-        let d = p.schedule(64_000, false, None, t0);
+        let d = p.schedule(64_000, Ready::Arrived(None), t0);
         assert!(close(d.at - t0, 64 * MS), "{:?}", d.at - t0);
         // A second message long after the first: again its full time.
         let t1 = t0 + 500 * MS;
-        let d = p.schedule(64_000, false, None, t1);
+        let d = p.schedule(64_000, Ready::Arrived(None), t1);
         assert!(close(d.at - t1, 64 * MS));
     }
 
@@ -355,7 +361,15 @@ mod tests {
         let mut last = t0;
         for i in 0..10 {
             // Each unit is read when the previous one left (backlogged after the first).
-            let d = p.schedule(10_000, i > 0, None, last);
+            let d = p.schedule(
+                10_000,
+                if i > 0 {
+                    Ready::Backlogged
+                } else {
+                    Ready::Arrived(None)
+                },
+                last,
+            );
             last = d.at;
         }
         assert!(close(last - t0, 100 * MS), "{:?}", last - t0);
@@ -366,8 +380,8 @@ mod tests {
         // Two streams: the second unit starts when the first ends.
         let p = Pacer::new(Some(1e6), Arrival::Whole);
         let t0 = Instant::now();
-        let a = p.schedule(10_000, false, None, t0);
-        let b = p.schedule(10_000, false, None, t0 + MS);
+        let a = p.schedule(10_000, Ready::Arrived(None), t0);
+        let b = p.schedule(10_000, Ready::Arrived(None), t0 + MS);
         assert!(close(a.at - t0, 10 * MS));
         assert!(close(b.at - t0, 20 * MS));
     }
@@ -376,17 +390,17 @@ mod tests {
     fn lateness_is_made_up_only_while_backlogged() {
         let p = Pacer::new(Some(1e6), Arrival::Whole);
         let t0 = Instant::now();
-        let a = p.schedule(10_000, false, None, t0);
+        let a = p.schedule(10_000, Ready::Arrived(None), t0);
         // The copy loop woke 3 ms late; the next unit was already waiting: it may start
         // where the first ended, so it departs 7 ms after the late wake-up.
         let woke = a.at + 3 * MS;
-        let b = p.schedule(10_000, true, None, woke);
+        let b = p.schedule(10_000, Ready::Backlogged, woke);
         assert!(close(b.at - woke, 7 * MS), "{:?}", b.at - woke);
         // The same lateness, but the unit came after the stream went idle: no credit.
         let p = Pacer::new(Some(1e6), Arrival::Whole);
-        let a = p.schedule(10_000, false, None, t0);
+        let a = p.schedule(10_000, Ready::Arrived(None), t0);
         let woke = a.at + 3 * MS;
-        let b = p.schedule(10_000, false, None, woke);
+        let b = p.schedule(10_000, Ready::Arrived(None), woke);
         assert!(close(b.at - woke, 10 * MS));
     }
 
@@ -394,10 +408,10 @@ mod tests {
     fn a_backlog_older_than_the_catch_up_window_is_lost_and_counted() {
         let p = Pacer::new(Some(1e6), Arrival::Whole);
         let t0 = Instant::now();
-        let a = p.schedule(1_000, false, None, t0);
+        let a = p.schedule(1_000, Ready::Arrived(None), t0);
         // The agent was stopped for 50 ms with a backlog: 10 ms are made up, 40 lost.
         let woke = a.at + 50 * MS;
-        let b = p.schedule(20_000, true, None, woke);
+        let b = p.schedule(20_000, Ready::Backlogged, woke);
         assert!(close(b.at - woke, 10 * MS), "{:?}", b.at - woke);
         let f = p.fidelity();
         assert!((f.lost_secs - 0.040).abs() < 1e-5, "{f:?}");
@@ -411,14 +425,18 @@ mod tests {
         // the link started them on arrival. Never more than the catch-up window back.
         let p = Pacer::new(Some(1e6), Arrival::Whole);
         let now = Instant::now() + 100 * MS;
-        let d = p.schedule(10_000, false, Some(now - Duration::from_micros(300)), now);
+        let d = p.schedule(
+            10_000,
+            Ready::Arrived(Some(now - Duration::from_micros(300))),
+            now,
+        );
         assert!(
             close(d.at - now, Duration::from_micros(9_700)),
             "{:?}",
             d.at - now
         );
         let later = now + 100 * MS;
-        let d = p.schedule(10_000, false, Some(later - 50 * MS), later);
+        let d = p.schedule(10_000, Ready::Arrived(Some(later - 50 * MS)), later);
         assert!(close(d.at - later, Duration::ZERO), "{:?}", d.at - later);
         // The 40 ms beyond the window are delivery the agent made late, and counted.
         assert_eq!(p.fidelity().late_bursts, 1);
@@ -437,7 +455,7 @@ mod tests {
         // Frames of 10 kB arriving every 10 ms (paced by the sender at the same rate).
         for i in 0..5 {
             let t = t0 + 10 * i * MS;
-            let d = p.schedule(10_000, false, None, t);
+            let d = p.schedule(10_000, Ready::Arrived(None), t);
             assert!(
                 d.at <= t && close(t - d.at, Duration::ZERO),
                 "frame {i} held {:?}",
@@ -453,7 +471,7 @@ mod tests {
         let p = Pacer::new(Some(1e6), Arrival::Streamed);
         let t = Instant::now() + 100 * MS;
         let at: Vec<Duration> = (0..3)
-            .map(|_| p.schedule(10_000, false, None, t).at - t)
+            .map(|_| p.schedule(10_000, Ready::Arrived(None), t).at - t)
             .collect();
         assert!(close(at[0], Duration::ZERO), "{at:?}");
         assert!(close(at[1], 10 * MS), "{at:?}");
@@ -465,7 +483,7 @@ mod tests {
         // 12.5 kB/s (0.01 % of 1 Gbit/s): 1500 B take 120 ms.
         let p = Pacer::new(Some(12.5e3), Arrival::Whole);
         let now = Instant::now();
-        let mut d = p.schedule(1500, false, None, now);
+        let mut d = p.schedule(1500, Ready::Arrived(None), now);
         assert!(close(d.at - now, 120 * MS));
         p.set_rate(Some(125e6));
         let later = now + MS;
@@ -476,7 +494,7 @@ mod tests {
             d.at - later
         );
         // The link's own clock moved too: the next unit is not stuck behind 120 ms.
-        let next = p.schedule(125_000, false, None, later);
+        let next = p.schedule(125_000, Ready::Arrived(None), later);
         assert!(
             next.at - later < Duration::from_millis(2),
             "{:?}",
@@ -489,7 +507,7 @@ mod tests {
     fn unlimited_departs_at_once_and_counts_nothing() {
         let p = Pacer::new(None, Arrival::Whole);
         let now = Instant::now();
-        let d = p.schedule(1 << 30, false, None, now);
+        let d = p.schedule(1 << 30, Ready::Arrived(None), now);
         assert_eq!(d.at, now);
         p.departed(&d, now + MS);
         assert_eq!(p.fidelity(), Fidelity::default());
@@ -500,7 +518,7 @@ mod tests {
     fn departures_record_their_lateness() {
         let p = Pacer::new(Some(1e6), Arrival::Whole);
         let now = Instant::now();
-        let d = p.schedule(1000, false, None, now);
+        let d = p.schedule(1000, Ready::Arrived(None), now);
         assert_eq!(
             p.departed(&d, d.at + Duration::from_micros(30)),
             Duration::from_micros(30)
@@ -528,14 +546,14 @@ mod tests {
             for arrival in [Arrival::Whole, Arrival::Streamed] {
                 let p = Pacer::new(Some(r), arrival);
                 let now = Instant::now();
-                let mut d = p.schedule(usize::MAX, true, None, now);
-                let _ = p.schedule(1, false, None, now);
+                let mut d = p.schedule(usize::MAX, Ready::Backlogged, now);
+                let _ = p.schedule(1, Ready::Arrived(None), now);
                 p.set_rate(Some(r / 3.0));
                 p.refresh(&mut d, now);
                 p.set_rate(None);
                 p.refresh(&mut d, now);
                 p.set_rate(Some(1e9));
-                let _ = p.schedule(1 << 20, true, None, now);
+                let _ = p.schedule(1 << 20, Ready::Backlogged, now);
                 p.departed(&d, now);
                 let _ = p.unit();
             }
@@ -552,7 +570,15 @@ mod tests {
         let mut sent = 0usize;
         let mut x = 12345u64;
         while now - t0 < Duration::from_millis(300) {
-            let d = p.schedule(64 * 1024, sent > 0, None, now);
+            let d = p.schedule(
+                64 * 1024,
+                if sent > 0 {
+                    Ready::Backlogged
+                } else {
+                    Ready::Arrived(None)
+                },
+                now,
+            );
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::socket::{self, Pipe, Socket};
 use super::timer::Sleeper;
-use crate::link::{Departure, Port, MAX_WAIT};
+use crate::link::{Departure, Port, Ready, MAX_WAIT};
 use throttle_proto::wire::{frame_header, parse_frame_header, FRAME_HEADER_LEN};
 
 /// How a leg carries bytes.
@@ -101,9 +101,13 @@ impl<'a, S: Socket> Reader<'a, S> {
 
     /// Whether the bytes about to be scheduled were waiting behind the previous unit, and
     /// if not, when they arrived; resets the account for the next unit.
-    fn readiness(&mut self) -> (bool, Option<Instant>) {
-        let backlogged = !std::mem::replace(&mut self.waited, false);
-        (backlogged, self.arrived.take())
+    fn readiness(&mut self) -> Ready {
+        let arrived = self.arrived.take();
+        if std::mem::replace(&mut self.waited, false) {
+            Ready::Arrived(arrived)
+        } else {
+            Ready::Backlogged
+        }
     }
 
     fn buffered(&self) -> usize {
@@ -287,15 +291,11 @@ impl<'a> Pacing<'a> {
 
     /// When `bytes` may leave. A unit that was not backlogged begins a new burst: the one
     /// before ended with the last unit's lag.
-    fn schedule(
-        &mut self,
-        bytes: usize,
-        (backlogged, arrived): (bool, Option<Instant>),
-    ) -> Departure {
-        if !backlogged {
+    fn schedule(&mut self, bytes: usize, ready: Ready) -> Departure {
+        if ready != Ready::Backlogged {
             self.end_burst();
         }
-        self.port.schedule(bytes, backlogged, arrived)
+        self.port.schedule(bytes, ready)
     }
 
     /// Wait until `d` may leave (rescheduled if the rate changes meanwhile).
@@ -320,7 +320,7 @@ impl<'a> Pacing<'a> {
         self.lag = Instant::now().saturating_duration_since(d.at);
     }
 
-    async fn depart(&mut self, bytes: usize, ready: (bool, Option<Instant>)) {
+    async fn depart(&mut self, bytes: usize, ready: Ready) {
         let d = self.schedule(bytes, ready);
         self.wait(d).await;
     }
@@ -442,15 +442,14 @@ fn lag_of(pacing: &Option<Pacing<'_>>) -> Duration {
 /// When a frame from another agent was ready: it arrived when it did, but its sender let
 /// it go `late` after its departure, so the link had carried it that much earlier. A
 /// backlogged frame needs no arrival (the pacer credits its backlog).
-fn frame_readiness(
-    (backlogged, arrived): (bool, Option<Instant>),
-    late: Duration,
-) -> (bool, Option<Instant>) {
-    if backlogged {
-        return (true, None);
+fn frame_readiness(ready: Ready, late: Duration) -> Ready {
+    match ready {
+        Ready::Backlogged => Ready::Backlogged,
+        Ready::Arrived(arrived) => {
+            let arrived = arrived.unwrap_or_else(Instant::now);
+            Ready::Arrived(Some(arrived.checked_sub(late).unwrap_or(arrived)))
+        }
     }
-    let arrived = arrived.unwrap_or_else(Instant::now);
-    (false, Some(arrived.checked_sub(late).unwrap_or(arrived)))
 }
 
 fn record(port: Option<&Port>, n: usize) {
@@ -601,7 +600,12 @@ pub async fn send_zeros<S: Socket>(sink: &S, port: &Port, duration: Duration) ->
     while Instant::now() < end {
         let n = zeros.len().min(port.unit());
         // Always backlogged after the first: the zeros are always there.
-        pacing.depart(n, (total > 0, None)).await;
+        let ready = if total > 0 {
+            Ready::Backlogged
+        } else {
+            Ready::Arrived(None)
+        };
+        pacing.depart(n, ready).await;
         record(Some(port), n);
         writer.chunk(&zeros[..n], pacing.lag).await?;
         total += n as u64;
