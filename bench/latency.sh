@@ -92,7 +92,8 @@ for mode in kernel preload; do
   for round in 1 2; do
     for path in $paths; do
       if [ "$path" = direct ]; then for ns in "${NS[@]}"; do ip netns exec "$ns" nft list table ip throttle > "$WORK/$ns.rules"; ip netns exec "$ns" nft delete table ip throttle; done; fi
-      out=$(THROTTLE_INTERCEPT=$path "$CTL" exec n0 -- "$EX/pingpong" client 198.18.93.2:5401 "$COUNT" 64 2>/dev/null)
+      mode_of=$path; [ "$path" = direct ] && mode_of=kernel
+      out=$(THROTTLE_INTERCEPT=$mode_of "$CTL" exec n0 -- "$EX/pingpong" client 198.18.93.2:5401 "$COUNT" 64 2>/dev/null)
       if [ "$path" = direct ]; then for ns in "${NS[@]}"; do ip netns exec "$ns" nft -f "$WORK/$ns.rules"; done; fi
       m=$(jq .median_us <<<"$out"); NMED[$path]="${NMED[$path]:-} $m"
       printf "%-16s %10s %10s %10s\n" "$path" "$m" "$(jq .p90_us <<<"$out")" "$(jq .p99_us <<<"$out")"
