@@ -116,3 +116,16 @@ pub fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) 
     let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     (out.status.success(), v, stderr)
 }
+
+/// The pid of node `name`'s agent, from the cluster file `local up` wrote in `dir`.
+pub fn agent_pid(dir: &Path, name: &str) -> i32 {
+    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
+    let file: toml::Value = toml::from_str(&text).unwrap();
+    file["node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"].as_str() == Some(name))
+        .and_then(|n| n["pid"].as_integer())
+        .unwrap() as i32
+}

@@ -6,18 +6,6 @@ use std::process::Command;
 
 use throttle_tests::*;
 
-fn agent_pid(dir: &std::path::Path, name: &str) -> i32 {
-    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
-    let file: toml::Value = toml::from_str(&text).unwrap();
-    file["node"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"].as_str() == Some(name))
-        .and_then(|n| n["pid"].as_integer())
-        .unwrap() as i32
-}
-
 #[test]
 fn export_into_a_closed_pipe_ends_quietly() {
     let s = scratch("pipe");

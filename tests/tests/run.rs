@@ -391,19 +391,6 @@ fn a_paced_incast_has_no_transport_stalls_and_a_long_job_is_not_killed() {
     );
 }
 
-/// The pid of `node`'s agent, from the cluster file in `dir`.
-fn agent_pid(dir: &std::path::Path, node: &str) -> i32 {
-    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
-    let file: toml::Value = toml::from_str(&text).unwrap();
-    file["node"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"].as_str() == Some(node))
-        .and_then(|n| n["pid"].as_integer())
-        .unwrap() as i32
-}
-
 #[test]
 fn every_run_carries_its_proof_and_a_stopped_agent_flags_it() {
     let c = up("proof", 2, "100Mbit", "127.0.29.1");

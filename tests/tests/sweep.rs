@@ -179,19 +179,6 @@ fn analyze_reports_bad_csv_rows_and_missing_data() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The pid of node `name`'s agent, from the cluster file `local up` wrote.
-fn agent_pid(dir: &Path, name: &str) -> i32 {
-    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).unwrap();
-    let file: toml::Value = toml::from_str(&text).unwrap();
-    file["node"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"].as_str() == Some(name))
-        .and_then(|n| n["pid"].as_integer())
-        .unwrap() as i32
-}
-
 /// Finding 7 of the security review: a dead node fails its points with a reason naming
 /// it, and the sweep goes on; with --fail-fast it stops with that message.
 #[test]

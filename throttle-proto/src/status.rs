@@ -110,18 +110,6 @@ pub struct LateBucket {
     pub count: u64,
 }
 
-impl PacingStatus {
-    /// The share of the set rate the link carried while backlogged (1 when it never was).
-    pub fn backlogged_share(&self) -> f64 {
-        let total = self.backlog_seconds + self.lost_seconds;
-        if total > 0.0 {
-            self.backlog_seconds / total
-        } else {
-            1.0
-        }
-    }
-}
-
 /// Whether the agent got the CPU it needed, since it started.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct AgentCpu {

@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
-use throttle_proto::status::Status;
+use throttle_proto::status::{PacingStatus, Status};
 
 /// OpenMetrics, for scrapers that ask for it (Prometheus does).
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -81,6 +81,21 @@ fn per_direction<M: Default + Clone>(
     f
 }
 
+/// A seconds counter of each direction's pacing account.
+fn seconds_per_direction(
+    s: &Status,
+    field: impl Fn(&PacingStatus) -> f64,
+) -> Family<Direction, Counter<f64, AtomicU64>> {
+    per_direction::<Counter<f64, AtomicU64>>(
+        |c| {
+            c.inc_by(field(&s.egress.pacing));
+        },
+        |c| {
+            c.inc_by(field(&s.ingress.pacing));
+        },
+    )
+}
+
 fn gauge_f64(v: f64) -> Gauge<f64, AtomicU64> {
     let g = Gauge::<f64, AtomicU64>::default();
     g.set(v);
@@ -138,53 +153,25 @@ pub fn render(s: &Status) -> String {
         "throttle_link_busy",
         "Link time the pacer scheduled at the set rate (size / rate of every unit)",
         Unit::Seconds,
-        per_direction::<Counter<f64, AtomicU64>>(
-            |c| {
-                c.inc_by(s.egress.pacing.busy_seconds);
-            },
-            |c| {
-                c.inc_by(s.ingress.pacing.busy_seconds);
-            },
-        ),
+        seconds_per_direction(s, |p| p.busy_seconds),
     );
     r.register_with_unit(
         "throttle_link_backlog",
         "Link time scheduled for data that was already waiting (the link was backlogged)",
         Unit::Seconds,
-        per_direction::<Counter<f64, AtomicU64>>(
-            |c| {
-                c.inc_by(s.egress.pacing.backlog_seconds);
-            },
-            |c| {
-                c.inc_by(s.ingress.pacing.backlog_seconds);
-            },
-        ),
+        seconds_per_direction(s, |p| p.backlog_seconds),
     );
     r.register_with_unit(
         "throttle_link_lost",
         "Link time a backlog lost because the agent fell further behind than its catch-up window",
         Unit::Seconds,
-        per_direction::<Counter<f64, AtomicU64>>(
-            |c| {
-                c.inc_by(s.egress.pacing.lost_seconds);
-            },
-            |c| {
-                c.inc_by(s.ingress.pacing.lost_seconds);
-            },
-        ),
+        seconds_per_direction(s, |p| p.lost_seconds),
     );
     r.register_with_unit(
         "throttle_link_behind",
         "How late the last unit of each burst left its pacing departure, summed",
         Unit::Seconds,
-        per_direction::<Counter<f64, AtomicU64>>(
-            |c| {
-                c.inc_by(s.egress.pacing.behind_seconds);
-            },
-            |c| {
-                c.inc_by(s.ingress.pacing.behind_seconds);
-            },
-        ),
+        seconds_per_direction(s, |p| p.behind_seconds),
     );
     r.register(
         "throttle_pacing_waits",
@@ -202,14 +189,7 @@ pub fn render(s: &Status) -> String {
         "throttle_pacing_late",
         "Summed lateness of those departures",
         Unit::Seconds,
-        per_direction::<Counter<f64, AtomicU64>>(
-            |c| {
-                c.inc_by(s.egress.pacing.late_seconds);
-            },
-            |c| {
-                c.inc_by(s.ingress.pacing.late_seconds);
-            },
-        ),
+        seconds_per_direction(s, |p| p.late_seconds),
     );
     r.register_with_unit(
         "throttle_agent_cpu_wait",
