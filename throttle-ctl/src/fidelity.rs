@@ -3,7 +3,8 @@
 //! Every answer the tool gives rests on one promise: at 30% a node's link carries 30% of
 //! its capacity. The agents keep an account of their pacing and of their own CPU
 //! (`throttle_proto::status::PacingStatus`, `AgentCpu`); a run's share is the difference
-//! of two readings, one just before its ranks start and one when they have ended. A run
+//! of two readings, one just before its ranks start and one when they have ended (they
+//! also give the bytes the run moved through the agents: its traffic). A run
 //! is **flagged** when, on any of its nodes,
 //!
 //! * a direction that was backlogged (data waiting for the link) carried less than 97% of
@@ -117,6 +118,11 @@ impl DirectionFidelity {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct NodeFidelity {
     pub node: String,
+    /// Payload bytes its agent sent and received (the traffic-based projection's input).
+    #[serde(default)]
+    pub bytes_sent: u64,
+    #[serde(default)]
+    pub bytes_received: u64,
     pub egress: DirectionFidelity,
     pub ingress: DirectionFidelity,
     /// Seconds its threads waited for a CPU (run-queue delay).
@@ -148,6 +154,8 @@ impl RunFidelity {
             }
             nodes.push(NodeFidelity {
                 node: a.node.to_string(),
+                bytes_sent: b.egress.bytes.checked_sub(a.egress.bytes)?,
+                bytes_received: b.ingress.bytes.checked_sub(a.ingress.bytes)?,
                 egress: DirectionFidelity::between(&a.egress.pacing, &b.egress.pacing),
                 ingress: DirectionFidelity::between(&a.ingress.pacing, &b.ingress.pacing),
                 cpu_wait_seconds: (b.cpu.run_delay_seconds - a.cpu.run_delay_seconds).max(0.0),
@@ -160,6 +168,16 @@ impl RunFidelity {
         };
         run.flags = run.judge();
         Some(run)
+    }
+
+    /// Payload bytes the run's nodes sent and received through their agents, in all.
+    pub fn traffic(&self) -> (u64, u64) {
+        self.nodes.iter().fold((0, 0), |(s, r), n| {
+            (
+                s.saturating_add(n.bytes_sent),
+                r.saturating_add(n.bytes_received),
+            )
+        })
     }
 
     pub fn flagged(&self) -> bool {
@@ -406,6 +424,22 @@ mod tests {
         );
         assert_eq!(f.flags.len(), 3, "{:?}", f.flags);
         assert!(f.flags[2].contains("SIGSTOP"), "{:?}", f.flags);
+    }
+
+    #[test]
+    fn the_proof_carries_the_bytes_the_run_moved() {
+        let mut a = status("n0", 1.0, PacingStatus::default(), 0.0);
+        a.egress.bytes = 10;
+        a.ingress.bytes = 20;
+        let mut b = a.clone();
+        b.uptime_seconds = 2.0;
+        b.egress.bytes = 15;
+        b.ingress.bytes = 29;
+        let f = RunFidelity::between(&reading(0, vec![a.clone()]), &reading(1, vec![b.clone()]));
+        assert_eq!(f.unwrap().traffic(), (5, 9));
+        // A counter that went back: no proof, rather than a wrong one.
+        a.uptime_seconds = 3.0;
+        assert!(RunFidelity::between(&reading(0, vec![b]), &reading(1, vec![a])).is_none());
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! waits it renews the job's lease on every node; if this process is killed outright, the
 //! agents kill the job themselves when the lease runs out.
 
-use crate::fidelity::{Reading, RunFidelity};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +25,7 @@ use throttle_proto::{Name, Pct};
 use crate::agent_client::AgentClient;
 use crate::cluster::Cluster;
 use crate::external::{self, CommandTemplate, TimeRegex};
+use crate::fidelity::{Reading, RunFidelity};
 
 /// Default lease of a job, seconds: the agents kill a job this long after its controller
 /// stopped renewing.

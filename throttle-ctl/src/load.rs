@@ -1,16 +1,11 @@
-//! What else was going on: the machine's CPU load around each run, and the bytes the
-//! run's nodes moved through their agents.
+//! What else was going on: the machine's CPU load around each run.
 //!
 //! Timing noise on a shared or virtual machine is large (a one-node BFS varies 5-10% run
 //! to run), so a sweep records, with each run, how busy the CPUs were just before it (a
 //! run started on a busy machine is suspect) and how much the hypervisor stole during it,
 //! from `/proc/stat` of the controller's host; on a local cluster that is the host the
-//! ranks run on. The agents' byte counters read before and after a run give its traffic,
-//! which the traffic-based projection needs.
+//! ranks run on. (The bytes a run moved come with its proof: `fidelity`.)
 
-use serde::Serialize;
-
-use crate::agent_client::AgentClient;
 use crate::cluster::Cluster;
 
 /// A run started when the CPUs were busier than this is reported.
@@ -62,34 +57,6 @@ pub fn shares(before: CpuTimes, after: CpuTimes) -> Option<(f64, f64)> {
             (busy + steal) as f64 / total as f64,
             steal as f64 / total as f64,
         )
-    })
-}
-
-/// Bytes the first `nodes` nodes' agents have sent and received so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Traffic {
-    pub sent: u64,
-    pub received: u64,
-}
-
-/// Read the counters of the first `nodes` nodes; `None` if any agent does not answer
-/// (then the run's traffic is unknown rather than wrong).
-pub fn traffic(cluster: &Cluster, nodes: usize) -> Option<Traffic> {
-    let mut t = Traffic::default();
-    for n in cluster.file.nodes.iter().take(nodes) {
-        let s = AgentClient::new(cluster, n).status().ok()?;
-        t.sent += s.egress.bytes;
-        t.received += s.ingress.bytes;
-    }
-    Some(t)
-}
-
-/// What the run moved: the difference of two readings (`None` if a counter went back,
-/// i.e. an agent restarted in between).
-pub fn moved(before: Traffic, after: Traffic) -> Option<Traffic> {
-    Some(Traffic {
-        sent: after.sent.checked_sub(before.sent)?,
-        received: after.received.checked_sub(before.received)?,
     })
 }
 
@@ -166,25 +133,5 @@ mod tests {
         assert!(shares(a, a).is_none());
         assert!(parse("intr 1 2 3\n").is_none());
         assert!(CpuTimes::now().is_some(), "this test runs on Linux");
-    }
-
-    #[test]
-    fn traffic_differences() {
-        let a = Traffic {
-            sent: 10,
-            received: 20,
-        };
-        let b = Traffic {
-            sent: 15,
-            received: 29,
-        };
-        assert_eq!(
-            moved(a, b),
-            Some(Traffic {
-                sent: 5,
-                received: 9
-            })
-        );
-        assert_eq!(moved(b, a), None);
     }
 }

@@ -835,7 +835,6 @@ impl Runner<'_> {
             if let Some(b) = busy.filter(|b| *b > load::BUSY) {
                 on_event(SweepEvent::Busy { point: p, busy: b });
             }
-            let traffic_before = load::traffic(self.cluster, p.nodes);
             let started_at = now_utc();
             let outcome = match job::execute(self.cluster, &job_spec, self.cancel) {
                 Ok(o) => o,
@@ -854,9 +853,7 @@ impl Runner<'_> {
                 .zip(load::CpuTimes::now())
                 .and_then(|(a, b)| load::shares(a, b))
                 .map(|s| s.1);
-            let traffic = traffic_before
-                .zip(load::traffic(self.cluster, p.nodes))
-                .and_then(|(a, b)| load::moved(a, b));
+            let traffic = outcome.fidelity.as_ref().map(|f| f.traffic());
             self.ran += 1;
             let ok = outcome.status == RunStatus::Ok;
             self.store.insert(&RunRow {
@@ -880,8 +877,8 @@ impl Runner<'_> {
                 host: self.host.clone(),
                 version: env!("CARGO_PKG_VERSION").into(),
                 job: outcome.job.clone(),
-                bytes_sent: traffic.map(|t| t.sent),
-                bytes_received: traffic.map(|t| t.received),
+                bytes_sent: traffic.map(|t| t.0),
+                bytes_received: traffic.map(|t| t.1),
                 cpu_busy_before: busy,
                 cpu_steal: steal,
                 metrics: outcome
