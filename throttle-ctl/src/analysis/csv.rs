@@ -319,6 +319,20 @@ mod tests {
     }
 
     #[test]
+    fn a_flagged_run_and_its_retry_are_two_runs_and_the_flag_is_kept() {
+        // As `export` writes them: the flag and the fidelity are per run, not labels.
+        let text = "workload,nodes,procs,bw_pct,repeat,seconds,status,flag,fidelity
+                    bfs,2,2,50,0,1.9,ok,n1 egress carried 80.0% of its setting,{}
+                    bfs,2,2,50,0,1.5,ok,,{}
+";
+        let obs = parse(text).unwrap();
+        assert_eq!(obs.len(), 2);
+        assert_eq!(obs[0].series, obs[1].series);
+        assert!(obs[0].flag.as_deref().unwrap().contains("80.0%"));
+        assert_eq!(obs[1].flag, None);
+    }
+
+    #[test]
     fn large_files_parse_in_linear_time() {
         // 200,000 rows: counting newlines from the start for every record took minutes.
         let mut text = String::from("workload,nodes,procs,bw_pct,repeat,seconds\n");
