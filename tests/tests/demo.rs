@@ -67,7 +67,7 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
     // Bad input is refused before any agent starts, and the previous demo's results stay.
     let before = std::fs::read(d.join("results.db")).unwrap();
     for (bad, why) in [
-        (&["--sizes", "1,2,3,4"][..], "square node counts"),
+        (&["--sizes", "1,2,3,4"][..], "square number of processes"),
         (&["--emulate-gflops", "0.000001"][..], "time_limit"),
         (&["--bandwidths", "100,abc"][..], "abc"),
     ] {

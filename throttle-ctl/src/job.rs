@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
-use throttle_proto::emulation::RateBounds;
 use throttle_proto::job::{JobReport, JobState, LaunchSpec};
 use throttle_proto::result::{Check, WorkloadResult};
 use throttle_proto::shape::ShapeChange;
@@ -24,292 +23,13 @@ use throttle_proto::{Name, Pct};
 
 use crate::agent_client::AgentClient;
 use crate::cluster::Cluster;
-use crate::external::{self, CommandTemplate, TimeRegex};
+use crate::external;
 use crate::fidelity::{Reading, RunFidelity};
+use crate::workload::Workload;
 
 /// Default lease of a job, seconds: the agents kill a job this long after its controller
 /// stopped renewing.
 pub const DEFAULT_LEASE_S: f64 = 20.0;
-
-/// PMM's row broadcast.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Bcast {
-    Flat,
-    Binomial,
-    Pipelined,
-}
-
-impl fmt::Display for Bcast {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Bcast::Flat => "flat",
-            Bcast::Binomial => "binomial",
-            Bcast::Pipelined => "pipelined",
-        })
-    }
-}
-
-impl FromStr for Bcast {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Bcast, String> {
-        match s {
-            "flat" => Ok(Bcast::Flat),
-            "binomial" => Ok(Bcast::Binomial),
-            "pipelined" => Ok(Bcast::Pipelined),
-            other => Err(format!(
-                "broadcast `{other}` is not flat, binomial or pipelined"
-            )),
-        }
-    }
-}
-
-/// Refuse an emulated rate (`what`: the setting, as `pmm emulate_gflops`) that the
-/// program would refuse, before anything is launched.
-pub fn check_emulated(what: &str, bounds: RateBounds, rate: Option<f64>) -> Result<()> {
-    match rate.map(|r| bounds.check(r)) {
-        Some(Err(why)) => bail!("{what} {why}"),
-        _ => Ok(()),
-    }
-}
-
-/// The master/worker program's settings (`throttle-mw`; seeds/001's V, alpha, Tc).
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MwOptions {
-    /// V: bytes per iteration, tasks and results together.
-    pub volume: u64,
-    /// Share of V the master sends.
-    pub alpha: f64,
-    /// Tc: seconds of work per iteration, shared by the workers.
-    pub compute_seconds: f64,
-    /// Timed iterations per run (the median is the run's time).
-    pub iterations: u32,
-    pub work: MwWork,
-}
-
-/// How a master/worker program's workers spend their compute time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum MwWork {
-    /// Sleep: each worker stands for a node with its own CPU.
-    Sleep,
-    /// Burn this host's CPU for the same time.
-    Spin,
-}
-
-impl fmt::Display for MwWork {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            MwWork::Sleep => "sleep",
-            MwWork::Spin => "spin",
-        })
-    }
-}
-
-impl Default for MwOptions {
-    fn default() -> Self {
-        MwOptions {
-            volume: 16_000_000,
-            alpha: 0.5,
-            compute_seconds: 2.0,
-            iterations: 3,
-            work: MwWork::Sleep,
-        }
-    }
-}
-
-impl MwOptions {
-    /// Refuse what `throttle-mw` would refuse, before anything is launched.
-    pub fn check(&self) -> Result<()> {
-        if !(self.alpha.is_finite() && (0.0..=1.0).contains(&self.alpha)) {
-            bail!("mw alpha must be between 0 and 1, not {}", self.alpha);
-        }
-        if !(self.compute_seconds.is_finite() && (0.0..=3600.0).contains(&self.compute_seconds)) {
-            bail!("mw compute_seconds must be between 0 and 3600");
-        }
-        if self.volume > 1 << 34 {
-            bail!("mw volume must be at most 16 GiB per iteration");
-        }
-        if !(1..=100_000).contains(&self.iterations) {
-            bail!("mw iterations must be between 1 and 100000");
-        }
-        Ok(())
-    }
-}
-
-/// Which program to run and with what arguments.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Workload {
-    Bfs {
-        scale: u32,
-        edge_factor: u32,
-        keys: usize,
-        validate: bool,
-        /// Each level's local step lasts as on a node scanning this many million edges
-        /// per second (slept): each rank stands for a node with its own CPU.
-        emulate_meps: Option<f64>,
-    },
-    Pmm {
-        size: usize,
-        bcast: Bcast,
-        /// Sleep for the kernel's time at this rate (GFLOP/s per node) instead of
-        /// multiplying: each rank stands for a node with its own CPU.
-        emulate_gflops: Option<f64>,
-    },
-    /// A master and P - 1 workers (seeds/001): volume and compute per iteration.
-    Mw(MwOptions),
-    /// LogGPS parameters measured through the agents (seeds/003).
-    LogGps {
-        sizes: Vec<usize>,
-        repeats: u32,
-        stream_seconds: f64,
-    },
-    /// Any program the agents allow.
-    Program { program: String, args: Vec<String> },
-    /// A command of the user's run on this host (`mpirun ...`), not by the agents.
-    Command {
-        command: CommandTemplate,
-        time_regex: Option<TimeRegex>,
-        /// Load the preload library into what the command starts through
-        /// `throttle-ctl exec` (`Some(Preload)`), or leave the cluster's way.
-        intercept: Option<crate::intercept::Mode>,
-    },
-}
-
-impl Workload {
-    pub fn name(&self) -> &str {
-        match self {
-            Workload::Bfs { .. } => "bfs",
-            Workload::Pmm { .. } => "pmm",
-            Workload::Mw(_) => "mw",
-            Workload::LogGps { .. } => "loggps",
-            Workload::Program { .. } => "program",
-            Workload::Command { .. } => "command",
-        }
-    }
-
-    /// Refuse an emulated rate the program would refuse (checked by `execute` before
-    /// anything is shaped or launched, and by a sweep before its first run).
-    pub fn check_emulated_rate(&self) -> Result<()> {
-        match self {
-            Workload::Bfs { emulate_meps, .. } => check_emulated(
-                "bfs emulate_meps",
-                throttle_proto::emulation::BFS_MEPS,
-                *emulate_meps,
-            ),
-            Workload::Pmm { emulate_gflops, .. } => check_emulated(
-                "pmm emulate_gflops",
-                throttle_proto::emulation::PMM_GFLOPS,
-                *emulate_gflops,
-            ),
-            _ => Ok(()),
-        }
-    }
-
-    /// Whether the ranks sleep instead of computing (each stands for a node with its own
-    /// CPU), so that they do not compete for a local cluster's cores.
-    pub fn emulates_compute(&self) -> bool {
-        matches!(
-            self,
-            Workload::Pmm {
-                emulate_gflops: Some(_),
-                ..
-            } | Workload::Bfs {
-                emulate_meps: Some(_),
-                ..
-            } | Workload::Mw(MwOptions {
-                work: MwWork::Sleep,
-                ..
-            })
-        )
-    }
-
-    /// The program the agents launch and its arguments (none for an external command).
-    fn program_and_args(&self) -> Option<(String, Vec<String>)> {
-        Some(match self {
-            Workload::Bfs {
-                scale,
-                edge_factor,
-                keys,
-                validate,
-                emulate_meps,
-            } => {
-                let mut a = vec![
-                    "--scale".into(),
-                    scale.to_string(),
-                    "--edge-factor".into(),
-                    edge_factor.to_string(),
-                    "--keys".into(),
-                    keys.to_string(),
-                ];
-                if !validate {
-                    a.push("--no-validate".into());
-                }
-                if let Some(r) = emulate_meps {
-                    a.push("--emulate-meps".into());
-                    a.push(r.to_string());
-                }
-                ("throttle-bfs".into(), a)
-            }
-            Workload::Pmm {
-                size,
-                bcast,
-                emulate_gflops,
-            } => {
-                let mut a = vec![
-                    "--size".into(),
-                    size.to_string(),
-                    "--bcast".into(),
-                    bcast.to_string(),
-                ];
-                if let Some(g) = emulate_gflops {
-                    a.push("--emulate-gflops".into());
-                    a.push(g.to_string());
-                }
-                ("throttle-pmm".into(), a)
-            }
-            Workload::Mw(o) => (
-                "throttle-mw".into(),
-                vec![
-                    "--volume".into(),
-                    o.volume.to_string(),
-                    "--alpha".into(),
-                    o.alpha.to_string(),
-                    "--compute-seconds".into(),
-                    o.compute_seconds.to_string(),
-                    "--iterations".into(),
-                    o.iterations.to_string(),
-                    "--work".into(),
-                    o.work.to_string(),
-                ],
-            ),
-            Workload::LogGps {
-                sizes,
-                repeats,
-                stream_seconds,
-            } => (
-                "throttle-loggps".into(),
-                vec![
-                    "--sizes".into(),
-                    sizes
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    "--repeats".into(),
-                    repeats.to_string(),
-                    "--stream-seconds".into(),
-                    stream_seconds.to_string(),
-                ],
-            ),
-            Workload::Program { program, args } => (program.clone(), args.clone()),
-            Workload::Command { .. } => return None,
-        })
-    }
-}
 
 /// One job: what, where, at which bandwidth, for how long.
 #[derive(Clone, Debug)]
@@ -503,7 +223,8 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     {
         bail!("--time-limit must be between 0 and one week (in seconds)");
     }
-    spec.workload.check_emulated_rate()?;
+    spec.workload
+        .check_procs(spec.nodes * spec.ranks_per_node)?;
     let nodes = &cluster.file.nodes[..spec.nodes];
     let clients: Vec<AgentClient> = nodes.iter().map(|n| AgentClient::new(cluster, n)).collect();
     let change = ShapeChange {
@@ -537,22 +258,18 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         let after = Reading::take(&clients).ok()?;
         RunFidelity::between(&before?, &after)
     };
-    let Some((program, args)) = spec.workload.program_and_args() else {
-        let Workload::Command {
-            command,
-            time_regex,
-            intercept,
-        } = &spec.workload
-        else {
-            bail!("a workload without a program");
-        };
+    let Some((program, args)) = spec.workload.launch() else {
+        let command = spec
+            .workload
+            .command()
+            .ok_or_else(|| anyhow!("a workload without a program"))?;
         let invocation = external::Invocation {
-            template: command,
-            time_regex: time_regex.as_ref(),
+            template: &command.template,
+            time_regex: command.time_regex.as_ref(),
             ranks_per_node: spec.ranks_per_node,
             bw: spec.bw,
             time_limit: Duration::from_secs_f64(spec.time_limit_s),
-            intercept: *intercept,
+            intercept: command.intercept,
         };
         let before = Reading::take(&clients).ok();
         let ended = external::run(cluster, nodes, &invocation, cancel)?;
@@ -687,46 +404,12 @@ fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use throttle_proto::emulation::BFS_MEPS;
-
-    #[test]
-    fn emulated_rates_reach_the_programs_command_line() {
-        let bfs = Workload::Bfs {
-            scale: 12,
-            edge_factor: 16,
-            keys: 8,
-            validate: false,
-            emulate_meps: Some(0.5),
-        };
-        let (program, args) = bfs.program_and_args().unwrap();
-        assert_eq!(program, "throttle-bfs");
-        assert!(
-            args.windows(2).any(|w| w == ["--emulate-meps", "0.5"]),
-            "{args:?}"
-        );
-        let pmm = Workload::Pmm {
-            size: 60,
-            bcast: Bcast::Binomial,
-            emulate_gflops: Some(0.01),
-        };
-        let (_, args) = pmm.program_and_args().unwrap();
-        assert!(
-            args.windows(2).any(|w| w == ["--emulate-gflops", "0.01"]),
-            "{args:?}"
-        );
-        assert!(
-            check_emulated("bfs emulate_meps", BFS_MEPS, Some(0.0)).is_err()
-                && check_emulated("bfs emulate_meps", BFS_MEPS, None).is_ok()
-        );
-    }
 
     #[test]
     fn job_names_are_valid_and_carry_the_prefix() {
         let n = job_name(Some("sw1234abcd"), "bfs").unwrap();
         assert!(n.as_str().starts_with("sw1234abcd-bfs-"), "{n}");
         assert!(job_name(None, "pmm").unwrap().as_str().starts_with("pmm-"));
-        assert_eq!("binomial".parse::<Bcast>().unwrap(), Bcast::Binomial);
-        assert!("tree".parse::<Bcast>().is_err());
         assert_eq!("failed".parse::<RunStatus>().unwrap(), RunStatus::Failed);
     }
 }

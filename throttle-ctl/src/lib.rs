@@ -6,7 +6,8 @@
 //!   from); [`agent_client`]: the typed client of one agent's
 //!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine;
 //!   [`netns`]: its nodes as network namespaces (namespace hosts).
-//! * [`job`]: one job on the cluster (launch, wait, renew, clean up; or an
+//! * [`workload`]: a program's options (`throttle_proto::workload`), checked, with a
+//!   command's template parsed; [`job`]: one job on the cluster (launch, wait, renew, clean up; or an
 //!   [`external`] command such as `mpirun` run on this host), the step
 //!   [`sweep`] and the demo are made of; [`load`]: the machine's CPU load and the
 //!   agents' byte counters around each run.
@@ -37,3 +38,4 @@ pub mod report;
 pub mod store;
 pub mod sweep;
 pub mod table;
+pub mod workload;

@@ -28,18 +28,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use throttle_proto::emulation;
+use throttle_proto::workload::{
+    BfsOptions, CommandOptions, MwOptions, Options, PmmOptions, ProgramOptions,
+};
 use throttle_proto::Pct;
 
 use crate::agent_client::AgentClient;
 use crate::analysis::stats::Rng;
 use crate::cluster::Cluster;
-use crate::job::{self, Bcast, JobSpec, Outcome, RunStatus, Workload};
+use crate::job::{self, JobSpec, Outcome, RunStatus};
 use crate::load;
 use crate::store::{RunRow, Store};
+use crate::workload::Workload;
 
 /// How a sweep behaves beyond its spec.
 #[derive(Clone, Debug)]
@@ -89,7 +92,7 @@ pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
 }
 
 /// The sweep specification file.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
     /// bfs, pmm, mw, program, or command (a command of the user's run on this host).
@@ -125,16 +128,92 @@ pub struct SweepSpec {
     pub retries: u32,
     #[serde(default)]
     pub seed: u64,
-    #[serde(default)]
-    pub bfs: BfsOptions,
-    #[serde(default)]
-    pub pmm: PmmOptions,
-    #[serde(default)]
-    pub mw: crate::job::MwOptions,
-    #[serde(default)]
+    /// The workload's section: the one `workload` names, no other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfs: Option<BfsOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmm: Option<PmmOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mw: Option<MwOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<ProgramOptions>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<CommandOptions>,
+}
+
+impl SweepSpec {
+    /// A spec of `workload` over `nodes` and `bandwidths` (steps as in the file), every
+    /// other key at its default.
+    pub fn new(workload: Options, nodes: Vec<usize>, bandwidths: Vec<toml::Value>) -> SweepSpec {
+        let mut spec = SweepSpec {
+            workload: workload.name().to_string(),
+            nodes,
+            ranks_per_node: one(),
+            bandwidths,
+            repeats: Repeats::default(),
+            max_repeats: ten(),
+            precision: two_percent(),
+            warmup: yes(),
+            settle: one_second(),
+            time_limit: limit(),
+            randomize: yes(),
+            retries: two(),
+            seed: 0,
+            bfs: None,
+            pmm: None,
+            mw: None,
+            program: None,
+            command: None,
+        };
+        match workload {
+            Options::Bfs(o) => spec.bfs = Some(o),
+            Options::Pmm(o) => spec.pmm = Some(o),
+            Options::Mw(o) => spec.mw = Some(o),
+            Options::Program(o) => spec.program = Some(o),
+            Options::Command(o) => spec.command = Some(o),
+            // Not swept: [`SweepSpec::options`] says so.
+            Options::LogGps(_) => {}
+        }
+        spec
+    }
+
+    /// The options of the workload `workload` names: its section, or its defaults where
+    /// it has some. A section for another workload is an error (it would be ignored).
+    pub fn options(&self) -> Result<Options> {
+        let sections = [
+            ("bfs", self.bfs.is_some()),
+            ("pmm", self.pmm.is_some()),
+            ("mw", self.mw.is_some()),
+            ("program", self.program.is_some()),
+            ("command", self.command.is_some()),
+        ];
+        if let Some((other, _)) = sections
+            .iter()
+            .find(|(name, present)| *present && *name != self.workload)
+        {
+            bail!(
+                "the spec has a [{other}] section but `workload = \"{}\"`: remove it, or set `workload = \"{other}\"`",
+                self.workload.escape_debug()
+            );
+        }
+        Ok(match self.workload.as_str() {
+            "bfs" => Options::Bfs(self.bfs.clone().unwrap_or_else(|| BfsOptions {
+                // A sweep measures; `run` checks the program.
+                validate: false,
+                ..BfsOptions::default()
+            })),
+            "pmm" => Options::Pmm(self.pmm.clone().unwrap_or_default()),
+            "mw" => Options::Mw(self.mw.clone().unwrap_or_default()),
+            "program" => Options::Program(self.program.clone().ok_or_else(|| {
+                anyhow!("workload = \"program\" needs a [program] table with name")
+            })?),
+            "command" => Options::Command(self.command.clone().ok_or_else(|| {
+                anyhow!("workload = \"command\" needs a [command] table with run = \"...\"")
+            })?),
+            "loggps" => bail!("loggps is not swept: `throttle-ctl model loggps` measures it"),
+            other => bail!("{}", throttle_proto::workload::unknown(other)),
+        })
+    }
 }
 
 fn one() -> usize {
@@ -180,6 +259,15 @@ impl Repeats {
     }
 }
 
+impl Serialize for Repeats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Repeats::Fixed(n) => s.serialize_u32(*n),
+            Repeats::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Repeats {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match toml::Value::deserialize(d)? {
@@ -205,73 +293,6 @@ fn limit() -> f64 {
 }
 fn yes() -> bool {
     true
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BfsOptions {
-    pub scale: u32,
-    pub edge_factor: u32,
-    pub keys: usize,
-    pub validate: bool,
-    /// Emulate compute at this many million edges scanned per second per node.
-    pub emulate_meps: Option<f64>,
-}
-
-impl Default for BfsOptions {
-    fn default() -> Self {
-        BfsOptions {
-            scale: 16,
-            edge_factor: 16,
-            keys: 64,
-            validate: false,
-            emulate_meps: None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PmmOptions {
-    pub size: usize,
-    pub bcast: Bcast,
-    /// Sleep for the kernel's time at this node rate instead of multiplying.
-    pub emulate_gflops: Option<f64>,
-}
-
-impl Default for PmmOptions {
-    fn default() -> Self {
-        PmmOptions {
-            size: 1024,
-            bcast: Bcast::Binomial,
-            emulate_gflops: None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProgramOptions {
-    pub name: String,
-    #[serde(default)]
-    pub args: Vec<String>,
-}
-
-/// `[command]`: a command template (`run`, with `{nodes}`, `{procs}`, `{hostfile}`, `{bw}`,
-/// `{ranks_per_node}`) and optionally the regex that captures its completion time.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CommandOptions {
-    pub run: String,
-    #[serde(default)]
-    pub time_regex: Option<String>,
-    /// A rate the program prints (larger is faster); its inverse is stored as the time.
-    #[serde(default)]
-    pub rate_regex: Option<String>,
-    /// `"preload"`: load the preload library into what the command starts through
-    /// `throttle-ctl exec` (`"kernel"`: nothing to load).
-    #[serde(default)]
-    pub intercept: Option<String>,
 }
 
 /// Expand the bandwidth steps: `None` is unlimited.
@@ -401,86 +422,8 @@ impl Sweep {
     }
 
     pub fn new(spec: SweepSpec) -> Result<Sweep> {
-        let (workload, options) = match spec.workload.as_str() {
-            "bfs" => {
-                let o = &spec.bfs;
-                let mut options = json!({ "scale": o.scale, "edge_factor": o.edge_factor, "keys": o.keys, "validate": o.validate });
-                if let Some(r) = o.emulate_meps {
-                    // Only when set, so that stores of real-compute sweeps keep one series.
-                    options["emulate_meps"] = json!(r);
-                }
-                (
-                    Workload::Bfs {
-                        scale: o.scale,
-                        edge_factor: o.edge_factor,
-                        keys: o.keys,
-                        validate: o.validate,
-                        emulate_meps: o.emulate_meps,
-                    },
-                    options,
-                )
-            }
-            "pmm" => {
-                let o = &spec.pmm;
-                let mut options = json!({ "size": o.size, "bcast": o.bcast });
-                if let Some(g) = o.emulate_gflops {
-                    // Only when set, so that stores of real-kernel sweeps keep one series.
-                    options["emulate_gflops"] = json!(g);
-                }
-                (
-                    Workload::Pmm {
-                        size: o.size,
-                        bcast: o.bcast,
-                        emulate_gflops: o.emulate_gflops,
-                    },
-                    options,
-                )
-            }
-            "mw" => {
-                let o = spec.mw.clone();
-                o.check()?;
-                let options = serde_json::to_value(&o)?;
-                (Workload::Mw(o), options)
-            }
-            "program" => {
-                let o = spec.program.clone().ok_or_else(|| {
-                    anyhow!("workload = \"program\" needs a [program] table with name")
-                })?;
-                (
-                    Workload::Program {
-                        program: o.name.clone(),
-                        args: o.args.clone(),
-                    },
-                    json!({ "name": o.name, "args": o.args }),
-                )
-            }
-            "command" => {
-                let o = spec.command.clone().ok_or_else(|| {
-                    anyhow!("workload = \"command\" needs a [command] table with run = \"...\"")
-                })?;
-                (
-                    Workload::Command {
-                        command: crate::external::CommandTemplate::parse(&o.run)?,
-                        time_regex: match (&o.time_regex, &o.rate_regex) {
-                            (Some(_), Some(_)) => {
-                                bail!("[command] takes time_regex or rate_regex, not both")
-                            }
-                            (Some(t), None) => Some(crate::external::TimeRegex::parse(t)?),
-                            (None, Some(r)) => Some(crate::external::TimeRegex::parse_rate(r)?),
-                            (None, None) => None,
-                        },
-                        intercept: o
-                            .intercept
-                            .as_deref()
-                            .map(crate::intercept::Mode::parse)
-                            .transpose()?,
-                    },
-                    json!({ "run": o.run, "time_regex": o.time_regex, "rate_regex": o.rate_regex, "intercept": o.intercept }),
-                )
-            }
-            other => bail!("unknown workload `{other}`: use bfs, pmm, mw, program or command"),
-        };
-        workload.check_emulated_rate()?;
+        let workload = Workload::new(spec.options()?)?;
+        let options = workload.options().to_json();
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
             bail!("`nodes` must list node counts >= 1");
         }
@@ -498,11 +441,16 @@ impl Sweep {
         if !(spec.time_limit.is_finite() && spec.time_limit > 0.0) {
             bail!("`time_limit` must be a positive number of seconds");
         }
-        if let Workload::Pmm {
+        for &n in &spec.nodes {
+            workload
+                .check_procs(n * spec.ranks_per_node)
+                .map_err(|e| anyhow!("at {n} node(s) x {} rank(s): {e}", spec.ranks_per_node))?;
+        }
+        if let Options::Pmm(PmmOptions {
             size,
             emulate_gflops: Some(g),
             ..
-        } = &workload
+        }) = workload.options()
         {
             for &n in &spec.nodes {
                 let s = emulated_pmm_seconds(*size, n * spec.ranks_per_node, *g);
@@ -517,7 +465,7 @@ impl Sweep {
         let bws = expand_bandwidths(&spec.bandwidths)?;
         let series = format!(
             "{} {}",
-            spec.workload,
+            workload.name(),
             options
                 .as_object()
                 .map(|m| m
@@ -1098,6 +1046,28 @@ mod tests {
                 "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nsettle=-1",
                 "settle",
             ),
+            // Checked before the first run, not by failing every point.
+            (
+                "workload = \"pmm\"\nnodes=[4, 3]\nbandwidths=[100]",
+                "at 3 node(s) x 1 rank(s): pmm needs a square number of processes",
+            ),
+            (
+                "workload = \"pmm\"\nnodes=[1]\nranks_per_node=4\nbandwidths=[100]\n[pmm]\nsize=99",
+                "not a multiple of 2",
+            ),
+            // A section the workload does not read is not silently ignored.
+            (
+                "workload = \"pmm\"\nnodes=[4]\nbandwidths=[100]\n[bfs]\nscale=10",
+                "[bfs] section",
+            ),
+            (
+                "workload = \"loggps\"\nnodes=[2]\nbandwidths=[100]",
+                "model loggps",
+            ),
+            (
+                "workload = \"mw\"\nnodes=[2]\nbandwidths=[100]\n[mw]\nalpha=2",
+                "alpha",
+            ),
         ] {
             let spec: SweepSpec = toml::from_str(text).unwrap();
             let e = Sweep::new(spec)
@@ -1142,11 +1112,11 @@ mod tests {
         assert_eq!(real.options.get("emulate_gflops"), None);
         assert_eq!(emulated.options["emulate_gflops"], 2.5);
         assert!(matches!(
-            emulated.workload,
-            Workload::Pmm {
+            emulated.workload.options(),
+            Options::Pmm(PmmOptions {
                 emulate_gflops: Some(g),
                 ..
-            } if g == 2.5
+            }) if *g == 2.5
         ));
         for bad in ["0", "-1", "1e7", "1e-9"] {
             let e = match Sweep::new(spec(&format!("emulate_gflops = {bad}"))) {
@@ -1200,6 +1170,35 @@ mod tests {
             e.contains("at 4 node(s)") && e.contains("time_limit"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_spec_built_in_code_is_the_same_sweep_once_written_and_read_back() {
+        let mut spec = SweepSpec::new(
+            Options::Pmm(PmmOptions {
+                size: 300,
+                bcast: throttle_proto::workload::Bcast::Binomial,
+                emulate_gflops: Some(0.0117),
+            }),
+            vec![4, 9],
+            vec![
+                toml::Value::String("100".into()),
+                toml::Value::String("50:30:-20".into()),
+            ],
+        );
+        spec.repeats = Repeats::Fixed(2);
+        spec.retries = 1;
+        let text = toml::to_string(&spec).unwrap();
+        let read: SweepSpec = toml::from_str(&text).unwrap();
+        let (a, b) = (Sweep::new(spec).unwrap(), Sweep::new(read).unwrap());
+        assert_eq!(a.series, b.series, "{text}");
+        assert_eq!(a.points, b.points, "{text}");
+        assert_eq!(
+            a.series, "pmm bcast=\"binomial\" emulate_gflops=0.0117 size=300",
+            "series names of stored sweeps must not change"
+        );
+        assert_eq!(b.spec.retries, 1);
+        assert!(text.contains("[pmm]") && !text.contains("[bfs]"), "{text}");
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub fn cached_nodes() -> Option<Arc<NodeList>> {
 /// user squatting the port while no agent runs would otherwise receive the program's
 /// connections and decide what it sees as their peers. `Err` says whose it is.
 fn trusted_listener(addr: SocketAddr) -> Result<(), NoAgent> {
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
     let me = unsafe { libc::geteuid() };
     match throttle_proto::socket_table::listener_owner_in(
         &throttle_proto::socket_table::read(),

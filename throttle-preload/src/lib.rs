@@ -103,8 +103,12 @@ fn route_source(family: c_int, dst: SocketAddr) -> Option<SocketAddr> {
 }
 
 /// `connect()` through the agent, or `None` to leave it to the C library.
-fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> Option<c_int> {
-    // SAFETY: the program passed `len` readable bytes at `addr`, as connect requires.
+///
+/// # Safety
+/// `addr` is null or points to `len` readable bytes, as `connect(2)` requires.
+unsafe fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> Option<c_int> {
+    // SAFETY: the caller passed `len` readable bytes at `addr` (or null, which `read`
+    // refuses).
     let dst = unsafe { sockaddr::read(addr, len) }?;
     // A second connect on a socket we carry: what the kernel says of a connected socket,
     // or the failure a non-blocking connect has not yet reported.
@@ -172,7 +176,11 @@ fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> Opti
 
 /// After a successful accept: a connection the agent delivered reports its original
 /// source (in `addr`, and later in `getpeername`).
-fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) {
+///
+/// # Safety
+/// `addr` and `len` are what the program gave `accept(2)`: both null, or `len` points to
+/// the size of the writable buffer at `addr`.
+unsafe fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) {
     if flag("THROTTLE_PRELOAD_PEER_REWRITE") == Some(false) {
         return;
     }
@@ -199,7 +207,8 @@ fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) {
     let family = int_opt(conn, libc::SOL_SOCKET, libc::SO_DOMAIN).unwrap_or(libc::AF_INET);
     let src = sockaddr::for_family(src, family);
     table::put(conn, Record::Accepted { peer: src });
-    // SAFETY: the program gave accept these buffers.
+    // SAFETY: the caller's `addr` and `len` are the program's accept buffers (or null,
+    // which `write` leaves alone).
     unsafe { sockaddr::write(src, addr, len) };
 }
 
@@ -207,9 +216,11 @@ fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) {
 /// As `connect(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> c_int {
-    match intercept_connect(fd, addr, len) {
+    // SAFETY: the program's arguments, as connect(2) requires them.
+    match unsafe { intercept_connect(fd, addr, len) } {
         Some(r) => r,
-        None => (real().connect)(fd, addr, len),
+        // SAFETY: the C library's connect with the program's own arguments.
+        None => unsafe { (real().connect)(fd, addr, len) },
     }
 }
 
@@ -217,10 +228,13 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const c_sockaddr, len: sockle
 /// As `accept(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn accept(fd: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) -> c_int {
-    let conn = (real().accept)(fd, addr, len);
+    // SAFETY: the C library's accept with the program's own arguments.
+    let conn = unsafe { (real().accept)(fd, addr, len) };
     if conn >= 0 {
-        let saved = *libc::__errno_location();
-        after_accept(conn, addr, len);
+        // SAFETY: the calling thread's errno location is always valid.
+        let saved = unsafe { *libc::__errno_location() };
+        // SAFETY: the buffers the program gave accept, which it just filled.
+        unsafe { after_accept(conn, addr, len) };
         set_errno(saved);
     }
     conn
@@ -235,10 +249,13 @@ pub unsafe extern "C" fn accept4(
     len: *mut socklen_t,
     flags: c_int,
 ) -> c_int {
-    let conn = (real().accept4)(fd, addr, len, flags);
+    // SAFETY: the C library's accept4 with the program's own arguments.
+    let conn = unsafe { (real().accept4)(fd, addr, len, flags) };
     if conn >= 0 {
-        let saved = *libc::__errno_location();
-        after_accept(conn, addr, len);
+        // SAFETY: the calling thread's errno location is always valid.
+        let saved = unsafe { *libc::__errno_location() };
+        // SAFETY: the buffers the program gave accept4, which it just filled.
+        unsafe { after_accept(conn, addr, len) };
         set_errno(saved);
     }
     conn
@@ -252,16 +269,22 @@ pub unsafe extern "C" fn getpeername(
     addr: *mut c_sockaddr,
     len: *mut socklen_t,
 ) -> c_int {
-    let r = (real().getpeername)(fd, addr, len);
+    // SAFETY: the C library's getpeername with the program's own arguments.
+    let r = unsafe { (real().getpeername)(fd, addr, len) };
     if r == 0 {
-        match table::get(fd) {
+        let peer = match table::get(fd) {
             Some(Record::Connected { peer }) => {
                 let family =
                     int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN).unwrap_or(libc::AF_INET);
-                sockaddr::write(sockaddr::for_family(peer, family), addr, len);
+                Some(sockaddr::for_family(peer, family))
             }
-            Some(Record::Accepted { peer }) => sockaddr::write(peer, addr, len),
-            _ => {}
+            Some(Record::Accepted { peer }) => Some(peer),
+            _ => None,
+        };
+        if let Some(peer) = peer {
+            // SAFETY: the program's buffers, valid as getpeername(2) requires (the real
+            // call just succeeded on them).
+            unsafe { sockaddr::write(peer, addr, len) };
         }
     }
     r
@@ -277,18 +300,22 @@ pub unsafe extern "C" fn getsockopt(
     value: *mut c_void,
     len: *mut socklen_t,
 ) -> c_int {
-    let r = (real().getsockopt)(fd, level, name, value, len);
+    // SAFETY: the C library's getsockopt with the program's own arguments.
+    let r = unsafe { (real().getsockopt)(fd, level, name, value, len) };
     if r == 0
         && level == libc::SOL_SOCKET
         && name == libc::SO_ERROR
         && !value.is_null()
         && !len.is_null()
-        && *len as usize >= std::mem::size_of::<c_int>()
+        // SAFETY: `len` is not null and the real call just read and wrote it.
+        && unsafe { *len } as usize >= std::mem::size_of::<c_int>()
     {
         // A non-blocking connect through the agent that failed: its errno, once (the
         // real pending error, the agent's reset, was just consumed above).
         if let Some(e) = table::take_error(fd) {
-            *(value as *mut c_int) = e;
+            // SAFETY: `value` holds at least an int (checked above); the program's
+            // buffer need not be aligned for one.
+            unsafe { value.cast::<c_int>().write_unaligned(e) };
         }
     }
     r
@@ -301,7 +328,8 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if table::any() {
         table::forget(fd);
     }
-    (real().close)(fd)
+    // SAFETY: the C library's close with the program's own descriptor.
+    unsafe { (real().close)(fd) }
 }
 
 #[cfg(test)]

@@ -44,12 +44,16 @@ pub fn real() -> &'static Real {
 
 /// The next definition of `name` after this library; a C library without it is a broken
 /// process, and there is nothing to fall back on.
-unsafe fn next(name: &std::ffi::CStr) -> *mut c_void {
-    let p = libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
+fn next(name: &std::ffi::CStr) -> *mut c_void {
+    // SAFETY: a NUL-terminated name; RTLD_NEXT looks it up after this library.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
     if p.is_null() {
         let msg = b"throttle-preload: the C library has no socket call this library needs\n";
-        libc::write(2, msg.as_ptr().cast(), msg.len());
-        libc::abort();
+        // SAFETY: writing a valid buffer to stderr, then ending the process.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::abort();
+        }
     }
     p
 }

@@ -11,16 +11,21 @@ pub unsafe fn read(addr: *const sockaddr, len: socklen_t) -> Option<SocketAddr> 
     if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
-    match (*addr).sa_family as c_int {
+    // SAFETY: at least the family's bytes are readable (checked above); the family is
+    // the address's first field on Linux, and the program's buffer need not be aligned.
+    let family = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sa_family_t>()) };
+    match family as c_int {
         libc::AF_INET if len as usize >= std::mem::size_of::<sockaddr_in>() => {
-            let a = std::ptr::read_unaligned(addr as *const sockaddr_in);
+            // SAFETY: `len` covers a sockaddr_in (checked by the guard).
+            let a = unsafe { std::ptr::read_unaligned(addr as *const sockaddr_in) };
             Some(SocketAddr::V4(SocketAddrV4::new(
                 Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
                 u16::from_be(a.sin_port),
             )))
         }
         libc::AF_INET6 if len as usize >= std::mem::size_of::<sockaddr_in6>() => {
-            let a = std::ptr::read_unaligned(addr as *const sockaddr_in6);
+            // SAFETY: `len` covers a sockaddr_in6 (checked by the guard).
+            let a = unsafe { std::ptr::read_unaligned(addr as *const sockaddr_in6) };
             Some(SocketAddr::V6(SocketAddrV6::new(
                 Ipv6Addr::from(a.sin6_addr.s6_addr),
                 u16::from_be(a.sin6_port),
@@ -90,9 +95,14 @@ pub unsafe fn write(addr: SocketAddr, out: *mut sockaddr, len: *mut socklen_t) {
         return;
     }
     let (st, full) = to_c(addr);
-    let n = (*len).min(full) as usize;
-    std::ptr::copy_nonoverlapping(&st as *const _ as *const u8, out as *mut u8, n);
-    *len = full;
+    // SAFETY: `len` is valid (the caller's contract, not null: checked above).
+    let room = unsafe { *len };
+    let n = room.min(full) as usize;
+    // SAFETY: `out` has `room` >= `n` writable bytes; `st` has `full` >= `n`; a local
+    // and the program's buffer do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(&st as *const _ as *const u8, out as *mut u8, n) };
+    // SAFETY: as above.
+    unsafe { *len = full };
 }
 
 /// The socket's own address (the real one, from the kernel).
@@ -136,10 +146,12 @@ mod tests {
             let a: SocketAddr = a.parse().unwrap();
             let (st, len) = to_c(a);
             assert_eq!(
+                // SAFETY: `st` holds `len` bytes.
                 unsafe { read(&st as *const _ as *const sockaddr, len) },
                 Some(a)
             );
             assert_eq!(
+                // SAFETY: `st` holds more than `len - 1` bytes.
                 unsafe { read(&st as *const _ as *const sockaddr, len - 1) },
                 None
             );
@@ -147,6 +159,7 @@ mod tests {
         let a: SocketAddr = "198.18.0.2:5000".parse().unwrap();
         let mut small = [0u8; 4];
         let mut len: socklen_t = 4;
+        // SAFETY: `small` has `len` (4) writable bytes.
         unsafe { write(a, small.as_mut_ptr() as *mut sockaddr, &mut len) };
         assert_eq!(len as usize, std::mem::size_of::<sockaddr_in>());
         assert_eq!(

@@ -29,6 +29,7 @@ static COUNT: AtomicUsize = AtomicUsize::new(0);
 pub fn inode(fd: c_int) -> Option<u64> {
     // SAFETY: all-zero is a valid stat, and fstat writes one.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat.
     if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
         return None;
     }

@@ -84,6 +84,7 @@ fn answer(mut c: TcpStream) -> std::io::Result<()> {
                     l_onoff: 1,
                     l_linger: 0,
                 };
+                // SAFETY: an int-sized option from an int on the stream's own socket.
                 unsafe {
                     libc::setsockopt(
                         std::os::fd::AsRawFd::as_raw_fd(&c),
@@ -172,6 +173,7 @@ fn a_refused_connect_gets_the_errno_a_direct_one_would() {
 
 /// A raw non-blocking socket of `family`; its descriptor.
 fn nonblocking_socket(family: libc::c_int) -> libc::c_int {
+    // SAFETY: plain socket creation.
     let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0) };
     assert!(fd >= 0);
     fd
@@ -179,6 +181,7 @@ fn nonblocking_socket(family: libc::c_int) -> libc::c_int {
 
 fn raw_connect(fd: libc::c_int, to: SocketAddr) -> Result<(), i32> {
     let (st, len) = crate::sockaddr::to_c(to);
+    // SAFETY: a valid address of `len` bytes.
     let r = unsafe { libc::connect(fd, &st as *const _ as *const libc::sockaddr, len) };
     if r == 0 {
         Ok(())
@@ -194,6 +197,7 @@ fn poll_out(fd: libc::c_int) -> i16 {
         revents: 0,
     };
     assert_eq!(
+        // SAFETY: one valid pollfd.
         unsafe { libc::poll(&mut p, 1, 5000) },
         1,
         "writable in time"
@@ -204,6 +208,7 @@ fn poll_out(fd: libc::c_int) -> i16 {
 fn so_error(fd: libc::c_int) -> i32 {
     let mut v: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int-sized option into an int.
     let r = unsafe {
         libc::getsockopt(
             fd,
@@ -230,6 +235,7 @@ fn a_non_blocking_connect_is_in_progress_then_writable_then_reports_its_error() 
         Err(libc::EISCONN),
         "connect again on a connected socket"
     );
+    // SAFETY: the socket created above, owned by the stream from here on.
     let mut s = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     s.set_nonblocking(false).unwrap();
     echo(&mut s, b"non-blocking");
@@ -239,6 +245,7 @@ fn a_non_blocking_connect_is_in_progress_then_writable_then_reports_its_error() 
     poll_out(fd);
     assert_eq!(so_error(fd), libc::ECONNREFUSED, "the far side's errno");
     assert_ne!(so_error(fd), libc::ECONNREFUSED, "reported once");
+    // SAFETY: this test's own descriptor, closed once.
     unsafe { libc::close(fd) };
 }
 
@@ -246,13 +253,16 @@ fn a_non_blocking_connect_is_in_progress_then_writable_then_reports_its_error() 
 fn a_socket_bound_before_connect_keeps_its_source() {
     setup();
     let port = echo_server();
+    // SAFETY: plain socket creation.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
     let (st, len) = crate::sockaddr::to_c("127.0.0.3:0".parse().unwrap());
     assert_eq!(
+        // SAFETY: a valid address of `len` bytes.
         unsafe { libc::bind(fd, &st as *const _ as *const libc::sockaddr, len) },
         0
     );
     raw_connect(fd, node(port)).unwrap();
+    // SAFETY: the socket created above, owned by the stream from here on.
     let mut s = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     echo(&mut s, b"bound");
     let local = s.local_addr().unwrap();
@@ -311,9 +321,11 @@ fn an_accepted_delivery_reports_the_original_source() {
     // and remember which source that connection stands for.
     let d = std::net::TcpStream::connect(l.local_addr().unwrap());
     drop(d);
+    // SAFETY: plain socket creation.
     let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
     let (st, len) = crate::sockaddr::to_c("127.0.0.2:0".parse().unwrap());
     assert_eq!(
+        // SAFETY: a valid address of `len` bytes.
         unsafe { libc::bind(sock, &st as *const _ as *const libc::sockaddr, len) },
         0
     );
@@ -330,6 +342,7 @@ fn an_accepted_delivery_reports_the_original_source() {
     let (conn, peer) = l.accept().unwrap();
     assert_eq!(peer, src, "accept reports the original source");
     assert_eq!(conn.peer_addr().unwrap(), src, "so does getpeername");
+    // SAFETY: this test's own descriptor, closed once.
     unsafe { libc::close(sock) };
 }
 

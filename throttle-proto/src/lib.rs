@@ -12,7 +12,8 @@
 //!   `/proc/net/tcp`, for both ends of the preload port);
 //! * the control API's bodies: [`status`], [`cluster`], [`job`], [`forward`],
 //!   [`calibration`], [`refusal`];
-//! * what workloads report: [`result`].
+//! * what a workload is: [`workload`] (each program's options, checked, as arguments and
+//!   as stored), and what workloads report: [`result`].
 
 pub mod auth;
 pub mod calibration;
@@ -32,6 +33,7 @@ pub mod shape;
 pub mod socket_table;
 pub mod status;
 pub mod wire;
+pub mod workload;
 
 pub use name::Name;
 pub use pct::Pct;

@@ -24,6 +24,7 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use throttle_proto::workload::LogGpsOptions;
 
 use crate::comm::{collectives, Comm, CommError};
 use crate::stats::median;
@@ -38,33 +39,6 @@ const TAG_REPLY: u32 = 46;
 
 /// Chunk of the long stream (G).
 const CHUNK: usize = 256 * 1024;
-
-#[derive(Clone, Debug)]
-pub struct LogGpsConfig {
-    /// Message sizes in bytes for RTT, o_s, o_r: at least two different ones (measured
-    /// smallest first; L, o and g are the smallest's).
-    pub sizes: Vec<usize>,
-    /// Repeats per size (after 5 unrecorded ones).
-    pub repeats: usize,
-    /// Messages in the train for g.
-    pub train: usize,
-    /// How long the stream for G should last, seconds.
-    pub stream_seconds: f64,
-    /// Messages each peer sends to rank 0 for o_r(P).
-    pub per_peer: usize,
-}
-
-impl Default for LogGpsConfig {
-    fn default() -> Self {
-        LogGpsConfig {
-            sizes: vec![1, 1024, 16384, 65536],
-            repeats: 50,
-            train: 200,
-            stream_seconds: 1.0,
-            per_peer: 20,
-        }
-    }
-}
 
 /// Overheads and round trip at one message size, seconds.
 #[derive(Clone, Debug, Serialize)]
@@ -159,26 +133,14 @@ fn f64_from(b: &[u8]) -> Result<f64, CommError> {
 }
 
 /// Run the measurement on every rank; rank 0 gets the result.
-pub fn measure(comm: &Comm, cfg: &LogGpsConfig) -> Result<Option<LogGpsResult>, CommError> {
+pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>, CommError> {
     let p = comm.size();
-    if p < 2 {
-        return Err(CommError::Setup(
-            "LogGPS needs at least 2 ranks on 2 nodes (same-node traffic is not shaped)".into(),
-        ));
-    }
+    cfg.check()
+        .and_then(|()| cfg.check_procs(p))
+        .map_err(|e| CommError::Setup(e.to_string()))?;
     let mut sizes_asked = cfg.sizes.clone();
     sizes_asked.sort_unstable();
     sizes_asked.dedup();
-    if sizes_asked.len() < 2 || sizes_asked[0] == 0 {
-        return Err(CommError::Setup(
-            "at least two different message sizes (bytes, from 1) are needed: the per-byte overheads are slopes over them".into(),
-        ));
-    }
-    if cfg.repeats == 0 || cfg.train < 2 || cfg.per_peer == 0 {
-        return Err(CommError::Setup(
-            "repeats, train (>= 2) and per-peer must not be zero".into(),
-        ));
-    }
     let rank = comm.rank();
     let started = Instant::now();
     let world = comm.world();
@@ -328,7 +290,7 @@ pub fn measure(comm: &Comm, cfg: &LogGpsConfig) -> Result<Option<LogGpsResult>, 
         std::thread::sleep(Duration::from_millis(50).max(Duration::from_secs_f64(
             sizes[0].rtt * cfg.per_peer as f64 * 2.0,
         )));
-        for _ in 0..cfg.per_peer * (p - 1) {
+        for _ in 0..cfg.per_peer as usize * (p - 1) {
             let t = Instant::now();
             comm.recv_any(TAG_ANY)?;
             master_recv.push(t.elapsed().as_secs_f64());
@@ -390,7 +352,7 @@ mod tests {
         let results = run_local(3, |c| {
             measure(
                 &c,
-                &LogGpsConfig {
+                &LogGpsOptions {
                     sizes: vec![4096, 1],
                     repeats: 5,
                     train: 10,
@@ -424,9 +386,9 @@ mod tests {
         let results = run_local(2, |c| {
             measure(
                 &c,
-                &LogGpsConfig {
+                &LogGpsOptions {
                     sizes: vec![16, 16],
-                    ..LogGpsConfig::default()
+                    ..LogGpsOptions::default()
                 },
             )
             .map(|_| ())

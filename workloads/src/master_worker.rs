@@ -17,42 +17,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use throttle_proto::workload::{MwOptions, MwWork};
+
 use crate::comm::{collectives, Comm, CommError};
 use crate::stats::median;
 
 const TAG_TASK: u32 = 60;
 const TAG_RESULT: u32 = 61;
-
-/// How a worker spends its compute time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Work {
-    Sleep,
-    Spin,
-}
-
-impl std::str::FromStr for Work {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Work, String> {
-        match s {
-            "sleep" => Ok(Work::Sleep),
-            "spin" => Ok(Work::Spin),
-            _ => Err(format!("work `{s}` is not sleep or spin")),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct MwConfig {
-    /// V: bytes moved per iteration (tasks out and results back together).
-    pub volume: u64,
-    /// alpha: the share of V the master sends (the rest comes back as results).
-    pub alpha: f64,
-    /// Tc: seconds of computation per iteration, split evenly among the workers.
-    pub compute_seconds: f64,
-    pub iterations: usize,
-    pub work: Work,
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MwResult {
@@ -61,7 +32,7 @@ pub struct MwResult {
     pub alpha: f64,
     pub compute_seconds: f64,
     pub iterations: usize,
-    pub work: Work,
+    pub work: MwWork,
     /// Median, fastest and slowest iteration, seconds.
     pub iteration_seconds: f64,
     pub min_iteration_seconds: f64,
@@ -92,41 +63,23 @@ impl MwResult {
     }
 }
 
-impl MwConfig {
-    /// Bytes of one task and of one result with `workers` workers.
-    pub fn shares(&self, workers: usize) -> (usize, usize) {
-        let n = workers.max(1) as f64;
-        let v = self.volume as f64;
-        (
-            (self.alpha * v / n).round() as usize,
-            ((1.0 - self.alpha) * v / n).round() as usize,
-        )
-    }
-
-    pub fn check(&self) -> Result<(), String> {
-        if !(self.alpha.is_finite() && (0.0..=1.0).contains(&self.alpha)) {
-            return Err("alpha must be between 0 and 1".into());
-        }
-        if !(self.compute_seconds.is_finite() && (0.0..=3600.0).contains(&self.compute_seconds)) {
-            return Err("compute seconds must be between 0 and 3600".into());
-        }
-        if self.volume > 1 << 34 {
-            return Err("volume must be at most 16 GiB per iteration".into());
-        }
-        if self.iterations == 0 || self.iterations > 100_000 {
-            return Err("iterations must be between 1 and 100000".into());
-        }
-        Ok(())
-    }
+/// Bytes of one task and of one result with `workers` workers.
+pub fn shares(options: &MwOptions, workers: usize) -> (usize, usize) {
+    let n = workers.max(1) as f64;
+    let v = options.volume as f64;
+    (
+        (options.alpha * v / n).round() as usize,
+        ((1.0 - options.alpha) * v / n).round() as usize,
+    )
 }
 
-fn work(kind: Work, seconds: f64) {
+fn work(kind: MwWork, seconds: f64) {
     if seconds <= 0.0 {
         return;
     }
     match kind {
-        Work::Sleep => std::thread::sleep(Duration::from_secs_f64(seconds)),
-        Work::Spin => {
+        MwWork::Sleep => std::thread::sleep(Duration::from_secs_f64(seconds)),
+        MwWork::Spin => {
             let t = Instant::now();
             let mut x = 1u64;
             while t.elapsed().as_secs_f64() < seconds {
@@ -140,14 +93,14 @@ fn work(kind: Work, seconds: f64) {
 }
 
 /// Run the program on every rank; rank 0 gets the result.
-pub fn run(comm: &Comm, cfg: &MwConfig) -> Result<Option<MwResult>, CommError> {
-    cfg.check().map_err(CommError::Setup)?;
+pub fn run(comm: &Comm, cfg: &MwOptions) -> Result<Option<MwResult>, CommError> {
+    cfg.check().map_err(|e| CommError::Setup(e.to_string()))?;
     let rank = comm.rank();
     let workers = comm.size() - 1;
-    let (task, result) = cfg.shares(workers);
+    let (task, result) = shares(cfg, workers);
     let world = comm.world();
     collectives::barrier(comm, &world)?;
-    let mut times = Vec::with_capacity(cfg.iterations);
+    let mut times = Vec::with_capacity(cfg.iterations as usize);
     for i in 0..=cfg.iterations {
         if rank == 0 {
             let t = Instant::now();
@@ -194,7 +147,7 @@ pub fn run(comm: &Comm, cfg: &MwConfig) -> Result<Option<MwResult>, CommError> {
         volume: cfg.volume,
         alpha: cfg.alpha,
         compute_seconds: cfg.compute_seconds,
-        iterations: cfg.iterations,
+        iterations: cfg.iterations as usize,
         work: cfg.work,
         min_iteration_seconds: fastest,
         max_iteration_seconds: slowest,
@@ -207,13 +160,13 @@ mod tests {
     use super::*;
     use crate::comm::run_local;
 
-    fn cfg(compute_seconds: f64) -> MwConfig {
-        MwConfig {
+    fn cfg(compute_seconds: f64) -> MwOptions {
+        MwOptions {
             volume: 40_000,
             alpha: 0.75,
             compute_seconds,
             iterations: 3,
-            work: Work::Sleep,
+            work: MwWork::Sleep,
         }
     }
 
@@ -237,18 +190,18 @@ mod tests {
     #[test]
     fn shares_split_the_volume_and_bad_settings_are_refused() {
         let c = cfg(1.0);
-        assert_eq!(c.shares(4), (7_500, 2_500));
-        assert_eq!(c.shares(0), (30_000, 10_000));
+        assert_eq!(shares(&c, 4), (7_500, 2_500));
+        assert_eq!(shares(&c, 0), (30_000, 10_000));
         for bad in [
-            MwConfig {
+            MwOptions {
                 alpha: 1.5,
                 ..cfg(1.0)
             },
-            MwConfig {
+            MwOptions {
                 alpha: f64::NAN,
                 ..cfg(1.0)
             },
-            MwConfig {
+            MwOptions {
                 iterations: 0,
                 ..cfg(1.0)
             },

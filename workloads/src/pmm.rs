@@ -16,23 +16,16 @@ use std::time::Instant;
 
 use serde::Serialize;
 use throttle_proto::emulation;
+use throttle_proto::workload::pmm::grid_side as pmm_grid_side;
+use throttle_proto::workload::PmmOptions;
 
-use crate::comm::collectives::{self, BcastAlgo, Group};
+use crate::comm::collectives::{self, Bcast, Group};
 use crate::comm::{Comm, CommError};
 
 const TAG_ROLL: u32 = 20;
 
 /// Largest M verified against a full serial product (larger: checksum identity).
 pub const SERIAL_CHECK_MAX: usize = 1024;
-
-#[derive(Clone, Debug)]
-pub struct PmmConfig {
-    /// Matrix order M.
-    pub size: usize,
-    pub bcast: BcastAlgo,
-    /// Sleep for the kernel's time at this rate (GFLOP/s per node) instead of computing.
-    pub emulate_gflops: Option<f64>,
-}
 
 /// Longest sleep one emulated step may ask for (a day): beyond it the settings are a typo.
 const EMULATED_STEP_MAX_S: f64 = 86_400.0;
@@ -232,25 +225,12 @@ pub fn from_bytes(b: &[u8]) -> Result<Vec<f64>, CommError> {
 }
 
 /// Run Fox's algorithm on all ranks of `comm`.
-pub fn multiply(comm: &Comm, cfg: &PmmConfig) -> Result<PmmResult, PmmError> {
+pub fn multiply(comm: &Comm, cfg: &PmmOptions) -> Result<PmmResult, PmmError> {
     let p = comm.size();
-    let q = (p as f64).sqrt().round() as usize;
-    if q * q != p {
-        return Err(PmmError::Config(format!(
-            "PMM needs a square number of processes (1, 4, 9, 16, ...), got {p}"
-        )));
-    }
-    if cfg.size == 0 || !cfg.size.is_multiple_of(q) {
-        return Err(PmmError::Config(format!(
-            "matrix size {} must be a positive multiple of the grid side {q}",
-            cfg.size
-        )));
-    }
-    if let Some(g) = cfg.emulate_gflops {
-        emulation::PMM_GFLOPS
-            .check(g)
-            .map_err(|why| PmmError::Config(format!("emulated rate {why}")))?;
-    }
+    cfg.check()
+        .and_then(|()| cfg.check_procs(p))
+        .map_err(|e| PmmError::Config(e.to_string()))?;
+    let q = pmm_grid_side(p).unwrap_or(1);
     let m = cfg.size / q;
     let kernel_time = match cfg.emulate_gflops {
         None => None,
@@ -477,7 +457,7 @@ fn broadcast_verdict(
         }
         None => Vec::new(),
     };
-    let got = collectives::bcast(comm, world, 0, bytes, BcastAlgo::Binomial)?;
+    let got = collectives::bcast(comm, world, 0, bytes, Bcast::Binomial)?;
     let ok = got.first() == Some(&1);
     let text = String::from_utf8_lossy(got.get(1..).unwrap_or_default()).into_owned();
     Ok((text, ok))
@@ -491,11 +471,11 @@ mod tests {
     #[test]
     fn fox_is_correct_for_flat_binomial_and_pipelined_on_1_4_9_ranks() {
         for p in [1usize, 4, 9] {
-            for algo in [BcastAlgo::Flat, BcastAlgo::Binomial, BcastAlgo::Pipelined] {
+            for algo in [Bcast::Flat, Bcast::Binomial, Bcast::Pipelined] {
                 let res = run_local(p, move |c| {
                     multiply(
                         &c,
-                        &PmmConfig {
+                        &PmmOptions {
                             size: 36,
                             bcast: algo,
                             emulate_gflops: None,
@@ -516,9 +496,9 @@ mod tests {
         let res = run_local(4, |c| {
             multiply(
                 &c,
-                &PmmConfig {
+                &PmmOptions {
                     size: SERIAL_CHECK_MAX + 4,
-                    bcast: BcastAlgo::Binomial,
+                    bcast: Bcast::Binomial,
                     emulate_gflops: None,
                 },
             )
@@ -550,9 +530,9 @@ mod tests {
         let res = run_local(2, |c| {
             multiply(
                 &c,
-                &PmmConfig {
+                &PmmOptions {
                     size: 8,
-                    bcast: BcastAlgo::Flat,
+                    bcast: Bcast::Flat,
                     emulate_gflops: None,
                 },
             )
@@ -563,9 +543,9 @@ mod tests {
         let res = run_local(4, |c| {
             multiply(
                 &c,
-                &PmmConfig {
+                &PmmOptions {
                     size: 9,
-                    bcast: BcastAlgo::Flat,
+                    bcast: Bcast::Flat,
                     emulate_gflops: None,
                 },
             )
@@ -579,11 +559,11 @@ mod tests {
     fn emulated_compute_sleeps_the_kernel_time_and_checks_every_block() {
         // M = 64 on 2 x 2: blocks of 32, 2 x 32^3 = 65536 flops per step, 2 steps; at
         // 0.0001 GFLOP/s that is 0.655 s per step, 1.31 s in all.
-        for algo in [BcastAlgo::Flat, BcastAlgo::Binomial, BcastAlgo::Pipelined] {
+        for algo in [Bcast::Flat, Bcast::Binomial, Bcast::Pipelined] {
             let res = run_local(4, move |c| {
                 multiply(
                     &c,
-                    &PmmConfig {
+                    &PmmOptions {
                         size: 64,
                         bcast: algo,
                         emulate_gflops: Some(0.0001),
@@ -630,24 +610,28 @@ mod tests {
             let res = run_local(1, move |c| {
                 multiply(
                     &c,
-                    &PmmConfig {
+                    &PmmOptions {
                         size: 8,
-                        bcast: BcastAlgo::Flat,
+                        bcast: Bcast::Flat,
                         emulate_gflops: Some(bad),
                     },
                 )
                 .unwrap_err()
                 .to_string()
             });
-            assert!(res[0].contains("emulated rate"), "{bad}: {}", res[0]);
+            assert!(
+                res[0].contains("emulate_gflops must be from"),
+                "{bad}: {}",
+                res[0]
+            );
         }
         // A rate and size whose one step would sleep beyond a day are refused, not slept.
         let res = run_local(1, |c| {
             multiply(
                 &c,
-                &PmmConfig {
+                &PmmOptions {
                     size: 100_000,
-                    bcast: BcastAlgo::Flat,
+                    bcast: Bcast::Flat,
                     emulate_gflops: Some(1e-6),
                 },
             )

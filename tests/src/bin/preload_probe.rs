@@ -26,6 +26,7 @@ fn errno_name(e: i32) -> String {
 }
 
 fn peer_of(fd: i32) -> String {
+    // SAFETY: an open socket of this process, borrowed (never closed here).
     let s = std::mem::ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
     s.peer_addr()
         .map_or_else(|e| e.to_string(), |a| a.to_string())
@@ -55,6 +56,7 @@ fn serve(addr: SocketAddr) {
 
 fn connect(addr: SocketAddr, nonblocking: bool) -> i32 {
     let s = if nonblocking {
+        // SAFETY: plain socket creation.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0) };
         let SocketAddr::V4(a) = addr else {
             panic!("IPv4 only")
@@ -67,6 +69,7 @@ fn connect(addr: SocketAddr, nonblocking: bool) -> i32 {
             },
             sin_zero: [0; 8],
         };
+        // SAFETY: a valid sockaddr_in and its size.
         let r = unsafe {
             libc::connect(
                 fd,
@@ -85,9 +88,11 @@ fn connect(addr: SocketAddr, nonblocking: bool) -> i32 {
             events: libc::POLLOUT,
             revents: 0,
         };
+        // SAFETY: one valid pollfd.
         unsafe { libc::poll(&mut p, 1, 20_000) };
         let mut err: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: an int-sized option into an int.
         unsafe {
             libc::getsockopt(
                 fd,
@@ -101,6 +106,7 @@ fn connect(addr: SocketAddr, nonblocking: bool) -> i32 {
             println!("error={}", errno_name(err));
             return 1;
         }
+        // SAFETY: the socket created above, owned from here on.
         let s = unsafe { TcpStream::from_raw_fd(fd) };
         s.set_nonblocking(false).unwrap();
         s

@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
+use throttle_proto::workload::{Bcast, BfsOptions, Options, PmmOptions};
 use throttle_proto::Rate;
 
 use super::{interrupt_flag, parse_cti, parse_list, Context, Exit};
@@ -29,7 +30,7 @@ use crate::output;
 use crate::progress::SweepProgress;
 use crate::report;
 use crate::store::Store;
-use crate::sweep::{self, Sweep, SweepEnd, SweepSpec};
+use crate::sweep::{self, Repeats, Sweep, SweepEnd, SweepSpec};
 
 #[derive(ClapArgs, Debug)]
 #[command(
@@ -123,66 +124,44 @@ impl Args {
         })
     }
 
-    /// The sweep spec (TOML) the demo runs, and a line saying what it sweeps.
-    fn spec(&self, nodes: &[String]) -> Result<(String, String)> {
-        let bws: Vec<String> = self
-            .bandwidths()
-            .split(',')
-            .map(|b| format!("\"{}\"", b.trim()))
-            .collect();
-        let common = format!(
-            // One retry: a run flagged because this machine starves 25 agents is flagged
-            // again, and three tries of every such point doubled the demo's time.
-            "nodes = [{}]\nbandwidths = [{}]\nrepeats = {}\nsettle = {}\ntime_limit = 300\nseed = 1\nretries = 1\n",
-            nodes.join(", "),
-            bws.join(", "),
-            self.repeats,
-            self.settle,
-        );
-        Ok(match self.workload {
-            DemoWorkload::Pmm => {
-                crate::job::check_emulated(
-                    "pmm emulate_gflops",
-                    throttle_proto::emulation::PMM_GFLOPS,
-                    Some(self.emulate_gflops),
-                )?;
-                if self.size == 0 {
-                    anyhow::bail!("--size must be a positive matrix order");
-                }
-                for n in nodes {
-                    let n: usize = n.parse()?;
-                    let q = (n as f64).sqrt().round() as usize;
-                    if q * q != n {
-                        anyhow::bail!(
-                            "--workload pmm needs square node counts (4,9,16,25, ...): {n} is not"
-                        );
-                    }
-                    if !self.size.is_multiple_of(q) {
-                        anyhow::bail!(
-                            "--size {} is not a multiple of {q}, the grid side for {n} nodes",
-                            self.size
-                        );
-                    }
-                }
-                (
-                    format!(
-                        "workload = \"pmm\"\n{common}[pmm]\nsize = {}\nbcast = \"binomial\"\nemulate_gflops = {}\n",
-                        self.size, self.emulate_gflops
-                    ),
-                    format!(
-                        "Fox PMM M={} (binomial broadcast; compute emulated at {} GFLOP/s per node: ranks sleep, the traffic is real)",
-                        self.size, self.emulate_gflops
-                    ),
-                )
-            }
-            DemoWorkload::Bfs => (
+    /// The sweep the demo runs, and a line saying what it sweeps.
+    fn spec(&self, sizes: &[usize]) -> (SweepSpec, String) {
+        let (options, what) = match self.workload {
+            DemoWorkload::Pmm => (
+                Options::Pmm(PmmOptions {
+                    size: self.size,
+                    bcast: Bcast::Binomial,
+                    emulate_gflops: Some(self.emulate_gflops),
+                }),
                 format!(
-                    "workload = \"bfs\"\n{common}[bfs]\nscale = {}\nkeys = {}\nvalidate = false\n",
-                    self.scale, self.keys
+                    "Fox PMM M={} (binomial broadcast; compute emulated at {} GFLOP/s per node: ranks sleep, the traffic is real)",
+                    self.size, self.emulate_gflops
                 ),
+            ),
+            DemoWorkload::Bfs => (
+                Options::Bfs(BfsOptions {
+                    scale: self.scale,
+                    keys: self.keys,
+                    validate: false,
+                    ..BfsOptions::default()
+                }),
                 format!("BFS scale {}", self.scale),
             ),
-        })
+        };
+        let bandwidths = self
+            .bandwidths()
+            .split(',')
+            .map(|b| toml::Value::String(b.trim().to_string()))
+            .collect();
+        let mut spec = SweepSpec::new(options, sizes.to_vec(), bandwidths);
+        spec.repeats = Repeats::Fixed(self.repeats);
+        spec.settle = self.settle;
+        spec.time_limit = 300.0;
+        spec.seed = 1;
+        // One retry: a run flagged because this machine starves 25 agents is flagged
+        // again, and three tries of every such point doubled the demo's time.
+        spec.retries = 1;
+        (spec, what)
     }
 }
 
@@ -245,8 +224,8 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     let max_nodes = *sizes.last().unwrap_or(&1);
     // Every input is checked before the previous demo's results are removed.
     let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    let (spec_text, what) = opts.spec(&nodes)?;
-    let spec: SweepSpec = toml::from_str(&spec_text)?;
+    let (spec, what) = opts.spec(&sizes);
+    let spec_text = toml::to_string(&spec)?;
     let sweep = Sweep::new(spec)?;
     std::fs::create_dir_all(&opts.dir)?;
     let dir = opts.dir.canonicalize()?;

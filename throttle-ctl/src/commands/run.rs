@@ -6,11 +6,15 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::{Args as ClapArgs, ValueEnum};
+use throttle_proto::workload::{
+    BfsOptions, CommandOptions, MwOptions, Options, PmmOptions, ProgramOptions,
+};
 use throttle_proto::Pct;
 
 use super::{interrupt_flag, Context, Exit};
-use crate::job::{self, Bcast, JobSpec, RunStatus, SavedShapes, Workload};
+use crate::job::{self, JobSpec, RunStatus, SavedShapes};
 use crate::output;
+use crate::workload::Workload;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum WorkloadKind {
@@ -66,48 +70,6 @@ pub struct Args {
     /// Bandwidth in percent of the capacity (0.01 to 100), or `unlimited`.
     #[arg(long, default_value = "100")]
     bw: Pct,
-    /// BFS: graph scale (2^SCALE vertices).
-    #[arg(long, default_value_t = 16)]
-    scale: u32,
-    /// BFS: edges per vertex.
-    #[arg(long, default_value_t = 16)]
-    edge_factor: u32,
-    /// BFS: number of search keys.
-    #[arg(long, default_value_t = 64)]
-    keys: usize,
-    /// BFS: skip validation (faster sweeps).
-    #[arg(long)]
-    no_validate: bool,
-    /// BFS: emulate compute, every level's local step lasting as on a node scanning this
-    /// many million edges per second (ranks do not compete for this host's cores; the
-    /// search stays real).
-    #[arg(long, value_name = "MEPS")]
-    emulate_meps: Option<f64>,
-    /// PMM: matrix order.
-    #[arg(long, default_value_t = 1024)]
-    size: usize,
-    /// PMM: row broadcast, flat, binomial or pipelined.
-    #[arg(long, default_value = "binomial")]
-    bcast: Bcast,
-    /// PMM: sleep for the time a node at this many GFLOP/s would compute, instead of
-    /// multiplying (ranks do not compete for this host's cores; blocks are checked).
-    #[arg(long, value_name = "GFLOPS")]
-    emulate_gflops: Option<f64>,
-    /// mw: bytes per iteration (tasks out and results back together).
-    #[arg(long, default_value_t = 16_000_000)]
-    volume: u64,
-    /// mw: share of the volume the master sends.
-    #[arg(long, default_value_t = 0.5)]
-    alpha: f64,
-    /// mw: seconds of work per iteration, shared by the workers.
-    #[arg(long, default_value_t = 2.0)]
-    compute_seconds: f64,
-    /// mw: timed iterations (the median is reported).
-    #[arg(long, default_value_t = 3)]
-    iterations: u32,
-    /// mw: how a worker computes.
-    #[arg(long, value_enum, default_value = "sleep")]
-    work: crate::job::MwWork,
     /// program: the executable (on the agents' allow-list).
     #[arg(long)]
     program: Option<String>,
@@ -124,54 +86,37 @@ pub struct Args {
     /// Arguments for --workload program.
     #[arg(last = true)]
     args: Vec<String>,
+    // The programs' own flags, defined once with their options (throttle_proto::workload).
+    #[command(flatten, next_help_heading = "BFS (--workload bfs)")]
+    bfs: BfsOptions,
+    #[command(flatten, next_help_heading = "PMM (--workload pmm)")]
+    pmm: PmmOptions,
+    #[command(flatten, next_help_heading = "Master/worker (--workload mw)")]
+    mw: MwOptions,
 }
 
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
-        let workload = match self.workload {
-            None => Workload::Command {
-                command: crate::external::CommandTemplate::parse(
-                    self.cmd.as_deref().unwrap_or_default(),
-                )?,
-                time_regex: match (&self.time_regex, &self.rate_regex) {
-                    (Some(t), _) => Some(crate::external::TimeRegex::parse(t)?),
-                    (None, Some(r)) => Some(crate::external::TimeRegex::parse_rate(r)?),
-                    (None, None) => None,
-                },
-                intercept: self.intercept,
-            },
-            Some(WorkloadKind::Bfs) => Workload::Bfs {
-                scale: self.scale,
-                edge_factor: self.edge_factor,
-                keys: self.keys,
-                validate: !self.no_validate,
-                emulate_meps: self.emulate_meps,
-            },
-            Some(WorkloadKind::Pmm) => Workload::Pmm {
-                size: self.size,
-                bcast: self.bcast,
-                emulate_gflops: self.emulate_gflops,
-            },
-            Some(WorkloadKind::Mw) => {
-                let o = crate::job::MwOptions {
-                    volume: self.volume,
-                    alpha: self.alpha,
-                    compute_seconds: self.compute_seconds,
-                    iterations: self.iterations,
-                    work: self.work,
-                };
-                o.check()?;
-                Workload::Mw(o)
-            }
-            Some(WorkloadKind::Program) => Workload::Program {
-                program: self
+        let options = match self.workload {
+            None => Options::Command(CommandOptions {
+                run: self.cmd.unwrap_or_default(),
+                time_regex: self.time_regex,
+                rate_regex: self.rate_regex,
+                intercept: self.intercept.map(|m| m.as_str().to_string()),
+            }),
+            Some(WorkloadKind::Bfs) => Options::Bfs(self.bfs),
+            Some(WorkloadKind::Pmm) => Options::Pmm(self.pmm),
+            Some(WorkloadKind::Mw) => Options::Mw(self.mw),
+            Some(WorkloadKind::Program) => Options::Program(ProgramOptions {
+                name: self
                     .program
                     .ok_or_else(|| anyhow!("--workload program needs --program NAME"))?,
                 args: self.args,
-            },
+            }),
         };
         // Refused before the cluster is asked anything.
-        workload.check_emulated_rate()?;
+        let workload = Workload::new(options)?;
+        workload.check_procs(self.nodes * self.ranks_per_node)?;
         let cluster = ctx.cluster()?;
         let spec_workload = workload.clone();
         let spec = JobSpec {
@@ -205,11 +150,7 @@ impl Args {
                 outcome.status,
                 outcome.seconds
             ));
-            if let Workload::Command {
-                time_regex: Some(re),
-                ..
-            } = &spec_workload
-            {
+            if let Some(re) = spec_workload.command().and_then(|c| c.time_regex.as_ref()) {
                 let rate = outcome.result.as_ref().and_then(|r| r.metric("rate"));
                 match (re.is_rate(), rate, outcome.kernel_seconds()) {
                     (true, Some(r), _) => {

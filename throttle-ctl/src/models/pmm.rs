@@ -27,7 +27,7 @@ use serde::Serialize;
 use throttle_proto::Pct;
 
 use crate::analysis::stats::median;
-use crate::job::Bcast;
+use throttle_proto::workload::Bcast;
 
 /// The model's parameters: what the kernel and the link cost.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

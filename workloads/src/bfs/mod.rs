@@ -20,36 +20,12 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::comm::collectives::{self, BcastAlgo};
+use throttle_proto::workload::BfsOptions;
+
+use crate::comm::collectives::{self, Bcast};
 use crate::comm::{Comm, CommError};
 use generator::Kronecker;
 use graph::DistGraph;
-
-#[derive(Clone, Debug)]
-pub struct BfsConfig {
-    pub scale: u32,
-    pub edge_factor: u32,
-    pub seed: u64,
-    /// Number of search keys (Graph500: 64).
-    pub keys: usize,
-    /// Validate every search (untimed).
-    pub validate: bool,
-    /// Emulate compute at this many million edges scanned per second per node.
-    pub emulate_meps: Option<f64>,
-}
-
-impl Default for BfsConfig {
-    fn default() -> Self {
-        BfsConfig {
-            scale: 16,
-            edge_factor: 16,
-            seed: 1,
-            keys: 64,
-            validate: true,
-            emulate_meps: None,
-        }
-    }
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BfsResult {
@@ -165,23 +141,10 @@ fn from_i64_bytes(b: &[u8]) -> Vec<i64> {
 }
 
 /// The whole benchmark: collective over all ranks; every rank gets the same result.
-pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
-    if !(1..=30).contains(&cfg.scale) {
-        return Err(BfsError::Config(format!(
-            "scale {} is outside 1..=30",
-            cfg.scale
-        )));
-    }
-    if let Some(r) = cfg.emulate_meps {
-        throttle_proto::emulation::BFS_MEPS
-            .check(r)
-            .map_err(|why| BfsError::Config(format!("emulated scan rate {why}")))?;
-    }
-    if cfg.edge_factor == 0 || cfg.keys == 0 {
-        return Err(BfsError::Config(
-            "edge factor and number of keys must be positive".into(),
-        ));
-    }
+pub fn benchmark(comm: &Comm, cfg: &BfsOptions) -> Result<BfsResult, BfsError> {
+    cfg.check()
+        .and_then(|()| cfg.check_procs(comm.size()))
+        .map_err(|e| BfsError::Config(e.to_string()))?;
     let world = comm.world();
     let gen = Kronecker::new(cfg.scale, cfg.edge_factor, cfg.seed);
     collectives::barrier(comm, &world)?;
@@ -248,7 +211,7 @@ pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
                     }
                 }
             }
-            let verdict = collectives::bcast(comm, &world, 0, verdict, BcastAlgo::Binomial)?;
+            let verdict = collectives::bcast(comm, &world, 0, verdict, Bcast::Binomial)?;
             if !verdict.is_empty() {
                 validated = false;
                 validation = String::from_utf8_lossy(&verdict).into_owned();
@@ -260,7 +223,7 @@ pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
         .iter()
         .flat_map(|x| x.to_le_bytes())
         .collect();
-    let times = collectives::bcast(comm, &world, 0, times_bytes, BcastAlgo::Binomial)?;
+    let times = collectives::bcast(comm, &world, 0, times_bytes, Bcast::Binomial)?;
     let search_seconds: Vec<f64> = times
         .chunks_exact(8)
         .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
@@ -277,7 +240,7 @@ pub fn benchmark(comm: &Comm, cfg: &BfsConfig) -> Result<BfsResult, BfsError> {
         &world,
         0,
         comm_seconds.to_le_bytes().to_vec(),
-        BcastAlgo::Binomial,
+        Bcast::Binomial,
     )?;
     let comm_seconds = f64::from_le_bytes(comm_seconds.as_slice().try_into().unwrap_or([0; 8]));
     Ok(BfsResult {
@@ -399,8 +362,8 @@ mod tests {
     use super::*;
     use crate::comm::run_local;
 
-    fn cfg(scale: u32) -> BfsConfig {
-        BfsConfig {
+    fn cfg(scale: u32) -> BfsOptions {
+        BfsOptions {
             scale,
             edge_factor: 16,
             seed: 3,
@@ -449,7 +412,7 @@ mod tests {
             run_local(4, move |c| {
                 benchmark(
                     &c,
-                    &BfsConfig {
+                    &BfsOptions {
                         emulate_meps: Some(meps),
                         ..cfg(10)
                     },
@@ -479,7 +442,7 @@ mod tests {
             let e = run_local(1, move |c| {
                 benchmark(
                     &c,
-                    &BfsConfig {
+                    &BfsOptions {
                         emulate_meps: Some(bad),
                         ..cfg(6)
                     },
@@ -487,7 +450,11 @@ mod tests {
                 .unwrap_err()
                 .to_string()
             });
-            assert!(e[0].contains("emulated scan rate"), "{bad}: {}", e[0]);
+            assert!(
+                e[0].contains("emulate_meps must be from"),
+                "{bad}: {}",
+                e[0]
+            );
         }
     }
 

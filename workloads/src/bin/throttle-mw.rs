@@ -2,8 +2,9 @@
 //! (`throttle-ctl run --workload mw`, sweeps over worker counts).
 
 use clap::Parser;
+use throttle_proto::workload::MwOptions;
 use workloads::comm::Comm;
-use workloads::master_worker::{self, MwConfig, Work};
+use workloads::master_worker;
 
 /// One rank of a master/worker program: rank 0 sends each of the other ranks its share of
 /// the data (alpha x volume), they compute for compute-seconds / workers and return the
@@ -11,32 +12,13 @@ use workloads::master_worker::{self, MwConfig, Work};
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// V: bytes per iteration, tasks and results together.
-    #[arg(long, default_value_t = 16_000_000)]
-    volume: u64,
-    /// Share of the volume the master sends (0 to 1); the rest returns as results.
-    #[arg(long, default_value_t = 0.5)]
-    alpha: f64,
-    /// Tc: seconds of computation per iteration, shared by the workers.
-    #[arg(long, default_value_t = 2.0)]
-    compute_seconds: f64,
-    /// Timed iterations (after one warm-up iteration).
-    #[arg(long, default_value_t = 3)]
-    iterations: usize,
-    /// How a worker computes: sleep (a node with its own CPU) or spin (burn this CPU).
-    #[arg(long, default_value = "sleep")]
-    work: Work,
+    #[command(flatten)]
+    options: MwOptions,
 }
 
 fn main() {
     let args = Args::parse();
-    let cfg = MwConfig {
-        volume: args.volume,
-        alpha: args.alpha,
-        compute_seconds: args.compute_seconds,
-        iterations: args.iterations,
-        work: args.work,
-    };
+    let cfg = args.options;
     if let Err(e) = cfg.check() {
         eprintln!("throttle-mw: {e}");
         std::process::exit(2)

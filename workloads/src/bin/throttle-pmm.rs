@@ -1,42 +1,32 @@
 //! Fox matrix multiplication rank. Started by throttle agents (`throttle-ctl run --workload pmm`).
 
 use clap::Parser;
-use workloads::comm::{BcastAlgo, Comm};
-use workloads::pmm::{self, PmmConfig};
+use throttle_proto::workload::PmmOptions;
+use workloads::comm::Comm;
+use workloads::pmm;
 
 /// One rank of Fox's broadcast-multiply-roll matrix multiplication (needs a square
 /// number of ranks).
 #[derive(Parser, Debug)]
 #[command(version)]
 struct Args {
-    /// Matrix order M (a multiple of sqrt(ranks)).
-    #[arg(long, default_value_t = 1024)]
-    size: usize,
-    /// Row broadcast: flat, binomial or pipelined.
-    #[arg(long, default_value = "binomial")]
-    bcast: BcastAlgo,
-    /// Sleep for the time a node computing at this many GFLOP/s would take, instead of
-    /// multiplying (each rank stands for a node with its own CPU; the received blocks are
-    /// checked instead of the product).
-    #[arg(long, value_name = "GFLOPS")]
-    emulate_gflops: Option<f64>,
+    #[command(flatten)]
+    options: PmmOptions,
 }
 
 fn main() {
     let args = Args::parse();
+    let cfg = args.options;
+    if let Err(e) = cfg.check() {
+        eprintln!("throttle-pmm: {e}");
+        std::process::exit(2)
+    }
     let comm = Comm::from_env().unwrap_or_else(|e| {
         eprintln!("throttle-pmm: {e}");
         std::process::exit(2)
     });
     let rank = comm.rank();
-    let result = match pmm::multiply(
-        &comm,
-        &PmmConfig {
-            size: args.size,
-            bcast: args.bcast,
-            emulate_gflops: args.emulate_gflops,
-        },
-    ) {
+    let result = match pmm::multiply(&comm, &cfg) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("throttle-pmm rank {rank}: {e}");

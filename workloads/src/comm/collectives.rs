@@ -46,40 +46,7 @@ impl Group {
     }
 }
 
-/// Broadcast algorithm (seeds/000: flat as Dryad, binomial as MPI, pipelined for large).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BcastAlgo {
-    /// The root sends to every member in turn.
-    Flat,
-    /// A binomial tree: log2(n) rounds.
-    Binomial,
-    /// A chain, the message cut into segments forwarded as they arrive.
-    Pipelined,
-}
-
-impl std::str::FromStr for BcastAlgo {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "flat" => Ok(BcastAlgo::Flat),
-            "binomial" => Ok(BcastAlgo::Binomial),
-            "pipelined" => Ok(BcastAlgo::Pipelined),
-            _ => Err(format!(
-                "broadcast `{s}` is not one of flat, binomial, pipelined"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for BcastAlgo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            BcastAlgo::Flat => "flat",
-            BcastAlgo::Binomial => "binomial",
-            BcastAlgo::Pipelined => "pipelined",
-        })
-    }
-}
+pub use throttle_proto::workload::Bcast;
 
 /// Broadcast `data` (meaningful at `root`, a group index) to every member; returns it.
 pub fn bcast(
@@ -87,7 +54,7 @@ pub fn bcast(
     g: &Group,
     root: usize,
     data: Vec<u8>,
-    algo: BcastAlgo,
+    algo: Bcast,
 ) -> Result<Vec<u8>, CommError> {
     let n = g.size();
     if n == 1 {
@@ -97,7 +64,7 @@ pub fn bcast(
     let rel = (me + n - root) % n;
     let abs = |r: usize| g.global((r + root) % n);
     match algo {
-        BcastAlgo::Flat => {
+        Bcast::Flat => {
             if rel == 0 {
                 for r in 1..n {
                     comm.send(abs(r), TAG_BCAST, &data)?;
@@ -107,7 +74,7 @@ pub fn bcast(
                 comm.recv(abs(0), TAG_BCAST)
             }
         }
-        BcastAlgo::Binomial => {
+        Bcast::Binomial => {
             let mut data = data;
             let mut mask = 1;
             while mask < n {
@@ -126,7 +93,7 @@ pub fn bcast(
             }
             Ok(data)
         }
-        BcastAlgo::Pipelined => {
+        Bcast::Pipelined => {
             // Length first, then segments down the chain rel 0 -> 1 -> ... -> n-1.
             let next = (rel + 1 < n).then(|| abs(rel + 1));
             if rel == 0 {
@@ -301,7 +268,7 @@ mod tests {
 
     #[test]
     fn every_broadcast_delivers_the_same_bytes() {
-        for algo in [BcastAlgo::Flat, BcastAlgo::Binomial, BcastAlgo::Pipelined] {
+        for algo in [Bcast::Flat, Bcast::Binomial, Bcast::Pipelined] {
             for n in [1, 2, 3, 5, 8] {
                 for root in [0, n - 1] {
                     let got = run_local(n, move |c| {

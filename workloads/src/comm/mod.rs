@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use throttle_proto::name::Name;
 
-pub use collectives::{BcastAlgo, Group};
+pub use collectives::{Bcast, Group};
 use mailbox::{Mailbox, Message};
 
 /// Why a communication failed. Every variant says which rank and what to look at.

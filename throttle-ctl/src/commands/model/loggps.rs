@@ -8,15 +8,17 @@ use anyhow::{anyhow, Result};
 use clap::Args as ClapArgs;
 use serde::Deserialize;
 use throttle_proto::rate::format_bits_per_sec;
+use throttle_proto::workload::{LogGpsOptions, Options};
 use throttle_proto::Pct;
 
 use super::pct_text;
 use crate::commands::{interrupt_flag, parse_list, Context};
-use crate::job::{self, JobSpec, RunStatus, SavedShapes, Workload};
+use crate::job::{self, JobSpec, RunStatus, SavedShapes};
 use crate::models::loggps::{self, LinkFit, G_TOLERANCE};
 use crate::output;
 use crate::store::{LinkRow, Store, DEFAULT_DB};
 use crate::table::Table;
+use crate::workload::Workload;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -124,18 +126,13 @@ impl Args {
         if bandwidths.is_empty() || procs.is_empty() || sizes.is_empty() {
             anyhow::bail!("--bandwidths, --procs and --sizes need at least one value each");
         }
-        let mut distinct = sizes.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        if distinct.len() < 2 || sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
-            anyhow::bail!("--sizes needs at least two different sizes (the per-byte overheads are slopes over them), 1 byte to 64 MiB each");
-        }
-        if !(1..=100_000).contains(&self.repeats) {
-            anyhow::bail!("--repeats must be between 1 and 100000");
-        }
-        if !(self.stream_seconds.is_finite() && (0.05..=60.0).contains(&self.stream_seconds)) {
-            anyhow::bail!("--stream-seconds must be between 0.05 and 60");
-        }
+        // The program's own checks, before anything is shaped.
+        let workload = Workload::new(Options::LogGps(LogGpsOptions {
+            sizes: sizes.clone(),
+            repeats: self.repeats,
+            stream_seconds: self.stream_seconds,
+            ..LogGpsOptions::default()
+        }))?;
         let cluster = ctx.cluster()?;
         let have = cluster.file.nodes.len();
         if let Some(&p) = procs.iter().find(|&&p| p < 2 || p > have) {
@@ -160,11 +157,7 @@ impl Args {
             {
                 eprintln!("[{}/{total}] P={p} at {}", i + 1, pct_text(bw));
                 let spec = JobSpec {
-                    workload: Workload::LogGps {
-                        sizes: sizes.clone(),
-                        repeats: self.repeats,
-                        stream_seconds: self.stream_seconds,
-                    },
+                    workload: workload.clone(),
                     nodes: p,
                     ranks_per_node: 1,
                     bw,

@@ -8,11 +8,12 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args as ClapArgs, ValueEnum};
 use serde::Serialize;
+use throttle_proto::workload::{MwOptions, Options};
 use throttle_proto::Pct;
 
 use super::{pct_err, pct_text, secs, stored};
 use crate::analysis::stats::median;
-use crate::job::MwOptions;
+
 use crate::models::loggps;
 use crate::models::master_worker::{Expression, MwModel, Sending, VolumeScaling};
 use crate::output;
@@ -104,7 +105,7 @@ impl Args {
         let mut skipped = Vec::new();
         for ((options, _), runs) in groups {
             let pct = runs[0].bw_pct;
-            let Ok(opts) = serde_json::from_str::<MwOptions>(&options) else {
+            let Ok(Options::Mw(opts)) = Options::from_json("mw", &options) else {
                 skipped.push(format!(
                     "{} run(s) at {}: their options are not a master/worker program's ({options})",
                     runs.len(),

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
+use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
 use super::{metric, pct_err, pct_text, secs, stored};
@@ -34,14 +35,11 @@ pub struct Args {
 
 /// A stored run as the model sees it, or why it cannot be one.
 fn pmm_run(r: &RunRow, tflops: Option<f64>) -> Result<PmmRun, &'static str> {
-    let unsaid = "its options do not say the matrix size and broadcast";
-    let o: serde_json::Value = serde_json::from_str(&r.options).map_err(|_| unsaid)?;
-    let size = o.get("size").and_then(|v| v.as_u64()).ok_or(unsaid)? as usize;
-    let bcast = o
-        .get("bcast")
-        .and_then(|v| v.as_str())
-        .and_then(|b| b.parse().ok())
-        .ok_or(unsaid)?;
+    let Ok(Options::Pmm(PmmOptions { size, bcast, .. })) =
+        Options::from_json(&r.workload, &r.options)
+    else {
+        return Err("its options are not a PMM run's (matrix size and broadcast)");
+    };
     let grid = (r.procs as f64).sqrt().round() as usize;
     if grid * grid != r.procs as usize || grid == 0 || !size.is_multiple_of(grid) {
         return Err("its process count is not a square grid dividing the matrix");
