@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::bootstrap::{self, Interval};
-use super::chain::{self, BwKey, Chain};
+use super::cells::BwKey;
+use super::chain::{self, Chain};
 use super::demand::Censored;
-use super::render::flag;
 use super::traffic::Volumes;
 
 /// Which projection a check is of.
@@ -224,7 +224,7 @@ pub fn verdict(checks: &[Check], model: Model) -> Verdict {
                 m.procs,
                 m.cti,
                 m.projected,
-                flag(m.measured_censored),
+                m.measured_censored.mark(),
                 m.measured,
                 if m.error_is_bound {
                     format!("|error| at least {:.1} pp", m.error_pp.abs())
@@ -299,10 +299,49 @@ impl Verdict {
     }
 }
 
+/// Which projection the backtest supports: mean absolute error over the checks both
+/// models made where the measurement is a value above the noise.
+pub fn support(checks: &[Check], have_traffic: bool) -> String {
+    if !have_traffic {
+        return "only the DC projection is available (no traffic recorded with the runs)".into();
+    }
+    let evidence =
+        |c: &&Check| c.measured_censored == Censored::None && !c.below_noise && !c.held_out;
+    let mut pairs = Vec::new();
+    for d in checks
+        .iter()
+        .filter(|c| c.model == Model::Dc)
+        .filter(evidence)
+    {
+        if let Some(t) = checks
+            .iter()
+            .find(|t| t.model == Model::Traffic && t.procs == d.procs && t.cti == d.cti)
+        {
+            pairs.push((d.error_pp.abs(), t.error_pp.abs()));
+        }
+    }
+    if pairs.is_empty() {
+        return "the backtest cannot tell the two projections apart: no size was measured that both could be checked on with a value above the noise".into();
+    }
+    let n = pairs.len() as f64;
+    let dc = pairs.iter().map(|p| p.0).sum::<f64>() / n;
+    let tr = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+    let better = if tr < dc { "traffic" } else { "DC" };
+    format!(
+        "over {} backtest check(s) both could make, mean |error| DC {dc:.1} pp, traffic {tr:.1} pp: the data favour the {better} projection{}",
+        pairs.len(),
+        if dc.min(tr) > TOLERANCE_PP {
+            format!(", but neither is within {} pp", TOLERANCE_PP)
+        } else {
+            String::new()
+        }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::chain::bw_key;
+    use crate::analysis::cells::bw_key;
 
     /// Sizes whose demand at CTI 20% is `need(p)`: CTI(bw) = 4 (need + 5 - bw) below
     /// need + 5, measured every 1% (so linear interpolation is exact).

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::chain::{self, BwKey};
+use super::cells::BwKey;
+use super::chain;
 use super::demand::Censored;
 use super::stats::{self, Rng};
 use super::traffic::Volumes;
@@ -154,7 +155,7 @@ pub fn intervals(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::chain::{bw_key, FULL};
+    use crate::analysis::cells::{bw_key, FULL};
 
     /// Two sizes whose CTI(bw) = k (40 - bw) below 40%, with multiplicative noise.
     fn cells(noise: f64, runs: usize, seed: u64) -> BTreeMap<(u32, BwKey), Vec<f64>> {

@@ -8,22 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use super::cells::{bw_of, BwKey, FULL};
 use super::demand::{self, Censored, CtiCurve};
 use super::traffic::{self, Volumes};
-
-/// Bandwidth as a map key: thousandths of a percent.
-pub type BwKey = u64;
-
-/// The 100% baseline's key.
-pub const FULL: BwKey = 100_000;
-
-pub fn bw_key(bw_pct: f64) -> BwKey {
-    (bw_pct * 1000.0).round() as BwKey
-}
-
-pub fn bw_of(key: BwKey) -> f64 {
-    key as f64 / 1000.0
-}
 
 /// One demand figure of the chain.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -190,6 +177,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::cells::bw_key;
 
     /// Medians with CTI(bw, p) = k_p (40 - bw) below 40%.
     fn medians(sizes: &[(u32, f64)]) -> BTreeMap<(u32, BwKey), f64> {

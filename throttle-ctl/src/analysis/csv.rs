@@ -72,6 +72,163 @@ impl<'a> Lines<'a> {
     }
 }
 
+/// Where each column the analysis reads is, and which columns are labels (every other
+/// column not per run: part of the series).
+struct Columns {
+    names: Vec<String>,
+    workload: usize,
+    nodes: usize,
+    procs: usize,
+    bw_pct: usize,
+    repeat: usize,
+    seconds: usize,
+    /// `usize::MAX` when absent (optional columns).
+    status: usize,
+    bytes_sent: usize,
+    cpu_busy_before: usize,
+    flag: usize,
+    labels: Vec<usize>,
+}
+
+impl Columns {
+    fn of(header: &csv::StringRecord) -> Result<Columns> {
+        if header.is_empty() || header.iter().all(str::is_empty) {
+            bail!(
+                "the CSV file is empty: it needs a header with {}",
+                REQUIRED.join(",")
+            );
+        }
+        let names: Vec<String> = header.iter().map(|c| c.to_ascii_lowercase()).collect();
+        let missing: Vec<&str> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|r| !names.iter().any(|c| c == r))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "the CSV header lacks column(s) {}; it needs at least {}",
+                missing.join(", "),
+                REQUIRED.join(",")
+            );
+        }
+        let idx = |name: &str| names.iter().position(|c| c == name).unwrap_or(usize::MAX);
+        Ok(Columns {
+            workload: idx("workload"),
+            nodes: idx("nodes"),
+            procs: idx("procs"),
+            bw_pct: idx("bw_pct"),
+            repeat: idx("repeat"),
+            seconds: idx("seconds"),
+            status: idx("status"),
+            bytes_sent: idx("bytes_sent"),
+            cpu_busy_before: idx("cpu_busy_before"),
+            flag: idx("flag"),
+            labels: (0..names.len())
+                .filter(|&i| {
+                    !REQUIRED.contains(&names[i].as_str()) && !PER_RUN.contains(&names[i].as_str())
+                })
+                .collect(),
+            names,
+        })
+    }
+
+    /// One row as an observation, or everything wrong with it.
+    fn observation(&self, f: &[&str]) -> Result<Observation, Vec<String>> {
+        let procs = f[self.procs].parse::<u32>().ok().filter(|p| *p > 0);
+        let nodes = f[self.nodes].parse::<u32>().ok().filter(|n| *n > 0);
+        let bw = if f[self.bw_pct].eq_ignore_ascii_case("unlimited") {
+            Some(None)
+        } else {
+            f[self.bw_pct]
+                .parse::<f64>()
+                .ok()
+                .filter(|b| b.is_finite() && *b > 0.0 && *b <= 100.0)
+                .map(Some)
+        };
+        let repeat = f[self.repeat].parse::<u32>().ok();
+        let bytes_sent = optional(f, self.bytes_sent).map(str::parse::<u64>);
+        let busy = optional(f, self.cpu_busy_before).map(|v| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|b| (0.0..=1.0).contains(b))
+                .ok_or(())
+        });
+        let ok = self.status == usize::MAX || f[self.status].eq_ignore_ascii_case("ok");
+        // A failed run need not have a time.
+        let seconds = f[self.seconds]
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .or((!ok).then_some(0.0));
+        let mut bad = Vec::new();
+        if procs.is_none() {
+            bad.push(format!(
+                "procs `{}` is not a whole number > 0",
+                f[self.procs]
+            ));
+        }
+        match (nodes, procs) {
+            (None, _) => bad.push(format!(
+                "nodes `{}` is not a whole number > 0",
+                f[self.nodes]
+            )),
+            (Some(n), Some(p)) if n > p => bad.push(format!(
+                "nodes {n} is more than procs {p} (every node runs at least one process)"
+            )),
+            _ => {}
+        }
+        if bw.is_none() {
+            bad.push(format!(
+                "bw_pct `{}` is not a number in (0, 100] or `unlimited`",
+                f[self.bw_pct]
+            ));
+        }
+        if repeat.is_none() {
+            bad.push(format!("repeat `{}` is not a whole number", f[self.repeat]));
+        }
+        if seconds.is_none() {
+            bad.push(format!(
+                "seconds `{}` is not a positive number",
+                f[self.seconds]
+            ));
+        }
+        if f[self.workload].is_empty() {
+            bad.push("workload is empty".into());
+        }
+        if let Some(Err(_)) = bytes_sent {
+            bad.push(format!(
+                "bytes_sent `{}` is not a whole number",
+                f[self.bytes_sent]
+            ));
+        }
+        if let Some(Err(_)) = busy {
+            bad.push(format!(
+                "cpu_busy_before `{}` is not a share from 0 to 1",
+                f[self.cpu_busy_before]
+            ));
+        }
+        if !bad.is_empty() {
+            return Err(bad);
+        }
+        let mut series = f[self.workload].to_string();
+        for &i in &self.labels {
+            series.push_str(&format!(" {}={}", self.names[i], f[i]));
+        }
+        Ok(Observation {
+            series,
+            procs: procs.unwrap_or(1),
+            bw_pct: bw.unwrap_or(None),
+            repeat: repeat.unwrap_or(0),
+            seconds: seconds.unwrap_or(0.0),
+            ok,
+            nodes: nodes.unwrap_or(1),
+            busy: busy.and_then(Result::ok),
+            bytes_sent: bytes_sent.and_then(Result::ok),
+            flag: optional(f, self.flag).map(str::to_string),
+        })
+    }
+}
+
 /// Parse CSV text into observations.
 pub fn parse(text: &str) -> Result<Vec<Observation>> {
     // A spreadsheet's UTF-8 byte-order mark is not part of the first column's name.
@@ -85,39 +242,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         .headers()
         .map_err(|e| anyhow::anyhow!("cannot read the CSV header: {e}"))?
         .clone();
-    if header.is_empty() || header.iter().all(str::is_empty) {
-        bail!(
-            "the CSV file is empty: it needs a header with {}",
-            REQUIRED.join(",")
-        );
-    }
-    let cols: Vec<String> = header.iter().map(|c| c.to_ascii_lowercase()).collect();
-    let missing: Vec<&str> = REQUIRED
-        .iter()
-        .copied()
-        .filter(|r| !cols.iter().any(|c| c == r))
-        .collect();
-    if !missing.is_empty() {
-        bail!(
-            "the CSV header lacks column(s) {}; it needs at least {}",
-            missing.join(", "),
-            REQUIRED.join(",")
-        );
-    }
-    let idx = |name: &str| cols.iter().position(|c| c == name).unwrap_or(usize::MAX);
-    let (iw, ino, ipr, ibw, irep, isec, ist) = (
-        idx("workload"),
-        idx("nodes"),
-        idx("procs"),
-        idx("bw_pct"),
-        idx("repeat"),
-        idx("seconds"),
-        idx("status"),
-    );
-    let (ibytes, ibusy, iflag) = (idx("bytes_sent"), idx("cpu_busy_before"), idx("flag"));
-    let labels: Vec<usize> = (0..cols.len())
-        .filter(|&i| !REQUIRED.contains(&cols[i].as_str()) && !PER_RUN.contains(&cols[i].as_str()))
-        .collect();
+    let cols = Columns::of(&header)?;
     let lines = Lines::new(text);
     let mut out = Vec::new();
     let mut errors = Vec::new();
@@ -139,94 +264,31 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         if record.iter().all(str::is_empty) {
             continue;
         }
-        if record.len() != cols.len() {
+        if record.len() != cols.names.len() {
             errors.push(format!(
                 "line {lineno}: {} fields, the header has {}",
                 record.len(),
-                cols.len()
+                cols.names.len()
             ));
             continue;
         }
         let f: Vec<&str> = record.iter().collect();
-        let procs = f[ipr].parse::<u32>().ok().filter(|p| *p > 0);
-        let nodes = f[ino].parse::<u32>().ok().filter(|n| *n > 0);
-        let bw = if f[ibw].eq_ignore_ascii_case("unlimited") {
-            Some(None)
-        } else {
-            f[ibw]
-                .parse::<f64>()
-                .ok()
-                .filter(|b| b.is_finite() && *b > 0.0 && *b <= 100.0)
-                .map(Some)
+        let o = match cols.observation(&f) {
+            Ok(o) => o,
+            Err(bad) => {
+                errors.push(format!("line {lineno}: {}", bad.join("; ")));
+                continue;
+            }
         };
-        let repeat = f[irep].parse::<u32>().ok();
-        let bytes_sent = optional(&f, ibytes).map(str::parse::<u64>);
-        let busy = optional(&f, ibusy).map(|v| {
-            v.parse::<f64>()
-                .ok()
-                .filter(|b| (0.0..=1.0).contains(b))
-                .ok_or(())
-        });
-        let ok = ist == usize::MAX || f[ist].eq_ignore_ascii_case("ok");
-        let flag = optional(&f, iflag).map(str::to_string);
-        // A failed run need not have a time.
-        let seconds = f[isec]
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .or((!ok).then_some(0.0));
-        let mut bad = Vec::new();
-        if procs.is_none() {
-            bad.push(format!("procs `{}` is not a whole number > 0", f[ipr]));
-        }
-        match (nodes, procs) {
-            (None, _) => bad.push(format!("nodes `{}` is not a whole number > 0", f[ino])),
-            (Some(n), Some(p)) if n > p => bad.push(format!(
-                "nodes {n} is more than procs {p} (every node runs at least one process)"
-            )),
-            _ => {}
-        }
-        if bw.is_none() {
-            bad.push(format!(
-                "bw_pct `{}` is not a number in (0, 100] or `unlimited`",
-                f[ibw]
-            ));
-        }
-        if repeat.is_none() {
-            bad.push(format!("repeat `{}` is not a whole number", f[irep]));
-        }
-        if seconds.is_none() {
-            bad.push(format!("seconds `{}` is not a positive number", f[isec]));
-        }
-        if f[iw].is_empty() {
-            bad.push("workload is empty".into());
-        }
-        if let Some(Err(_)) = bytes_sent {
-            bad.push(format!("bytes_sent `{}` is not a whole number", f[ibytes]));
-        }
-        if let Some(Err(_)) = busy {
-            bad.push(format!(
-                "cpu_busy_before `{}` is not a share from 0 to 1",
-                f[ibusy]
-            ));
-        }
-        if !bad.is_empty() {
-            errors.push(format!("line {lineno}: {}", bad.join("; ")));
-            continue;
-        }
-        let mut series = f[iw].to_string();
-        for &i in &labels {
-            series.push_str(&format!(" {}={}", cols[i], f[i]));
-        }
         // A failed (or flagged) attempt and its retry share a repeat number (`export`
         // writes both); two successful, unflagged runs with the same one are a copy.
-        if ok && flag.is_none() {
+        if o.ok && o.flag.is_none() {
             let key = (
-                series.clone(),
-                nodes.unwrap_or(0),
-                procs.unwrap_or(0),
-                bw.flatten().map(super::chain::bw_key),
-                repeat.unwrap_or(0),
+                o.series.clone(),
+                o.nodes,
+                o.procs,
+                o.bw_pct.map(super::cells::bw_key),
+                o.repeat,
             );
             if let Some(first) = seen.get(&key) {
                 errors.push(format!(
@@ -236,18 +298,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
             }
             seen.insert(key, lineno);
         }
-        out.push(Observation {
-            series,
-            procs: procs.unwrap_or(1),
-            bw_pct: bw.unwrap_or(None),
-            repeat: repeat.unwrap_or(0),
-            seconds: seconds.unwrap_or(0.0),
-            ok,
-            nodes: nodes.unwrap_or(1),
-            busy: busy.and_then(Result::ok),
-            bytes_sent: bytes_sent.and_then(Result::ok),
-            flag,
-        });
+        out.push(o);
     }
     if !errors.is_empty() {
         let shown: Vec<String> = errors.iter().take(20).cloned().collect();

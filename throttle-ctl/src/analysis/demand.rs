@@ -19,6 +19,17 @@ pub enum Censored {
     Above,
 }
 
+impl Censored {
+    /// The figure's mark: `<`, `>` or nothing.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Censored::None => "",
+            Censored::Below => "<",
+            Censored::Above => ">",
+        }
+    }
+}
+
 /// CTI in percent: (T(bw) - T(100)) / T(100) * 100.
 pub fn cti(t_bw: f64, t_100: f64) -> f64 {
     (t_bw - t_100) / t_100 * 100.0

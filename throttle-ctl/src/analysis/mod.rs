@@ -18,8 +18,10 @@
 //! Every formula is DESIGN.md section 5; this module only groups the observations, keeps
 //! held-out sizes out of the fits, runs the chain three ways and collects warnings.
 
+pub mod answer;
 pub mod backtest;
 pub mod bootstrap;
+pub mod cells;
 pub mod chain;
 pub mod csv;
 pub mod demand;
@@ -28,19 +30,18 @@ pub mod regression;
 pub mod render;
 pub mod stats;
 pub mod traffic;
+pub mod warnings;
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
-use serde::Serialize;
 
-use backtest::{Check, Model, Verdict};
+use backtest::Model;
 use bootstrap::Interval;
-use chain::{bw_key, bw_of, BwKey, FULL};
+use cells::{bw_key, bw_of, BwKey, FULL};
 use demand::Censored;
-use noise::Floor;
-use regression::Regression;
 
+pub use answer::{Analysis, DcPair, Demand, MedianPoint, Projection, Saturation, TrafficAnswer};
 pub use render::render;
 
 /// One run, from the store or a CSV file.
@@ -82,127 +83,6 @@ pub struct Question {
     pub keep_flagged: bool,
 }
 
-/// The runs of one (size, bandwidth) summarised: their median and its interval, the
-/// spread, and the CTI of the median.
-#[derive(Clone, Debug, Serialize)]
-pub struct MedianPoint {
-    pub procs: u32,
-    pub bw_pct: f64,
-    pub n: usize,
-    pub median: f64,
-    /// Order-statistic interval of the median; its exact coverage is `ci_coverage`
-    /// (with 3 runs it is their range, which covers 75%, not 95%).
-    pub ci_low: f64,
-    pub ci_high: f64,
-    pub ci_coverage: f64,
-    pub cv: f64,
-    /// CTI of the median, percent (null without a 100% baseline).
-    pub cti: Option<f64>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Demand {
-    pub procs: u32,
-    pub cti: f64,
-    pub bw_pct: f64,
-    pub censored: Censored,
-    /// The level is below this size's noise floor: not used for DC or projection.
-    pub below_noise: bool,
-    /// 90% bootstrap interval (null when the figure existed in under 90% of resamples).
-    pub interval: Option<Interval>,
-    pub held_out: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct DcPair {
-    pub cti: f64,
-    pub p1: u32,
-    pub p2: u32,
-    pub dc: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Projection {
-    pub procs: u32,
-    pub cti: f64,
-    pub bw_pct: f64,
-    /// 90% bootstrap interval over runs.
-    pub bw_pct_ci: Option<(f64, f64)>,
-    /// The demand measured at a held-out size, and how it is censored: with `<` it is the
-    /// lowest step (the truth is at most that), with `>` the highest throttled step (the
-    /// truth is above it); `error_pp` is then a bound too.
-    pub measured_bw_pct: Option<f64>,
-    pub measured_censored: Option<Censored>,
-    /// The measured level is below the held-out size's noise floor.
-    pub measured_below_noise: bool,
-    /// predicted - measured, percentage points.
-    pub error_pp: Option<f64>,
-    pub error_is_bound: bool,
-    /// The demand at p* this projects from is censored.
-    pub from_censored: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Saturation {
-    pub cti: f64,
-    pub procs: f64,
-    /// 90% bootstrap interval over runs.
-    pub interval: Option<Interval>,
-    /// Computed from a censored demand at p*: a bound at best.
-    pub from_censored: bool,
-}
-
-/// The traffic-based projection and what supports it.
-#[derive(Clone, Debug, Serialize)]
-pub struct TrafficAnswer {
-    /// (procs, median bytes sent per node and run).
-    pub bytes_per_node: Vec<(u32, f64)>,
-    /// The model fitted on the fitted sizes (null with fewer than 2 sizes with traffic).
-    pub fit: Option<traffic::Fit>,
-    pub projection: Vec<Projection>,
-    pub verdict: Verdict,
-}
-
-/// The whole answer; `analyze --json` prints it.
-#[derive(Clone, Debug, Serialize)]
-pub struct Analysis {
-    pub series: String,
-    /// Which time was analysed (the job's wall time or the workload's kernel time).
-    pub time_source: String,
-    pub runs: usize,
-    pub failed_runs: usize,
-    /// Runs whose links did not run at their setting; left out unless `flagged_kept`.
-    pub flagged_runs: usize,
-    pub flagged_kept: bool,
-    pub min_repeats: usize,
-    pub regression: Option<Regression>,
-    pub points: Vec<MedianPoint>,
-    /// Per size: the smallest CTI its repeats resolve.
-    pub noise: Vec<Floor>,
-    pub demand: Vec<Demand>,
-    pub dc: Option<f64>,
-    /// 90% bootstrap interval of DC over runs.
-    pub dc_ci: Option<(f64, f64)>,
-    pub dc_pairs: Vec<DcPair>,
-    pub dc_pairs_censored: usize,
-    pub p_star: Option<u32>,
-    pub projection: Vec<Projection>,
-    pub saturation: Vec<Saturation>,
-    pub held_out: Vec<u32>,
-    /// What every derived interval is.
-    pub intervals: String,
-    pub resamples: usize,
-    /// Each measured size from the third on, projected from the smaller ones.
-    pub backtest: Vec<Check>,
-    /// Whether the backtest supports the DC projection.
-    pub verdict: Verdict,
-    /// The traffic model's answer, where the runs' bytes were recorded.
-    pub traffic: Option<TrafficAnswer>,
-    /// Which projection the backtest supports, in words.
-    pub supported: String,
-    pub warnings: Vec<String>,
-}
-
 /// The series to analyse: the one asked for, or the only one.
 fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> {
     let mut series: BTreeMap<&str, usize> = BTreeMap::new();
@@ -240,79 +120,15 @@ fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> 
 /// Run the analysis on `obs`.
 pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let chosen = choose_series(obs, &req.series)?;
-    let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == chosen).collect();
-    let failed_runs = mine.iter().filter(|o| !o.ok).count();
-    let flagged: Vec<&Observation> = mine
-        .iter()
-        .copied()
-        .filter(|o| o.ok && o.bw_pct.is_some() && o.flag.is_some())
-        .collect();
-    let good: Vec<&Observation> = mine
-        .iter()
-        .copied()
-        .filter(|o| o.ok && o.bw_pct.is_some() && (req.keep_flagged || o.flag.is_none()))
-        .collect();
-    let mut warnings = Vec::new();
-    if failed_runs > 0 {
-        warnings.push(format!(
-            "{failed_runs} failed runs are in the data and were left out"
-        ));
-    }
-    if let Some(first) = flagged.first() {
-        let first = first.flag.as_deref().unwrap_or_default();
-        let n = flagged.len();
-        warnings.push(if req.keep_flagged {
-            format!("{n} run(s) whose links did not run at their setting were KEPT (--keep-flagged): their times measure something else as well; the first: {first}")
-        } else {
-            format!("{n} run(s) were left out because their links did not run at their setting (`export` shows each flag; --keep-flagged keeps them); the first: {first}")
-        });
-    }
-    let unlimited = mine.iter().filter(|o| o.ok && o.bw_pct.is_none()).count();
-    if unlimited > 0 {
-        warnings.push(format!(
-            "{unlimited} runs at unlimited bandwidth were left out (the baseline is 100%)"
-        ));
-    }
-    let busy = good
-        .iter()
-        .filter(|o| o.busy.is_some_and(|b| b > crate::load::BUSY))
-        .count();
-    if busy > 0 {
-        warnings.push(format!(
-            "{busy} run(s) started while the machine was more than {:.0}% busy with something else: their times are suspect (see cpu_busy_before in `export`)",
-            crate::load::BUSY * 100.0
-        ));
-    }
-    let mut cells: BTreeMap<(u32, BwKey), Vec<f64>> = BTreeMap::new();
-    for o in &good {
-        cells
-            .entry((o.procs, bw_key(o.bw_pct.unwrap_or(100.0))))
-            .or_default()
-            .push(o.seconds);
-    }
+    let runs = Selection::of(obs, &chosen, req.keep_flagged);
+    let mut warnings = warnings::selection(&runs, req.keep_flagged);
+    let cells = group_cells(&runs.good);
     if cells.is_empty() {
         bail!("no successful runs with a bandwidth percentage in series `{chosen}`");
     }
-    let mut layouts: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for o in &good {
-        let l = layouts.entry(o.procs).or_default();
-        if !l.contains(&o.nodes) {
-            l.push(o.nodes);
-        }
-    }
-    for (p, nodes) in layouts.iter().filter(|(_, n)| n.len() > 1) {
-        let list: Vec<String> = nodes.iter().map(u32::to_string).collect();
-        warnings.push(format!(
-            "{p} procs were run on {} node counts ({}): their runs are pooled into one point, though the traffic between nodes differs; analyse them as separate series (a label column) to compare",
-            nodes.len(),
-            list.join(", ")
-        ));
-    }
-    let sizes: Vec<u32> = {
-        let mut s: Vec<u32> = cells.keys().map(|k| k.0).collect();
-        s.dedup();
-        s
-    };
+    warnings.extend(warnings::layouts(&runs.good));
+    let mut sizes: Vec<u32> = cells.keys().map(|k| k.0).collect();
+    sizes.dedup();
     let held_out: Vec<u32> = req
         .predict
         .iter()
@@ -320,80 +136,17 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         .filter(|p| sizes.contains(p))
         .collect();
     let min_repeats = cells.values().map(Vec::len).min().unwrap_or(0);
-    if min_repeats < 3 {
-        warnings.push(format!(
-            "only {min_repeats} repeat(s) at some points: medians and their intervals are weak (use >= 3)"
-        ));
-    }
-    // Strong-scaling regression on every run at 100%, held-out sizes excluded.
-    let reg_points: Vec<(f64, f64)> = good
-        .iter()
-        .filter(|o| o.bw_pct == Some(100.0) && !held_out.contains(&o.procs))
-        .map(|o| (o.procs as f64, o.seconds))
-        .collect();
-    let regression = regression::regress(&reg_points);
-    match &regression {
-        None => warnings.push("the strong-scaling regression needs runs at 100% on at least 3 sizes (held-out sizes excluded)".into()),
-        Some(r) if r.crossover_procs.is_none() => warnings.push(format!(
-            "no crossover: C1 = {:.4}, C2 = {:.4} are not both positive",
-            r.c1, r.c2
-        )),
-        Some(_) => {}
-    }
+    warnings.extend(warnings::repeats(min_repeats));
+    let regression = strong_scaling(&runs.good, &held_out);
+    warnings.extend(warnings::regression(regression.as_ref()));
     let medians: BTreeMap<(u32, BwKey), f64> =
         cells.iter().map(|(&k, t)| (k, stats::median(t))).collect();
-    // Points.
-    let mut points = Vec::new();
-    for (&(p, bw), times) in &cells {
-        let base = medians.get(&(p, FULL)).copied();
-        let (ci_low, ci_high, ci_coverage) = stats::median_interval(times);
-        points.push(MedianPoint {
-            procs: p,
-            bw_pct: bw_of(bw),
-            n: times.len(),
-            median: medians[&(p, bw)],
-            ci_low,
-            ci_high,
-            ci_coverage,
-            cv: stats::cv(times),
-            cti: base.map(|b| demand::cti(medians[&(p, bw)], b)),
-        });
-    }
-    for &p in &sizes {
-        if !medians.contains_key(&(p, FULL)) {
-            warnings.push(format!("{p} procs: no run at 100%, so no CTI"));
-        }
-    }
+    let points = median_points(&cells, &medians);
     // The noise each size's repeats can resolve.
     let noise = noise::floors(&cells);
     let floors = noise::by_size(&noise);
-    for &p in &sizes {
-        if medians.contains_key(&(p, FULL)) && !floors.contains_key(&p) {
-            warnings.push(format!(
-                "{p} procs: no point has 2 or more runs, so its noise is unknown: its CTI levels are used without a noise check"
-            ));
-        }
-    }
-    // The bytes per node and run, where recorded, for the traffic model.
-    let mut per_node: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for o in &good {
-        if let Some(b) = o.bytes_sent {
-            per_node
-                .entry(o.procs)
-                .or_default()
-                .push(b as f64 / o.nodes.max(1) as f64);
-        }
-    }
-    let volumes = match (req.capacity, per_node.is_empty()) {
-        (Some(capacity), false) => Some(traffic::Volumes {
-            bytes_per_node: per_node
-                .iter()
-                .map(|(&p, v)| (p, stats::median(v)))
-                .collect(),
-            capacity,
-        }),
-        _ => None,
-    };
+    warnings.extend(warnings::baselines(&sizes, &medians, &floors));
+    let (volumes, traffic_recorded) = volumes(&runs.good, req.capacity);
     // The chain on the measured medians: fitted on every size not held out.
     let fit: Vec<u32> = sizes
         .iter()
@@ -408,13 +161,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         &req.predict,
         volumes.as_ref(),
     );
-    for p in &answer.pooled {
-        warnings.push(format!(
-            "{p} procs: CTI is not monotone in bandwidth; pooled (PAV) before interpolating"
-        ));
-    }
-    let runs = good.len();
-    let resamples = bootstrap::resamples_for(runs);
+    let resamples = bootstrap::resamples_for(runs.good.len());
     let spread = bootstrap::intervals(
         &cells,
         &req.cti,
@@ -424,123 +171,14 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         volumes.as_ref(),
         resamples,
     );
-    let demand: Vec<Demand> = answer
-        .demand
-        .iter()
-        .map(|(&(p, li), n)| Demand {
-            procs: p,
-            cti: req.cti[li],
-            bw_pct: n.bw_pct,
-            censored: n.censored,
-            below_noise: n.below_noise,
-            // A censored demand is a bound: no noise interval around it.
-            interval: spread
-                .demand
-                .get(&(p, li))
-                .and_then(|s| s.interval)
-                .filter(|_| n.censored == Censored::None),
-            held_out: held_out.contains(&p),
-        })
-        .collect();
-    for (li, &c) in req.cti.iter().enumerate() {
-        let at: Vec<_> = answer
-            .demand
-            .iter()
-            .filter(|((_, l), _)| *l == li)
-            .collect();
-        if !at.is_empty() && at.iter().all(|(_, n)| n.censored == Censored::Below) {
-            warnings.push(format!(
-                "CTI {c}% is never reached: even the lowest bandwidth slows the program by less"
-            ));
-        }
-        let hidden: Vec<String> = at
-            .iter()
-            .filter(|(_, n)| n.below_noise)
-            .map(|((p, _), _)| p.to_string())
-            .collect();
-        if !hidden.is_empty() {
-            warnings.push(format!(
-                "CTI {c}% is below the noise floor at {} procs: those demands are not measurements and are left out of DC and projection",
-                hidden.join(", ")
-            ));
-        }
-    }
-    // Communication-bound even at 100%: the next step down already costs far more than
-    // every level asked.
-    let top = req.cti.iter().copied().fold(0.0, f64::max);
-    for (&p, curve) in &chain::curves(&medians) {
-        if let (Some(&bw), Some(&c)) = (curve.bw.last(), curve.cti.last()) {
-            if c > 2.0 * top && c > 20.0 {
-                warnings.push(format!(
-                    "{p} procs: communication-bound even at full bandwidth (CTI {c:.0}% already at {bw}%, more than twice the largest level asked): measure a larger capacity or a larger problem to see its demand"
-                ));
-            }
-        }
-    }
-    if answer.dc_pairs_left_out > 0 {
-        warnings.push(format!("{} (CTI, size pair) combinations left out of DC: a demand was censored, below the noise, or missing", answer.dc_pairs_left_out));
-    }
-    if answer.dc.is_none() && fit.len() >= 2 {
-        warnings.push(
-            "no demand constant: no pair of sizes has uncensored demands above the noise at the same CTI level"
-                .into(),
-        );
-    } else if fit.len() < 2 {
-        warnings.push(
-            "a demand constant needs throttled runs on at least 2 sizes (held-out sizes excluded)"
-                .into(),
-        );
-    }
-    // A held-out size's measured demand: the value, or the bound a censored one is known
-    // to be beyond; its censoring; whether the level is below its noise floor.
-    let measured_at = |p: u32, li: usize| {
-        let n = answer
-            .demand
-            .get(&(p, li))
-            .filter(|_| held_out.contains(&p))?;
-        let value = answer.bounds.get(&(p, li)).copied().unwrap_or(n.bw_pct);
-        Some((value, n.censored, n.below_noise))
+    warnings.extend(warnings::chain(&answer, &req.cti, &medians, fit.len()));
+    let figures = Figures {
+        answer: &answer,
+        spread: &spread,
+        cti: &req.cti,
+        held_out: &held_out,
     };
-    // One projected figure, with its interval and, at a held-out size, the measurement.
-    let projected =
-        |p: u32, li: usize, bw: f64, interval: Option<Interval>, from_censored: bool| {
-            let measured = measured_at(p, li);
-            Projection {
-                procs: p,
-                cti: req.cti[li],
-                bw_pct: bw,
-                // A projection from a censored demand is a bound, not a value with noise.
-                bw_pct_ci: interval.filter(|_| !from_censored).map(|i| (i.low, i.high)),
-                measured_bw_pct: measured.map(|m| m.0),
-                measured_censored: measured.map(|m| m.1),
-                measured_below_noise: measured.is_some_and(|m| m.2),
-                error_pp: measured.map(|m| bw - m.0),
-                error_is_bound: measured.is_some_and(|m| m.1 != Censored::None),
-                from_censored,
-            }
-        };
-    let projection: Vec<Projection> = answer
-        .projection
-        .iter()
-        .map(|(&(p, li), &(bw, from_censored))| {
-            let interval = spread.projection.get(&(p, li)).and_then(|s| s.interval);
-            projected(p, li, bw, interval, from_censored)
-        })
-        .collect();
-    let saturation: Vec<Saturation> = answer
-        .saturation
-        .iter()
-        .map(|(&li, &(procs, from_censored))| Saturation {
-            cti: req.cti[li],
-            procs,
-            interval: spread
-                .saturation
-                .get(&li)
-                .and_then(|s| s.interval)
-                .filter(|_| !from_censored),
-            from_censored,
-        })
-        .collect();
+    let projection = figures.dc_projections();
     // The backtest over every measured size. Held-out sizes are shown but neither judged
     // nor fitted on: the verdict (and which model the data favour) must not know the
     // measurement the projection is then compared with.
@@ -557,71 +195,37 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     );
     let verdict = backtest::verdict(&backtest, Model::Dc);
     if !projection.is_empty() {
-        match &verdict {
-            Verdict::Failed { why, .. } => warnings.push(format!(
-                "do not trust the DC projection: the backtest missed by more than {} pp ({why})",
-                backtest::TOLERANCE_PP
-            )),
-            Verdict::Untested { why } => warnings.push(format!(
-                "the DC projection is untested ({why}): its interval covers run-to-run noise only, not the model's error"
-            )),
-            Verdict::Thin { procs, .. } => warnings.push(format!(
-                "do not trust the DC projection yet: its backtest passed, but on one size only ({procs} procs), which cannot show how its error grows further out"
-            )),
-            Verdict::Passed { .. } => {}
-        }
+        warnings.extend(warnings::dc_verdict(&verdict));
     }
-    let traffic = volumes.as_ref().map(|v| {
-        let projection = answer
-            .traffic_projection
-            .iter()
-            .map(|(&(p, li), &bw)| {
-                let interval = spread
-                    .traffic_projection
-                    .get(&(p, li))
-                    .and_then(|s| s.interval);
-                projected(p, li, bw, interval, false)
-            })
-            .collect();
-        TrafficAnswer {
-            bytes_per_node: v.bytes_per_node.iter().map(|(&p, &b)| (p, b)).collect(),
-            fit: answer.traffic.clone(),
-            projection,
-            verdict: backtest::verdict(&backtest, Model::Traffic),
-        }
+    let traffic = volumes.as_ref().map(|v| TrafficAnswer {
+        bytes_per_node: v.bytes_per_node.iter().map(|(&p, &b)| (p, b)).collect(),
+        fit: answer.traffic.clone(),
+        projection: figures.traffic_projections(),
+        verdict: backtest::verdict(&backtest, Model::Traffic),
     });
-    if volumes.is_none() && !per_node.is_empty() {
+    if volumes.is_none() && traffic_recorded {
         warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());
     }
-    let supported = support(&backtest, traffic.is_some());
+    let supported = backtest::support(&backtest, traffic.is_some());
     Ok(Analysis {
         time_source: req.time_source.clone(),
         series: chosen,
-        runs,
-        failed_runs,
-        flagged_runs: flagged.len(),
+        runs: runs.good.len(),
+        failed_runs: runs.failed,
+        flagged_runs: runs.flagged.len(),
         flagged_kept: req.keep_flagged,
         min_repeats,
         regression,
         points,
         noise,
-        demand,
+        demand: figures.demands(),
         dc: answer.dc,
         dc_ci: spread.dc.and_then(|s| s.interval).map(|i| (i.low, i.high)),
-        dc_pairs: answer
-            .dc_pairs
-            .iter()
-            .map(|&(li, p1, p2, dc)| DcPair {
-                cti: req.cti[li],
-                p1,
-                p2,
-                dc,
-            })
-            .collect(),
+        dc_pairs: figures.dc_pairs(),
         dc_pairs_censored: answer.dc_pairs_left_out,
         p_star: answer.p_star,
         projection,
-        saturation,
+        saturation: figures.saturations(),
         held_out,
         intervals: format!(
             "{:.0}% percentile bootstrap over runs ({resamples} resamples): run-to-run noise only",
@@ -636,48 +240,246 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     })
 }
 
-/// Which projection the backtest supports: mean absolute error over the checks both
-/// models made where the measurement is a value above the noise.
-fn support(checks: &[Check], have_traffic: bool) -> String {
-    if !have_traffic {
-        return "only the DC projection is available (no traffic recorded with the runs)".into();
+/// The runs of the chosen series, sorted by what the analysis does with them.
+pub(crate) struct Selection<'a> {
+    /// Successful, throttled, and not flagged (or flagged and kept).
+    pub good: Vec<&'a Observation>,
+    /// Successful and throttled, but their links did not run at their setting.
+    pub flagged: Vec<&'a Observation>,
+    pub failed: usize,
+    /// Successful runs at unlimited bandwidth (no baseline for them).
+    pub unlimited: usize,
+}
+
+impl<'a> Selection<'a> {
+    fn of(obs: &'a [Observation], series: &str, keep_flagged: bool) -> Selection<'a> {
+        let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == series).collect();
+        let throttled = |o: &&&Observation| o.ok && o.bw_pct.is_some();
+        Selection {
+            good: mine
+                .iter()
+                .filter(throttled)
+                .filter(|o| keep_flagged || o.flag.is_none())
+                .copied()
+                .collect(),
+            flagged: mine
+                .iter()
+                .filter(throttled)
+                .filter(|o| o.flag.is_some())
+                .copied()
+                .collect(),
+            failed: mine.iter().filter(|o| !o.ok).count(),
+            unlimited: mine.iter().filter(|o| o.ok && o.bw_pct.is_none()).count(),
+        }
     }
-    let evidence =
-        |c: &&Check| c.measured_censored == Censored::None && !c.below_noise && !c.held_out;
-    let mut pairs = Vec::new();
-    for d in checks
+}
+
+/// The strong-scaling regression on every run at 100%, held-out sizes excluded.
+fn strong_scaling(good: &[&Observation], held_out: &[u32]) -> Option<regression::Regression> {
+    let points: Vec<(f64, f64)> = good
         .iter()
-        .filter(|c| c.model == Model::Dc)
-        .filter(evidence)
-    {
-        if let Some(t) = checks
+        .filter(|o| o.bw_pct == Some(100.0) && !held_out.contains(&o.procs))
+        .map(|o| (o.procs as f64, o.seconds))
+        .collect();
+    regression::regress(&points)
+}
+
+/// The runs' times per (size, bandwidth) cell.
+fn group_cells(good: &[&Observation]) -> BTreeMap<(u32, BwKey), Vec<f64>> {
+    let mut cells: BTreeMap<(u32, BwKey), Vec<f64>> = BTreeMap::new();
+    for o in good {
+        cells
+            .entry((o.procs, bw_key(o.bw_pct.unwrap_or(100.0))))
+            .or_default()
+            .push(o.seconds);
+    }
+    cells
+}
+
+/// Each cell summarised, with the CTI of its median against its size's 100% median.
+fn median_points(
+    cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
+    medians: &BTreeMap<(u32, BwKey), f64>,
+) -> Vec<MedianPoint> {
+    cells
+        .iter()
+        .map(|(&(p, bw), times)| {
+            let base = medians.get(&(p, FULL)).copied();
+            let (ci_low, ci_high, ci_coverage) = stats::median_interval(times);
+            MedianPoint {
+                procs: p,
+                bw_pct: bw_of(bw),
+                n: times.len(),
+                median: medians[&(p, bw)],
+                ci_low,
+                ci_high,
+                ci_coverage,
+                cv: stats::cv(times),
+                cti: base.map(|b| demand::cti(medians[&(p, bw)], b)),
+            }
+        })
+        .collect()
+}
+
+/// The median bytes per node and run of each size, for the traffic model (with one link
+/// capacity only), and whether any run recorded its bytes at all.
+fn volumes(good: &[&Observation], capacity: Option<f64>) -> (Option<traffic::Volumes>, bool) {
+    let mut per_node: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for o in good {
+        if let Some(b) = o.bytes_sent {
+            per_node
+                .entry(o.procs)
+                .or_default()
+                .push(b as f64 / o.nodes.max(1) as f64);
+        }
+    }
+    let volumes = match (capacity, per_node.is_empty()) {
+        (Some(capacity), false) => Some(traffic::Volumes {
+            bytes_per_node: per_node
+                .iter()
+                .map(|(&p, v)| (p, stats::median(v)))
+                .collect(),
+            capacity,
+        }),
+        _ => None,
+    };
+    (volumes, !per_node.is_empty())
+}
+
+/// The chain's figures with their bootstrap intervals, as the answer states them.
+struct Figures<'a> {
+    answer: &'a chain::Chain,
+    spread: &'a bootstrap::Intervals,
+    cti: &'a [f64],
+    held_out: &'a [u32],
+}
+
+impl Figures<'_> {
+    fn dc_pairs(&self) -> Vec<DcPair> {
+        self.answer
+            .dc_pairs
             .iter()
-            .find(|t| t.model == Model::Traffic && t.procs == d.procs && t.cti == d.cti)
-        {
-            pairs.push((d.error_pp.abs(), t.error_pp.abs()));
+            .map(|&(li, p1, p2, dc)| DcPair {
+                cti: self.cti[li],
+                p1,
+                p2,
+                dc,
+            })
+            .collect()
+    }
+
+    fn demands(&self) -> Vec<Demand> {
+        self.answer
+            .demand
+            .iter()
+            .map(|(&(p, li), n)| Demand {
+                procs: p,
+                cti: self.cti[li],
+                bw_pct: n.bw_pct,
+                censored: n.censored,
+                below_noise: n.below_noise,
+                // A censored demand is a bound: no noise interval around it.
+                interval: self
+                    .spread
+                    .demand
+                    .get(&(p, li))
+                    .and_then(|s| s.interval)
+                    .filter(|_| n.censored == Censored::None),
+                held_out: self.held_out.contains(&p),
+            })
+            .collect()
+    }
+
+    /// A held-out size's measured demand: the value, or the bound a censored one is
+    /// known to be beyond; its censoring; whether the level is below its noise floor.
+    fn measured_at(&self, p: u32, li: usize) -> Option<(f64, Censored, bool)> {
+        let n = self
+            .answer
+            .demand
+            .get(&(p, li))
+            .filter(|_| self.held_out.contains(&p))?;
+        let value = self
+            .answer
+            .bounds
+            .get(&(p, li))
+            .copied()
+            .unwrap_or(n.bw_pct);
+        Some((value, n.censored, n.below_noise))
+    }
+
+    /// One projected figure, with its interval and, at a held-out size, the measurement.
+    fn projected(
+        &self,
+        (p, li): (u32, usize),
+        bw: f64,
+        interval: Option<Interval>,
+        from_censored: bool,
+    ) -> Projection {
+        let measured = self.measured_at(p, li);
+        Projection {
+            procs: p,
+            cti: self.cti[li],
+            bw_pct: bw,
+            // A projection from a censored demand is a bound, not a value with noise.
+            bw_pct_ci: interval.filter(|_| !from_censored).map(|i| (i.low, i.high)),
+            measured_bw_pct: measured.map(|m| m.0),
+            measured_censored: measured.map(|m| m.1),
+            measured_below_noise: measured.is_some_and(|m| m.2),
+            error_pp: measured.map(|m| bw - m.0),
+            error_is_bound: measured.is_some_and(|m| m.1 != Censored::None),
+            from_censored,
         }
     }
-    if pairs.is_empty() {
-        return "the backtest cannot tell the two projections apart: no size was measured that both could be checked on with a value above the noise".into();
+
+    fn dc_projections(&self) -> Vec<Projection> {
+        self.answer
+            .projection
+            .iter()
+            .map(|(&key, &(bw, from_censored))| {
+                let interval = self.spread.projection.get(&key).and_then(|s| s.interval);
+                self.projected(key, bw, interval, from_censored)
+            })
+            .collect()
     }
-    let n = pairs.len() as f64;
-    let dc = pairs.iter().map(|p| p.0).sum::<f64>() / n;
-    let tr = pairs.iter().map(|p| p.1).sum::<f64>() / n;
-    let better = if tr < dc { "traffic" } else { "DC" };
-    format!(
-        "over {} backtest check(s) both could make, mean |error| DC {dc:.1} pp, traffic {tr:.1} pp: the data favour the {better} projection{}",
-        pairs.len(),
-        if dc.min(tr) > backtest::TOLERANCE_PP {
-            format!(", but neither is within {} pp", backtest::TOLERANCE_PP)
-        } else {
-            String::new()
-        }
-    )
+
+    fn traffic_projections(&self) -> Vec<Projection> {
+        self.answer
+            .traffic_projection
+            .iter()
+            .map(|(&key, &bw)| {
+                let interval = self
+                    .spread
+                    .traffic_projection
+                    .get(&key)
+                    .and_then(|s| s.interval);
+                self.projected(key, bw, interval, false)
+            })
+            .collect()
+    }
+
+    fn saturations(&self) -> Vec<Saturation> {
+        self.answer
+            .saturation
+            .iter()
+            .map(|(&li, &(procs, from_censored))| Saturation {
+                cti: self.cti[li],
+                procs,
+                interval: self
+                    .spread
+                    .saturation
+                    .get(&li)
+                    .and_then(|s| s.interval)
+                    .filter(|_| !from_censored),
+                from_censored,
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backtest::Verdict;
 
     /// A synthetic study with three repeats: T(p, 100) from the paper's coefficients and
     /// CTI(bw, p) = 2 sqrt(p/4) (40 - bw) percent below 40%, so every demand is known.

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::chain::{BwKey, FULL};
+use super::cells::{BwKey, FULL};
 use super::stats;
 
 /// z for a two-sided 90% interval.

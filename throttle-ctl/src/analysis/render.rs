@@ -9,15 +9,6 @@ use super::demand::Censored;
 use super::Analysis;
 use crate::table::Table;
 
-/// The mark of a censored figure: `<`, `>` or nothing.
-pub fn flag(c: Censored) -> &'static str {
-    match c {
-        Censored::None => "",
-        Censored::Below => "<",
-        Censored::Above => ">",
-    }
-}
-
 fn interval(i: Option<(f64, f64)>) -> String {
     i.map(|(l, h)| format!(" [{l:.1}-{h:.1}]"))
         .unwrap_or_default()
@@ -200,7 +191,7 @@ fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>
                         format!(
                             "{}{}{:.1}{}",
                             if d.below_noise { "~" } else { "" },
-                            flag(d.censored),
+                            d.censored.mark(),
                             d.bw_pct,
                             interval(d.interval.map(|i| (i.low, i.high)))
                         )
@@ -317,7 +308,7 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
                 pr.and_then(|x| {
                     let m = x.measured_bw_pct?;
                     any_measured = true;
-                    let f = flag(x.measured_censored.unwrap_or(Censored::None));
+                    let f = x.measured_censored.unwrap_or(Censored::None).mark();
                     let noise = if x.measured_below_noise { "~" } else { "" };
                     let err = x.bw_pct - m;
                     Some(if x.error_is_bound {
@@ -354,6 +345,12 @@ fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
         out.push_str("  (every check: `throttle-ctl analyze --backtest` on the same data)\n");
         return;
     }
+    out.push_str(&backtest_table(a).render());
+}
+
+/// Every backtest check, one row each: the terminal's `--backtest` and the report show
+/// this one table.
+pub fn backtest_table(a: &Analysis) -> Table {
     let mut t = Table::new(&[
         "model",
         "procs",
@@ -368,7 +365,7 @@ fn backtest(out: &mut String, a: &Analysis, detail: Detail) {
     for c in &a.backtest {
         t.row(check_row(c));
     }
-    out.push_str(&t.render());
+    t
 }
 
 fn check_row(c: &Check) -> Vec<String> {
@@ -395,7 +392,7 @@ fn check_row(c: &Check) -> Vec<String> {
         format!(
             "{}{}{:.1}",
             if c.below_noise { "~" } else { "" },
-            flag(c.measured_censored),
+            c.measured_censored.mark(),
             c.measured
         ),
         format!("{bound}{:+.1}", c.error_pp),

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::chain::{bw_of, BwKey, FULL};
+use super::cells::{bw_of, BwKey, FULL};
 use super::regression;
 
 /// What the traffic model needs besides the medians.
@@ -148,7 +148,7 @@ pub fn project(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::chain::bw_key;
+    use crate::analysis::cells::bw_key;
 
     /// A program that follows the model exactly: V = 1e6 p^0.5 bytes per node, T100 =
     /// 1 + 8/p, k = 0.6, on a 125 MB/s link.

@@ -1,0 +1,133 @@
+//! What `analyze` answers, as `--json` prints it and `render` and the report show it:
+//! the medians, demands, demand constant, projections, saturation sizes, backtest and
+//! warnings of one series.
+
+use serde::Serialize;
+
+use super::backtest::{Check, Verdict};
+use super::bootstrap::Interval;
+use super::demand::Censored;
+use super::noise::Floor;
+use super::regression::Regression;
+use super::traffic;
+
+/// The runs of one (size, bandwidth) summarised: their median and its interval, the
+/// spread, and the CTI of the median.
+#[derive(Clone, Debug, Serialize)]
+pub struct MedianPoint {
+    pub procs: u32,
+    pub bw_pct: f64,
+    pub n: usize,
+    pub median: f64,
+    /// Order-statistic interval of the median; its exact coverage is `ci_coverage`
+    /// (with 3 runs it is their range, which covers 75%, not 95%).
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub ci_coverage: f64,
+    pub cv: f64,
+    /// CTI of the median, percent (null without a 100% baseline).
+    pub cti: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Demand {
+    pub procs: u32,
+    pub cti: f64,
+    pub bw_pct: f64,
+    pub censored: Censored,
+    /// The level is below this size's noise floor: not used for DC or projection.
+    pub below_noise: bool,
+    /// 90% bootstrap interval (null when the figure existed in under 90% of resamples).
+    pub interval: Option<Interval>,
+    pub held_out: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DcPair {
+    pub cti: f64,
+    pub p1: u32,
+    pub p2: u32,
+    pub dc: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Projection {
+    pub procs: u32,
+    pub cti: f64,
+    pub bw_pct: f64,
+    /// 90% bootstrap interval over runs.
+    pub bw_pct_ci: Option<(f64, f64)>,
+    /// The demand measured at a held-out size, and how it is censored: with `<` it is the
+    /// lowest step (the truth is at most that), with `>` the highest throttled step (the
+    /// truth is above it); `error_pp` is then a bound too.
+    pub measured_bw_pct: Option<f64>,
+    pub measured_censored: Option<Censored>,
+    /// The measured level is below the held-out size's noise floor.
+    pub measured_below_noise: bool,
+    /// predicted - measured, percentage points.
+    pub error_pp: Option<f64>,
+    pub error_is_bound: bool,
+    /// The demand at p* this projects from is censored.
+    pub from_censored: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Saturation {
+    pub cti: f64,
+    pub procs: f64,
+    /// 90% bootstrap interval over runs.
+    pub interval: Option<Interval>,
+    /// Computed from a censored demand at p*: a bound at best.
+    pub from_censored: bool,
+}
+
+/// The traffic-based projection and what supports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrafficAnswer {
+    /// (procs, median bytes sent per node and run).
+    pub bytes_per_node: Vec<(u32, f64)>,
+    /// The model fitted on the fitted sizes (null with fewer than 2 sizes with traffic).
+    pub fit: Option<traffic::Fit>,
+    pub projection: Vec<Projection>,
+    pub verdict: Verdict,
+}
+
+/// The whole answer; `analyze --json` prints it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    pub series: String,
+    /// Which time was analysed (the job's wall time or the workload's kernel time).
+    pub time_source: String,
+    pub runs: usize,
+    pub failed_runs: usize,
+    /// Runs whose links did not run at their setting; left out unless `flagged_kept`.
+    pub flagged_runs: usize,
+    pub flagged_kept: bool,
+    pub min_repeats: usize,
+    pub regression: Option<Regression>,
+    pub points: Vec<MedianPoint>,
+    /// Per size: the smallest CTI its repeats resolve.
+    pub noise: Vec<Floor>,
+    pub demand: Vec<Demand>,
+    pub dc: Option<f64>,
+    /// 90% bootstrap interval of DC over runs.
+    pub dc_ci: Option<(f64, f64)>,
+    pub dc_pairs: Vec<DcPair>,
+    pub dc_pairs_censored: usize,
+    pub p_star: Option<u32>,
+    pub projection: Vec<Projection>,
+    pub saturation: Vec<Saturation>,
+    pub held_out: Vec<u32>,
+    /// What every derived interval is.
+    pub intervals: String,
+    pub resamples: usize,
+    /// Each measured size from the third on, projected from the smaller ones.
+    pub backtest: Vec<Check>,
+    /// Whether the backtest supports the DC projection.
+    pub verdict: Verdict,
+    /// The traffic model's answer, where the runs' bytes were recorded.
+    pub traffic: Option<TrafficAnswer>,
+    /// Which projection the backtest supports, in words.
+    pub supported: String,
+    pub warnings: Vec<String>,
+}

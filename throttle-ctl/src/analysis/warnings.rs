@@ -1,0 +1,201 @@
+//! What the analysis says about its own data: every warning `analyze` prints, each
+//! from the step that finds it (which runs were left out, pooled layouts, thin repeats,
+//! no baseline, unknown noise, levels never reached or below the noise, a DC that could
+//! not be formed, a projection its backtest does not support).
+
+use std::collections::BTreeMap;
+
+use super::backtest::{self, Verdict};
+use super::cells::{BwKey, FULL};
+use super::chain::{self, Chain};
+use super::demand::Censored;
+use super::regression::Regression;
+use super::{Observation, Selection};
+
+/// Runs left out (failed, flagged, unlimited) or kept though suspect (flagged, busy).
+pub(crate) fn selection(runs: &Selection, keep_flagged: bool) -> Vec<String> {
+    let mut w = Vec::new();
+    if runs.failed > 0 {
+        w.push(format!(
+            "{} failed runs are in the data and were left out",
+            runs.failed
+        ));
+    }
+    if let Some(first) = runs.flagged.first() {
+        let first = first.flag.as_deref().unwrap_or_default();
+        let n = runs.flagged.len();
+        w.push(if keep_flagged {
+            format!("{n} run(s) whose links did not run at their setting were KEPT (--keep-flagged): their times measure something else as well; the first: {first}")
+        } else {
+            format!("{n} run(s) were left out because their links did not run at their setting (`export` shows each flag; --keep-flagged keeps them); the first: {first}")
+        });
+    }
+    if runs.unlimited > 0 {
+        w.push(format!(
+            "{} runs at unlimited bandwidth were left out (the baseline is 100%)",
+            runs.unlimited
+        ));
+    }
+    let busy = runs
+        .good
+        .iter()
+        .filter(|o| o.busy.is_some_and(|b| b > crate::load::BUSY))
+        .count();
+    if busy > 0 {
+        w.push(format!(
+            "{busy} run(s) started while the machine was more than {:.0}% busy with something else: their times are suspect (see cpu_busy_before in `export`)",
+            crate::load::BUSY * 100.0
+        ));
+    }
+    w
+}
+
+/// Sizes run on more than one node count, pooled into one point.
+pub(crate) fn layouts(good: &[&Observation]) -> Vec<String> {
+    let mut layouts: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for o in good {
+        let l = layouts.entry(o.procs).or_default();
+        if !l.contains(&o.nodes) {
+            l.push(o.nodes);
+        }
+    }
+    layouts
+        .iter()
+        .filter(|(_, n)| n.len() > 1)
+        .map(|(p, nodes)| {
+            let list: Vec<String> = nodes.iter().map(u32::to_string).collect();
+            format!(
+                "{p} procs were run on {} node counts ({}): their runs are pooled into one point, though the traffic between nodes differs; analyse them as separate series (a label column) to compare",
+                nodes.len(),
+                list.join(", ")
+            )
+        })
+        .collect()
+}
+
+pub(crate) fn repeats(min_repeats: usize) -> Vec<String> {
+    if min_repeats < 3 {
+        vec![format!(
+            "only {min_repeats} repeat(s) at some points: medians and their intervals are weak (use >= 3)"
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+pub(crate) fn regression(r: Option<&Regression>) -> Vec<String> {
+    match r {
+        None => vec!["the strong-scaling regression needs runs at 100% on at least 3 sizes (held-out sizes excluded)".into()],
+        Some(r) if r.crossover_procs.is_none() => vec![format!(
+            "no crossover: C1 = {:.4}, C2 = {:.4} are not both positive",
+            r.c1, r.c2
+        )],
+        Some(_) => Vec::new(),
+    }
+}
+
+/// Sizes without a 100% baseline (no CTI) or without repeats (noise unknown).
+pub(crate) fn baselines(
+    sizes: &[u32],
+    medians: &BTreeMap<(u32, BwKey), f64>,
+    floors: &BTreeMap<u32, f64>,
+) -> Vec<String> {
+    let mut w = Vec::new();
+    for &p in sizes {
+        if !medians.contains_key(&(p, FULL)) {
+            w.push(format!("{p} procs: no run at 100%, so no CTI"));
+        }
+    }
+    for &p in sizes {
+        if medians.contains_key(&(p, FULL)) && !floors.contains_key(&p) {
+            w.push(format!(
+                "{p} procs: no point has 2 or more runs, so its noise is unknown: its CTI levels are used without a noise check"
+            ));
+        }
+    }
+    w
+}
+
+/// What the chain on the measured medians could not do: pooled curves, levels never
+/// reached or below the noise, sizes bound by communication at full bandwidth, and the
+/// demand constant.
+pub(crate) fn chain(
+    answer: &Chain,
+    levels: &[f64],
+    medians: &BTreeMap<(u32, BwKey), f64>,
+    fitted_sizes: usize,
+) -> Vec<String> {
+    let mut w = Vec::new();
+    for p in &answer.pooled {
+        w.push(format!(
+            "{p} procs: CTI is not monotone in bandwidth; pooled (PAV) before interpolating"
+        ));
+    }
+    for (li, &c) in levels.iter().enumerate() {
+        let at: Vec<_> = answer
+            .demand
+            .iter()
+            .filter(|((_, l), _)| *l == li)
+            .collect();
+        if !at.is_empty() && at.iter().all(|(_, n)| n.censored == Censored::Below) {
+            w.push(format!(
+                "CTI {c}% is never reached: even the lowest bandwidth slows the program by less"
+            ));
+        }
+        let hidden: Vec<String> = at
+            .iter()
+            .filter(|(_, n)| n.below_noise)
+            .map(|((p, _), _)| p.to_string())
+            .collect();
+        if !hidden.is_empty() {
+            w.push(format!(
+                "CTI {c}% is below the noise floor at {} procs: those demands are not measurements and are left out of DC and projection",
+                hidden.join(", ")
+            ));
+        }
+    }
+    // Communication-bound even at 100%: the next step down already costs far more than
+    // every level asked.
+    let top = levels.iter().copied().fold(0.0, f64::max);
+    for (&p, curve) in &chain::curves(medians) {
+        if let (Some(&bw), Some(&c)) = (curve.bw.last(), curve.cti.last()) {
+            if c > 2.0 * top && c > 20.0 {
+                w.push(format!(
+                    "{p} procs: communication-bound even at full bandwidth (CTI {c:.0}% already at {bw}%, more than twice the largest level asked): measure a larger capacity or a larger problem to see its demand"
+                ));
+            }
+        }
+    }
+    if answer.dc_pairs_left_out > 0 {
+        w.push(format!("{} (CTI, size pair) combinations left out of DC: a demand was censored, below the noise, or missing", answer.dc_pairs_left_out));
+    }
+    if answer.dc.is_none() && fitted_sizes >= 2 {
+        w.push(
+            "no demand constant: no pair of sizes has uncensored demands above the noise at the same CTI level"
+                .into(),
+        );
+    } else if fitted_sizes < 2 {
+        w.push(
+            "a demand constant needs throttled runs on at least 2 sizes (held-out sizes excluded)"
+                .into(),
+        );
+    }
+    w
+}
+
+/// Why the DC projection is not to be trusted, when its backtest says so.
+pub(crate) fn dc_verdict(verdict: &Verdict) -> Vec<String> {
+    match verdict {
+        Verdict::Failed { why, .. } => vec![format!(
+            "do not trust the DC projection: the backtest missed by more than {} pp ({why})",
+            backtest::TOLERANCE_PP
+        )],
+        Verdict::Untested { why } => vec![format!(
+            "the DC projection is untested ({why}): its interval covers run-to-run noise only, not the model's error"
+        )],
+        Verdict::Thin { procs, .. } => vec![format!(
+            "do not trust the DC projection yet: its backtest passed, but on one size only ({procs} procs), which cannot show how its error grows further out"
+        )],
+        Verdict::Passed { .. } => Vec::new(),
+    }
+}

@@ -1,0 +1,234 @@
+//! The analysis's four plots: completion time and CTI against bandwidth per size, the
+//! strong-scaling fit with its residuals, and predicted against measured demand; each
+//! drawn as SVG and PNG.
+
+use std::path::Path;
+
+use anyhow::Result;
+use plotters::prelude::*;
+
+use super::plot::*;
+use crate::analysis::demand::Censored;
+use crate::analysis::{Analysis, MedianPoint};
+
+pub(super) fn size_label(a: &Analysis, s: u32) -> String {
+    format!(
+        "{s} procs{}",
+        if a.held_out.contains(&s) {
+            " (held out)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The interval drawn around a point.
+type IntervalOf = fn(&MedianPoint) -> (f64, f64);
+
+pub(super) fn per_size(
+    a: &Analysis,
+    y: impl Fn(&MedianPoint) -> Option<f64>,
+    interval: Option<IntervalOf>,
+) -> Vec<Series> {
+    let mut sizes: Vec<u32> = a.points.iter().map(|p| p.procs).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+        .into_iter()
+        .map(|s| {
+            let mut pts: Vec<&MedianPoint> = a
+                .points
+                .iter()
+                .filter(|p| p.procs == s && y(p).is_some())
+                .collect();
+            pts.sort_by(|x, y| x.bw_pct.total_cmp(&y.bw_pct));
+            Series {
+                name: size_label(a, s),
+                points: pts
+                    .iter()
+                    .map(|p| (p.bw_pct, y(p).unwrap_or(0.0)))
+                    .collect(),
+                intervals: interval.map(|f| pts.iter().map(|p| f(p)).collect()),
+                markers: true,
+            }
+        })
+        .collect()
+}
+
+pub(super) fn scaling<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let mut at_full: Vec<&MedianPoint> = a.points.iter().filter(|p| p.bw_pct == 100.0).collect();
+    at_full.sort_by_key(|p| p.procs);
+    let pts: Vec<(f64, f64)> = at_full.iter().map(|p| (p.procs as f64, p.median)).collect();
+    let pmax = pts.iter().map(|p| p.0).fold(1.0, f64::max);
+    let x = 0.8..pmax * 1.1 + 0.5;
+    let mut measured = Series::measured("median of runs", pts.clone());
+    measured.intervals = Some(at_full.iter().map(|p| (p.ci_low, p.ci_high)).collect());
+    let Some(r) = &a.regression else {
+        return plot(
+            area,
+            "strong scaling at 100% (no fit: too few sizes)",
+            "processes",
+            "completion time (s)",
+            x,
+            compact,
+            &[measured],
+        );
+    };
+    let (top, bottom) = area.split_vertically(H * 2 / 3);
+    let model = |p: f64| r.c0 + r.c1 / p + r.c2 / p.sqrt();
+    let curve: Vec<(f64, f64)> = (0..=100)
+        .map(|i| 1.0 + (pmax - 1.0) * i as f64 / 100.0)
+        .map(|p| (p, model(p)))
+        .collect();
+    plot(
+        &top,
+        &format!(
+            "strong scaling at 100%: T(p) = {:.3} + {:.3}/p + {:.3}/sqrt(p), R^2 {:.2}",
+            r.c0, r.c1, r.c2, r.r2
+        ),
+        "processes",
+        "completion time (s)",
+        x.clone(),
+        compact,
+        &[
+            Series {
+                name: "model".into(),
+                points: curve,
+                intervals: None,
+                markers: false,
+            },
+            measured,
+        ],
+    )?;
+    let resid: Vec<(f64, f64)> = pts.iter().map(|&(p, t)| (p, t - model(p))).collect();
+    plot(
+        &bottom,
+        "residuals (measured - model)",
+        "processes",
+        "seconds",
+        x,
+        compact,
+        &[Series::measured("residual", resid)],
+    )
+}
+
+pub(super) fn demand_plot<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let mut series = Vec::new();
+    let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for s in sizes {
+        let pts: Vec<(f64, f64)> = a
+            .demand
+            .iter()
+            .filter(|d| d.procs == s && d.censored != Censored::Below)
+            .map(|d| (d.cti, d.bw_pct))
+            .collect();
+        if !pts.is_empty() {
+            series.push(Series::measured(
+                format!("{} measured", size_label(a, s)),
+                pts,
+            ));
+        }
+    }
+    let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    for t in targets {
+        let proj: Vec<_> = a.projection.iter().filter(|p| p.procs == t).collect();
+        series.push(Series {
+            name: format!("{t} procs predicted"),
+            points: proj.iter().map(|p| (p.cti, p.bw_pct)).collect(),
+            intervals: proj
+                .iter()
+                .all(|p| p.bw_pct_ci.is_some())
+                .then(|| proj.iter().filter_map(|p| p.bw_pct_ci).collect()),
+            markers: true,
+        });
+    }
+    let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    if x0 > x1 {
+        return Ok(());
+    }
+    plot(
+        area,
+        "bandwidth demand: measured and predicted",
+        "completion-time increment (%)",
+        "bandwidth needed (% of link)",
+        (x0 - 1.0).max(0.0)..x1 + 1.0,
+        compact,
+        &series,
+    )
+}
+
+pub(super) fn draw_one<DB: DrawingBackend>(name: &str, area: &Draw<DB>, a: &Analysis) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    match name {
+        "time_vs_bandwidth" => {
+            let mut s = per_size(a, |p| Some(p.median), Some(|p| (p.ci_low, p.ci_high)));
+            let x = log_bandwidth(&mut s);
+            plot(
+                area,
+                "completion time vs bandwidth (median of repeats, with its CI)",
+                "bandwidth (% of link, log scale)",
+                "completion time (s)",
+                x,
+                from_log,
+                &s,
+            )
+        }
+        "cti_vs_bandwidth" => {
+            let mut s = per_size(a, |p| p.cti, None);
+            let x = log_bandwidth(&mut s);
+            plot(
+                area,
+                "completion-time increment vs bandwidth",
+                "bandwidth (% of link, log scale)",
+                "CTI (%)",
+                x,
+                from_log,
+                &s,
+            )
+        }
+        "strong_scaling" => scaling(area, a),
+        _ => demand_plot(area, a),
+    }?;
+    // Once, on the whole drawing: the SVG backend writes its file here, so every panel
+    // (the residuals too) is in it.
+    area.present().map_err(err)
+}
+
+pub(super) fn render_all(dir: &Path, a: &Analysis) -> Result<Vec<(String, String)>> {
+    let plots: [(&str, &str); 4] = [
+        ("time_vs_bandwidth", "Completion time vs bandwidth"),
+        ("cti_vs_bandwidth", "Completion-time increment vs bandwidth"),
+        ("strong_scaling", "Strong-scaling fit and residuals"),
+        ("demand", "Bandwidth demand, predicted vs measured"),
+    ];
+    let mut out = Vec::new();
+    for (name, title) in plots {
+        let svg_path = dir.join(format!("{name}.svg"));
+        let png_path = dir.join(format!("{name}.png"));
+        draw_one(
+            name,
+            &SVGBackend::new(&svg_path, (W, H)).into_drawing_area(),
+            a,
+        )?;
+        draw_one(
+            name,
+            &BitMapBackend::new(&png_path, (W, H)).into_drawing_area(),
+            a,
+        )?;
+        out.push((name.to_string(), title.to_string()));
+    }
+    Ok(out)
+}

@@ -1,0 +1,292 @@
+//! The analysis's page: `index.html` with the trust section first, the warnings, the
+//! tables, the plots inline and the analysis as JSON, in one self-contained file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+
+use super::figures::{render_all, size_label};
+use super::plot::font;
+use crate::analysis::demand::Censored;
+use crate::analysis::Analysis;
+
+/// The page style both reports share.
+pub(super) const STYLE: &str = "<style>
+body { font-family: sans-serif; max-width: 1040px; margin: 2em auto; padding: 0 1em; color: #222; }
+pre { background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 14px; }
+table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: 14px; }
+th, td { border-bottom: 1px solid #ddd; padding: .25em .8em; text-align: right; }
+th { background: #f2f2f2; }
+figure { margin: 2em 0; } figcaption { font-weight: bold; margin-bottom: .5em; }
+figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
+.warn, li { color: #8a4b00; } .files { font-size: 13px; }
+</style>";
+
+/// A plot written as `dir/NAME.svg` and `.png`, as a figure of the page: the SVG inline,
+/// links to both files.
+pub(super) fn figure_html(dir: &Path, name: &str, title: &str) -> Result<String> {
+    let svg = std::fs::read_to_string(dir.join(format!("{name}.svg")))?;
+    let svg = svg.trim_start_matches(|c| c != '<');
+    Ok(format!(
+        "<figure><figcaption>{}</figcaption>{svg}<p class=\"files\"><a href=\"{name}.svg\">{name}.svg</a> · <a href=\"{name}.png\">{name}.png</a></p></figure>\n",
+        escape(title)
+    ))
+}
+
+pub(super) use crate::table::escape_html as escape;
+
+/// An HTML table.
+pub(super) fn html_table(header: &[String], rows: &[Vec<String>]) -> String {
+    let th: String = header
+        .iter()
+        .map(|h| format!("<th>{}</th>", escape(h)))
+        .collect();
+    let body: String = rows
+        .iter()
+        .map(|r| {
+            let td: String = r
+                .iter()
+                .map(|c| format!("<td>{}</td>", escape(c)))
+                .collect();
+            format!("<tr>{td}</tr>")
+        })
+        .collect();
+    format!("<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>\n")
+}
+
+/// The analysis's tables as HTML.
+pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
+    let mut out = String::new();
+    if let Some(r) = &a.regression {
+        out.push_str(&format!(
+            "<h3>Strong scaling at 100%</h3><p>T(p) = {:.4} + {:.4}/p + {:.4}/sqrt(p); R² {:.3}, MSE {:.3e}{}</p>\n",
+            r.c0,
+            r.c1,
+            r.c2,
+            r.r2,
+            r.mse,
+            r.crossover_procs
+                .map(|p| format!("; communication overtakes processing at p ≈ {p:.0}"))
+                .unwrap_or_default()
+        ));
+    }
+    out.push_str("<h3>Completion time and CTI per point</h3>\n");
+    let header: Vec<String> = [
+        "procs",
+        "bw %",
+        "runs",
+        "median s",
+        "order-statistic interval",
+        "covers",
+        "CV",
+        "CTI %",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let rows: Vec<Vec<String>> = a
+        .points
+        .iter()
+        .map(|p| {
+            vec![
+                p.procs.to_string(),
+                p.bw_pct.to_string(),
+                p.n.to_string(),
+                format!("{:.4}", p.median),
+                format!("{:.4} – {:.4}", p.ci_low, p.ci_high),
+                format!("{:.0}%", p.ci_coverage * 100.0),
+                format!("{:.3}", p.cv),
+                p.cti
+                    .map(|c| format!("{c:.1}"))
+                    .unwrap_or_else(|| "–".into()),
+            ]
+        })
+        .collect();
+    out.push_str(&html_table(&header, &rows));
+    out.push_str(&format!(
+        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%); ~ below the noise floor (not used).</p>\n",
+        escape(capacity.unwrap_or("the link"))
+    ));
+    let mut header = vec!["procs".to_string()];
+    header.extend(levels.iter().map(|c| format!("CTI {c}%")));
+    let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let rows: Vec<Vec<String>> = sizes
+        .iter()
+        .map(|&p| {
+            let mut row = vec![size_label(a, p)];
+            row.extend(levels.iter().map(|&c| {
+                a.demand
+                    .iter()
+                    .find(|d| d.procs == p && d.cti == c)
+                    .map(|d| {
+                        format!(
+                            "{}{}{:.1}",
+                            if d.below_noise { "~" } else { "" },
+                            d.censored.mark(),
+                            d.bw_pct
+                        )
+                    })
+                    .unwrap_or_else(|| "–".into())
+            }));
+            row
+        })
+        .collect();
+    out.push_str(&html_table(&header, &rows));
+    out.push_str(&match (a.dc, a.dc_ci) {
+        (Some(dc), Some((l, h))) => format!(
+            "<p>Demand constant DC = {dc:.3} (90% bootstrap interval over runs {l:.3} – {h:.3}, {} pairs).</p>\n",
+            a.dc_pairs.len()
+        ),
+        (Some(dc), None) => format!("<p>Demand constant DC = {dc:.3}.</p>\n"),
+        _ => "<p>Demand constant: not available.</p>\n".into(),
+    });
+    let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    if !targets.is_empty() {
+        out.push_str(&format!(
+            "<h3>Projection from p* = {} procs</h3>\n",
+            a.p_star.unwrap_or(0)
+        ));
+        let rows: Vec<Vec<String>> = targets
+            .iter()
+            .map(|&t| {
+                let mut row = vec![t.to_string()];
+                row.extend(levels.iter().map(|&c| {
+                    a.projection
+                        .iter()
+                        .find(|p| p.procs == t && p.cti == c)
+                        .map(|p| {
+                            let ci = p
+                                .bw_pct_ci
+                                .map(|(l, h)| format!(" [{l:.1} – {h:.1}]"))
+                                .unwrap_or_default();
+                            let m = p
+                                .measured_bw_pct
+                                .map(|m| {
+                                    format!(
+                                        "; measured {}{m:.1} ({}{:+.1} pp)",
+                                        p.measured_censored.unwrap_or(Censored::None).mark(),
+                                        if p.error_is_bound { "bound " } else { "" },
+                                        p.bw_pct - m
+                                    )
+                                })
+                                .unwrap_or_default();
+                            format!("{:.1}{ci}{m}", p.bw_pct)
+                        })
+                        .unwrap_or_else(|| "–".into())
+                }));
+                row
+            })
+            .collect();
+        out.push_str(&html_table(&header, &rows));
+    }
+    if !a.saturation.is_empty() {
+        out.push_str("<h3>Where the link saturates</h3>\n");
+        let rows: Vec<Vec<String>> = a
+            .saturation
+            .iter()
+            .map(|s| vec![format!("{}%", s.cti), format!("{:.0}", s.procs)])
+            .collect();
+        out.push_str(&html_table(
+            &["CTI".to_string(), "processes at 100% demand".to_string()],
+            &rows,
+        ));
+    }
+    out
+}
+
+/// The backtest's verdict and checks, the noise floor, and what the intervals are.
+pub(super) fn trust(a: &Analysis) -> String {
+    let mut out = format!(
+        "<p><b>{}</b></p>\n",
+        escape(&format!("Backtest (DC): {}.", a.verdict.text()))
+    );
+    if let Some(t) = &a.traffic {
+        out.push_str(&format!(
+            "<p><b>Traffic-based projection, backtest: {}.</b></p>\n",
+            escape(&t.verdict.text())
+        ));
+    }
+    out.push_str(&format!("<p>{}.</p>\n", escape(&a.supported)));
+    out.push_str(&format!("<p>Intervals: {}.</p>\n", escape(&a.intervals)));
+    if !a.backtest.is_empty() {
+        out.push_str(&crate::analysis::render::backtest_table(a).html());
+    }
+    if !a.noise.is_empty() {
+        out.push_str("<p>Noise floor: the smallest CTI each size's repeats resolve (90%).</p>\n");
+        let header: Vec<String> = ["procs", "run CV", "baseline runs", "floor CTI %"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let rows: Vec<Vec<String>> = a
+            .noise
+            .iter()
+            .map(|f| {
+                vec![
+                    f.procs.to_string(),
+                    format!("{:.3}", f.run_cv),
+                    f.baseline_repeats.to_string(),
+                    format!("{:.1}", f.cti_pct),
+                ]
+            })
+            .collect();
+        out.push_str(&html_table(&header, &rows));
+    }
+    out
+}
+
+/// Write the report into `dir`; returns the path of `index.html`.
+pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow!("cannot create the report directory {}: {e}", dir.display()))?;
+    let mut figures = String::new();
+    match font() {
+        Ok(_) => {
+            for (name, title) in render_all(dir, a)? {
+                figures.push_str(&figure_html(dir, &name, &title)?);
+            }
+        }
+        Err(why) => figures.push_str(&format!("<p class=\"warn\">No plots: {}</p>", escape(why))),
+    }
+    let warnings: String = a
+        .warnings
+        .iter()
+        .map(|w| format!("<li>{}</li>", escape(w)))
+        .collect();
+    let json = serde_json::to_string_pretty(a)?;
+    let html = format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>throttle report: {series}</title>
+{STYLE}</head><body>
+<h1>Bandwidth demand: {series}</h1>
+<p>{runs} successful runs, {failed} failed runs left out, {flagged} flagged runs {flag_fate} (their links did not run at their setting; see Warnings). Times: {time}.</p>
+<h2>Can the projection be trusted?</h2>{trust}
+<h2>Warnings</h2><ul>{warnings}</ul>
+<h2>Tables</h2>{tables}
+<h2>Plots</h2>{figures}
+<h2>Data</h2><details><summary>analysis as JSON</summary><pre>{json}</pre></details>
+</body></html>
+"#,
+        series = escape(&a.series),
+        runs = a.runs,
+        failed = a.failed_runs,
+        flagged = a.flagged_runs,
+        flag_fate = if a.flagged_kept { "KEPT" } else { "left out" },
+        time = escape(&a.time_source),
+        warnings = if warnings.is_empty() {
+            "<li>none</li>".to_string()
+        } else {
+            warnings
+        },
+        tables = tables(a, levels, capacity),
+        trust = trust(a),
+        figures = figures,
+        json = escape(&json),
+    );
+    let index = dir.join("index.html");
+    std::fs::write(&index, html)?;
+    Ok(index)
+}

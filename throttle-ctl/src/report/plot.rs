@@ -1,0 +1,216 @@
+//! The plotting kit the report's figures share: system fonts, colours, series with
+//! optional intervals, a legend in its own column beside the plot, compact tick labels and
+//! logarithmic bandwidth axes.
+
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, Result};
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+pub(super) const W: u32 = 1000;
+pub(super) const H: u32 = 560;
+/// Width of the legend column beside each plot.
+pub(super) const LEGEND_W: u32 = 260;
+pub(super) const FONT_PATHS: [&str; 4] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+/// Register a system font for plotters once; the path used, or why none.
+pub(super) fn font() -> &'static Result<String, String> {
+    static FONT: OnceLock<Result<String, String>> = OnceLock::new();
+    FONT.get_or_init(|| {
+        for p in FONT_PATHS {
+            if let Ok(bytes) = std::fs::read(p) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return Ok(p.to_string());
+                }
+            }
+        }
+        Err(format!(
+            "no font found ({}); install fonts-dejavu-core to get plots",
+            FONT_PATHS.join(", ")
+        ))
+    })
+}
+
+pub(super) fn color(i: usize) -> RGBColor {
+    const C: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+    ];
+    C[i % C.len()]
+}
+
+pub(super) type Draw<'a, DB> = DrawingArea<DB, Shift>;
+
+pub(super) fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("plotting: {e}")
+}
+
+/// One line of a plot: its name, its points, and (optionally) an interval per point.
+pub(super) struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// `(low, high)` for each point, drawn as error bars.
+    pub intervals: Option<Vec<(f64, f64)>>,
+    /// Markers at the points (measured data), or a plain line (a model curve).
+    pub markers: bool,
+}
+
+impl Series {
+    pub fn measured(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            name: name.into(),
+            points,
+            intervals: None,
+            markers: true,
+        }
+    }
+}
+
+/// The legend in its own column: a coloured line and the series' name per row.
+pub(super) fn legend<DB: DrawingBackend>(area: &Draw<DB>, series: &[Series]) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE).map_err(err)?;
+    for (i, s) in series.iter().enumerate() {
+        let y = 60 + 26 * i as i32;
+        let c = color(i);
+        area.draw(&PathElement::new(vec![(8, y), (34, y)], c.stroke_width(3)))
+            .map_err(err)?;
+        if s.markers {
+            area.draw(&Circle::new((21, y), 4, c.filled()))
+                .map_err(err)?;
+        }
+        area.draw(&Text::new(s.name.clone(), (42, y - 8), ("sans-serif", 15)))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A plot of `series` on `area`, its legend beside it; `x` is the x axis's range (linear
+/// or logarithmic).
+pub(super) fn plot<DB, X>(
+    area: &Draw<DB>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    x: X,
+    x_format: fn(f64) -> String,
+    series: &[Series],
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+{
+    area.fill(&WHITE).map_err(err)?;
+    let (width, _) = area.dim_in_pixel();
+    let (chart_area, legend_area) = area.split_horizontally(width.saturating_sub(LEGEND_W));
+    let ys = series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|p| p.1)
+            .chain(s.intervals.iter().flatten().flat_map(|&(lo, hi)| [lo, hi]))
+    });
+    let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    if y0 > y1 {
+        return Ok(());
+    }
+    let pad = ((y1 - y0) * 0.08).max(1e-9);
+    let mut chart = ChartBuilder::on(&chart_area)
+        .caption(title, ("sans-serif", 22))
+        .margin(14)
+        .x_label_area_size(48)
+        .y_label_area_size(74)
+        .build_cartesian_2d(x, (y0 - pad)..(y1 + pad))
+        .map_err(err)?;
+    let (_, height) = chart_area.dim_in_pixel();
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_labels(8)
+        .y_labels((height / 60).clamp(3, 10) as usize)
+        .x_label_formatter(&|v| x_format(*v))
+        .y_label_formatter(&|v| compact(*v))
+        .light_line_style(WHITE)
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()
+        .map_err(err)?;
+    for (i, s) in series.iter().enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
+            .map_err(err)?;
+        if s.markers {
+            chart
+                .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .map_err(err)?;
+        }
+        if let Some(iv) = &s.intervals {
+            chart
+                .draw_series(s.points.iter().zip(iv).map(|(&(x, y), &(lo, hi))| {
+                    ErrorBar::new_vertical(x, lo, y, hi, c.stroke_width(1), 8)
+                }))
+                .map_err(err)?;
+        }
+    }
+    legend(&legend_area, series)
+}
+
+/// A tick label: as few digits as the value needs.
+pub(super) fn compact(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 || (a >= 1.0 && (v - v.round()).abs() < 1e-9) {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else if a >= 0.01 {
+        format!("{v:.3}").trim_end_matches('0').to_string()
+    } else {
+        format!("{v:.1e}")
+    }
+}
+
+/// A log-scaled bandwidth axis: the series' x values become log10(bw %), and the axis
+/// runs from just below the lowest step to just above 100 %; its labels (from
+/// [`from_log`]) are percentages again. (Plotters' own log axis labels decades only,
+/// too few for steps between 3 and 100 %.)
+pub(super) fn log_bandwidth(series: &mut [Series]) -> std::ops::Range<f64> {
+    for s in series.iter_mut() {
+        for p in &mut s.points {
+            p.0 = p.0.max(0.01).log10();
+        }
+    }
+    let lo = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(2.0, f64::min);
+    lo - 0.05..2.04
+}
+
+/// A label on a log10 axis: the value it stands for, with two significant digits.
+pub(super) fn from_log(v: f64) -> String {
+    let x = 10f64.powf(v);
+    let digits = (2 - x.log10().floor() as i32 - 1).max(0) as usize;
+    let r = format!("{x:.digits$}");
+    r
+}

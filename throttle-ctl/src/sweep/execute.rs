@@ -1,0 +1,384 @@
+//! Running a sweep against a cluster: remove what a killed run of it left, skip what is
+//! stored, warm up each node count, settle before each run, run, store the run with its
+//! load and proof, retry failed and flagged points, and tell the caller every step.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use throttle_proto::Pct;
+
+use super::plan::{Sweep, SweepPoint};
+use super::spec::Repeats;
+use crate::agent_client::AgentClient;
+use crate::cluster::Cluster;
+use crate::job::{self, JobSpec, Outcome, RunStatus};
+use crate::load;
+use crate::store::{RunRow, Store};
+
+/// How a sweep behaves beyond its spec.
+#[derive(Clone, Debug)]
+pub struct SweepOptions {
+    /// Prefix of every job name of this sweep ([`job_prefix`]).
+    pub job_prefix: String,
+    /// Lease of each job on the agents, seconds.
+    pub lease_s: f64,
+    /// Stop at the first run that fails because a node could not be reached or refused
+    /// to start it, instead of storing the failure and going on.
+    pub fail_fast: bool,
+}
+
+/// The job-name prefix of a sweep: the same for the same results database and series,
+/// so a resumed sweep recognises the jobs an earlier, killed run of it left behind.
+pub fn job_prefix(db: &Path, series: &str) -> String {
+    let db = db.canonicalize().unwrap_or_else(|_| db.to_path_buf());
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in db
+        .to_string_lossy()
+        .bytes()
+        .chain([0])
+        .chain(series.bytes())
+    {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("sw{:08x}", h as u32)
+}
+
+/// Remove, from every reachable node, the jobs whose names start with `prefix` (their
+/// ranks are killed). Returns how many were removed.
+pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
+    let mine = format!("{prefix}-");
+    let mut removed = 0;
+    for n in &cluster.file.nodes {
+        let c = AgentClient::new(cluster, n);
+        let Ok(jobs) = c.jobs() else { continue };
+        for job in jobs.names().iter().filter(|j| j.starts_with(&mine)) {
+            if c.delete_job(job).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+/// How a sweep ended.
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "end", rename_all = "snake_case")]
+pub enum SweepEnd {
+    Complete {
+        ran: usize,
+        skipped: usize,
+        gave_up: usize,
+    },
+    Interrupted {
+        ran: usize,
+    },
+}
+
+/// What a running sweep tells its caller (which shows it as a progress bar, lines, or
+/// JSON).
+#[derive(Debug)]
+pub enum SweepEvent<'a> {
+    /// Jobs an earlier, killed run of this sweep left on the agents were removed.
+    LeftoversRemoved(usize),
+    /// Some points were stored already and are skipped.
+    Resuming { stored: usize, total: usize },
+    /// A run is about to start (`index` of `todo`, from 0).
+    Starting {
+        index: usize,
+        todo: usize,
+        point: &'a SweepPoint,
+    },
+    /// A run ended and was stored.
+    Finished {
+        index: usize,
+        todo: usize,
+        point: &'a SweepPoint,
+        outcome: &'a Outcome,
+        /// Estimated seconds for the rest of the sweep.
+        eta_s: f64,
+    },
+    /// A point failed more often than `retries` allows and is given up.
+    GaveUp {
+        point: &'a SweepPoint,
+        attempts: u32,
+    },
+    /// The unstored warm-up run of a node count is starting.
+    WarmingUp { nodes: usize },
+    /// The machine was busy (a share of its CPUs, 0..1) just before this run.
+    Busy { point: &'a SweepPoint, busy: f64 },
+    /// `repeats = "auto"`: another round of repeats for points not yet precise enough.
+    MoreRepeats { round: usize, points: usize },
+}
+
+pub fn now_utc() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+impl Sweep {
+    /// Run the sweep against `cluster`, storing every run into `store`; `on_event` hears
+    /// of every step.
+    pub fn execute(
+        &self,
+        cluster: &Cluster,
+        store: &Store,
+        options: &SweepOptions,
+        cancel: &AtomicBool,
+        mut on_event: impl FnMut(SweepEvent<'_>),
+    ) -> Result<SweepEnd> {
+        if let Some(&max) = self.spec.nodes.iter().max() {
+            if max > cluster.file.nodes.len() {
+                bail!(
+                    "the sweep needs {max} nodes, the cluster file lists {} ({})",
+                    cluster.file.nodes.len(),
+                    cluster.node_names().join(", ")
+                );
+            }
+        }
+        let leftovers = remove_leftovers(cluster, &options.job_prefix);
+        if leftovers > 0 {
+            on_event(SweepEvent::LeftoversRemoved(leftovers));
+        }
+        let done = store.done_points()?;
+        let todo: Vec<&SweepPoint> = self
+            .points
+            .iter()
+            .filter(|p| !done.contains(&p.key))
+            .collect();
+        let skipped = self.points.len() - todo.len();
+        if skipped > 0 {
+            on_event(SweepEvent::Resuming {
+                stored: skipped,
+                total: self.points.len(),
+            });
+        }
+        let mut runner = Runner {
+            sweep: self,
+            cluster,
+            store,
+            options,
+            cancel,
+            host: std::fs::read_to_string("/etc/hostname")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+            failed: store.failed_attempts()?,
+            warmed: HashSet::new(),
+            started: Instant::now(),
+            ran: 0,
+            gave_up: 0,
+        };
+        for (i, p) in todo.iter().enumerate() {
+            if !runner.point(p, i, todo.len(), &mut on_event)? {
+                return Ok(SweepEnd::Interrupted { ran: runner.ran });
+            }
+        }
+        if self.spec.repeats == Repeats::Auto {
+            let mut round = 0;
+            loop {
+                let more = self.more_repeats(store, &runner.failed)?;
+                if more.is_empty() {
+                    break;
+                }
+                round += 1;
+                on_event(SweepEvent::MoreRepeats {
+                    round,
+                    points: more.len(),
+                });
+                for (i, p) in more.iter().enumerate() {
+                    if !runner.point(p, i, more.len(), &mut on_event)? {
+                        return Ok(SweepEnd::Interrupted { ran: runner.ran });
+                    }
+                }
+            }
+        }
+        Ok(SweepEnd::Complete {
+            ran: runner.ran,
+            skipped,
+            gave_up: runner.gave_up,
+        })
+    }
+}
+
+/// What one invocation of a sweep carries from run to run.
+struct Runner<'a> {
+    sweep: &'a Sweep,
+    cluster: &'a Cluster,
+    store: &'a Store,
+    options: &'a SweepOptions,
+    cancel: &'a AtomicBool,
+    host: String,
+    failed: HashMap<String, u32>,
+    /// Node counts that had their warm-up run in this invocation.
+    warmed: HashSet<usize>,
+    started: Instant,
+    ran: usize,
+    gave_up: usize,
+}
+
+impl Runner<'_> {
+    fn job(&self, nodes: usize, bw: Pct) -> JobSpec {
+        JobSpec {
+            workload: self.sweep.workload.clone(),
+            nodes,
+            ranks_per_node: self.sweep.spec.ranks_per_node,
+            bw,
+            time_limit_s: self.sweep.spec.time_limit,
+            lease_s: self.options.lease_s,
+            job_prefix: Some(self.options.job_prefix.clone()),
+        }
+    }
+
+    /// Run `p` until it succeeds or its retries are spent, storing every attempt;
+    /// `false` when interrupted.
+    fn point(
+        &mut self,
+        p: &SweepPoint,
+        index: usize,
+        todo: usize,
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> Result<bool> {
+        let spec = &self.sweep.spec;
+        if spec.warmup && self.warmed.insert(p.nodes) {
+            if self.cancel.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            on_event(SweepEvent::WarmingUp { nodes: p.nodes });
+            // Not stored: whatever it measured, or however it failed, the runs after it
+            // say the same again.
+            if let Ok(o) = job::execute(self.cluster, &self.job(p.nodes, Pct::FULL), self.cancel) {
+                if o.status == RunStatus::Interrupted {
+                    return Ok(false);
+                }
+            }
+        }
+        loop {
+            let attempts = self.failed.get(&p.key).copied().unwrap_or(0);
+            if attempts > spec.retries {
+                self.gave_up += 1;
+                on_event(SweepEvent::GaveUp { point: p, attempts });
+                return Ok(true);
+            }
+            if self.cancel.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            on_event(SweepEvent::Starting {
+                index,
+                todo,
+                point: p,
+            });
+            let job_spec = self.job(p.nodes, p.bw);
+            // Settle, measuring how busy the machine is while nothing of ours runs.
+            let before_settle = load::CpuTimes::now();
+            if spec.settle > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(spec.settle));
+            }
+            let before_run = load::CpuTimes::now();
+            let busy = before_settle
+                .zip(before_run)
+                .and_then(|(a, b)| load::shares(a, b))
+                .map(|s| s.0);
+            if let Some(b) = busy.filter(|b| *b > load::BUSY) {
+                on_event(SweepEvent::Busy { point: p, busy: b });
+            }
+            let started_at = now_utc();
+            let outcome = match job::execute(self.cluster, &job_spec, self.cancel) {
+                Ok(o) => o,
+                Err(e) if self.options.fail_fast => {
+                    return Err(e.context(format!(
+                        "stopping the sweep at nodes={} bw={} rep={} (--fail-fast); everything stored is kept",
+                        p.nodes, p.bw, p.repeat
+                    )))
+                }
+                Err(e) => Outcome::not_started(self.cluster, &job_spec, format!("{e:#}")),
+            };
+            if outcome.status == RunStatus::Interrupted {
+                return Ok(false);
+            }
+            let steal = before_run
+                .zip(load::CpuTimes::now())
+                .and_then(|(a, b)| load::shares(a, b))
+                .map(|s| s.1);
+            let traffic = outcome.fidelity.as_ref().map(|f| f.traffic());
+            self.ran += 1;
+            let ok = outcome.status == RunStatus::Ok;
+            self.store.insert(&RunRow {
+                point_key: p.key.clone(),
+                series: self.sweep.series.clone(),
+                workload: spec.workload.clone(),
+                options: self.sweep.options.to_string(),
+                nodes: p.nodes as u32,
+                ranks_per_node: spec.ranks_per_node as u32,
+                procs: outcome.procs as u32,
+                bw_pct: p.bw,
+                capacity: outcome.capacity_bytes_per_sec,
+                latency_us: outcome.latency_us,
+                repeat: p.repeat,
+                started_at,
+                seconds: ok.then_some(outcome.seconds),
+                kernel_seconds: outcome.kernel_seconds(),
+                teps: outcome.teps(),
+                status: outcome.status,
+                reason: outcome.reason.clone(),
+                host: self.host.clone(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                job: outcome.job.clone(),
+                bytes_sent: traffic.map(|t| t.0),
+                bytes_received: traffic.map(|t| t.1),
+                cpu_busy_before: busy,
+                cpu_steal: steal,
+                metrics: outcome
+                    .result
+                    .as_ref()
+                    .and_then(|r| serde_json::to_string(&r.metrics).ok()),
+                fidelity: outcome
+                    .fidelity
+                    .as_ref()
+                    .and_then(|f| serde_json::to_string(f).ok()),
+                flag: outcome.flag(),
+            })?;
+            let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
+            on_event(SweepEvent::Finished {
+                index,
+                todo,
+                point: p,
+                outcome: &outcome,
+                eta_s: per * (todo - index - 1) as f64,
+            });
+            // A run whose links did not run at their setting is stored (flagged) and
+            // retried like a failed one.
+            if ok && outcome.flag().is_none() {
+                return Ok(true);
+            }
+            *self.failed.entry(p.key.clone()).or_default() += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_prefixes_are_stable_and_tell_sweeps_apart() {
+        let a = job_prefix(Path::new("/tmp/r.db"), "bfs scale=8");
+        assert_eq!(a, job_prefix(Path::new("/tmp/r.db"), "bfs scale=8"));
+        assert_ne!(a, job_prefix(Path::new("/tmp/s.db"), "bfs scale=8"));
+        assert_ne!(a, job_prefix(Path::new("/tmp/r.db"), "bfs scale=9"));
+        assert!(throttle_proto::name::is_valid(&format!(
+            "{a}-bfs-1732000000000-abcdef"
+        )));
+    }
+
+    #[test]
+    fn timestamps_are_iso() {
+        let t = now_utc();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+}

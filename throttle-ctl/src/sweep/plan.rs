@@ -1,0 +1,549 @@
+//! A checked sweep: the workload made and checked for every node count, the series name,
+//! every point with its stable key in a seeded random order, and, under
+//! `repeats = "auto"`, the next round of repeats from what is stored.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use throttle_proto::emulation;
+use throttle_proto::workload::{Options, PmmOptions};
+use throttle_proto::Pct;
+
+use super::spec::{expand_bandwidths, Repeats, SweepSpec, AUTO_FIRST};
+use crate::analysis::stats::Rng;
+use crate::job::RunStatus;
+use crate::store::Store;
+use crate::workload::Workload;
+
+/// The relative half-width of the 90% interval of the median of `times` (normal
+/// approximation: 1.645 x 1.2533 x CV / sqrt(n)); infinite for fewer than 2.
+pub fn median_precision(times: &[f64]) -> f64 {
+    if times.len() < 2 {
+        return f64::INFINITY;
+    }
+    1.644_853_6 * 1.253_314_1 * crate::analysis::stats::cv(times) / (times.len() as f64).sqrt()
+}
+/// One point of the sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepPoint {
+    pub nodes: usize,
+    pub bw: Pct,
+    pub repeat: u32,
+    /// Identifies the point across runs of the sweep (series, nodes, ranks per node,
+    /// bandwidth, repeat), so a resumed sweep knows what is stored.
+    pub key: String,
+}
+
+impl SweepPoint {
+    pub fn new(series: &str, nodes: usize, ranks_per_node: usize, bw: Pct, repeat: u32) -> Self {
+        SweepPoint {
+            nodes,
+            bw,
+            repeat,
+            key: format!(
+                "{}rep={repeat}",
+                Self::group(series, nodes, ranks_per_node, bw)
+            ),
+        }
+    }
+
+    /// The key of every repeat of this (series, nodes, bandwidth), up to the repeat.
+    pub fn group(series: &str, nodes: usize, ranks_per_node: usize, bw: Pct) -> String {
+        let bw_text = bw
+            .percent()
+            .map(|b| b.to_string())
+            .unwrap_or_else(|| "unlimited".into());
+        format!("{series}|nodes={nodes}|rpn={ranks_per_node}|bw={bw_text}|")
+    }
+}
+
+/// A parsed, checked sweep.
+pub struct Sweep {
+    pub spec: SweepSpec,
+    pub workload: Workload,
+    pub series: String,
+    pub options: serde_json::Value,
+    pub points: Vec<SweepPoint>,
+}
+
+impl Sweep {
+    pub fn load(path: &Path) -> Result<Sweep> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the sweep spec {}", path.display()))?;
+        let spec: SweepSpec = toml::from_str(&text)
+            .map_err(|e| anyhow!("the sweep spec {} is not valid: {e}", path.display()))?;
+        Sweep::new(spec)
+    }
+
+    pub fn new(spec: SweepSpec) -> Result<Sweep> {
+        let workload = Workload::new(spec.options()?)?;
+        let options = workload.options().to_json();
+        if spec.nodes.is_empty() || spec.nodes.contains(&0) {
+            bail!("`nodes` must list node counts >= 1");
+        }
+        if spec.repeats == Repeats::Auto {
+            if spec.max_repeats < AUTO_FIRST {
+                bail!("`max_repeats` must be at least {AUTO_FIRST} (the repeats every point gets first)");
+            }
+            if !(spec.precision.is_finite() && spec.precision > 0.0 && spec.precision < 1.0) {
+                bail!("`precision` must be a share between 0 and 1 (0.02 for +-2%)");
+            }
+        }
+        if !(spec.settle.is_finite() && (0.0..=600.0).contains(&spec.settle)) {
+            bail!("`settle` must be between 0 and 600 seconds");
+        }
+        if !(spec.time_limit.is_finite() && spec.time_limit > 0.0) {
+            bail!("`time_limit` must be a positive number of seconds");
+        }
+        for &n in &spec.nodes {
+            workload
+                .check_procs(n * spec.ranks_per_node)
+                .map_err(|e| anyhow!("at {n} node(s) x {} rank(s): {e}", spec.ranks_per_node))?;
+        }
+        if let Options::Pmm(PmmOptions {
+            size,
+            emulate_gflops: Some(g),
+            ..
+        }) = workload.options()
+        {
+            for &n in &spec.nodes {
+                let s = emulated_pmm_seconds(*size, n * spec.ranks_per_node, *g);
+                if s > spec.time_limit {
+                    bail!(
+                        "at {n} node(s) the emulated compute alone takes {s:.1} s per run (size {size} at {g} GFLOP/s), more than `time_limit` = {} s: raise `emulate_gflops` or `time_limit`, or lower `size`",
+                        spec.time_limit
+                    );
+                }
+            }
+        }
+        let bws = expand_bandwidths(&spec.bandwidths)?;
+        let series = format!(
+            "{} {}",
+            workload.name(),
+            options
+                .as_object()
+                .map(|m| m
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" "))
+                .unwrap_or_default()
+        );
+        let mut points = Vec::new();
+        for &n in &spec.nodes {
+            for bw in &bws {
+                for r in 0..spec.repeats.first() {
+                    points.push(SweepPoint::new(&series, n, spec.ranks_per_node, *bw, r));
+                }
+            }
+        }
+        if spec.randomize {
+            let mut rng = Rng::new(spec.seed ^ 0x005E_ED0F_5EE9);
+            for i in (1..points.len()).rev() {
+                let j = rng.below(i + 1);
+                points.swap(i, j);
+            }
+        }
+        Ok(Sweep {
+            spec,
+            workload,
+            series,
+            options,
+            points,
+        })
+    }
+}
+
+impl Sweep {
+    /// Under `repeats = "auto"`: the next repeat of every point whose median is not yet
+    /// within `precision` and that has repeats left, in a seeded shuffled order.
+    pub fn more_repeats(
+        &self,
+        store: &Store,
+        failed: &HashMap<String, u32>,
+    ) -> Result<Vec<SweepPoint>> {
+        let rows = store.rows()?;
+        let mut groups: Vec<(usize, Pct)> = Vec::new();
+        for p in &self.points {
+            if !groups.contains(&(p.nodes, p.bw)) {
+                groups.push((p.nodes, p.bw));
+            }
+        }
+        let mut more = Vec::new();
+        for (nodes, bw) in groups {
+            let prefix = SweepPoint::group(&self.series, nodes, self.spec.ranks_per_node, bw);
+            let mine: Vec<_> = rows
+                .iter()
+                .filter(|r| r.point_key.starts_with(&prefix))
+                .collect();
+            let times: Vec<f64> = mine
+                .iter()
+                .filter(|r| r.status == RunStatus::Ok && r.flag.is_none())
+                .filter_map(|r| r.kernel_seconds.or(r.seconds))
+                .collect();
+            let max = if bw == Pct::FULL {
+                2 * self.spec.max_repeats
+            } else {
+                self.spec.max_repeats
+            };
+            if times.len() as u32 >= max || median_precision(&times) <= self.spec.precision {
+                continue;
+            }
+            // A repeat of this point that was given up ends its extra repeats: another one
+            // would most likely fail the same way, round after round.
+            let given_up = failed
+                .iter()
+                .any(|(k, &n)| k.starts_with(&prefix) && n > self.spec.retries);
+            if given_up {
+                continue;
+            }
+            let next = mine
+                .iter()
+                .filter_map(|r| r.point_key.rsplit("rep=").next()?.parse::<u32>().ok())
+                .max()
+                .map_or(0, |m| m + 1);
+            let p = SweepPoint::new(&self.series, nodes, self.spec.ranks_per_node, bw, next);
+            if failed.get(&p.key).copied().unwrap_or(0) > self.spec.retries {
+                continue;
+            }
+            more.push(p);
+        }
+        if self.spec.randomize {
+            let mut rng = Rng::new(self.spec.seed ^ 0x000A_0702 ^ more.len() as u64);
+            for i in (1..more.len()).rev() {
+                more.swap(i, rng.below(i + 1));
+            }
+        }
+        Ok(more)
+    }
+}
+
+/// The seconds a PMM run on `procs` ranks sleeps for its emulated compute: q steps of
+/// 2 (M/q)^3 flops at `gflops` (0 where the ranks form no square grid: `throttle-pmm`
+/// refuses that itself).
+fn emulated_pmm_seconds(size: usize, procs: usize, gflops: f64) -> f64 {
+    let q = (procs as f64).sqrt().round() as usize;
+    if q == 0 || q * q != procs {
+        return 0.0;
+    }
+    q as f64 * emulation::pmm_step_seconds(size / q, gflops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RunRow;
+
+    #[test]
+    fn points_are_every_combination_in_a_seeded_order() {
+        let text = r#"
+            workload = "bfs"
+            nodes = [1, 2]
+            bandwidths = ["100", "50"]
+            repeats = 2
+            seed = 3
+            [bfs]
+            scale = 8
+        "#;
+        let a = Sweep::new(toml::from_str(text).unwrap()).unwrap();
+        let b = Sweep::new(toml::from_str(text).unwrap()).unwrap();
+        assert_eq!(a.points.len(), 8);
+        assert_eq!(a.points, b.points, "same seed, same order");
+        let mut keys: Vec<&str> = a.points.iter().map(|p| p.key.as_str()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 8);
+        assert!(a.series.starts_with("bfs ") && a.series.contains("scale=8"));
+    }
+
+    #[test]
+    fn auto_repeats_continue_where_the_median_is_imprecise_and_stop_at_the_maximum() {
+        let spec: SweepSpec = toml::from_str(
+            "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100, 50]\nrepeats=\"auto\"\nmax_repeats=4\nprecision=0.02",
+        )
+        .unwrap();
+        let sweep = Sweep::new(spec).unwrap();
+        assert_eq!(sweep.points.len(), 2 * AUTO_FIRST as usize);
+        let path = std::env::temp_dir().join(format!("throttle-auto-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&path).unwrap();
+        let put = |p: &SweepPoint, seconds: f64, status: RunStatus| {
+            store
+                .insert(&RunRow {
+                    point_key: p.key.clone(),
+                    series: sweep.series.clone(),
+                    workload: "bfs".into(),
+                    options: "{}".into(),
+                    nodes: 1,
+                    ranks_per_node: 1,
+                    procs: 1,
+                    bw_pct: p.bw,
+                    capacity: 125e6,
+                    latency_us: 0,
+                    repeat: p.repeat,
+                    started_at: "2026-11-23T00:00:00Z".into(),
+                    seconds: (status == RunStatus::Ok).then_some(seconds),
+                    kernel_seconds: None,
+                    teps: None,
+                    status,
+                    reason: None,
+                    host: "h".into(),
+                    version: "0".into(),
+                    job: "j".into(),
+                    bytes_sent: None,
+                    bytes_received: None,
+                    cpu_busy_before: None,
+                    cpu_steal: None,
+                    metrics: None,
+                    fidelity: None,
+                    flag: None,
+                })
+                .unwrap();
+        };
+        // 100%: noisy (CV 0.1: +-16% at n = 3); 50%: precise (+-0.2%).
+        for p in &sweep.points {
+            let t = match (p.bw == Pct::FULL, p.repeat) {
+                (true, 0) => 0.9,
+                (true, 1) => 1.0,
+                (true, _) => 1.1,
+                (false, r) => 2.0 + r as f64 * 0.001,
+            };
+            put(p, t, RunStatus::Ok);
+        }
+        let failed = HashMap::new();
+        let more = sweep.more_repeats(&store, &failed).unwrap();
+        assert_eq!(more.len(), 1, "{more:?}");
+        assert_eq!((more[0].bw, more[0].repeat), (Pct::FULL, 3));
+        // The baseline may go to 2 x max_repeats = 8; a failed repeat is skipped over.
+        put(&more[0], 1.0, RunStatus::Failed);
+        put(
+            &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, 4),
+            1.0,
+            RunStatus::Ok,
+        );
+        let more = sweep.more_repeats(&store, &failed).unwrap();
+        assert_eq!(more[0].repeat, 5);
+        for r in 5..8 {
+            put(
+                &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, r),
+                1.0 + (r % 2) as f64 * 0.2,
+                RunStatus::Ok,
+            );
+        }
+        // 7 good runs at 100%: still imprecise, one more allowed.
+        assert_eq!(sweep.more_repeats(&store, &failed).unwrap().len(), 1);
+        // Unless a repeat of it was given up: then none (not one more each round).
+        let gave_up = HashMap::from([(more[0].key.clone(), sweep.spec.retries + 1)]);
+        assert!(sweep.more_repeats(&store, &gave_up).unwrap().is_empty());
+        put(
+            &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, 8),
+            1.2,
+            RunStatus::Ok,
+        );
+        assert!(sweep.more_repeats(&store, &failed).unwrap().is_empty());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn precision_of_a_median_by_hand() {
+        // CV 0.1, n = 4: 1.645 * 1.2533 * 0.1 / 2 = 0.1031.
+        let t = [0.9, 1.0, 1.0, 1.1];
+        let cv = crate::analysis::stats::cv(&t);
+        assert!((median_precision(&t) - 1.644_853_6 * 1.253_314_1 * cv / 2.0).abs() < 1e-12);
+        assert!(median_precision(&[1.0]).is_infinite());
+    }
+
+    #[test]
+    fn bad_specs_are_explained() {
+        for (text, hint) in [
+            (
+                "workload = \"sort\"\nnodes=[1]\nbandwidths=[100]",
+                "unknown workload",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[]\nbandwidths=[100]",
+                "node counts",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats=\"auto\"\nmax_repeats=2",
+                "max_repeats",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats=\"auto\"\nprecision=2",
+                "precision",
+            ),
+            (
+                "workload = \"bfs\"\nnodes=[1]\nbandwidths=[100]\nsettle=-1",
+                "settle",
+            ),
+            // Checked before the first run, not by failing every point.
+            (
+                "workload = \"pmm\"\nnodes=[4, 3]\nbandwidths=[100]",
+                "at 3 node(s) x 1 rank(s): pmm needs a square number of processes",
+            ),
+            (
+                "workload = \"pmm\"\nnodes=[1]\nranks_per_node=4\nbandwidths=[100]\n[pmm]\nsize=99",
+                "not a multiple of 2",
+            ),
+            // A section the workload does not read is not silently ignored.
+            (
+                "workload = \"pmm\"\nnodes=[4]\nbandwidths=[100]\n[bfs]\nscale=10",
+                "[bfs] section",
+            ),
+            (
+                "workload = \"loggps\"\nnodes=[2]\nbandwidths=[100]",
+                "model loggps",
+            ),
+            (
+                "workload = \"mw\"\nnodes=[2]\nbandwidths=[100]\n[mw]\nalpha=2",
+                "alpha",
+            ),
+        ] {
+            let spec: SweepSpec = toml::from_str(text).unwrap();
+            let e = Sweep::new(spec)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(hint), "{text}: {e}");
+        }
+        assert!(toml::from_str::<SweepSpec>(
+            "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100]\ncolour=1"
+        )
+        .is_err());
+        for bad in ["0", "\"often\"", "2.5"] {
+            let e = toml::from_str::<SweepSpec>(&format!(
+                "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100]\nrepeats={bad}"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("`repeats` must be a number from 1 to 10000 or \"auto\""),
+                "{e}"
+            );
+        }
+        let e = toml::from_str::<SweepSpec>(
+            "workload = \"pmm\"\nnodes=[1]\nbandwidths=[100]\n[pmm]\nbcast=\"tree\"",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tree") && e.contains("binomial"), "{e}");
+    }
+
+    #[test]
+    fn emulated_pmm_is_its_own_series_and_bad_rates_are_refused() {
+        let spec = |extra: &str| {
+            toml::from_str::<SweepSpec>(&format!(
+                "workload = \"pmm\"\nnodes=[4]\nbandwidths=[100]\n[pmm]\nsize=64\n{extra}"
+            ))
+            .unwrap()
+        };
+        let real = Sweep::new(spec("")).unwrap();
+        let emulated = Sweep::new(spec("emulate_gflops = 2.5")).unwrap();
+        assert_eq!(real.options.get("emulate_gflops"), None);
+        assert_eq!(emulated.options["emulate_gflops"], 2.5);
+        assert!(matches!(
+            emulated.workload.options(),
+            Options::Pmm(PmmOptions {
+                emulate_gflops: Some(g),
+                ..
+            }) if *g == 2.5
+        ));
+        for bad in ["0", "-1", "1e7", "1e-9"] {
+            let e = match Sweep::new(spec(&format!("emulate_gflops = {bad}"))) {
+                Ok(_) => panic!("{bad} accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains("emulate_gflops"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn emulated_bfs_is_its_own_series_and_passes_its_rate_on() {
+        let spec = |extra: &str| {
+            toml::from_str::<SweepSpec>(&format!(
+                "workload = \"bfs\"\nnodes=[4]\nbandwidths=[100]\n[bfs]\nscale=10\n{extra}"
+            ))
+            .unwrap()
+        };
+        let real = Sweep::new(spec("")).unwrap();
+        let emulated = Sweep::new(spec("emulate_meps = 0.5")).unwrap();
+        assert_eq!(real.options.get("emulate_meps"), None);
+        assert_eq!(emulated.options["emulate_meps"], 0.5);
+        assert_ne!(real.series, emulated.series);
+        assert!(emulated.workload.emulates_compute() && !real.workload.emulates_compute());
+        for bad in ["0", "-1", "1e7", "1e-4"] {
+            let e = match Sweep::new(spec(&format!("emulate_meps = {bad}"))) {
+                Ok(_) => panic!("{bad} accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains("emulate_meps"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn emulated_compute_longer_than_the_time_limit_is_refused_before_any_run() {
+        // M 300 on 2 x 2 at 0.0117 GFLOP/s: 2 steps of 2 x 150^3 flops, 1.15 s.
+        assert!((emulated_pmm_seconds(300, 4, 0.0117) - 1.1538).abs() < 1e-3);
+        assert_eq!(emulated_pmm_seconds(300, 3, 0.0117), 0.0);
+        let spec = |limit: f64| {
+            toml::from_str::<SweepSpec>(&format!(
+                "workload = \"pmm\"\nnodes=[9, 4]\nbandwidths=[100]\ntime_limit={limit}\n[pmm]\nsize=300\nemulate_gflops=0.0117"
+            ))
+            .unwrap()
+        };
+        assert!(Sweep::new(spec(2.0)).is_ok());
+        let e = match Sweep::new(spec(1.0)) {
+            Ok(_) => panic!("1.15 s of sleep accepted under a 1 s limit"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains("at 4 node(s)") && e.contains("time_limit"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_spec_built_in_code_is_the_same_sweep_once_written_and_read_back() {
+        let mut spec = SweepSpec::new(
+            Options::Pmm(PmmOptions {
+                size: 300,
+                bcast: throttle_proto::workload::Bcast::Binomial,
+                emulate_gflops: Some(0.0117),
+            }),
+            vec![4, 9],
+            vec![
+                toml::Value::String("100".into()),
+                toml::Value::String("50:30:-20".into()),
+            ],
+        );
+        spec.repeats = Repeats::Fixed(2);
+        spec.retries = 1;
+        let text = toml::to_string(&spec).unwrap();
+        let read: SweepSpec = toml::from_str(&text).unwrap();
+        let (a, b) = (Sweep::new(spec).unwrap(), Sweep::new(read).unwrap());
+        assert_eq!(a.series, b.series, "{text}");
+        assert_eq!(a.points, b.points, "{text}");
+        assert_eq!(
+            a.series, "pmm bcast=\"binomial\" emulate_gflops=0.0117 size=300",
+            "series names of stored sweeps must not change"
+        );
+        assert_eq!(b.spec.retries, 1);
+        assert!(text.contains("[pmm]") && !text.contains("[bfs]"), "{text}");
+    }
+
+    #[test]
+    fn the_example_specs_in_experiments_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let s = Sweep::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                assert!(!s.points.is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 3, "expected the example specs in {}", dir.display());
+    }
+}

@@ -1,0 +1,317 @@
+//! The sweep spec: the TOML file a user writes (the workload and its one section, node
+//! counts, bandwidth steps and ranges, repeats, noise control), parsed and checked key by
+//! key. Each key is documented on its field.
+
+use anyhow::{anyhow, bail, Result};
+use serde::{Deserialize, Serialize};
+use throttle_proto::workload::{
+    BfsOptions, CommandOptions, MwOptions, Options, PmmOptions, ProgramOptions,
+};
+use throttle_proto::Pct;
+
+/// The sweep specification file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// bfs, pmm, mw, program, or command (a command of the user's run on this host).
+    pub workload: String,
+    pub nodes: Vec<usize>,
+    #[serde(default = "one")]
+    pub ranks_per_node: usize,
+    /// Steps: numbers, "unlimited", or ranges "start:stop:step" (inclusive).
+    pub bandwidths: Vec<toml::Value>,
+    /// A number, or "auto" (see the module documentation).
+    #[serde(default)]
+    pub repeats: Repeats,
+    /// With `repeats = "auto"`: the most repeats of a throttled point (the 100% baseline
+    /// gets twice as many).
+    #[serde(default = "ten")]
+    pub max_repeats: u32,
+    /// With `repeats = "auto"`: repeat until the 90% interval of the point's median is
+    /// within this share of it (0.02: +-2%).
+    #[serde(default = "two_percent")]
+    pub precision: f64,
+    /// One unstored run at 100% before the first run of each node count.
+    #[serde(default = "yes")]
+    pub warmup: bool,
+    /// Seconds of pause before each run (the machine's load is measured over it).
+    #[serde(default = "one_second")]
+    pub settle: f64,
+    /// Seconds per run before it is killed.
+    #[serde(default = "limit")]
+    pub time_limit: f64,
+    #[serde(default = "yes")]
+    pub randomize: bool,
+    #[serde(default = "two")]
+    pub retries: u32,
+    #[serde(default)]
+    pub seed: u64,
+    /// The workload's section: the one `workload` names, no other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfs: Option<BfsOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmm: Option<PmmOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mw: Option<MwOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandOptions>,
+}
+
+impl SweepSpec {
+    /// A spec of `workload` over `nodes` and `bandwidths` (steps as in the file), every
+    /// other key at its default.
+    pub fn new(workload: Options, nodes: Vec<usize>, bandwidths: Vec<toml::Value>) -> SweepSpec {
+        let mut spec = SweepSpec {
+            workload: workload.name().to_string(),
+            nodes,
+            ranks_per_node: one(),
+            bandwidths,
+            repeats: Repeats::default(),
+            max_repeats: ten(),
+            precision: two_percent(),
+            warmup: yes(),
+            settle: one_second(),
+            time_limit: limit(),
+            randomize: yes(),
+            retries: two(),
+            seed: 0,
+            bfs: None,
+            pmm: None,
+            mw: None,
+            program: None,
+            command: None,
+        };
+        match workload {
+            Options::Bfs(o) => spec.bfs = Some(o),
+            Options::Pmm(o) => spec.pmm = Some(o),
+            Options::Mw(o) => spec.mw = Some(o),
+            Options::Program(o) => spec.program = Some(o),
+            Options::Command(o) => spec.command = Some(o),
+            // Not swept: [`SweepSpec::options`] says so.
+            Options::LogGps(_) => {}
+        }
+        spec
+    }
+
+    /// The options of the workload `workload` names: its section, or its defaults where
+    /// it has some. A section for another workload is an error (it would be ignored).
+    pub fn options(&self) -> Result<Options> {
+        let sections = [
+            ("bfs", self.bfs.is_some()),
+            ("pmm", self.pmm.is_some()),
+            ("mw", self.mw.is_some()),
+            ("program", self.program.is_some()),
+            ("command", self.command.is_some()),
+        ];
+        if let Some((other, _)) = sections
+            .iter()
+            .find(|(name, present)| *present && *name != self.workload)
+        {
+            bail!(
+                "the spec has a [{other}] section but `workload = \"{}\"`: remove it, or set `workload = \"{other}\"`",
+                self.workload.escape_debug()
+            );
+        }
+        Ok(match self.workload.as_str() {
+            "bfs" => Options::Bfs(self.bfs.clone().unwrap_or_else(|| BfsOptions {
+                // A sweep measures; `run` checks the program.
+                validate: false,
+                ..BfsOptions::default()
+            })),
+            "pmm" => Options::Pmm(self.pmm.clone().unwrap_or_default()),
+            "mw" => Options::Mw(self.mw.clone().unwrap_or_default()),
+            "program" => Options::Program(self.program.clone().ok_or_else(|| {
+                anyhow!("workload = \"program\" needs a [program] table with name")
+            })?),
+            "command" => Options::Command(self.command.clone().ok_or_else(|| {
+                anyhow!("workload = \"command\" needs a [command] table with run = \"...\"")
+            })?),
+            "loggps" => bail!("loggps is not swept: `throttle-ctl model loggps` measures it"),
+            other => bail!("{}", throttle_proto::workload::unknown(other)),
+        })
+    }
+}
+
+fn one() -> usize {
+    1
+}
+fn two() -> u32 {
+    2
+}
+fn ten() -> u32 {
+    10
+}
+fn two_percent() -> f64 {
+    0.02
+}
+fn one_second() -> f64 {
+    1.0
+}
+
+/// How many runs per point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repeats {
+    Fixed(u32),
+    /// [`AUTO_FIRST`] each, then more where the median is not yet precise.
+    Auto,
+}
+
+/// Repeats every point gets first under `repeats = "auto"`.
+pub const AUTO_FIRST: u32 = 3;
+
+impl Default for Repeats {
+    fn default() -> Self {
+        Repeats::Fixed(3)
+    }
+}
+
+impl Repeats {
+    /// The repeats planned up front.
+    pub fn first(self) -> u32 {
+        match self {
+            Repeats::Fixed(n) => n,
+            Repeats::Auto => AUTO_FIRST,
+        }
+    }
+}
+
+impl Serialize for Repeats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Repeats::Fixed(n) => s.serialize_u32(*n),
+            Repeats::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Repeats {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(n) if (1..=10_000).contains(&n) => Ok(Repeats::Fixed(n as u32)),
+            toml::Value::String(s) if s == "auto" => Ok(Repeats::Auto),
+            other => Err(serde::de::Error::custom(format!(
+                "`repeats` must be a number from 1 to 10000 or \"auto\", not {other}"
+            ))),
+        }
+    }
+}
+
+fn limit() -> f64 {
+    600.0
+}
+fn yes() -> bool {
+    true
+}
+
+/// Expand the bandwidth steps: `None` is unlimited.
+pub fn expand_bandwidths(steps: &[toml::Value]) -> Result<Vec<Pct>> {
+    let mut out: Vec<Option<f64>> = Vec::new();
+    let check = |v: f64, what: &str| -> Result<f64> {
+        Pct::new(v)
+            .map(|_| v)
+            .map_err(|_| anyhow!("bandwidth {what}: {v} is not a percentage from 0.01 to 100"))
+    };
+    for s in steps {
+        match s {
+            toml::Value::Integer(i) => out.push(Some(check(*i as f64, "step")?)),
+            toml::Value::Float(f) => out.push(Some(check(*f, "step")?)),
+            toml::Value::String(t) if t == "unlimited" => out.push(None),
+            toml::Value::String(t) => {
+                let parts: Vec<&str> = t.split(':').collect();
+                if parts.len() == 1 {
+                    let v: f64 = t.parse().map_err(|_| {
+                        anyhow!("bandwidth `{t}` is not a number, `unlimited` or START:STOP:STEP")
+                    })?;
+                    out.push(Some(check(v, "step")?));
+                    continue;
+                }
+                let nums: Vec<f64> = parts
+                    .iter()
+                    .map(|p| p.parse::<f64>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| {
+                        anyhow!("bandwidth range `{t}` must be START:STOP:STEP, e.g. 40:20:-2")
+                    })?;
+                if nums.len() != 3 {
+                    bail!("bandwidth range `{t}` must be START:STOP:STEP, e.g. 40:20:-2");
+                }
+                let (a, b, step) = (
+                    check(nums[0], "range start")?,
+                    check(nums[1], "range stop")?,
+                    nums[2],
+                );
+                if step == 0.0 || (b - a) * step < 0.0 {
+                    bail!("bandwidth range `{t}`: the step {step} does not lead from {a} to {b}");
+                }
+                let n = ((b - a) / step).floor() as usize;
+                if n > 1000 {
+                    bail!("bandwidth range `{t}` has more than 1000 steps");
+                }
+                for k in 0..=n {
+                    out.push(Some(((a + k as f64 * step) * 1e6).round() / 1e6));
+                }
+            }
+            other => {
+                bail!("bandwidth step `{other}` is not a number, `unlimited` or a range string")
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    out.retain(|v| {
+        let key = v.map(|x| (x * 1e6) as i64);
+        if seen.contains(&key) {
+            false
+        } else {
+            seen.push(key);
+            true
+        }
+    });
+    if out.is_empty() {
+        bail!("the sweep has no bandwidth steps");
+    }
+    out.into_iter()
+        .map(|v| match v {
+            Some(p) => Pct::new(p).map_err(|e| anyhow!("{e}")),
+            None => Ok(Pct::UNLIMITED),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(v: &[&str]) -> Vec<toml::Value> {
+        v.iter()
+            .map(|s| toml::Value::String(s.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn ranges_expand_inclusively_and_duplicates_go() {
+        let bw = expand_bandwidths(&steps(&["100", "40:20:-5", "30"])).unwrap();
+        let pcts: Vec<Option<f64>> = bw.iter().map(|p| p.percent()).collect();
+        assert_eq!(
+            pcts,
+            vec![
+                Some(100.0),
+                Some(40.0),
+                Some(35.0),
+                Some(30.0),
+                Some(25.0),
+                Some(20.0)
+            ]
+        );
+        let bw = expand_bandwidths(&steps(&["40:20:-2"])).unwrap();
+        assert_eq!(bw.len(), 11);
+        assert_eq!(
+            expand_bandwidths(&steps(&["unlimited"])).unwrap(),
+            vec![Pct::UNLIMITED]
+        );
+        for bad in ["40:20:2", "0:10:1", "40:20", "x", "101", "40:20:0"] {
+            assert!(expand_bandwidths(&steps(&[bad])).is_err(), "{bad}");
+        }
+    }
+}
