@@ -134,9 +134,7 @@ impl<'ast> Visit<'ast> for Paths<'_> {
     // Tests may use anything: they are not part of the module's design.
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         let is_test = m.attrs.iter().any(|a| {
-            a.path().is_ident("cfg")
-                && a.parse_args::<syn::Ident>()
-                    .is_ok_and(|i| i == "test")
+            a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
         });
         if !is_test {
             syn::visit::visit_item_mod(self, m);

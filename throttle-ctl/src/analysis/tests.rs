@@ -1,0 +1,313 @@
+//! The analysis end to end on synthetic studies whose every demand is known.
+
+use super::*;
+use backtest::Verdict;
+
+/// A synthetic study with three repeats: T(p, 100) from the paper's coefficients and
+/// CTI(bw, p) = 2 sqrt(p/4) (40 - bw) percent below 40%, so every demand is known.
+fn study(failed: bool) -> Vec<Observation> {
+    let mut obs = Vec::new();
+    for &p in &[4u32, 9, 16, 25] {
+        let t100 = 0.3 + 57.67 / p as f64 + 3.8 / (p as f64).sqrt();
+        for &bw in &[100.0, 40.0, 36.0, 32.0, 28.0, 24.0, 20.0] {
+            for r in 0..3 {
+                let cti = ((40.0 - bw) * 2.0 * (p as f64 / 4.0).sqrt()).max(0.0);
+                let jitter = 1.0 + (r as f64 - 1.0) * 1e-4;
+                obs.push(Observation {
+                    series: "bfs".into(),
+                    procs: p,
+                    bw_pct: Some(bw),
+                    repeat: r,
+                    seconds: if bw == 100.0 {
+                        t100 * jitter
+                    } else {
+                        t100 * (1.0 + cti / 100.0) * jitter
+                    },
+                    ok: true,
+                    nodes: 1,
+                    busy: None,
+                    bytes_sent: None,
+                    flag: None,
+                });
+            }
+        }
+    }
+    if failed {
+        obs.push(Observation {
+            series: "bfs".into(),
+            procs: 4,
+            bw_pct: Some(20.0),
+            repeat: 9,
+            seconds: 999.0,
+            ok: false,
+            nodes: 1,
+            busy: None,
+            bytes_sent: None,
+            flag: None,
+        });
+    }
+    obs
+}
+
+#[test]
+fn flagged_runs_are_left_out_unless_kept_and_said_so() {
+    let mut req = Question {
+        cti: vec![5.0, 10.0],
+        predict: vec![],
+        series: None,
+        time_source: "test".into(),
+        capacity: None,
+        keep_flagged: false,
+    };
+    let clean = analyze(&study(false), &req).unwrap();
+    // One run of 4 procs at 20% is ten times slower: its agent was starved.
+    let mut obs = study(false);
+    let slow = obs
+        .iter_mut()
+        .find(|o| o.procs == 4 && o.bw_pct == Some(20.0))
+        .unwrap();
+    slow.seconds *= 10.0;
+    slow.flag = Some("n1 egress carried 40.0% of its setting while backlogged".into());
+    let a = analyze(&obs, &req).unwrap();
+    assert_eq!((a.flagged_runs, a.flagged_kept), (1, false));
+    assert_eq!(a.runs, clean.runs - 1);
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.contains("1 run(s) were left out") && w.contains("40.0%")),
+        "{:?}",
+        a.warnings
+    );
+    let median = |a: &Analysis| {
+        a.points
+            .iter()
+            .find(|p| p.procs == 4 && p.bw_pct == 20.0)
+            .unwrap()
+            .median
+    };
+    assert!((median(&a) / median(&clean) - 1.0).abs() < 0.05);
+    req.keep_flagged = true;
+    let kept = analyze(&obs, &req).unwrap();
+    assert_eq!(kept.runs, clean.runs);
+    assert!(kept.warnings.iter().any(|w| w.contains("KEPT")));
+}
+
+#[test]
+fn failed_runs_are_ignored_and_counted() {
+    let req = Question {
+        cti: vec![5.0, 10.0],
+        predict: vec![],
+        series: None,
+        time_source: "test".into(),
+        capacity: None,
+        keep_flagged: false,
+    };
+    let with = analyze(&study(true), &req).unwrap();
+    let without = analyze(&study(false), &req).unwrap();
+    assert_eq!(with.failed_runs, 1);
+    assert!(with.warnings.iter().any(|w| w.contains("1 failed runs")));
+    assert_eq!(with.runs, without.runs);
+    assert_eq!(
+        format!("{:?}", with.demand),
+        format!("{:?}", without.demand)
+    );
+}
+
+#[test]
+fn held_out_size_is_predicted_and_compared() {
+    let req = Question {
+        cti: vec![10.0, 20.0],
+        predict: vec![25, 100],
+        series: None,
+        time_source: "test".into(),
+        capacity: None,
+        keep_flagged: false,
+    };
+    let a = analyze(&study(false), &req).unwrap();
+    assert_eq!(a.held_out, vec![25]);
+    assert_eq!(a.p_star, Some(16));
+    // The held-out size is in the backtest table, marked, and only there.
+    assert!(a.backtest.iter().any(|c| c.procs == 25));
+    assert!(a.backtest.iter().all(|c| c.held_out == (c.procs == 25)));
+    assert_eq!(
+        a.regression.as_ref().unwrap().n,
+        3 * 3,
+        "held-out runs stay out of the fit"
+    );
+    // Demand: CTI(bw) = 2 sqrt(p/4) (40 - bw) => BW(c, p) = 40 - c / (2 sqrt(p/4)).
+    let bw = |c: f64, p: f64| 40.0 - c / (2.0 * (p / 4.0).sqrt());
+    let d16 = a
+        .demand
+        .iter()
+        .find(|d| d.procs == 16 && d.cti == 10.0)
+        .unwrap();
+    assert!((d16.bw_pct - bw(10.0, 16.0)).abs() < 0.05, "{d16:?}");
+    // DC pairs: 3 pairs x 2 levels, each (BW1/BW2) * sqrt(p2/p1).
+    assert_eq!(a.dc_pairs.len(), 6);
+    let pair = a
+        .dc_pairs
+        .iter()
+        .find(|d| d.cti == 10.0 && d.p1 == 16 && d.p2 == 4)
+        .unwrap();
+    let want = bw(10.0, 16.0) / bw(10.0, 4.0) * 0.5;
+    assert!((pair.dc - want).abs() < 0.005, "{pair:?} vs {want}");
+    let pr = a
+        .projection
+        .iter()
+        .find(|p| p.procs == 25 && p.cti == 10.0)
+        .unwrap();
+    let want = bw(10.0, 16.0) * a.dc.unwrap() * (25.0f64 / 16.0).sqrt();
+    assert!((pr.bw_pct - want).abs() < 1e-9);
+    let measured = pr.measured_bw_pct.unwrap();
+    assert!((measured - bw(10.0, 25.0)).abs() < 0.05);
+    assert!((pr.error_pp.unwrap() - (pr.bw_pct - measured)).abs() < 1e-12);
+    assert!(a
+        .projection
+        .iter()
+        .any(|p| p.procs == 100 && p.measured_bw_pct.is_none()));
+    let text = render(&a, &[10.0, 20.0], Some("1 Gbit/s"));
+    assert!(
+        text.contains("held out") && text.contains("demand constant DC"),
+        "{text}"
+    );
+}
+
+/// Runs of a program that follows the traffic model exactly (see `traffic`): V = 1e6
+/// p^0.5 bytes per node, T100 = 1 + 8/p, exposed share 0.6, on a 125 MB/s link.
+fn traffic_study(sizes: &[u32]) -> Vec<Observation> {
+    let mut obs = Vec::new();
+    for &p in sizes {
+        let v = 1e6 * (p as f64).sqrt();
+        let t100 = 1.0 + 8.0 / p as f64;
+        for bw in [2.0, 3.0, 5.0, 7.0, 10.0, 14.0, 20.0, 40.0, 100.0] {
+            let w: f64 = bw / 100.0;
+            for r in 0..3 {
+                obs.push(Observation {
+                    series: "x".into(),
+                    procs: p,
+                    bw_pct: Some(bw),
+                    repeat: r,
+                    seconds: (t100 + 0.6 * v / 125e6 * (1.0 / w - 1.0))
+                        * (1.0 + (r as f64 - 1.0) * 1e-4),
+                    ok: true,
+                    nodes: p,
+                    busy: None,
+                    bytes_sent: Some((v * p as f64) as u64),
+                    flag: None,
+                });
+            }
+        }
+    }
+    obs
+}
+
+#[test]
+fn the_traffic_model_is_fitted_projected_and_backtested_beside_dc() {
+    let req = Question {
+        cti: vec![5.0, 10.0],
+        predict: vec![16, 64],
+        series: None,
+        time_source: "test".into(),
+        capacity: Some(125e6),
+        keep_flagged: false,
+    };
+    let a = analyze(&traffic_study(&[2, 4, 6, 8, 16]), &req).unwrap();
+    let t = a.traffic.as_ref().unwrap();
+    let f = t.fit.as_ref().unwrap();
+    assert!(
+        (f.exposed - 0.6).abs() < 0.01 && (f.volume_b - 0.5).abs() < 0.01,
+        "{f:?}"
+    );
+    // The held-out 16 is projected from 2, 4, 6, 8 and compared.
+    let p16 = t
+        .projection
+        .iter()
+        .find(|p| p.procs == 16 && p.cti == 10.0)
+        .unwrap();
+    let want = 100.0 / (1.0 + 0.1 * 1.5 / (0.6 * 4e6 / 125e6));
+    assert!((p16.bw_pct - want).abs() < 0.5, "{p16:?} vs {want}");
+    assert!(p16.error_pp.unwrap().abs() < 1.0, "{p16:?}");
+    assert!(
+        matches!(t.verdict, Verdict::Passed { .. }),
+        "{:?}",
+        t.verdict
+    );
+    assert!(a.backtest.iter().any(|c| c.model == Model::Traffic));
+    assert!(a.supported.contains("traffic"), "{}", a.supported);
+    let text = render(&a, &[5.0, 10.0], None);
+    assert!(
+        text.contains("projection from traffic") && text.contains("backtest (traffic): passed"),
+        "{text}"
+    );
+    // The same program without the 6: the backtest checks 8 only, which passes but is
+    // not enough to trust either projection.
+    let a = analyze(&traffic_study(&[2, 4, 8, 16]), &req).unwrap();
+    let t = a.traffic.as_ref().unwrap();
+    assert!(
+        matches!(t.verdict, Verdict::Thin { procs: 8, .. }),
+        "{:?}",
+        t.verdict
+    );
+    assert!(
+        matches!(a.verdict, Verdict::Thin { procs: 8, .. }),
+        "{:?}",
+        a.verdict
+    );
+    assert!(a.warnings.iter().any(|w| w.contains("one size only")));
+    let text = render(&a, &[5.0, 10.0], None);
+    assert!(
+        text.contains("backtest (traffic): NOT ENOUGH TO TRUST")
+            && text.contains("NOT TRUSTED, its backtest passed on one size only"),
+        "{text}"
+    );
+    // Without the capacity (CSV data) there is no traffic model, and it says why.
+    let a = analyze(
+        &traffic_study(&[2, 4, 6, 8, 16]),
+        &Question {
+            capacity: None,
+            ..req
+        },
+    )
+    .unwrap();
+    assert!(a.traffic.is_none());
+    assert!(a
+        .warnings
+        .iter()
+        .any(|w| w.contains("not one link capacity")));
+}
+
+#[test]
+fn several_series_need_a_choice() {
+    let mut obs = study(false);
+    obs.push(Observation {
+        series: "pmm".into(),
+        procs: 4,
+        bw_pct: Some(100.0),
+        repeat: 0,
+        seconds: 1.0,
+        ok: true,
+        nodes: 1,
+        busy: None,
+        bytes_sent: None,
+        flag: None,
+    });
+    let req = Question {
+        cti: vec![5.0],
+        predict: vec![],
+        series: None,
+        time_source: "test".into(),
+        capacity: None,
+        keep_flagged: false,
+    };
+    let e = analyze(&obs, &req).unwrap_err().to_string();
+    assert!(e.contains("--series") && e.contains("`pmm`"), "{e}");
+    let req = Question {
+        cti: vec![5.0],
+        predict: vec![],
+        series: Some("bfs".into()),
+        time_source: "test".into(),
+        capacity: None,
+        keep_flagged: false,
+    };
+    assert!(analyze(&obs, &req).is_ok());
+}

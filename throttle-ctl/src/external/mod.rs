@@ -1,0 +1,306 @@
+//! External commands as runs: a user's own launcher (`mpirun ...`, a script) started on
+//! this host for a chosen set of nodes at one bandwidth (`run --cmd`, sweep workload
+//! `command`).
+//!
+//! The controller writes a hostfile for the nodes (`{hostfile}`, Open MPI's format: one
+//! `ADDRESS slots=R` line per node), fills the command template's placeholders, and runs
+//! it with `/bin/sh -c` in its own process group, with `THROTTLE_CLUSTER` set so that
+//! `throttle-ctl exec` (mpirun's launch agent) finds the cluster. The completion time is
+//! the command's wall time, or the number a `--time-regex` captures from its output (the
+//! program's own timer). A non-zero exit, a regex that matches nothing, or the time limit
+//! (the whole process group is killed) make a failed run whose reason carries the output's
+//! last lines.
+//!
+//! [`template`]: the command template and the time regex a user writes; [`capture`]: the
+//! output read to its end; [`reap`]: what the command leaves behind, found and killed.
+
+mod capture;
+mod reap;
+mod template;
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use throttle_proto::result::WorkloadResult;
+use throttle_proto::Pct;
+
+pub use template::{CommandTemplate, TimeRegex, PLACEHOLDERS};
+
+use crate::cluster::{Cluster, Node};
+use capture::Capture;
+use reap::{children, kill_descendants};
+
+/// How an external command ended.
+pub struct Ended {
+    pub ok: bool,
+    pub interrupted: bool,
+    pub reason: Option<String>,
+    /// Wall time from start to exit (or kill).
+    pub wall_seconds: f64,
+    /// What the time regex captured (last match), when one was given and matched.
+    pub result: Option<WorkloadResult>,
+    /// The output's last lines.
+    pub output: Vec<String>,
+}
+
+/// Connections the nodes' agents intercepted so far (summed), or `None` when none of
+/// them intercepts (or one cannot be asked).
+fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
+    let mut sum = None;
+    for n in nodes {
+        let status = crate::agent_client::AgentClient::new(cluster, n)
+            .status()
+            .ok()?;
+        if let Some(i) = status.intercepted {
+            *sum.get_or_insert(0) += i.outgoing;
+        }
+    }
+    sum
+}
+
+/// Every node's agent serves the preload library, or an error that says which do not.
+fn check_preload_served(cluster: &Cluster, nodes: &[Node]) -> Result<()> {
+    let mut missing = Vec::new();
+    for n in nodes {
+        let status = crate::agent_client::AgentClient::new(cluster, n)
+            .status()
+            .with_context(|| {
+                format!(
+                    "cannot ask node `{}` whether it serves the preload library",
+                    n.name
+                )
+            })?;
+        if status.intercepted.and_then(|i| i.preload_port).is_none() {
+            missing.push(n.name.to_string());
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "--intercept preload: the agents of {} do not serve the preload library: start them with --preload (namespace hosts: `throttle-ctl local up --netns --intercept preload`)",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The hostfile line of one node: its own address (namespace hosts) or its agent's.
+fn host_line(node: &Node, ranks_per_node: usize) -> String {
+    let addr = node.address.unwrap_or_else(|| node.data.ip());
+    format!("{addr} slots={ranks_per_node}\n")
+}
+
+/// A private directory for one run's hostfile, removed when dropped.
+struct RunDir(PathBuf);
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One run of a command: what, for how many ranks per node, at which bandwidth, how long.
+pub struct Invocation<'a> {
+    pub template: &'a CommandTemplate,
+    pub time_regex: Option<&'a TimeRegex>,
+    pub ranks_per_node: usize,
+    pub bw: Pct,
+    pub time_limit: Duration,
+    pub intercept: Option<crate::intercept::Mode>,
+}
+
+/// Run the command for `nodes` (already shaped) and wait for it, killing its process
+/// group at the time limit or when `cancel` becomes true.
+pub fn run(
+    cluster: &Cluster,
+    nodes: &[Node],
+    inv: &Invocation,
+    cancel: &AtomicBool,
+) -> Result<Ended> {
+    let Invocation {
+        template,
+        time_regex,
+        ranks_per_node,
+        bw,
+        time_limit,
+        intercept,
+    } = *inv;
+    let preload = match intercept {
+        Some(crate::intercept::Mode::Preload) => {
+            check_preload_served(cluster, nodes)?;
+            Some(crate::intercept::library()?)
+        }
+        _ => None,
+    };
+    let dir = {
+        let mut b = [0u8; 6];
+        let _ = getrandom::getrandom(&mut b);
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let d = std::env::temp_dir().join(format!("throttle-run-{hex}"));
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&d)
+            .with_context(|| format!("cannot create {}", d.display()))?;
+        RunDir(d)
+    };
+    let hostfile = dir.0.join("hostfile");
+    let hosts: String = nodes.iter().map(|n| host_line(n, ranks_per_node)).collect();
+    std::fs::write(&hostfile, hosts)?;
+    let line = template.render(nodes.len(), ranks_per_node, &hostfile, bw);
+    if preload.is_some() {
+        for p in crate::intercept::static_programs(&line) {
+            eprintln!(
+                "warning: {} is statically linked: the preload library cannot reach it, its connections are not throttled",
+                p.display()
+            );
+        }
+    }
+    let intercepted_before = intercepted_outgoing(cluster, nodes);
+    // Orphans of the command (daemons, processes in their own groups) become children of
+    // this process, not of init, so that they can be found and killed afterwards.
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let spared = children();
+    let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
+    let mut command = Command::new("/bin/sh");
+    if let Some(lib) = &preload {
+        command
+            .env(crate::intercept::ENV, "preload")
+            .env(crate::intercept::LIB_ENV, lib);
+    }
+    let mut child = command
+        .arg("-c")
+        .arg(&line)
+        .env("THROTTLE_CLUSTER", &cluster_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start /bin/sh -c {line:?}"))?;
+    let start = Instant::now();
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let capture = Capture::start(&mut child, time_regex);
+    let kill = || {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        kill_descendants(&spared);
+    };
+    let (status, killed_why) = loop {
+        if let Some(s) = child.try_wait()? {
+            break (Some(s), None);
+        }
+        if cancel.load(Ordering::SeqCst) {
+            kill();
+            break (
+                child.wait().ok(),
+                Some("interrupted by the user".to_string()),
+            );
+        }
+        if start.elapsed() > time_limit {
+            kill();
+            break (
+                child.wait().ok(),
+                Some(format!(
+                    "the command ran past the time limit of {:.0} s; its process group was killed",
+                    time_limit.as_secs_f64()
+                )),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let wall_seconds = start.elapsed().as_secs_f64();
+    // What the command left behind (background children, daemons that called setsid,
+    // processes in their own groups such as mpirun's): all are our descendants, since
+    // this process is their subreaper.
+    kill_descendants(&spared);
+    let (output, captured) = capture.finish();
+    let with_tail = |why: String| {
+        let last: Vec<&str> = output
+            .iter()
+            .rev()
+            .take(5)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        if last.is_empty() {
+            why
+        } else {
+            format!("{why}; output ends: {}", last.join(" | "))
+        }
+    };
+    if let (Some(before), Some(after)) = (intercepted_before, intercepted_outgoing(cluster, nodes))
+    {
+        if nodes.len() > 1 && after == before && killed_why.is_none() {
+            eprintln!(
+                "warning: no connection of this command between nodes went through the agents (intercepted: 0 on {} nodes): its time is not throttled. \
+                 A statically linked program, raw system calls or io_uring escape the preload library; a command that does not start its processes with `throttle-ctl exec` (or LD_PRELOAD) on namespace hosts, or whose processes do not talk over TCP, is not intercepted either",
+                nodes.len()
+            );
+        }
+    }
+    let fail = |reason: String, interrupted: bool| Ended {
+        ok: false,
+        interrupted,
+        reason: Some(reason),
+        wall_seconds,
+        result: None,
+        output: output.clone(),
+    };
+    if let Some(why) = killed_why {
+        let interrupted = why.starts_with("interrupted");
+        return Ok(fail(with_tail(why), interrupted));
+    }
+    let status = status.ok_or_else(|| anyhow!("lost the command's exit status"))?;
+    if !status.success() {
+        let why = match status.code() {
+            Some(127) => format!("the command exited with status 127 (command not found?): {line}"),
+            Some(c) => format!("the command exited with status {c}"),
+            None => format!("the command was killed ({status})"),
+        };
+        return Ok(fail(with_tail(why), false));
+    }
+    Ok(match own_result(time_regex, captured) {
+        Ok(result) => Ended {
+            ok: true,
+            interrupted: false,
+            reason: None,
+            wall_seconds,
+            result,
+            output,
+        },
+        Err(why) => fail(with_tail(why), false),
+    })
+}
+
+/// The command's own result from what `time_regex` captured: none without a regex, an
+/// error when it matched nothing or its number is not one.
+fn own_result(
+    time_regex: Option<&TimeRegex>,
+    captured: Option<Result<f64, String>>,
+) -> Result<Option<WorkloadResult>, String> {
+    Ok(match (time_regex, captured) {
+        (None, _) => None,
+        (Some(re), None) => {
+            return Err(format!(
+                "{} `{}` matched no line of the output",
+                re.flag(),
+                re.as_str()
+            ))
+        }
+        (Some(_), Some(Err(e))) => return Err(e),
+        (Some(re), Some(Ok(v))) if re.is_rate() => Some(WorkloadResult {
+            workload: "command".into(),
+            seconds: Some(1.0 / v),
+            metrics: [("rate".to_string(), v)].into_iter().collect(),
+            ..WorkloadResult::default()
+        }),
+        (Some(_), Some(Ok(seconds))) => Some(WorkloadResult {
+            workload: "command".into(),
+            seconds: Some(seconds),
+            ..WorkloadResult::default()
+        }),
+    })
+}
