@@ -14,7 +14,7 @@ use anyhow::Context;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::intercept::Interception;
+use crate::intercept::rules::Interception;
 
 use crate::api::Tls;
 use crate::directory::{Directory, NodeEntry};
@@ -25,7 +25,8 @@ use crate::programs::ProgramPolicy;
 use crate::registry::Registry;
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
-use crate::transport::forward::{self, ForwardSpec, Forwards};
+use crate::transport::forward::{self, ForwardSpec};
+use crate::transport::forwards::Forwards;
 use crate::transport::pump::PumpOptions;
 use crate::transport::{peer, rank_endpoint};
 use throttle_proto::auth::Token;
@@ -182,7 +183,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     }
     // Last of what can fail: a start that fails leaves no redirect to a closed port.
     if let Some(i) = &agent.intercept {
-        i.install(&agent)
+        i.install(&agent.here())
             .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
     }
 

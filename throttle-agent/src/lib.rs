@@ -16,7 +16,8 @@
 //!   (nftables redirect, transparent sockets).
 //! * [`limits`]: connection caps; [`private_dir`]: directories only the agent's user may
 //!   enter.
-//! * [`state`]: the state every service shares; [`shutdown`]: the stop signal;
+//! * [`state`]: the state every service shares; [`serve`]: the one accept loop every
+//!   listener runs; [`shutdown`]: the stop signal;
 //!   [`agent`]: configuration and start/stop; [`config_file`]: the TOML file the flags
 //!   can also come from; [`affinity`]: CPU pinning; [`notify`]: systemd readiness;
 //!   [`cpu`]: how long the agent waited for a CPU.
@@ -39,6 +40,7 @@ pub mod notify;
 pub mod private_dir;
 pub mod programs;
 pub mod registry;
+pub mod serve;
 pub mod shutdown;
 pub mod spawner;
 pub mod state;

@@ -25,6 +25,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const CONTROL_CONNECTIONS: usize = 64;
 /// Connections at once in their handshake, per transport listener (at most).
 pub const HANDSHAKES: usize = 1024;
+/// Connections at once in their request on the preload port (at most). Lower than the
+/// others: without root each one reads `/proc/net/tcp` to find its socket's owner.
+pub const PRELOAD_HANDSHAKES: usize = 256;
 /// File descriptors one stream holds on an agent: two sockets, and a pipe (two
 /// descriptors) per direction for splice.
 const FDS_PER_STREAM: u64 = 6;
@@ -139,6 +142,9 @@ pub struct Limits {
     pub control: Pool,
     pub data_handshakes: Pool,
     pub local_handshakes: Pool,
+    /// The preload library's connections until their request is read and checked (then
+    /// a carried connection draws from `forwarded`, like the kernel redirect's).
+    pub preload_handshakes: Pool,
     /// Streams between agents and rank streams.
     pub streams: Pool,
     /// Connections accepted by forward listeners (which anyone who can reach them may
@@ -166,6 +172,7 @@ impl Limits {
             control: Pool::new(control),
             data_handshakes: Pool::new(handshakes),
             local_handshakes: Pool::new(handshakes),
+            preload_handshakes: Pool::new(handshakes.min(PRELOAD_HANDSHAKES)),
             streams: Pool::new(streams),
             forwarded: Pool::new(streams),
             refused: AtomicU64::new(0),
@@ -182,7 +189,8 @@ impl Limits {
         let handshakes = (budget / 8).min(HANDSHAKES as u64);
         // Pools with their reserves (a quarter more), then rank and agent streams and
         // forwarded connections, half of the rest each, at six descriptors a stream.
-        let listeners = (control + 2 * handshakes) * 5 / 4;
+        let preload = handshakes.min(PRELOAD_HANDSHAKES as u64);
+        let listeners = (control + 2 * handshakes + preload) * 5 / 4;
         let streams = (budget.saturating_sub(listeners) / 2 / FDS_PER_STREAM).clamp(16, 65536);
         Limits::new(control as usize, handshakes as usize, streams as usize)
     }

@@ -12,12 +12,12 @@ use throttle_proto::auth::Token;
 use throttle_proto::name::Name;
 
 use crate::directory::Directory;
-use crate::intercept::Interception;
+use crate::intercept::rules::{Here, Interception};
 use crate::jobs::Launcher;
 use crate::limits::Limits;
 use crate::link::Link;
 use crate::registry::Registry;
-use crate::transport::forward::Forwards;
+use crate::transport::forwards::Forwards;
 use crate::transport::pump::PumpOptions;
 
 /// The state every service of the agent shares.
@@ -41,4 +41,16 @@ pub struct Agent {
     pub launcher: Arc<Launcher>,
     /// Transparent interception (`--intercept`), when on.
     pub intercept: Option<Interception>,
+}
+
+impl Agent {
+    /// What interception's rules are written from.
+    pub fn here(&self) -> Here<'_> {
+        Here {
+            node: &self.node,
+            directory: &self.directory,
+            data_addr: self.data_addr,
+            control_port: self.control_addr.port(),
+        }
+    }
 }

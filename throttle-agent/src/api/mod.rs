@@ -274,7 +274,7 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
     if agent.intercept.is_some() {
         let agent = agent.clone();
         tokio::task::spawn_blocking(move || match &agent.intercept {
-            Some(i) => i.update(&agent),
+            Some(i) => i.update(&agent.here()),
             None => Ok(()),
         })
         .await

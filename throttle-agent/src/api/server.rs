@@ -13,6 +13,7 @@
 //! * speak TLS when the operator gives it a certificate ([`Tls`]), so the bearer token
 //!   does not cross a real network in clear.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,9 +25,9 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde_json::json;
 use tokio::net::TcpStream;
-use tokio::task::JoinSet;
-use tracing::{debug, warn};
+use tracing::debug;
 
+use crate::serve::AtStop;
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
 
@@ -92,47 +93,44 @@ pub async fn serve(
     agent: Arc<Agent>,
     listener: tokio::net::TcpListener,
     tls: Option<Tls>,
-    mut shutdown: Shutdown,
+    shutdown: Shutdown,
 ) {
     let app = super::router(agent.clone());
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, from)) => {
-                    // Sources that presented the token recently may use the reserve, so
-                    // that clients without it cannot lock the controller out.
-                    let pool = &agent.limits.control;
-                    let permit = if agent.limits.is_trusted(from.ip()) {
-                        pool.try_enter_trusted()
-                    } else {
-                        pool.try_enter(Some(from.ip()))
-                    };
-                    let Some(permit) = permit else {
-                        agent.limits.note_refused();
-                        debug!(%from, "control API busy: refusing a connection");
-                        if tls.is_none() {
-                            refuse_busy(&stream);
-                        }
-                        continue;
-                    };
-                    let app = app.clone();
-                    let tls = tls.clone();
-                    connections.spawn(async move {
-                        let _permit = permit;
-                        serve_connection(stream, from, tls, app).await;
-                    });
-                }
-                Err(e) => {
-                    warn!(error = %e, "accept on the control API failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+    let tls_for_handle = tls.clone();
+    let admit = move |stream: &tokio::net::TcpStream, from: SocketAddr| {
+        // Sources that presented the token recently may use the reserve, so that clients
+        // without it cannot lock the controller out.
+        let pool = &agent.limits.control;
+        let permit = if agent.limits.is_trusted(from.ip()) {
+            pool.try_enter_trusted()
+        } else {
+            pool.try_enter(Some(from.ip()))
+        };
+        if permit.is_none() {
+            agent.limits.note_refused();
+            debug!(%from, "control API busy: refusing a connection");
+            if tls.is_none() {
+                refuse_busy(stream);
             }
         }
-    }
-    connections.abort_all();
+        permit
+    };
+    let handle = move |stream, from, permit| {
+        let (app, tls) = (app.clone(), tls_for_handle.clone());
+        async move {
+            let _permit = permit;
+            serve_connection(stream, from, tls, app).await;
+        }
+    };
+    crate::serve::serve(
+        "control API",
+        listener,
+        Some(shutdown),
+        AtStop::Cut,
+        admit,
+        handle,
+    )
+    .await
 }
 
 /// Answer 503 without waiting: the socket is new, so its send buffer has room.

@@ -24,154 +24,48 @@
 
 pub mod netfilter;
 pub mod preload;
+pub mod rules;
 pub mod sockopt;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use throttle_proto::socket_table;
 
 use crate::endpoint::Conn;
+use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
-use crate::transport::peer;
+use crate::transport::dial;
 use crate::transport::wire::{Code, PeerWant, WireError};
 use crate::transport::CONNECT_TIMEOUT;
+use rules::Interception;
 
-/// Interception's state on one agent: the port the redirect sends connections to, and
-/// counters for `status`.
-#[derive(Debug, Default)]
-pub struct Interception {
-    /// Whether the kernel redirect is on (`--intercept`): its rules are installed, and
-    /// deliveries use transparent sockets (the program sees its real peer without help).
-    pub kernel: bool,
-    /// Port on 127.0.0.1 that the redirect rule targets (0 without the kernel redirect).
-    pub port: u16,
-    /// The preload port (`--preload`), when on.
-    pub preload_port: Option<u16>,
-    /// Deliveries made without a transparent socket: the agent-side address of each
-    /// (this node's address and the port it connected from) and the original source.
-    pub deliveries: std::sync::Mutex<std::collections::HashMap<SocketAddr, SocketAddr>>,
-    /// Connections from programs on this node intercepted and handed to another agent.
-    pub outgoing: AtomicU64,
-    /// Intercepted connections delivered to programs on this node.
-    pub incoming: AtomicU64,
-    /// Intercepted connections that could not be carried (no such node, peer refused).
-    pub failed: AtomicU64,
-    /// Held while the kernel rules change: installs, updates and the removal at stop
-    /// happen one at a time, each from the directory as it is then; `true` once stopped
-    /// (no update may put the rules back after that).
-    rules: std::sync::Mutex<bool>,
-}
-
-impl Interception {
-    /// Install the rules for the current directory (replacing leftovers of a crash).
-    pub fn install(&self, agent: &Agent) -> Result<(), netfilter::RulesError> {
-        let stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        if *stopped || !self.kernel {
-            return Ok(());
-        }
-        netfilter::install(&self.redirect(agent))
-    }
-
-    /// Rewrite the rules after the directory changed (blocking: runs `nft`).
-    pub fn update(&self, agent: &Agent) -> Result<(), netfilter::RulesError> {
-        let stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        if *stopped || !self.kernel {
-            return Ok(());
-        }
-        netfilter::update(&self.redirect(agent))
-    }
-
-    /// Remove the rules for good (agent stop).
-    pub fn stop(&self) {
-        let mut stopped = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        *stopped = true;
-        if self.kernel {
-            netfilter::remove();
-        }
-    }
-
-    /// Interception accepting redirected connections on `port` of 127.0.0.1 (kernel
-    /// redirect) and/or the preload library's on `preload_port`.
-    pub fn new(kernel_port: Option<u16>, preload_port: Option<u16>) -> Interception {
-        Interception {
-            kernel: kernel_port.is_some(),
-            port: kernel_port.unwrap_or(0),
-            preload_port,
-            ..Interception::default()
-        }
-    }
-
-    /// The redirect for the current directory: every other node's IPv4 data address,
-    /// except its agent's data port and control API (assumed on the same port as this
-    /// agent's, as deployments use one port for every node).
-    pub fn redirect(&self, agent: &Agent) -> netfilter::Redirect {
-        let mut r = netfilter::Redirect {
-            port: self.port,
-            ..netfilter::Redirect::default()
-        };
-        for n in agent.directory.nodes() {
-            if n.name == agent.node {
-                continue;
-            }
-            if let IpAddr::V4(ip) = n.data.ip().to_canonical() {
-                // A directory entry (any token holder can write one) must not capture this
-                // host's own loopback or broadcast traffic.
-                if ip == own_ip(agent)
-                    || ip.is_loopback()
-                    || ip.is_unspecified()
-                    || ip.is_multicast()
-                    || ip.is_broadcast()
-                {
-                    continue;
-                }
-                r.nodes.push(ip);
-                r.exempt.push((ip, n.data.port()));
-                r.exempt.push((ip, agent.control_addr.port()));
+/// Accept redirected connections until shutdown. They are programs' connections of this
+/// node, carried under the forwarded connections' pool (taken in [`open`]).
+pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown) {
+    let handle = move |client: TcpStream, from: SocketAddr, (): ()| {
+        let agent = agent.clone();
+        async move {
+            if let Err(e) = carry_outgoing(agent, client, from).await {
+                debug!(%from, error = %e, "intercepted connection ended with an error");
             }
         }
-        r.nodes.sort();
-        r.nodes.dedup();
-        r.exempt.sort();
-        r.exempt.dedup();
-        r
-    }
-}
-
-fn own_ip(agent: &Agent) -> Ipv4Addr {
-    match agent.data_addr.ip().to_canonical() {
-        IpAddr::V4(ip) => ip,
-        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
-    }
-}
-
-/// Accept redirected connections until shutdown.
-pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut shutdown: Shutdown) {
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((client, from)) => {
-                    let agent = agent.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = carry_outgoing(agent, client, from).await {
-                            debug!(%from, error = %e, "intercepted connection ended with an error");
-                        }
-                    });
-                }
-                Err(e) => {
-                    warn!(error = %e, "accept on the interception port failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            }
-        }
-    }
+    };
+    serve::serve(
+        "interception port",
+        listener,
+        Some(shutdown),
+        AtStop::Finish,
+        |_: &TcpStream, _| Some(()),
+        handle,
+    )
+    .await
 }
 
 /// Carry one connection the kernel redirected, from a program on this node (`src`) to
@@ -218,7 +112,7 @@ impl Opened {
     /// Copy between the program's socket and the destination's agent until both close.
     pub async fn carry(self, agent: &Agent, client: TcpStream) -> std::io::Result<()> {
         client.set_nodelay(true)?;
-        let r = peer::carry(agent, Conn::Tcp(client), self.peer).await;
+        let r = dial::carry(agent, Conn::Tcp(client), self.peer).await;
         drop(self._permit);
         r
     }
@@ -259,7 +153,7 @@ pub async fn open(agent: &Agent, src: SocketAddr, dst: SocketAddr) -> Result<Ope
             format!("no other node has the address {}", dst.ip()),
         )));
     };
-    match peer::dial(agent, &node, PeerWant::Intercepted { src, dst }).await {
+    match dial::dial(agent, &node, PeerWant::Intercepted { src, dst }).await {
         Ok(peer) => {
             state.outgoing.fetch_add(1, Ordering::Relaxed);
             debug!(%src, %dst, %node, "intercepted connection");

@@ -15,10 +15,12 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use throttle_proto::preload::{ConnectReply, NodeList, PeerReply, Request, REQUEST_LEN};
 
+use crate::limits::Permit;
+use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
 use crate::transport::wire::Code;
@@ -27,31 +29,39 @@ use throttle_proto::socket_table;
 /// How long a client may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Accept the preload library's connections until shutdown.
-pub async fn serve(agent: Arc<Agent>, listener: TcpListener, mut shutdown: Shutdown) {
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((client, from)) => {
-                    let agent = agent.clone();
-                    let local = match client.local_addr() {
-                        Ok(a) => a,
-                        Err(_) => continue,
-                    };
-                    tokio::spawn(async move {
-                        if let Err(e) = handle(agent, client, from, local).await {
-                            debug!(%from, error = %e, "preload connection ended with an error");
-                        }
-                    });
-                }
-                Err(e) => {
-                    warn!(error = %e, "accept on the preload port failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+/// Accept the preload library's connections until shutdown. A connection beyond
+/// [`crate::limits::PRELOAD_HANDSHAKES`] in their request is reset at once (the library
+/// then reports a timed-out connect, or an unreachable agent for its node list).
+pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown) {
+    let admitting = agent.clone();
+    let admit = move |client: &TcpStream, _: SocketAddr| {
+        let permit = admitting.limits.preload_handshakes.try_enter(None);
+        if permit.is_none() {
+            admitting.limits.note_refused();
+            crate::transport::socket::reset_on_close(client.as_raw_fd());
+        }
+        permit
+    };
+    let handle = move |client: TcpStream, from: SocketAddr, handshake: Permit| {
+        let agent = agent.clone();
+        async move {
+            let Ok(local) = client.local_addr() else {
+                return;
+            };
+            if let Err(e) = handle(agent, client, from, local, handshake).await {
+                debug!(%from, error = %e, "preload connection ended with an error");
             }
         }
-    }
+    };
+    serve::serve(
+        "preload port",
+        listener,
+        Some(shutdown),
+        AtStop::Finish,
+        admit,
+        handle,
+    )
+    .await
 }
 
 /// The errno a program's `connect()` gets for a failure the agents met.
@@ -70,6 +80,7 @@ async fn handle(
     mut client: TcpStream,
     from: SocketAddr,
     local: SocketAddr,
+    handshake: Permit,
 ) -> std::io::Result<()> {
     let Some(state) = agent.intercept.as_ref() else {
         return Ok(());
@@ -105,6 +116,7 @@ async fn handle(
             return Ok(());
         }
     };
+    drop(handshake);
     match request {
         Request::Nodes => client.write_all(&node_list(&agent).encode()).await,
         Request::Peer { via } => {

@@ -2,9 +2,11 @@
 //! that the stream may reach it, connect to its accept endpoint and announce the stream.
 
 use throttle_proto::name::Name;
+use tokio::io::AsyncWriteExt;
 
+use super::wire::Request;
 use super::wire::{Code, WireError};
-use super::{rank_endpoint, CONNECT_TIMEOUT};
+use super::CONNECT_TIMEOUT;
 use crate::endpoint::{Conn, Endpoint};
 use crate::state::Agent;
 
@@ -70,7 +72,7 @@ async fn connect_endpoint(
                 format!("rank {dst_rank} of job `{job}` does not accept at {endpoint}: {e}"),
             )
         })?;
-    rank_endpoint::announce(&mut conn, job, src_rank, dst_rank)
+    announce(&mut conn, job, src_rank, dst_rank)
         .await
         .map_err(|e| {
             WireError::new(
@@ -79,4 +81,23 @@ async fn connect_endpoint(
             )
         })?;
     Ok(conn)
+}
+
+/// Send the `Incoming` header to a rank's accept endpoint.
+pub async fn announce(
+    conn: &mut Conn,
+    job: &Name,
+    src_rank: u32,
+    dst_rank: u32,
+) -> std::io::Result<()> {
+    let bytes = Request::Incoming {
+        job: job.clone(),
+        src_rank,
+        dst_rank,
+    }
+    .encode();
+    match conn {
+        Conn::Unix(s) => s.write_all(&bytes).await,
+        Conn::Tcp(s) => s.write_all(&bytes).await,
+    }
 }

@@ -5,17 +5,23 @@
 //! * [`socket`] and [`pump`]: moving bytes (splice or buffers), paced by the link's ports.
 //! * [`rank_endpoint`]: the local endpoint (Unix socket) where ranks open streams and
 //!   register; [`delivery`]: handing a stream to a rank on this node.
-//! * [`peer`]: the data port where agents hand streams to each other; [`calibration`]:
-//!   measuring what a link carries.
-//! * [`forward`]: port forwards that carry any TCP program through the link.
+//! * [`dial`]: dialling another node's agent and carrying a connection over the stream;
+//!   [`peer`]: the data port where agents hand streams to each other (the dispatcher into
+//!   delivery, forwards' targets and interception); [`calibration`]: measuring what a
+//!   link carries.
+//! * [`forward`]: port forwards that carry any TCP program through the link; [`forwards`]:
+//!   the rules held; [`target`]: which addresses of this node a stream may reach.
 
 pub mod calibration;
 pub mod delivery;
+pub mod dial;
 pub mod forward;
+pub mod forwards;
 pub mod peer;
 pub mod pump;
 pub mod rank_endpoint;
 pub mod socket;
+pub mod target;
 pub mod timer;
 pub mod wire;
 

@@ -2,7 +2,7 @@
 //! ranks of their job and register where they accept streams.
 //!
 //! Streams to a rank on this node are connected directly and not shaped (like shared
-//! memory under MPI); streams to another node go through [`super::peer::dial`] and this
+//! memory under MPI); streams to another node go through [`super::dial::dial`] and this
 //! node's link.
 
 use std::path::Path;
@@ -10,12 +10,14 @@ use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::pump::{self, Framing};
 use super::wire::{self, Code, PeerWant, Reply, Request, WireError};
-use super::{peer, HANDSHAKE_TIMEOUT};
+use super::{dial, HANDSHAKE_TIMEOUT};
 use crate::endpoint::{Conn, Endpoint};
+use crate::limits::Permit;
+use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
 use throttle_proto::name::Name;
@@ -48,32 +50,37 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// Accept local connections until shutdown.
-pub async fn serve(agent: Arc<Agent>, listener: UnixListener, mut shutdown: Shutdown) {
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let Some(handshake) = agent.limits.local_handshakes.try_enter(None) else {
-                        agent.limits.note_refused();
-                        let busy = Reply::from(WireError::new(Code::Busy, "the agent holds as many local connections in their handshake as it may; try again"));
-                        let _ = stream.try_write(&busy.encode());
-                        continue;
-                    };
-                    let agent = agent.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = handle(agent, stream, handshake).await {
-                            debug!(error = %e, "local stream ended with an error");
-                        }
-                    });
-                }
-                Err(e) => {
-                    warn!(error = %e, "accept on the local endpoint failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
+pub async fn serve(agent: Arc<Agent>, listener: UnixListener, shutdown: Shutdown) {
+    let admitting = agent.clone();
+    let admit = move |stream: &UnixStream, (): ()| {
+        let permit = admitting.limits.local_handshakes.try_enter(None);
+        if permit.is_none() {
+            admitting.limits.note_refused();
+            let busy = Reply::from(WireError::new(
+                Code::Busy,
+                "the agent holds as many local connections in their handshake as it may; try again",
+            ));
+            let _ = stream.try_write(&busy.encode());
+        }
+        permit
+    };
+    let handle = move |stream: UnixStream, (): (), handshake: Permit| {
+        let agent = agent.clone();
+        async move {
+            if let Err(e) = handle(agent, stream, handshake).await {
+                debug!(error = %e, "local stream ended with an error");
             }
         }
-    }
+    };
+    serve::serve(
+        "local endpoint",
+        listener,
+        Some(shutdown),
+        AtStop::Finish,
+        admit,
+        handle,
+    )
+    .await
 }
 
 async fn refuse(stream: &mut UnixStream, e: WireError) -> std::io::Result<()> {
@@ -85,7 +92,7 @@ async fn refuse(stream: &mut UnixStream, e: WireError) -> std::io::Result<()> {
 async fn handle(
     agent: Arc<Agent>,
     mut stream: UnixStream,
-    handshake: crate::limits::Permit,
+    handshake: Permit,
 ) -> std::io::Result<()> {
     let req = match tokio::time::timeout(HANDSHAKE_TIMEOUT, wire::read_request(&mut stream)).await {
         Ok(Ok(r)) => r,
@@ -166,12 +173,12 @@ async fn open_rank(
         src_rank,
         dst_rank,
     };
-    let peer_stream = match peer::dial(&agent, &node, want).await {
+    let peer_stream = match dial::dial(&agent, &node, want).await {
         Ok(s) => s,
         Err(e) => return refuse(&mut stream, e).await,
     };
     wire::write_reply(&mut stream, &Reply::ok()).await?;
-    peer::carry(&agent, Conn::Unix(stream), peer_stream).await
+    dial::carry(&agent, Conn::Unix(stream), peer_stream).await
 }
 
 async fn register(
@@ -200,23 +207,4 @@ async fn register(
     }
     drop(registration);
     Ok(())
-}
-
-/// Send the `Incoming` header to a rank's accept endpoint.
-pub async fn announce(
-    conn: &mut Conn,
-    job: &Name,
-    src_rank: u32,
-    dst_rank: u32,
-) -> std::io::Result<()> {
-    let bytes = Request::Incoming {
-        job: job.clone(),
-        src_rank,
-        dst_rank,
-    }
-    .encode();
-    match conn {
-        Conn::Unix(s) => s.write_all(&bytes).await,
-        Conn::Tcp(s) => s.write_all(&bytes).await,
-    }
 }

@@ -1,0 +1,105 @@
+//! Targets on this node: a forward's `HOST:PORT` or a stream's destination must be an
+//! address of this node (loopback or one of its interfaces' addresses), and never this
+//! agent's own control API or data port. A forward carries traffic between the cluster's
+//! nodes; it never relays to an arbitrary host.
+
+use std::net::{IpAddr, SocketAddr};
+
+use tokio::net::TcpStream;
+
+use super::wire::{Code, WireError};
+use super::CONNECT_TIMEOUT;
+use crate::state::Agent;
+use throttle_proto::forward::HostPort;
+
+/// The addresses of this node: loopback, and every address of its interfaces.
+fn own_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for a in addrs {
+            let Some(sa) = a.address else { continue };
+            if let Some(v4) = sa.as_sockaddr_in() {
+                out.push(IpAddr::V4(v4.ip()));
+            } else if let Some(v6) = sa.as_sockaddr_in6() {
+                out.push(IpAddr::V6(v6.ip()));
+            }
+        }
+    }
+    out
+}
+
+/// Resolve a forward target and check that it is an address of this node (a loopback
+/// address or one of its interfaces' addresses) and not this agent's own control API or
+/// data port. Returns the address to connect to.
+pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketAddr, WireError> {
+    HostPort::parse(target).map_err(|e| WireError::new(Code::Malformed, e))?;
+    let resolved: Vec<SocketAddr> = match target.parse::<SocketAddr>() {
+        Ok(a) => vec![a],
+        Err(_) => tokio::time::timeout(super::CONNECT_TIMEOUT, tokio::net::lookup_host(target))
+            .await
+            .map_err(|_| {
+                WireError::new(
+                    Code::TargetUnreachable,
+                    format!("resolving {target} timed out"),
+                )
+            })?
+            .map_err(|e| {
+                WireError::new(
+                    Code::TargetUnreachable,
+                    format!("cannot resolve {target}: {e}"),
+                )
+            })?
+            .collect(),
+    };
+    let own = own_addresses();
+    let is_agent = |a: &SocketAddr| {
+        [agent.control_addr, agent.data_addr].iter().any(|b| {
+            b.port() == a.port() && (b.ip().is_unspecified() || b.ip() == a.ip().to_canonical())
+        })
+    };
+    let mut refused = None;
+    for a in &resolved {
+        let ip = a.ip().to_canonical();
+        if !(ip.is_loopback() || own.contains(&ip)) {
+            refused = Some(format!(
+                "{target} ({ip}) is not an address of node `{}`: a forward may only reach addresses of its destination node, never another host",
+                agent.node
+            ));
+            continue;
+        }
+        if is_agent(&SocketAddr::new(ip, a.port())) {
+            refused = Some(format!(
+                "{target} is the agent of node `{}` itself; a forward may not target the agent",
+                agent.node
+            ));
+            continue;
+        }
+        return Ok(SocketAddr::new(ip, a.port()));
+    }
+    Err(WireError::new(
+        Code::Forbidden,
+        refused.unwrap_or_else(|| format!("{target} resolves to no address")),
+    ))
+}
+
+/// Connect to `target`, which must be an address of this node (see
+/// [`resolve_local_target`]).
+pub async fn connect_local_target(agent: &Agent, target: &str) -> Result<TcpStream, WireError> {
+    let addr = resolve_local_target(agent, target).await?;
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, super::connect(addr))
+        .await
+        .map_err(|_| {
+            WireError::new(
+                Code::TargetUnreachable,
+                format!("connecting to {target} timed out"),
+            )
+        })?
+        .map_err(|e| {
+            WireError::new(
+                Code::TargetUnreachable,
+                format!("cannot connect to {target}: {e}"),
+            )
+        })?;
+    let _ = conn.set_nodelay(true);
+    Ok(conn)
+}
