@@ -1,6 +1,6 @@
 //! Link rates as users write them (`1Gbit`, `800Mbit`, `125MB`, `unlimited`).
 //!
-//! Every rate inside throttle is payload bytes per second (DESIGN.md section 3). This
+//! Every rate inside throttle is payload bytes per second. This
 //! module is the one place that turns the human spelling into that number and back, so
 //! the agent's flags, the control API and the cluster file all accept the same forms.
 

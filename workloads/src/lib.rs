@@ -5,7 +5,7 @@
 //! * [`bfs`]: Graph500-style BFS on a 2-D partitioned Kronecker graph.
 //! * [`pmm`]: Fox's broadcast-multiply-roll matrix multiplication.
 //! * [`loggps`]: LogGPS parameters (L, o, g, G) measured through the agents.
-//! * [`master_worker`]: a master handing out tasks to workers (seeds/001, seeds/003).
+//! * [`master_worker`]: a master handing out tasks to workers (the master/worker thesis; Mizutani et al.).
 //!
 //! The binaries `throttle-bfs`, `throttle-pmm`, `throttle-loggps` and `throttle-mw` are
 //! what agents launch; each rank prints

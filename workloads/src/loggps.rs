@@ -1,9 +1,9 @@
-//! LogGPS parameters measured through the agents (seeds/003): what one message costs
+//! LogGPS parameters measured through the agents (Mizutani et al.; docs/method.md): what one message costs
 //! on the emulated link, for `throttle-ctl model loggps`.
 //!
 //! Rank 0 measures against rank 1 (on another node); ranks 2.. are the rest of the P
 //! processes: they open their streams to rank 0 and back first, so rank 0 has P - 1
-//! peers as a master has. The methods (ours; seeds/003 cites Ino et al. for its own):
+//! peers as a master has. The methods (ours; Mizutani et al. cite Ino et al. for its own):
 //!
 //! * **RTT(k)**: ping-pong of k-byte messages, median over the repeats.
 //! * **o_s(k)**: time inside `send` for a k-byte message, the stream idle before it.

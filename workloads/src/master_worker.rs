@@ -1,4 +1,4 @@
-//! A master/worker program (seeds/001, seeds/003): rank 0 hands each iteration's data
+//! A master/worker program (the master/worker thesis; Mizutani et al.): rank 0 hands each iteration's data
 //! out to the workers, they compute, and the master gathers their results.
 //!
 //! One iteration, as the thesis's model (its expression 3) describes it with n = P - 1

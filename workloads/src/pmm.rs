@@ -1,10 +1,10 @@
-//! Parallel matrix multiplication, Fox's broadcast-multiply-roll (seeds/000).
+//! Parallel matrix multiplication, Fox's broadcast-multiply-roll (Li, Qiu, Fox; docs/method.md).
 //!
 //! C = A x B for M x M doubles on a q x q process grid (p = q^2), blocks of m = M/q. In
 //! each of the q steps, the A block of column (i + k) mod q is broadcast along process row
 //! i (flat, binomial or pipelined), multiplied into C with the local kernel, and B is
 //! rolled one step up the process column. Compute, broadcast and roll are timed apart so
-//! the analytic model of seeds/000 (Tflops per flop, Tcomm per element) can be fitted.
+//! the analytic model of Li, Qiu and Fox (Tflops per flop, Tcomm per element) can be fitted.
 //!
 //! With `emulate_gflops` set, the kernel is replaced by a sleep of the time a node at that
 //! rate would take (2 m^3 flops per step): every rank stands for a node with its own CPU,
@@ -53,9 +53,9 @@ pub struct PmmResult {
     pub max_compute_seconds: f64,
     pub max_comm_seconds: f64,
     pub gflops: f64,
-    /// Seconds per floating-point operation in the kernel (seeds/000 Tflops).
+    /// Seconds per floating-point operation in the kernel (Tflops of the PMM model).
     pub tflops: f64,
-    /// Seconds per matrix element communicated (seeds/000 Tcomm), 0 on one rank.
+    /// Seconds per matrix element communicated (Tcomm of the PMM model), 0 on one rank.
     pub tcomm: f64,
     pub verification: String,
     pub verified: bool,

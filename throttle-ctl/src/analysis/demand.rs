@@ -1,4 +1,4 @@
-//! From completion times to bandwidth demand (seeds/002, DESIGN.md 5.2-5.6).
+//! From completion times to bandwidth demand (the ICPE 2016 paper; docs/method.md).
 //!
 //! CTI per bandwidth from medians; the bandwidth a CTI level needs, with censoring; the
 //! demand constant over pairs of sizes; projection to larger sizes; saturation size.

@@ -15,7 +15,7 @@
 //! * [`render`]: the tables a person reads.
 //! * [`csv`]: data measured with any tool.
 //!
-//! Every formula is DESIGN.md section 5; this module only groups the observations, keeps
+//! Every formula is in docs/method.md; this module only groups the observations, keeps
 //! held-out sizes out of the fits, runs the chain three ways and collects warnings.
 
 pub mod answer;

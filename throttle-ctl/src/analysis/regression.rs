@@ -1,4 +1,4 @@
-//! Strong-scaling regression (seeds/002, DESIGN.md 5.1): T(p) = C0 + C1/p + C2/sqrt(p).
+//! Strong-scaling regression (the ICPE 2016 paper; docs/method.md): T(p) = C0 + C1/p + C2/sqrt(p).
 //!
 //! Ordinary least squares on every (p, T) point measured at 100%. C1/p is processing,
 //! C2/sqrt(p) communication; they cross at p_x = (C1/C2)^2. Two cross-validation errors:
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn recovers_the_papers_scale_27_coefficients_and_crossover() {
-        // seeds/002: C1 = 57.67, C2 = 3.8 (scale 27), so p_x = (57.67/3.8)^2 = 230.3.
+        // The ICPE 2016 paper's fit: C1 = 57.67, C2 = 3.8 (scale 27), so p_x = (57.67/3.8)^2 = 230.3.
         let pts: Vec<(f64, f64)> = [72.0, 162.0, 288.0, 450.0, 36.0]
             .iter()
             .map(|&p| (p, 0.5 + 57.67 / p + 3.8 / f64::sqrt(p)))

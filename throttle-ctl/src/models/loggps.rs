@@ -1,4 +1,4 @@
-//! LogGPS parameters (seeds/003) from `throttle-loggps` runs: the fit of the master's
+//! LogGPS parameters (Mizutani et al.; docs/method.md) from `throttle-loggps` runs: the fit of the master's
 //! overhead o = o'_a + o'_b P + O k, and the emulator's own acceptance test, G against
 //! 1 / (pct x capacity).
 

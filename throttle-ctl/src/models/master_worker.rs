@@ -1,5 +1,5 @@
-//! The master/worker closed forms of seeds/001 (the MATE/POETRIES thesis, expressions 7-9
-//! and 13-17) and the saturation point of seeds/003, for `model mw`.
+//! The master/worker closed forms of the master/worker thesis (the MATE/POETRIES thesis, expressions 7-9
+//! and 13-17) and the saturation point of Mizutani et al., for `model mw`.
 //!
 //! One iteration with n workers: the master sends each worker alpha V / n bytes, each
 //! computes Tc / n, and returns (1 - alpha) V / n bytes. With mo the per-message start-up
@@ -27,7 +27,7 @@
 //! efficiency E(n) = Tc / (n Tt(n)), index Pi(n) = Tt(n) / E(n) = n Tt(n)^2 / Tc, lowest
 //! where the time bought by one more worker no longer pays for it.
 //!
-//! seeds/003 adds that the master's per-message overhead grows with the processes it
+//! Mizutani et al. add that the master's per-message overhead grows with the processes it
 //! serves, o = o'_a + o'_b P: with mo(n) = a + b (n + 1) in the expressions above the
 //! iteration time has a minimum even in regime (8), the **saturation point**.
 //!
@@ -160,7 +160,7 @@ impl MwModel {
         )
     }
 
-    /// The model with the master's overhead of seeds/003 at n workers: mo = a + b (n + 1).
+    /// The model with the master's overhead of Mizutani et al. at n workers: mo = a + b (n + 1).
     pub fn with_linear_overhead(&self, a: f64, b: f64, n: usize) -> MwModel {
         MwModel {
             mo: a + b * (n as f64 + 1.0),
@@ -168,7 +168,7 @@ impl MwModel {
         }
     }
 
-    /// The saturation point of seeds/003: the worker count in 1..=max with the lowest Tt
+    /// The saturation point of Mizutani et al.: the worker count in 1..=max with the lowest Tt
     /// when mo grows linearly with the processes, and whether it lies inside the range
     /// (at `max` it may lie beyond).
     pub fn saturation(&self, a: f64, b: f64, max: usize, sending: Sending) -> (usize, bool) {

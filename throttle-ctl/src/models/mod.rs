@@ -2,10 +2,10 @@
 //! measured: the emulator sets the link exactly, so a model that predicts well at 100%
 //! but not at 20% points at the link model, not at the application.
 //!
-//! * [`pmm`]: Fox's matrix multiplication timing model (seeds/000).
-//! * [`loggps`]: LogGPS parameters and the master's overhead linear in P (seeds/003).
-//! * [`master_worker`]: the master/worker closed forms (seeds/001) and the saturation
-//!   point of seeds/003.
+//! * [`pmm`]: Fox's matrix multiplication timing model (Li, Qiu, Fox; docs/method.md).
+//! * [`loggps`]: LogGPS parameters and the master's overhead linear in P (Mizutani et al.; docs/method.md).
+//! * [`master_worker`]: the master/worker closed forms (the master/worker thesis; docs/method.md) and the saturation
+//!   point of Mizutani et al..
 //!
 //! Pure functions; the commands in `commands/model/` feed them stored runs and
 //! measurements.

@@ -1,4 +1,4 @@
-//! The analytic timing model of Fox's parallel matrix multiplication (seeds/000, Li, Qiu,
+//! The analytic timing model of Fox's parallel matrix multiplication (Li, Qiu,
 //! Fox et al.), for checking stored PMM runs against it.
 //!
 //! M x M doubles on a q x q grid (N = q^2 processes, one per node), blocks of m = M/q. In

@@ -1,4 +1,4 @@
-//! LogGPS measurement rank (seeds/003). Started by throttle agents
+//! LogGPS measurement rank (Mizutani et al.; docs/method.md). Started by throttle agents
 //! (`throttle-ctl model loggps`); rank 0 reports L, o_s, o_r, g and G through the link.
 
 use clap::Parser;

@@ -1,4 +1,4 @@
-//! Master/worker rank (seeds/001, seeds/003). Started by throttle agents
+//! Master/worker rank (the master/worker thesis; Mizutani et al.). Started by throttle agents
 //! (`throttle-ctl run --workload mw`, sweeps over worker counts).
 
 use clap::Parser;

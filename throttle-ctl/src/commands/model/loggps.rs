@@ -256,7 +256,7 @@ fn render(rows: &[LinkRow], fit: &LinkFit) -> String {
             us(r.master_recv_overhead),
         ]);
     }
-    let mut out = String::from("LogGPS through the agents (seeds/003), one rank per node\n");
+    let mut out = String::from("LogGPS through the agents (Mizutani et al.), one rank per node\n");
     out.push_str(&t.render());
     let mut g = Table::new(&["bw", "G measured", "1/(pct x capacity)", "error", "check"]);
     for s in &fit.settings {

@@ -19,7 +19,7 @@ use crate::store::{LinkRow, RunRow, Store, DEFAULT_DB};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl model loggps --bandwidths 100,50,20 --procs 2,4   measure L, o, g, G through the agents\n  throttle-ctl model pmm --report pmm-model/    Fox PMM runs in the store against seeds/000's model\n  throttle-ctl model mw --json                   master/worker runs against seeds/001's closed forms\n\nRun `model loggps` first: `pmm` and `mw` then use the measured Tcomm, start-up and\nper-message overheads instead of the nominal link (8 bytes / (pct x capacity))."
+    after_help = "Examples:\n  throttle-ctl model loggps --bandwidths 100,50,20 --procs 2,4   measure L, o, g, G through the agents\n  throttle-ctl model pmm --report pmm-model/    Fox PMM runs in the store against the Fox PMM model\n  throttle-ctl model mw --json                   master/worker runs against the master/worker thesis's closed forms\n\nRun `model loggps` first: `pmm` and `mw` then use the measured Tcomm, start-up and\nper-message overheads instead of the nominal link (8 bytes / (pct x capacity))."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -28,13 +28,13 @@ pub struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Model {
-    /// Fox's matrix multiplication (seeds/000): predicted vs measured time per grid, size,
+    /// Fox's matrix multiplication (Li, Qiu, Fox): predicted vs measured time per grid, size,
     /// broadcast and bandwidth, and the paper's parallel-overhead check.
     Pmm(pmm::Args),
-    /// Master/worker (seeds/001, seeds/003): iteration time per worker count, the optimal
-    /// number of workers and how it moves with bandwidth.
+    /// Master/worker (the master/worker thesis; Mizutani et al.): iteration time per worker
+    /// count, the optimal number of workers and how it moves with bandwidth.
     Mw(mw::Args),
-    /// LogGPS parameters (seeds/003) measured through the agents at each bandwidth and
+    /// LogGPS parameters (Mizutani et al.) measured through the agents at each bandwidth and
     /// process count; stored for `pmm` and `mw`. Exits with 1 when G misses
     /// 1 / (pct x capacity) by more than 2%.
     Loggps(loggps::Args),

@@ -1,5 +1,5 @@
-//! `model mw`: stored master/worker runs against the closed forms of seeds/001 and the
-//! saturation point of seeds/003.
+//! `model mw`: stored master/worker runs against the closed forms of the master/worker thesis and the
+//! saturation point of Mizutani et al..
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,7 +74,7 @@ struct Setting {
     predicted_best_index: usize,
     /// The root of (13)/(14) (V fixed).
     optimal_workers_root: f64,
-    /// seeds/003: with mo growing linearly in P (the LogGPS fit), the worker count with
+    /// Mizutani et al.: with mo growing linearly in P (the LogGPS fit), the worker count with
     /// the lowest time up to 4x the largest measured, and whether it lies below that.
     saturation: Option<(usize, bool)>,
     mean_abs_error: f64,
@@ -264,9 +264,9 @@ fn number(v: f64) -> String {
 
 fn render(settings: &[Setting], sending: Sending) -> String {
     let mut out = String::from(match sending {
-        Sending::Asynchronous => "Master/worker against seeds/001: Tt(n) = (n+1) mo + (lambda V + Tc)/n   (7, mo >= lambda alpha V/n)\n\
+        Sending::Asynchronous => "Master/worker against the master/worker thesis: Tt(n) = (n+1) mo + (lambda V + Tc)/n   (7, mo >= lambda alpha V/n)\n\
          \x20                                   Tt(n) = 2 mo + ((1+(n-1) alpha) lambda V + Tc)/n   (8)\n",
-        Sending::Synchronous => "Master/worker against seeds/001: Tt(n) = (n+1) mo + ((1+(n-1) alpha) lambda V + Tc)/n   (9, synchronous sends)\n",
+        Sending::Synchronous => "Master/worker against the master/worker thesis: Tt(n) = (n+1) mo + ((1+(n-1) alpha) lambda V + Tc)/n   (9, synchronous sends)\n",
     });
     for s in settings {
         out.push_str(&format!(
@@ -326,12 +326,14 @@ fn render(settings: &[Setting], sending: Sending) -> String {
         }
         match s.saturation {
             Some((n, true)) => out.push_str(&format!(
-                ";  seeds/003 saturation with mo linear in P: {n} workers\n"
+                ";  Mizutani et al.'s saturation with mo linear in P: {n} workers\n"
             )),
             Some((n, false)) => out.push_str(&format!(
-                ";  seeds/003 saturation with mo linear in P: beyond {n} workers\n"
+                ";  Mizutani et al.'s saturation with mo linear in P: beyond {n} workers\n"
             )),
-            None => out.push_str(";  seeds/003 saturation: needs LogGPS at 2+ process counts\n"),
+            None => {
+                out.push_str(";  Mizutani et al.'s saturation: needs LogGPS at 2+ process counts\n")
+            }
         }
     }
     out
@@ -360,7 +362,7 @@ fn write_report(dir: &std::path::Path, settings: &[Setting], sending: Sending) -
     }
     let figures = vec![ModelFigure {
         name: "mw_iteration_time".into(),
-        title: "Iteration time vs workers: measured and seeds/001's model".into(),
+        title: "Iteration time vs workers: measured and the master/worker thesis's model".into(),
         x_label: "workers".into(),
         y_label: "seconds per iteration".into(),
         lines,
@@ -368,7 +370,7 @@ fn write_report(dir: &std::path::Path, settings: &[Setting], sending: Sending) -
     let text = render(settings, sending);
     report::write_model(
         dir,
-        "Master/worker against seeds/001",
+        "Master/worker against the master/worker thesis",
         "Median iteration times of the stored runs against the thesis's expressions 7-9.",
         &text,
         &figures,

@@ -1,4 +1,4 @@
-//! `model pmm`: stored Fox PMM runs against the timing model of seeds/000.
+//! `model pmm`: stored Fox PMM runs against the Fox PMM timing model (Li, Qiu, Fox).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -167,7 +167,7 @@ fn render(c: &PmmComparison) -> String {
         ]);
     }
     let mut out = String::from(
-        "Fox PMM against the model of seeds/000: T = 2M^3/N Tflops + q c(q) m^2 Tcomm + start-ups\n\
+        "Fox PMM against the Fox PMM model (Li, Qiu, Fox): T = 2M^3/N Tflops + q c(q) m^2 Tcomm + start-ups\n\
          paper c(q) (Table 2): flat (q+1)/2, binomial (1+ceil(log2 q))/2, pipelined 1\n\
          tree c(q): the paper's averaging argument on throttle-pmm's own broadcast tree (mean arrival + roll)\n\
          Tflops from the runs' kernel time (the slowest rank)\n",
@@ -282,7 +282,7 @@ fn write_report(dir: &std::path::Path, c: &PmmComparison) -> Result<PathBuf> {
     let text = render(c);
     report::write_model(
         dir,
-        "Fox PMM against the model of seeds/000",
+        "Fox PMM against the Fox PMM model (Li, Qiu, Fox)",
         "Measured multiplication times (medians of the stored runs) against T = 2M^3/N Tflops + q c(q) m^2 Tcomm + start-ups.",
         &text,
         &figures,
