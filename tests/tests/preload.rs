@@ -225,6 +225,30 @@ fn preloaded_programs_go_through_the_agents_and_see_their_real_peers() {
         c.contains("belongs to uid 65534") && c.contains("NOT throttled"),
         "{c}"
     );
+
+    // The preload port admits a bounded number of connections in their request (each
+    // may read the socket table): a flood of idle ones is refused at once and counted,
+    // and the agent keeps answering. Without the cap all of them were held.
+    let before = status_json(&s.0)[0]["refused_connections"]
+        .as_u64()
+        .unwrap();
+    let cap = 256; // throttle_agent::limits::PRELOAD_HANDSHAKES
+    let idle = in_node(&netns_of(&s.0, 0), move || {
+        (0..cap + 150)
+            .filter_map(|_| std::net::TcpStream::connect("127.0.0.1:7602").ok())
+            .collect::<Vec<_>>()
+    });
+    assert!(idle.len() > cap, "only {} connections opened", idle.len());
+    let refused = status_json(&s.0)[0]["refused_connections"]
+        .as_u64()
+        .unwrap()
+        - before;
+    assert!(
+        refused >= 100,
+        "{refused} of {} idle connections refused (cap {cap})",
+        idle.len()
+    );
+    drop(idle);
 }
 
 /// The acceptance test: the MPI program of the kernel redirect's test across four
