@@ -238,7 +238,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         )),
     ];
     if let Some(l) = intercept_listener {
-        tasks.push(tokio::spawn(crate::intercept::serve(
+        tasks.push(tokio::spawn(crate::intercept::redirect::serve(
             agent.clone(),
             l,
             shutdown_intercept.clone(),

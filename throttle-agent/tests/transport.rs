@@ -370,6 +370,45 @@ fn message_echo(size: usize) -> String {
     addr
 }
 
+/// Removing a forward stops its listener; the connections it carries go on to their end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_forward_stops_its_listener_but_not_its_connections() {
+    let scratch = Scratch::new("fwdrm");
+    let agents = cluster(&scratch, 2, shape(None, 100e6), true).await;
+    let info = forward_to_n1(&agents[0], message_echo(4)).await;
+    let listen = info.listen;
+    let mut c = tokio::task::spawn_blocking(move || {
+        let mut c = std::net::TcpStream::connect(listen).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 4];
+        c.write_all(b"ping").unwrap();
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"ping");
+        c
+    })
+    .await
+    .unwrap();
+    assert!(agents[0].state.forwards.remove(info.id));
+    assert!(agents[0].state.forwards.is_empty());
+    tokio::task::spawn_blocking(move || {
+        // The listener closes once its aborted task is dropped.
+        let t = Instant::now();
+        while std::net::TcpStream::connect(listen).is_ok() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the removed forward still accepts"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut buf = [0u8; 4];
+        c.write_all(b"pong").unwrap();
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"pong", "the open connection was cut");
+    })
+    .await
+    .unwrap();
+}
+
 /// Median round trip of `size`-byte messages through `listen` (an echo behind it), with
 /// `pause` between exchanges.
 fn ping_pong(listen: std::net::SocketAddr, size: usize, pause: Duration, count: usize) -> Duration {

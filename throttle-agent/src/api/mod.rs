@@ -17,7 +17,7 @@
 //! status; the message says what to change. Names in paths and bodies pass the [`Name`]
 //! grammar before anything else happens.
 //!
-//! [`server`] serves this router with the limits that keep the agent responsive under
+//! `server.rs` serves this router with the limits that keep the agent responsive under
 //! abuse, and optionally over TLS.
 
 mod metrics;

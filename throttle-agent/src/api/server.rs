@@ -123,7 +123,7 @@ pub async fn serve(
         }
     };
     crate::serve::serve(
-        "control API",
+        "the control API",
         listener,
         Some(shutdown),
         AtStop::Cut,

@@ -54,7 +54,7 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown)
         }
     };
     serve::serve(
-        "preload port",
+        "the preload port",
         listener,
         Some(shutdown),
         AtStop::Finish,
@@ -158,7 +158,7 @@ async fn handle(
                 crate::transport::socket::reset_on_close(client.as_raw_fd());
                 return Ok(());
             }
-            match super::open(&agent, src, dst).await {
+            match super::outgoing::open(&agent, src, dst).await {
                 Ok(opened) => {
                     client
                         .write_all(&ConnectReply { errno: 0 }.encode())

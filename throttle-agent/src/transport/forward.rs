@@ -4,9 +4,9 @@
 //! Y's ingress), which connects to HOST:PORT. When X and Y are the same node the
 //! connection goes straight to the target, unshaped, as every same-node stream does.
 //!
-//! HOST:PORT must be an address *of node Y* ([`target::resolve_local_target`]: a loopback address
-//! or one of Y's interface addresses, and not Y's agent itself): a forward carries traffic
-//! between the cluster's nodes, it never relays to an arbitrary host.
+//! HOST:PORT must be an address *of node Y* ([`target::resolve_local_target`]: a loopback
+//! address or one of Y's interface addresses, and not Y's agent itself): a forward carries
+//! traffic between the cluster's nodes, it never relays to an arbitrary host.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +22,7 @@ use super::pump::{self, Framing};
 use super::wire::PeerWant;
 use super::{dial, target};
 use crate::endpoint::Conn;
+use crate::limits::Permit;
 use crate::serve::AtStop;
 use crate::state::Agent;
 pub use throttle_proto::forward::{ForwardInfo, ForwardSpec, HostPort};
@@ -75,38 +76,45 @@ pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, F
     Ok(info)
 }
 
-/// Accept on a forward's listener until the rule is removed (its task aborted).
-/// Admission is in [`carry`]: the forwarded connections' pool.
+/// Accept on a forward's listener until the rule is removed (its task aborted; the
+/// connections it carries go on).
 async fn accept_loop(
     agent: Arc<Agent>,
     listener: TcpListener,
     spec: ForwardSpec,
     connections: Arc<AtomicU64>,
 ) {
-    let admit = move |_: &TcpStream, _| {
+    let admitting = agent.clone();
+    let admit = move |client: &TcpStream, _: SocketAddr| {
         connections.fetch_add(1, Ordering::Relaxed);
-        Some(())
+        // Anyone who can reach a forward's listener may connect: those connections have
+        // their own pool, apart from the rank streams'.
+        let permit = admitting.limits.forwarded.try_enter(None);
+        if permit.is_none() {
+            admitting.limits.note_refused();
+            super::socket::reset_on_close(client.as_raw_fd());
+        }
+        permit
     };
-    let handle = move |client: TcpStream, from: SocketAddr, (): ()| {
+    let handle = move |client: TcpStream, from: SocketAddr, permit: Permit| {
         let (agent, spec) = (agent.clone(), spec.clone());
         async move {
-            if let Err(e) = carry(agent, client, &spec).await {
+            if let Err(e) = carry(agent, client, &spec, permit).await {
                 debug!(%from, error = %e, "forwarded connection ended with an error");
             }
         }
     };
-    crate::serve::serve("forward", listener, None, AtStop::Finish, admit, handle).await
+    crate::serve::serve("a forward", listener, None, AtStop::Finish, admit, handle).await
 }
 
-async fn carry(agent: Arc<Agent>, client: TcpStream, spec: &ForwardSpec) -> std::io::Result<()> {
+/// Carry one admitted connection (`_permit`: its place in the forwarded connections' pool).
+async fn carry(
+    agent: Arc<Agent>,
+    client: TcpStream,
+    spec: &ForwardSpec,
+    _permit: Permit,
+) -> std::io::Result<()> {
     client.set_nodelay(true)?;
-    // Anyone who can reach a forward's listener may connect: those connections have
-    // their own pool, apart from the rank streams'.
-    let Some(_permit) = agent.limits.forwarded.try_enter(None) else {
-        agent.limits.note_refused();
-        super::socket::reset_on_close(client.as_raw_fd());
-        return Ok(());
-    };
     if spec.to_node == agent.node {
         let target = match target::connect_local_target(&agent, spec.target.as_str()).await {
             Ok(t) => t,

@@ -1,13 +1,15 @@
 //! The data port: streams handed from one agent to another.
 //!
-//! An agent dials the destination node's agent ([`super::dial`]) and says what the stream is for
-//! (a rank, a forward target, or a calibration sink). The two agents then prove to each
-//! other that they hold the cluster token (challenge-response, `wire` and `auth`); the
-//! token itself never crosses the network. The receiving side ([`serve`]) accepts a
-//! request only from a node in its directory, and only for something that belongs to its
-//! own node: a rank of a job that runs here, or an address of this node; never an
-//! arbitrary host (the data port is not a relay). After an `Ok` both sides run the framed
-//! copy loop through their own link ports.
+//! An agent dials the destination node's agent ([`super::dial`]) and says what the stream
+//! is for (a rank, a forward target, an intercepted connection, or a calibration sink).
+//! The two agents then prove to each other that they hold the cluster token
+//! (challenge-response, `wire` and `auth`); the token itself never crosses the network.
+//! The receiving side ([`serve()`]) accepts a request only from a node in its directory,
+//! and only for something that belongs to its own node: a rank of a job that runs here,
+//! or an address of this node; never an arbitrary host (the data port is not a relay).
+//! After an `Ok` both sides run the framed copy loop through their own link ports. This
+//! module is the dispatcher into [`super::delivery`], [`super::target`] and
+//! [`crate::intercept::incoming::deliver`]; nothing below it depends on it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -61,7 +63,7 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown)
         }
     };
     serve::serve(
-        "data port",
+        "the data port",
         listener,
         Some(shutdown),
         AtStop::Finish,
@@ -198,7 +200,9 @@ async fn handle(
             // `_delivery` keeps the preload library's record of the original source for as
             // long as the connection is carried.
             let (conn, _delivery) =
-                match crate::intercept::deliver(&agent, &req.src_node, peer, src, dst).await {
+                match crate::intercept::incoming::deliver(&agent, &req.src_node, peer, src, dst)
+                    .await
+                {
                     Ok(c) => c,
                     Err(e) => return refuse(&mut stream, e).await,
                 };

@@ -73,7 +73,7 @@ pub async fn serve(agent: Arc<Agent>, listener: UnixListener, shutdown: Shutdown
         }
     };
     serve::serve(
-        "local endpoint",
+        "the local endpoint",
         listener,
         Some(shutdown),
         AtStop::Finish,
