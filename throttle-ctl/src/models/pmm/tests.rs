@@ -1,4 +1,5 @@
-//! The Fox PMM model's tests: its factors against the paper's table, the broadcast trees, and a comparison with runs that follow the model.
+//! The Fox PMM model's tests: its factors against the paper's table, the broadcast trees,
+//! and a comparison with runs that follow the model.
 
 use super::*;
 
