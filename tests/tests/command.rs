@@ -244,3 +244,99 @@ fn preload_interception_needs_agents_that_serve_the_library() {
     );
     assert!(!marker.exists(), "the command did not run");
 }
+
+/// Issue 23: a command measured by a rate (Graph500's TEPS line) is analysed, exported
+/// and read back in its units: 1/rate, never as seconds (the analysis printed `median s
+/// 0.0000` and fitted the traffic model on 1/TEPS mixed with seconds).
+#[test]
+fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
+    let c = up("cmdrate", 2, "1Gbit", "127.0.33.1");
+    let dir = &c.0;
+    // The rate falls as 1 / (1 + 10/bw): 1/rate = (1 + 10/bw) x 5e-7, printed as the
+    // reference program prints it; the regex is the one `run --help` gives.
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"command\"\nnodes = [1, 2]\nbandwidths = [100, 50, 25]\nrepeats = 1\n\
+         [command]\nrun = \"awk 'BEGIN { printf \\\"bfs  harmonic_mean_TEPS:     !  %g\\\\n\\\", 2e6 / (1 + 10 / {bw}) }'\"\nrate_regex = 'harmonic_mean_TEPS:[ !]+([0-9.e+-]+)'\n",
+    )
+    .unwrap();
+    let help = String::from_utf8_lossy(&ctl(dir, &["run", "--help"]).stdout).to_string();
+    assert!(
+        help.contains("harmonic_mean_TEPS:[ !]+([0-9.e+-]+)"),
+        "{help}"
+    );
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "c.db"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ctl(dir, &["analyze", "--db", "c.db", "--json"]);
+    let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(a["time_unit"], "inverse_rate", "{a}");
+    assert!(
+        a["time_source"].as_str().unwrap().starts_with("1/rate"),
+        "{a}"
+    );
+    assert!(a["traffic"].is_null(), "no traffic model on 1/rate: {a}");
+    // CTI at 25% = 1.4 / 1.1 - 1 = 27.27%.
+    assert!(a.to_string().contains("27.27"), "{a}");
+    let text = String::from_utf8_lossy(&ctl(dir, &["analyze", "--db", "c.db"]).stdout).to_string();
+    assert!(
+        text.contains("median 1/rate") && text.contains("e-7"),
+        "{text}"
+    );
+    assert!(!text.contains("0.0000 ["), "{text}");
+    // Exported and read back: the same unit, said in the file.
+    let out = ctl(dir, &["export", "--db", "c.db", "--out", "c.csv"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("c.csv")).unwrap();
+    assert!(csv.starts_with("# seconds: 1/rate"), "{csv}");
+    let out = ctl(dir, &["analyze", "--csv", "c.csv", "--json"]);
+    let b: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(b["time_unit"], "inverse_rate", "{b}");
+    assert!(b.to_string().contains("27.27"), "{b}");
+    // The report's axes say 1/rate.
+    let out = ctl(dir, &["analyze", "--db", "c.db", "--report", "rep"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svgs: String = std::fs::read_dir(dir.join("rep"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "svg"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(
+        svgs.contains("1/rate") && !svgs.contains("completion time (s)"),
+        "the plots' axes"
+    );
+}
+
+/// Issue 23: a command on a loopback cluster is warned about: nothing between its
+/// processes is shaped there (it ran at 16.7 Gbit/s under a 10% setting, reported ok).
+#[test]
+fn a_command_on_a_loopback_cluster_is_warned_about() {
+    let c = up("cmdloop", 2, "1Gbit", "127.0.34.1");
+    let out = ctl(
+        &c.0,
+        &["run", "--nodes", "2", "--bw", "10", "--cmd", "true"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("loopback cluster") && err.contains("nothing between them is shaped"),
+        "{err}"
+    );
+    // One node: nothing between nodes to shape, nothing to warn about.
+    let out = ctl(
+        &c.0,
+        &["run", "--nodes", "1", "--bw", "10", "--cmd", "true"],
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("loopback cluster"));
+}

@@ -27,6 +27,10 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
             "2",
             "--settle",
             "0",
+            "--search",
+            "20",
+            "--search-width",
+            "10",
         ],
     );
     let (stdout, stderr) = (
@@ -38,7 +42,9 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
         stderr.contains("compute emulated at 0.002 GFLOP/s"),
         "{stderr}"
     );
-    assert!(stderr.contains("16 runs"), "{stderr}");
+    // 4 sizes x (the baseline twice over: 4 runs, 20%: 2), then the search's steps.
+    assert!(stderr.contains("24 runs"), "{stderr}");
+    assert!(stderr.contains("demand search at 9 node(s)"), "{stderr}");
     // The held-out size, unless its runs' links did not run at their setting (16 agents
     // and 16 ranks on a small machine): then the analysis left them out and says so.
     assert!(

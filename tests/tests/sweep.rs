@@ -29,6 +29,7 @@ fn stored(dir: &Path, db: &str) -> Vec<String> {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let mut rows: Vec<String> = text
         .lines()
+        .filter(|l| !l.starts_with('#'))
         .skip(1)
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
@@ -202,6 +203,7 @@ fn a_dead_node_fails_its_points_and_the_sweep_goes_on() {
     let text = String::from_utf8_lossy(&ctl(dir, &["export", "--db", "r.db"]).stdout).to_string();
     let rows: Vec<Vec<&str>> = text
         .lines()
+        .filter(|l| !l.starts_with('#'))
         .skip(1)
         .map(|l| l.split(',').collect())
         .collect();
@@ -294,5 +296,107 @@ fn a_resumed_sweep_removes_what_its_killed_predecessor_left() {
     assert!(
         seen.contains("removed 1 job(s) an earlier run of this sweep left"),
         "{seen}"
+    );
+}
+
+/// Issue 23: a sweep whose standard output and error are closed (`sweep spec 2>&1 | head`)
+/// runs to its end, stores its runs and puts the bandwidth back (it exited 101, a panic,
+/// and left the nodes at its last step).
+#[test]
+fn a_sweep_with_its_output_closed_finishes_and_puts_the_bandwidth_back() {
+    let c = up("closedout", 2, "200Mbit", "127.0.30.1");
+    let dir = &c.0;
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"bfs\"\nnodes = [2]\nbandwidths = [20, 100]\nrandomize = false\nrepeats = 1\nwarmup = false\nsettle = 0\n[bfs]\nscale = 8\nkeys = 2\n",
+    )
+    .unwrap();
+    let mut child = Command::new(exe())
+        .args(["sweep", "spec.toml", "--db", "r.db", "--plain"])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away at once, as `head` does after its lines.
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(stored(dir, "r.db").len(), 2);
+    let status: serde_json::Value = serde_json::from_str(&String::from_utf8_lossy(
+        &ctl(dir, &["status", "--json"]).stdout,
+    ))
+    .unwrap();
+    for node in status.as_array().unwrap() {
+        assert_eq!(node["pct"], 100.0, "{status}");
+    }
+}
+
+/// Issue 23: what the cluster cannot run is refused before the database is created, and a
+/// spec without the 100% baseline before anything.
+#[test]
+fn a_sweep_the_cluster_cannot_run_is_refused_before_the_database_exists() {
+    let c = up("toomany", 2, "200Mbit", "127.0.31.1");
+    let dir = &c.0;
+    let base = "workload = \"bfs\"\nrepeats = 1\n[bfs]\nscale = 8\nkeys = 2\n";
+    for (spec, hint) in [
+        (
+            "nodes = [1, 3]\nbandwidths = [100, 50]\n",
+            "`nodes` asks for 3 nodes",
+        ),
+        ("nodes = [1, 2]\nbandwidths = [50, 20]\n", "no 100% step"),
+    ] {
+        std::fs::write(dir.join("spec.toml"), format!("{spec}{base}")).unwrap();
+        let out = ctl(dir, &["sweep", "spec.toml", "--db", "r.db"]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(hint), "{err}");
+        assert!(
+            !dir.join("r.db").exists(),
+            "{spec}: the database was created"
+        );
+    }
+}
+
+/// Issue 23: a demand search places steps where the level is crossed, never more than
+/// its budget per size, and a second run of the same sweep finds nothing left to do.
+#[test]
+fn a_demand_search_adds_steps_within_its_budget_and_resumes_to_nothing() {
+    let c = up("search", 4, "20Mbit", "127.0.32.1");
+    let dir = &c.0;
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"pmm\"\nnodes = [4]\nbandwidths = [100, 20]\nrepeats = 2\nwarmup = false\nsettle = 0\nseed = 3\n[pmm]\nsize = 192\n[search]\nlevels = [10, 30]\nwidth = 10\nmax_steps = 3\n",
+    )
+    .unwrap();
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "r.db", "--plain"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("demand search, round 1"), "{err}");
+    assert!(err.contains("demand search at 4 node(s)"), "{err}");
+    let rows = stored(dir, "r.db");
+    let steps: std::collections::BTreeSet<String> = rows
+        .iter()
+        .map(|r| r.split(' ').nth(3).unwrap().to_string())
+        .filter(|bw| bw != "100" && bw != "20")
+        .collect();
+    assert!(
+        (1..=3).contains(&steps.len()),
+        "steps placed: {steps:?} (rows {rows:?})"
+    );
+    // Every placed step has its repeats.
+    let good: std::collections::BTreeSet<String> = rows
+        .iter()
+        .filter(|r| r.ends_with(" ok"))
+        .map(|r| r.split(' ').skip(3).take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    // The baseline gets twice the repeats under a search.
+    assert_eq!(good.len(), 4 + 2 * (1 + steps.len()), "{rows:?}");
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "r.db", "--plain"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success() && text.contains("0 runs now"),
+        "{text}"
     );
 }

@@ -171,6 +171,18 @@ fn job_name(prefix: Option<&str>, workload: &str) -> Result<Name> {
 /// The bandwidth of each node before a run changed it, to put back afterwards.
 pub struct SavedShapes(Vec<(AgentClient, Status)>);
 
+/// Puts the saved shapes back when dropped, however the scope ends (an error, a panic),
+/// and warns when it cannot.
+pub struct RestoreOnDrop(pub SavedShapes);
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.restore() {
+            crate::note!("warning: could not put the previous bandwidth back: {e:#}");
+        }
+    }
+}
+
 impl SavedShapes {
     /// Read the shape of the first `nodes` nodes.
     pub fn save(cluster: &Cluster, nodes: usize) -> Result<SavedShapes> {

@@ -57,7 +57,7 @@ pub fn pinning() -> Result<(throttle_proto::cpus::CpuList, throttle_proto::cpus:
 /// The agent flags of `--pin` (and says on stderr what goes where).
 pub fn pin_args() -> Result<Vec<String>> {
     let (agents, ranks) = pinning()?;
-    eprintln!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
+    crate::note!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
     Ok(vec![
         "--cpus".into(),
         agents.to_string(),

@@ -93,7 +93,7 @@ fn main() -> ExitCode {
         // `throttle-ctl export | head`: the reader is gone, which is not an error.
         Err(e) if output::is_closed_output(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            throttle_ctl::note!("error: {e:#}");
             ExitCode::from(1)
         }
     }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Result};
 
-use crate::analysis::Observation;
+use crate::analysis::{Observation, TimeUnit};
 use crate::job::RunStatus;
 use crate::store::RunRow;
 
@@ -43,9 +43,26 @@ impl fmt::Display for TimeSource {
     }
 }
 
-/// Every run as an observation, with the chosen completion time, and a description of
-/// the time used (for the output).
-pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observation>, String)> {
+/// The completion time `time` selected in some rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chosen {
+    /// The workload's own time (`kernel_seconds`), not the job's wall time.
+    pub kernel: bool,
+    pub unit: TimeUnit,
+    /// What it is, in words.
+    pub what: &'static str,
+}
+
+/// Whether a run's own time is the inverse of a rate it printed (`--rate-regex`).
+fn from_rate(r: &RunRow) -> bool {
+    r.metrics
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        .is_some_and(|m| m.get("rate").is_some())
+}
+
+/// The completion time `time` selects in `rows`. `analyze` and `export` choose alike.
+pub fn choose(rows: &[RunRow], time: TimeSource) -> Result<Chosen> {
     let all_kernel = rows
         .iter()
         .filter(|r| r.status == RunStatus::Ok)
@@ -60,10 +77,47 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
         }
         TimeSource::Auto => all_kernel,
     };
+    let ok = || rows.iter().filter(|r| r.status == RunStatus::Ok);
+    let rates = kernel && ok().any(from_rate);
+    if rates && !ok().all(from_rate) {
+        bail!("some runs' own times are the inverse of a rate they printed (--rate-regex) and others are seconds: they cannot be analysed together; use --time job (wall time), or a store per command");
+    }
+    Ok(match (kernel, rates) {
+        (true, true) => Chosen {
+            kernel,
+            unit: TimeUnit::InverseRate,
+            what: "1/rate: the inverse of the rate the program printed (--rate-regex); CTI is the drop of its rate",
+        },
+        (true, false) => Chosen {
+            kernel,
+            unit: TimeUnit::Seconds,
+            what: "kernel time reported by the workload (BFS: sum of the search times; a command: --time-regex)",
+        },
+        _ => Chosen {
+            kernel,
+            unit: TimeUnit::Seconds,
+            what: "job completion time (rank 0's start to exit)",
+        },
+    })
+}
+
+/// A run's time as [`choose`] chose it.
+pub fn time_of(r: &RunRow, kernel: bool) -> Option<f64> {
+    if kernel {
+        r.kernel_seconds
+    } else {
+        r.seconds
+    }
+}
+
+/// Every run as an observation, with the chosen completion time, and what was chosen.
+pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observation>, Chosen)> {
+    let chosen = choose(rows, time)?;
+    let kernel = chosen.kernel;
     let obs = rows
         .iter()
         .map(|r| {
-            let t = if kernel { r.kernel_seconds } else { r.seconds };
+            let t = time_of(r, kernel);
             Observation {
                 ok: r.status == RunStatus::Ok && t.is_some(),
                 series: r.series.clone(),
@@ -78,12 +132,7 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
             }
         })
         .collect();
-    let what = if kernel {
-        "kernel time reported by the workload (BFS: sum of the search times)"
-    } else {
-        "job completion time (rank 0's start to exit)"
-    };
-    Ok((obs, what.to_string()))
+    Ok((obs, chosen))
 }
 
 #[cfg(test)]
@@ -126,13 +175,29 @@ mod tests {
     #[test]
     fn auto_uses_the_kernel_time_only_when_every_run_has_one() {
         let rows = [row(RunStatus::Ok, Some(1.0)), row(RunStatus::Failed, None)];
-        let (obs, what) = observations(&rows, TimeSource::Auto).unwrap();
+        let (obs, chosen) = observations(&rows, TimeSource::Auto).unwrap();
         assert_eq!(obs[0].seconds, 1.0);
         assert!(!obs[1].ok);
-        assert!(what.contains("kernel"));
+        assert!(chosen.what.contains("kernel") && chosen.unit == TimeUnit::Seconds);
         let rows = [row(RunStatus::Ok, Some(1.0)), row(RunStatus::Ok, None)];
         let (obs, _) = observations(&rows, TimeSource::Auto).unwrap();
         assert_eq!(obs[0].seconds, 2.0);
         assert!(observations(&rows, TimeSource::Kernel).is_err());
+    }
+
+    #[test]
+    fn the_inverse_of_a_rate_is_said_to_be_one_and_never_mixed_with_seconds() {
+        let mut rated = row(RunStatus::Ok, Some(5e-7));
+        rated.metrics = Some(r#"{"rate":2000000.0}"#.into());
+        let (obs, chosen) = observations(&[rated.clone()], TimeSource::Auto).unwrap();
+        assert_eq!(obs[0].seconds, 5e-7);
+        assert_eq!(chosen.unit, TimeUnit::InverseRate);
+        assert!(chosen.what.starts_with("1/rate"), "{}", chosen.what);
+        // The wall time is seconds again.
+        let (obs, chosen) = observations(&[rated.clone()], TimeSource::Job).unwrap();
+        assert_eq!((obs[0].seconds, chosen.unit), (2.0, TimeUnit::Seconds));
+        let timed = row(RunStatus::Ok, Some(1.0));
+        let e = observations(&[rated, timed], TimeSource::Auto).unwrap_err();
+        assert!(e.to_string().contains("--time job"), "{e}");
     }
 }

@@ -51,3 +51,14 @@ pub fn print(text: impl Display) -> Result<()> {
 pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
     print(format!("{}\n", serde_json::to_string_pretty(value)?))
 }
+
+/// `eprintln!` that never panics: progress, warnings and errors go to standard error, and
+/// a closed one (`throttle-ctl sweep spec.toml 2>&1 | head`) must not stop a sweep half
+/// way, with its nodes left at a throttled bandwidth.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}

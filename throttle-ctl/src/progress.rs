@@ -2,7 +2,7 @@
 //! terminal, one line per run when it is not (a log file, CI), so long sweeps never look
 //! stuck and logs stay readable.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -47,7 +47,11 @@ impl SweepProgress {
     fn line(&self, text: &str) {
         match &self.bar {
             Some(b) => b.println(text),
-            None => eprintln!("{text}"),
+            // A closed standard error (`2>&1 | head`) must not stop the sweep: the
+            // bandwidth is put back and the runs stored whatever becomes of the output.
+            None => {
+                let _ = writeln!(std::io::stderr(), "{text}");
+            }
         }
     }
 
@@ -123,6 +127,34 @@ impl SweepProgress {
             SweepEvent::MoreRepeats { round, points } => self.line(&format!(
                 "repeats=auto, round {round}: {points} point(s) not yet within the precision asked get another run"
             )),
+            SweepEvent::SizeGivenUp { nodes, points } => self.line(&format!(
+                "giving up on {nodes} node(s): its first {points} points failed or were flagged every time and none was good (a machine that cannot emulate that many nodes: see the reasons above); its other points are not run"
+            )),
+            SweepEvent::Searching {
+                round,
+                steps,
+                points,
+            } => self.line(&format!(
+                "demand search, round {round}: {steps} new bandwidth step(s) where the CTI levels are crossed ({points} runs)"
+            )),
+            SweepEvent::Searched {
+                nodes,
+                levels,
+                widths,
+            } => {
+                let each: Vec<String> = levels
+                    .iter()
+                    .zip(&widths)
+                    .map(|(l, w)| match w {
+                        Some(w) => format!("{l}%: {w:.1}"),
+                        None => format!("{l}%: not bracketed"),
+                    })
+                    .collect();
+                self.line(&format!(
+                    "demand search at {nodes} node(s): steps around each level are apart by {}",
+                    each.join(", ")
+                ))
+            }
         }
     }
 

@@ -299,12 +299,20 @@ impl Store {
         Ok((caps.len() == 1).then(|| caps[0]))
     }
 
-    /// Write every row as CSV (the columns `analyze --csv` reads first, then the rest),
-    /// quoted where needed.
-    pub fn export_csv<W: Write>(&self, w: W) -> Result<()> {
+    /// Write `rows` as CSV (the columns `analyze --csv` reads first, then the rest),
+    /// quoted where needed: `seconds` is `time` of each run, said in words (`what`) in a
+    /// first `# seconds: ...` line; the job's wall time is `wall_seconds`.
+    pub fn export_csv<W: Write>(
+        rows: Vec<RunRow>,
+        mut w: W,
+        time: impl Fn(&RunRow) -> Option<f64>,
+        what: &str,
+    ) -> Result<()> {
+        writeln!(w, "# seconds: {}", what.replace(['\n', '\r'], " "))?;
         let mut out = csv::Writer::from_writer(w);
         out.write_record(EXPORT_COLUMNS)?;
-        for r in self.rows()? {
+        for r in rows {
+            let seconds = time(&r);
             let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
             out.write_record([
                 r.workload,
@@ -315,7 +323,7 @@ impl Store {
                     .map(|b| b.to_string())
                     .unwrap_or_else(|| "unlimited".into()),
                 r.repeat.to_string(),
-                opt(r.seconds),
+                opt(seconds),
                 r.status.to_string(),
                 r.series,
                 r.ranks_per_node.to_string(),
@@ -335,6 +343,7 @@ impl Store {
                 r.metrics.unwrap_or_default(),
                 r.flag.unwrap_or_default(),
                 r.fidelity.unwrap_or_default(),
+                opt(r.seconds),
             ])?;
         }
         out.flush()?;
@@ -343,7 +352,7 @@ impl Store {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 25] = [
+pub const EXPORT_COLUMNS: [&str; 26] = [
     "workload",
     "nodes",
     "procs",
@@ -369,6 +378,7 @@ pub const EXPORT_COLUMNS: [&str; 25] = [
     "metrics",
     "flag",
     "fidelity",
+    "wall_seconds",
 ];
 
 /// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one write
@@ -536,10 +546,14 @@ mod tests {
         let rows = s.rows().unwrap();
         assert_eq!(rows[0], flagged);
         let mut csv = Vec::new();
-        s.export_csv(&mut csv).unwrap();
+        Store::export_csv(s.rows().unwrap(), &mut csv, |r| r.seconds, "wall").unwrap();
         let csv = String::from_utf8(csv).unwrap();
+        assert_eq!(csv.lines().next().unwrap(), "# seconds: wall", "{csv}");
         assert!(
-            csv.lines().next().unwrap().ends_with(",flag,fidelity"),
+            csv.lines()
+                .nth(1)
+                .unwrap()
+                .ends_with(",flag,fidelity,wall_seconds"),
             "{csv}"
         );
         assert!(csv.contains("76.0% of its setting"), "{csv}");
@@ -581,10 +595,12 @@ mod tests {
         let rows = s.rows().unwrap();
         assert_eq!(rows[0], row("a", RunStatus::Ok));
         let mut out = Vec::new();
-        s.export_csv(&mut out).unwrap();
+        Store::export_csv(s.rows().unwrap(), &mut out, |r| r.seconds, "wall").unwrap();
         let text = String::from_utf8(out).unwrap();
         // The reason's quotes and comma survive the export.
-        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let mut r = csv::ReaderBuilder::new()
+            .comment(Some(b'#'))
+            .from_reader(text.as_bytes());
         let reasons: Vec<String> = r
             .records()
             .map(|rec| rec.unwrap()[17].to_string())

@@ -6,10 +6,49 @@ use serde::Serialize;
 
 use super::backtest::{Check, Verdict};
 use super::bootstrap::Interval;
-use super::demand::Censored;
+use super::demand::{Censored, Interp};
 use super::noise::Floor;
 use super::regression::Regression;
 use super::traffic;
+
+/// What the analysed times are: seconds, or the inverse of a rate the program printed
+/// (`--rate-regex`: TEPS, FLOPS). CTI is the same either way (a rate that drops by a
+/// fraction is an inverse that grows by it); what is printed, plotted and fitted with
+/// bytes per second is not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeUnit {
+    #[default]
+    Seconds,
+    InverseRate,
+}
+
+impl TimeUnit {
+    /// The column head of a median.
+    pub fn head(self) -> &'static str {
+        match self {
+            TimeUnit::Seconds => "median s",
+            TimeUnit::InverseRate => "median 1/rate",
+        }
+    }
+
+    /// A plot's axis.
+    pub fn axis(self) -> &'static str {
+        match self {
+            TimeUnit::Seconds => "completion time (s)",
+            TimeUnit::InverseRate => "1/rate (the program's rate, inverted)",
+        }
+    }
+
+    /// A value in this unit, with the digits it needs (1/TEPS is near 1e-7).
+    pub fn format(self, v: f64) -> String {
+        if v != 0.0 && v.abs() < 1e-3 {
+            format!("{v:.4e}")
+        } else {
+            format!("{v:.4}")
+        }
+    }
+}
 
 /// The runs of one (size, bandwidth) summarised: their median and its interval, the
 /// spread, and the CTI of the median.
@@ -33,8 +72,16 @@ pub struct MedianPoint {
 pub struct Demand {
     pub procs: u32,
     pub cti: f64,
+    /// The demand read between the steps around the level; with `censored` not `none`
+    /// it is no measurement: `bound` is.
     pub bw_pct: f64,
     pub censored: Censored,
+    /// What a censored demand is known to be beyond: at most the lowest step (`below`),
+    /// more than the highest throttled step (`above`); null when not censored.
+    pub bound: Option<f64>,
+    /// The two measured steps the level lies between (100% counts as a step); their
+    /// distance is how far apart the measurements behind the figure are.
+    pub between: Option<[f64; 2]>,
     /// The level is below this size's noise floor: not used for DC or projection.
     pub below_noise: bool,
     /// 90% bootstrap interval (null when the figure existed in under 90% of resamples).
@@ -98,6 +145,10 @@ pub struct Analysis {
     pub series: String,
     /// Which time was analysed (the job's wall time or the workload's kernel time).
     pub time_source: String,
+    /// How demand is read between measured steps (`inverse`: straight lines in 1/w).
+    pub interpolation: Interp,
+    /// What the times (medians, T(p)) are.
+    pub time_unit: TimeUnit,
     pub runs: usize,
     pub failed_runs: usize,
     /// Runs whose links did not run at their setting; left out unless `flagged_kept`.

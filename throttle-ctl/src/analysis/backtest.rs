@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::bootstrap::{self, Interval};
 use super::cells::BwKey;
 use super::chain::{self, Chain};
-use super::demand::Censored;
+use super::demand::{Censored, Interp};
 use super::traffic::Volumes;
 
 /// Which projection a check is of.
@@ -79,6 +79,7 @@ pub fn run(
     cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
     medians: &BTreeMap<(u32, BwKey), f64>,
     levels: &[f64],
+    interp: Interp,
     floors: &BTreeMap<u32, f64>,
     measured: &Chain,
     volumes: Option<&Volumes>,
@@ -96,12 +97,20 @@ pub fn run(
         if from.len() < 2 {
             continue;
         }
-        let c = chain::run(medians, levels, floors, &from, &[target], volumes);
+        let c = chain::run(medians, levels, interp, floors, &from, &[target], volumes);
         if c.projection.is_empty() && c.traffic_projection.is_empty() {
             continue;
         }
-        let spread =
-            bootstrap::intervals(cells, levels, floors, &from, &[target], volumes, resamples);
+        let spread = bootstrap::intervals(
+            cells,
+            levels,
+            interp,
+            floors,
+            &from,
+            &[target],
+            volumes,
+            resamples,
+        );
         for (li, &level) in levels.iter().enumerate() {
             let Some(m) = measured.demand.get(&(target, li)) else {
                 continue;
@@ -366,8 +375,26 @@ mod tests {
     fn check(c: &BTreeMap<(u32, BwKey), Vec<f64>>, levels: &[f64]) -> Vec<Check> {
         let medians = c.iter().map(|(&k, v)| (k, v[1])).collect();
         let all: Vec<u32> = c.keys().map(|k| k.0).collect();
-        let m = chain::run(&medians, levels, &BTreeMap::new(), &all, &[], None);
-        run(c, &medians, levels, &BTreeMap::new(), &m, None, &[], 200)
+        let m = chain::run(
+            &medians,
+            levels,
+            Interp::Linear,
+            &BTreeMap::new(),
+            &all,
+            &[],
+            None,
+        );
+        run(
+            c,
+            &medians,
+            levels,
+            Interp::Linear,
+            &BTreeMap::new(),
+            &m,
+            None,
+            &[],
+            200,
+        )
     }
 
     #[test]
@@ -391,8 +418,26 @@ mod tests {
         let c = cells(&[4, 6, 9, 16, 25], |p| 6.0 * p.sqrt());
         let medians = c.iter().map(|(&k, v)| (k, v[1])).collect();
         let all: Vec<u32> = c.keys().map(|k| k.0).collect();
-        let m = chain::run(&medians, &[20.0], &BTreeMap::new(), &all, &[], None);
-        let checks = run(&c, &medians, &[20.0], &BTreeMap::new(), &m, None, &[9], 50);
+        let m = chain::run(
+            &medians,
+            &[20.0],
+            Interp::Linear,
+            &BTreeMap::new(),
+            &all,
+            &[],
+            None,
+        );
+        let checks = run(
+            &c,
+            &medians,
+            &[20.0],
+            Interp::Linear,
+            &BTreeMap::new(),
+            &m,
+            None,
+            &[9],
+            50,
+        );
         let seen: Vec<(u32, Vec<u32>, bool)> = checks
             .iter()
             .map(|c| (c.procs, c.from.clone(), c.held_out))

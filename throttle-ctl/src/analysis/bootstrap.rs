@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::cells::BwKey;
 use super::chain;
-use super::demand::Censored;
+use super::demand::{Censored, Interp};
 use super::stats::{self, Rng};
 use super::traffic::Volumes;
 
@@ -80,9 +80,11 @@ fn spread(mut values: Vec<f64>, resamples: usize) -> Spread {
 /// Bootstrap `chain::run` with the same levels, floors, fitted sizes and targets. The
 /// traffic volumes stay at their medians (the bytes a deterministic program sends vary
 /// far less than its times).
+#[allow(clippy::too_many_arguments)]
 pub fn intervals(
     cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
     levels: &[f64],
+    interp: Interp,
     floors: &BTreeMap<u32, f64>,
     fit: &[u32],
     targets: &[u32],
@@ -105,7 +107,7 @@ pub fn intervals(
                 (k, stats::median(&draw))
             })
             .collect();
-        let c = chain::run(&medians, levels, floors, fit, targets, volumes);
+        let c = chain::run(&medians, levels, interp, floors, fit, targets, volumes);
         // A censored figure is a bound, not a value: a resample where it is censored
         // counts as one where the value does not exist.
         for (k, n) in c.demand {
@@ -190,6 +192,7 @@ mod tests {
                 .map(|(k, v)| (k, v[0]))
                 .collect(),
             &levels,
+            Interp::default(),
             &none,
             &[4, 16],
             &[64],
@@ -200,6 +203,7 @@ mod tests {
         let quiet = intervals(
             &cells(0.01, 9, 7),
             &levels,
+            Interp::default(),
             &none,
             &[4, 16],
             &[64],
@@ -209,6 +213,7 @@ mod tests {
         let loud = intervals(
             &cells(0.05, 9, 7),
             &levels,
+            Interp::default(),
             &none,
             &[4, 16],
             &[64],
@@ -229,6 +234,7 @@ mod tests {
                 let i = intervals(
                     &cells(0.05, 9, seed),
                     &levels,
+                    Interp::default(),
                     &none,
                     &[4, 16],
                     &[64],
@@ -252,7 +258,16 @@ mod tests {
         c.insert((4, bw_key(25.0)), vec![10.0, 10.0, 20.0]);
         c.insert((4, bw_key(20.0)), vec![10.0, 10.0, 20.0]);
         c.insert((4, FULL), vec![10.0, 10.0, 10.0]);
-        let i = intervals(&c, &[10.0], &BTreeMap::new(), &[4, 16], &[64], None, 400);
+        let i = intervals(
+            &c,
+            &[10.0],
+            Interp::Linear,
+            &BTreeMap::new(),
+            &[4, 16],
+            &[64],
+            None,
+            400,
+        );
         let dc = i.dc.unwrap();
         assert!(dc.share < LEVEL && dc.interval.is_none(), "{dc:?}");
     }

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::cells::{bw_of, BwKey, FULL};
-use super::demand::{self, Censored, CtiCurve};
+use super::demand::{self, Censored, CtiCurve, Interp};
 use super::traffic::{self, Volumes};
 
 /// One demand figure of the chain.
@@ -17,6 +17,8 @@ use super::traffic::{self, Volumes};
 pub struct Need {
     pub bw_pct: f64,
     pub censored: Censored,
+    /// The two measured steps the level lies between (100% with CTI 0 counts as one).
+    pub between: Option<(f64, f64)>,
     /// The level lies below what this size's run-to-run noise can resolve.
     pub below_noise: bool,
 }
@@ -89,10 +91,13 @@ pub fn curves(medians: &BTreeMap<(u32, BwKey), f64>) -> BTreeMap<u32, CtiCurve> 
 
 /// Run the chain. `floors`: each size's noise floor (CTI percent); `fit`: the sizes the
 /// demand constant is fitted on (p* is the largest of them with a curve); `targets`: the
-/// sizes to project to; `volumes`: the runs' traffic, for the traffic model beside DC.
+/// sizes to project to; `volumes`: the runs' traffic, for the traffic model beside DC;
+/// `interp`: how demand is read between steps.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     medians: &BTreeMap<(u32, BwKey), f64>,
     levels: &[f64],
+    interp: Interp,
     floors: &BTreeMap<u32, f64>,
     fit: &[u32],
     targets: &[u32],
@@ -106,15 +111,16 @@ pub fn run(
         }
         let floor = floors.get(&p).copied().unwrap_or(0.0);
         for (li, &level) in levels.iter().enumerate() {
-            if let Some((bw_pct, censored)) = curve.demand(level) {
-                if let Some(b) = bound(curve, censored) {
+            if let Some(r) = curve.demand(level, interp) {
+                if let Some(b) = bound(curve, r.censored) {
                     chain.bounds.insert((p, li), b);
                 }
                 chain.demand.insert(
                     (p, li),
                     Need {
-                        bw_pct,
-                        censored,
+                        bw_pct: r.bw,
+                        censored: r.censored,
+                        between: r.between,
                         below_noise: level < floor,
                     },
                 );
@@ -195,7 +201,15 @@ mod tests {
     #[test]
     fn fits_only_the_sizes_asked_and_projects_from_the_largest() {
         let m = medians(&[(4, 1.0), (16, 2.0), (64, 4.0)]);
-        let c = run(&m, &[10.0], &BTreeMap::new(), &[4, 16], &[64], None);
+        let c = run(
+            &m,
+            &[10.0],
+            Interp::Linear,
+            &BTreeMap::new(),
+            &[4, 16],
+            &[64],
+            None,
+        );
         assert_eq!(c.p_star, Some(16));
         // BW(10, p) = 40 - 10/k: 30 at 4 procs, 35 at 16: DC = 35/30 * sqrt(4/16).
         assert_eq!(c.dc_pairs.len(), 1);
@@ -211,7 +225,15 @@ mod tests {
     fn a_level_below_the_noise_enters_neither_the_constant_nor_the_projection() {
         let m = medians(&[(4, 1.0), (16, 2.0)]);
         let floors = BTreeMap::from([(4, 12.0), (16, 3.0)]);
-        let c = run(&m, &[10.0, 15.0], &floors, &[4, 16], &[64], None);
+        let c = run(
+            &m,
+            &[10.0, 15.0],
+            Interp::Linear,
+            &floors,
+            &[4, 16],
+            &[64],
+            None,
+        );
         assert!(c.demand[&(4, 0)].below_noise && !c.demand[&(4, 1)].below_noise);
         // Level 10 is hidden at 4 procs: only level 15's pair is used.
         assert_eq!(c.dc_pairs.len(), 1);
@@ -220,7 +242,15 @@ mod tests {
         // At p* = 16 level 10 is resolvable: projected with the constant from level 15.
         assert!(c.projection.contains_key(&(64, 0)));
         let floors = BTreeMap::from([(16, 12.0)]);
-        let c = run(&m, &[10.0, 15.0], &floors, &[4, 16], &[64], None);
+        let c = run(
+            &m,
+            &[10.0, 15.0],
+            Interp::Linear,
+            &floors,
+            &[4, 16],
+            &[64],
+            None,
+        );
         assert!(!c.projection.contains_key(&(64, 0)));
         assert!(!c.saturation.contains_key(&0));
     }

@@ -10,6 +10,11 @@
 //! written twice (or two runs numbered alike): refused, with both lines. Rows that do not
 //! parse are reported with their line number, all of them, and nothing is analysed: the
 //! analysis refuses to guess.
+//!
+//! The time analysed is `seconds` unless the caller names another column
+//! (`analyze --csv --time job` reads `wall_seconds`, `--time kernel` `kernel_seconds`:
+//! the columns `export` writes beside `seconds`, which holds the time `analyze --db`
+//! would use, said in the file's first line, a `# seconds: ...` comment).
 
 use anyhow::{bail, Result};
 
@@ -17,7 +22,7 @@ use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 16] = [
+const PER_RUN: [&str; 17] = [
     "status",
     "flag",
     "fidelity",
@@ -29,6 +34,7 @@ const PER_RUN: [&str; 16] = [
     "reason",
     "started_at",
     "kernel_seconds",
+    "wall_seconds",
     "teps",
     "host",
     "version",
@@ -91,7 +97,8 @@ struct Columns {
 }
 
 impl Columns {
-    fn of(header: &csv::StringRecord) -> Result<Columns> {
+    /// `time`: the column read as the completion time (`seconds` by default).
+    fn of(header: &csv::StringRecord, time: &str) -> Result<Columns> {
         if header.is_empty() || header.iter().all(str::is_empty) {
             bail!(
                 "the CSV file is empty: it needs a header with {}",
@@ -111,6 +118,9 @@ impl Columns {
                 REQUIRED.join(",")
             );
         }
+        if !names.iter().any(|c| c == time) {
+            bail!("the CSV header has no `{time}` column, the time asked for (`throttle-ctl export` writes seconds, wall_seconds and kernel_seconds)");
+        }
         let idx = |name: &str| names.iter().position(|c| c == name).unwrap_or(usize::MAX);
         Ok(Columns {
             workload: idx("workload"),
@@ -118,7 +128,7 @@ impl Columns {
             procs: idx("procs"),
             bw_pct: idx("bw_pct"),
             repeat: idx("repeat"),
-            seconds: idx("seconds"),
+            seconds: idx(time),
             status: idx("status"),
             bytes_sent: idx("bytes_sent"),
             cpu_busy_before: idx("cpu_busy_before"),
@@ -188,8 +198,8 @@ impl Columns {
         }
         if seconds.is_none() {
             bad.push(format!(
-                "seconds `{}` is not a positive number",
-                f[self.seconds]
+                "{} `{}` is not a positive number",
+                self.names[self.seconds], f[self.seconds]
             ));
         }
         if f[self.workload].is_empty() {
@@ -229,8 +239,13 @@ impl Columns {
     }
 }
 
-/// Parse CSV text into observations.
+/// Parse CSV text into observations, the time read from the `seconds` column.
 pub fn parse(text: &str) -> Result<Vec<Observation>> {
+    parse_with_time(text, "seconds")
+}
+
+/// Parse CSV text into observations, the time read from column `time`.
+pub fn parse_with_time(text: &str, time: &str) -> Result<Vec<Observation>> {
     // A spreadsheet's UTF-8 byte-order mark is not part of the first column's name.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut reader = csv::ReaderBuilder::new()
@@ -242,7 +257,7 @@ pub fn parse(text: &str) -> Result<Vec<Observation>> {
         .headers()
         .map_err(|e| anyhow::anyhow!("cannot read the CSV header: {e}"))?
         .clone();
-    let cols = Columns::of(&header)?;
+    let cols = Columns::of(&header, time)?;
     let lines = Lines::new(text);
     let mut out = Vec::new();
     let mut errors = Vec::new();

@@ -1,7 +1,10 @@
 //! From completion times to bandwidth demand (the ICPE 2016 paper; docs/method.md).
 //!
-//! CTI per bandwidth from medians; the bandwidth a CTI level needs, with censoring; the
-//! demand constant over pairs of sizes; projection to larger sizes; saturation size.
+//! CTI per bandwidth from medians; the bandwidth a CTI level needs, with censoring and
+//! the two measured steps around it, read between them along a straight line in 1/w
+//! ([`Interp::Inverse`], how transfer time grows) or in w ([`Interp::Linear`], as the
+//! paper draws it); the demand constant over pairs of sizes; projection to larger sizes;
+//! saturation size.
 
 use serde::Serialize;
 
@@ -30,6 +33,70 @@ impl Censored {
     }
 }
 
+/// How the demand is read between the two measured steps around a CTI level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interp {
+    /// A straight line in 1/w: the time a transfer takes grows as 1/w, and so does the
+    /// CTI of a program whose exposed transfers do not change with w. The default: on
+    /// the dense grids in experiments/2026-11-25-demand-search.md it was closer to the
+    /// dense demand than the straight line in w.
+    #[default]
+    Inverse,
+    /// A straight line in w between the two steps (the paper's reading).
+    Linear,
+}
+
+impl Interp {
+    /// The bandwidth a fraction `f` (0..1) of the way from step `b0` to step `b1`.
+    pub fn between(self, b0: f64, b1: f64, f: f64) -> f64 {
+        match self {
+            Interp::Linear => b0 + f * (b1 - b0),
+            Interp::Inverse => 1.0 / (1.0 / b0 + f * (1.0 / b1 - 1.0 / b0)),
+        }
+    }
+
+    /// The word `--interpolation` takes and the output prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Interp::Inverse => "inverse",
+            Interp::Linear => "linear",
+        }
+    }
+
+    /// What the reading is, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Interp::Inverse => "straight lines in 1/w between measured steps",
+            Interp::Linear => "straight lines in w between measured steps (the paper's)",
+        }
+    }
+}
+
+impl std::str::FromStr for Interp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "inverse" => Ok(Interp::Inverse),
+            "linear" => Ok(Interp::Linear),
+            other => Err(format!(
+                "`{other}` is not an interpolation: inverse (a straight line in 1/w) or linear (in w)"
+            )),
+        }
+    }
+}
+
+/// Where a CTI level is reached on a curve.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reading {
+    /// The bandwidth, percent (for `Below`: the lowest step; the truth is at most that).
+    pub bw: f64,
+    pub censored: Censored,
+    /// The two measured steps the level lies between (100% counts as a step, with CTI 0);
+    /// `None` below the lowest step.
+    pub between: Option<(f64, f64)>,
+}
+
 /// CTI in percent: (T(bw) - T(100)) / T(100) * 100.
 pub fn cti(t_bw: f64, t_100: f64) -> f64 {
     (t_bw - t_100) / t_100 * 100.0
@@ -55,25 +122,34 @@ impl CtiCurve {
         (bw, fixed, changed)
     }
 
-    /// Lowest bandwidth (percent) at which CTI <= `level` (percent).
-    pub fn demand(&self, level: f64) -> Option<(f64, Censored)> {
+    /// Lowest bandwidth (percent) at which CTI <= `level` (percent), read between the
+    /// steps around it as `interp` says.
+    pub fn demand(&self, level: f64, interp: Interp) -> Option<Reading> {
         let (bw, y, _) = self.monotone();
         if bw.len() < 2 {
             return None;
         }
         if y[0] <= level {
-            return Some((bw[0], Censored::Below));
+            return Some(Reading {
+                bw: bw[0],
+                censored: Censored::Below,
+                between: None,
+            });
         }
         // y is non-increasing and ends at 0 <= level: find the last step above the level.
         let i = (0..bw.len() - 1).rev().find(|&i| y[i] > level)?;
         let (b0, b1, y0, y1) = (bw[i], bw[i + 1], y[i], y[i + 1]);
-        let at = b0 + (y0 - level) / (y0 - y1) * (b1 - b0);
+        let at = interp.between(b0, b1, (y0 - level) / (y0 - y1));
         let censored = if i + 1 == bw.len() - 1 {
             Censored::Above
         } else {
             Censored::None
         };
-        Some((at, censored))
+        Some(Reading {
+            bw: at,
+            censored,
+            between: Some((b0, b1)),
+        })
     }
 }
 
@@ -114,23 +190,58 @@ mod tests {
         // CTI 30% at 20, 12% at 30, 4% at 40: level 10% lies between 30 and 40:
         // 30 + (12 - 10) / (12 - 4) * 10 = 32.5.
         let c = curve(&[(20.0, 30.0), (30.0, 12.0), (40.0, 4.0)]);
-        assert_eq!(c.demand(10.0), Some((32.5, Censored::None)));
+        assert_eq!(
+            c.demand(10.0, Interp::Linear),
+            Some(Reading {
+                bw: 32.5,
+                censored: Censored::None,
+                between: Some((30.0, 40.0))
+            })
+        );
         // Level 20%: between 20 and 30: 20 + (30 - 20) / (30 - 12) * 10 = 25.555...
-        let (bw, cen) = c.demand(20.0).unwrap();
-        assert!((bw - (20.0 + 10.0 / 18.0 * 10.0)).abs() < 1e-12 && cen == Censored::None);
+        let r = c.demand(20.0, Interp::Linear).unwrap();
+        assert!((r.bw - (20.0 + 10.0 / 18.0 * 10.0)).abs() < 1e-12);
+        assert_eq!(
+            (r.censored, r.between),
+            (Censored::None, Some((20.0, 30.0)))
+        );
+    }
+
+    #[test]
+    fn demand_interpolates_in_inverse_bandwidth_by_default() {
+        // The case: CTI 29% at 50%, level 15%: 14/29 of the way to 100%.
+        // In w: 50 + 14/29 * 50 = 74.14; in 1/w: 1 / (1/50 - 14/29 * (1/50 - 1/100)) = 65.91.
+        let c = curve(&[(50.0, 29.0)]);
+        let linear = c.demand(15.0, Interp::Linear).unwrap().bw;
+        let inverse = c.demand(15.0, Interp::default()).unwrap().bw;
+        assert!((linear - 74.1379).abs() < 1e-3, "{linear}");
+        assert!((inverse - 65.9091).abs() < 1e-3, "{inverse}");
+        // A curve that is exactly CTI = a (1/w - 1) is read exactly in 1/w, not in w.
+        let a = 8.0;
+        let exact = |w: f64| a * (100.0 / w - 1.0);
+        let c = curve(&[(20.0, exact(20.0)), (50.0, exact(50.0))]);
+        let truth = 100.0 / (1.0 + 10.0 / a);
+        let r = c.demand(10.0, Interp::Inverse).unwrap();
+        assert!((r.bw - truth).abs() < 1e-9, "{} vs {truth}", r.bw);
+        assert!(c.demand(10.0, Interp::Linear).unwrap().bw - truth > 1.0);
+        assert_eq!("inverse".parse::<Interp>(), Ok(Interp::Inverse));
+        assert!("cubic".parse::<Interp>().is_err());
     }
 
     #[test]
     fn demand_is_censored_below_when_the_lowest_step_is_good_enough() {
         let c = curve(&[(20.0, 3.0), (40.0, 1.0)]);
-        assert_eq!(c.demand(5.0), Some((20.0, Censored::Below)));
+        let r = c.demand(5.0, Interp::Linear).unwrap();
+        assert_eq!((r.bw, r.censored, r.between), (20.0, Censored::Below, None));
     }
 
     #[test]
     fn demand_is_censored_above_when_every_step_is_too_slow() {
         // 40% already costs 25%: level 5% lies between 40 (25) and 100 (0): 40 + 20/25*60 = 88.
         let c = curve(&[(20.0, 60.0), (40.0, 25.0)]);
-        assert_eq!(c.demand(5.0), Some((88.0, Censored::Above)));
+        let r = c.demand(5.0, Interp::Linear).unwrap();
+        assert_eq!((r.bw, r.censored), (88.0, Censored::Above));
+        assert_eq!(r.between, Some((40.0, 100.0)));
     }
 
     #[test]
@@ -141,7 +252,7 @@ mod tests {
         assert!(changed);
         assert_eq!(y, vec![15.0, 15.0, 2.0, 0.0]);
         // Level 5: between 30 (15) and 40 (2): 30 + 10/13*10.
-        let (bw, _) = c.demand(5.0).unwrap();
+        let bw = c.demand(5.0, Interp::Linear).unwrap().bw;
         assert!((bw - (30.0 + 100.0 / 13.0)).abs() < 1e-12);
     }
 

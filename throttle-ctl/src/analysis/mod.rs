@@ -39,9 +39,11 @@ use anyhow::{bail, Result};
 use backtest::Model;
 use bootstrap::Interval;
 use cells::{bw_key, bw_of, BwKey, FULL};
-use demand::Censored;
+use demand::{Censored, Interp};
 
-pub use answer::{Analysis, DcPair, Demand, MedianPoint, Projection, Saturation, TrafficAnswer};
+pub use answer::{
+    Analysis, DcPair, Demand, MedianPoint, Projection, Saturation, TimeUnit, TrafficAnswer,
+};
 pub use render::render;
 
 /// One run, from the store or a CSV file.
@@ -81,6 +83,10 @@ pub struct Question {
     /// Keep runs whose links did not run at their setting (flagged) instead of leaving
     /// them out.
     pub keep_flagged: bool,
+    /// How demand is read between measured steps.
+    pub interp: Interp,
+    /// What the observations' times are.
+    pub unit: TimeUnit,
 }
 
 /// The series to analyse: the one asked for, or the only one.
@@ -146,7 +152,16 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let noise = noise::floors(&cells);
     let floors = noise::by_size(&noise);
     warnings.extend(warnings::baselines(&sizes, &medians, &floors));
-    let (volumes, traffic_recorded) = volumes(&runs.good, req.capacity);
+    let (volumes, traffic_recorded) = match req.unit {
+        TimeUnit::Seconds => volumes(&runs.good, req.capacity),
+        // Bytes over a capacity are seconds: they do not add to the inverse of a rate.
+        TimeUnit::InverseRate => {
+            if runs.good.iter().any(|o| o.bytes_sent.is_some()) {
+                warnings.push("the times are the inverse of the program's rate, not seconds: no traffic-based projection (it adds bytes over the link's capacity to T(100%)); `analyze --time job` fits it on the job's wall time".into());
+            }
+            (None, false)
+        }
+    };
     // The chain on the measured medians: fitted on every size not held out.
     let fit: Vec<u32> = sizes
         .iter()
@@ -156,6 +171,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let answer = chain::run(
         &medians,
         &req.cti,
+        req.interp,
         &floors,
         &fit,
         &req.predict,
@@ -165,6 +181,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let spread = bootstrap::intervals(
         &cells,
         &req.cti,
+        req.interp,
         &floors,
         &fit,
         &req.predict,
@@ -182,11 +199,12 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     // The backtest over every measured size. Held-out sizes are shown but neither judged
     // nor fitted on: the verdict (and which model the data favour) must not know the
     // measurement the projection is then compared with.
-    let all = chain::run(&medians, &req.cti, &floors, &sizes, &[], None);
+    let all = chain::run(&medians, &req.cti, req.interp, &floors, &sizes, &[], None);
     let backtest = backtest::run(
         &cells,
         &medians,
         &req.cti,
+        req.interp,
         &floors,
         &all,
         volumes.as_ref(),
@@ -209,6 +227,8 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let supported = backtest::support(&backtest, traffic.is_some());
     Ok(Analysis {
         time_source: req.time_source.clone(),
+        interpolation: req.interp,
+        time_unit: req.unit,
         series: chosen,
         runs: runs.good.len(),
         failed_runs: runs.failed,
@@ -377,6 +397,8 @@ impl Figures<'_> {
                 cti: self.cti[li],
                 bw_pct: n.bw_pct,
                 censored: n.censored,
+                bound: self.answer.bounds.get(&(p, li)).copied(),
+                between: n.between.map(|(a, b)| [a, b]),
                 below_noise: n.below_noise,
                 // A censored demand is a bound: no noise interval around it.
                 interval: self

@@ -14,6 +14,15 @@ fn interval(i: Option<(f64, f64)>) -> String {
         .unwrap_or_default()
 }
 
+/// Two measured steps, as few digits as they need: `60-70`, `62.5-65`.
+pub fn steps(lo: f64, hi: f64) -> String {
+    let short = |x: f64| {
+        let s = format!("{x:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    format!("{}-{}", short(lo), short(hi))
+}
+
 /// What to print beyond the default tables.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Detail {
@@ -39,17 +48,28 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
         a.time_source
     ));
     regression(&mut out, a);
-    out.push_str("completion time (median s, its order-statistic interval and what it covers, CV) and CTI per point\n");
+    let u = a.time_unit;
+    out.push_str(&format!(
+        "completion time ({}, its order-statistic interval and what it covers, CV) and CTI per point\n",
+        u.head()
+    ));
     let mut t = Table::new(&[
-        "procs", "bw %", "n", "median s", "interval", "covers", "CV", "CTI %",
+        "procs",
+        "bw %",
+        "n",
+        u.head(),
+        "interval",
+        "covers",
+        "CV",
+        "CTI %",
     ]);
     for p in &a.points {
         t.row(vec![
             p.procs.to_string(),
             format!("{}", p.bw_pct),
             p.n.to_string(),
-            format!("{:.4}", p.median),
-            format!("[{:.4}, {:.4}]", p.ci_low, p.ci_high),
+            u.format(p.median),
+            format!("[{}, {}]", u.format(p.ci_low), u.format(p.ci_high)),
             format!("{:.0}%", p.ci_coverage * 100.0),
             format!("{:.3}", p.cv),
             p.cti
@@ -110,15 +130,20 @@ fn regression(out: &mut String, a: &Analysis) {
         out.push_str("strong scaling: not enough sizes at 100% for the regression\n\n");
         return;
     };
+    let unit = match a.time_unit {
+        super::TimeUnit::Seconds => "s",
+        super::TimeUnit::InverseRate => "(1/rate)",
+    };
     let s = |v: Option<f64>| {
-        v.map(|v| format!("{v:.3e} s"))
+        v.map(|v| format!("{v:.3e} {unit}"))
             .unwrap_or_else(|| "-".into())
     };
+    let f = |v: f64| a.time_unit.format(v);
     out.push_str(&format!(
-        "strong scaling at 100%   T(p) = {:.4} + {:.4}/p + {:.4}/sqrt(p)   R^2 {:.3}  adj R^2 {}  MSE {:.3e}\n  leave-one-out RMSE {}  leave-one-size-out RMSE {}\n",
-        r.c0,
-        r.c1,
-        r.c2,
+        "strong scaling at 100%   T(p) = {} + {}/p + {}/sqrt(p)   R^2 {:.3}  adj R^2 {}  MSE {:.3e}\n  leave-one-out RMSE {}  leave-one-size-out RMSE {}\n",
+        f(r.c0),
+        f(r.c1),
+        f(r.c2),
         r.r2,
         r.adj_r2.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into()),
         r.mse,
@@ -163,8 +188,9 @@ fn noise(out: &mut String, a: &Analysis) {
 
 fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>) {
     out.push_str(&format!(
-        "\nbandwidth demand (% of {}) to stay within a completion-time increment\n  (< censored below: the lowest step sufficed; > censored above: every step was too slow,\n   the figure is interpolated up to 100% and only known to exceed the highest step;\n   ~ below the noise floor: not a measurement, left out of DC and projection)\n",
-        capacity.unwrap_or("the link")
+        "\nbandwidth demand (% of {}) to stay within a completion-time increment, read along\n{}; (A-B): the measured steps around the level\n  (<B censored below: the lowest step B sufficed; >B censored above: even the highest\n   throttled step B was too slow, the demand is only known to exceed it;\n   ~ below the noise floor: not a measurement, left out of DC and projection)\n",
+        capacity.unwrap_or("the link"),
+        a.interpolation.describe()
     ));
     let mut header = vec!["procs".to_string()];
     header.extend(levels.iter().map(|c| format!("{c}%")));
@@ -188,13 +214,18 @@ fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>
                     .iter()
                     .find(|d| d.procs == p && d.cti == c)
                     .map(|d| {
-                        format!(
-                            "{}{}{:.1}{}",
-                            if d.below_noise { "~" } else { "" },
-                            d.censored.mark(),
-                            d.bw_pct,
-                            interval(d.interval.map(|i| (i.low, i.high)))
-                        )
+                        let noise = if d.below_noise { "~" } else { "" };
+                        match (d.bound, d.between) {
+                            // A censored demand is the bound it is, not an extrapolation.
+                            (Some(b), _) => format!("{noise}{}{b:.1}", d.censored.mark()),
+                            (None, Some([lo, hi])) => format!(
+                                "{noise}{:.1}{} ({})",
+                                d.bw_pct,
+                                interval(d.interval.map(|i| (i.low, i.high))),
+                                steps(lo, hi)
+                            ),
+                            (None, None) => format!("{noise}{:.1}", d.bw_pct),
+                        }
                     })
                     .unwrap_or_else(|| "-".into()),
             );

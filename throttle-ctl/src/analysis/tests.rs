@@ -58,6 +58,8 @@ fn flagged_runs_are_left_out_unless_kept_and_said_so() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
     };
     let clean = analyze(&study(false), &req).unwrap();
     // One run of 4 procs at 20% is ten times slower: its agent was starved.
@@ -101,6 +103,8 @@ fn failed_runs_are_ignored_and_counted() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
     };
     let with = analyze(&study(true), &req).unwrap();
     let without = analyze(&study(false), &req).unwrap();
@@ -122,6 +126,9 @@ fn held_out_size_is_predicted_and_compared() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        // The study's CTI is a straight line in w: read along one.
+        interp: Interp::Linear,
+        unit: Default::default(),
     };
     let a = analyze(&study(false), &req).unwrap();
     assert_eq!(a.held_out, vec![25]);
@@ -210,6 +217,8 @@ fn the_traffic_model_is_fitted_projected_and_backtested_beside_dc() {
         time_source: "test".into(),
         capacity: Some(125e6),
         keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
     };
     let a = analyze(&traffic_study(&[2, 4, 6, 8, 16]), &req).unwrap();
     let t = a.traffic.as_ref().unwrap();
@@ -298,6 +307,8 @@ fn several_series_need_a_choice() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
     };
     let e = analyze(&obs, &req).unwrap_err().to_string();
     assert!(e.contains("--series") && e.contains("`pmm`"), "{e}");
@@ -308,6 +319,8 @@ fn several_series_need_a_choice() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
     };
     assert!(analyze(&obs, &req).is_ok());
 }

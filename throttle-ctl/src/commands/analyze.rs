@@ -9,7 +9,8 @@ use clap::Args as ClapArgs;
 use throttle_proto::rate::format_bits_per_sec;
 
 use super::{parse_cti, parse_list, Context, Exit};
-use crate::analysis::{self, Question};
+use crate::analysis::demand::Interp;
+use crate::analysis::{self, Question, TimeUnit};
 use crate::measurements::{self, TimeSource};
 use crate::output;
 use crate::report;
@@ -49,9 +50,14 @@ pub struct Args {
     #[arg(long)]
     report: Option<PathBuf>,
     /// Completion time to analyse: job (launch to exit), kernel (the workload's own
-    /// timing), or auto (kernel when every run reported one).
+    /// timing), or auto (kernel when every run reported one). With --csv: the columns
+    /// wall_seconds, kernel_seconds, or seconds (what `export` chose).
     #[arg(long, default_value = "auto")]
     time: TimeSource,
+    /// How demand is read between two measured bandwidth steps: inverse (a straight line
+    /// in 1/w: transfer time grows as 1/w) or linear (a straight line in w, the paper's).
+    #[arg(long, default_value = "inverse", value_name = "inverse|linear")]
+    interpolation: Interp,
 }
 
 impl Args {
@@ -61,16 +67,42 @@ impl Args {
             Some(p) => parse_list::<u32>(p, "--predict")?,
             None => Vec::new(),
         };
-        let (obs, capacity, time_source) = match &self.csv {
+        let (obs, capacity, time_source, unit) = match &self.csv {
             Some(f) => {
                 let text = std::fs::read_to_string(f)
                     .map_err(|e| anyhow!("cannot read {}: {e}", f.display()))?;
-                let obs =
-                    analysis::csv::parse(&text).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+                // `export` writes the time `analyze --db` uses as `seconds` and the others
+                // beside it.
+                let column = match self.time {
+                    TimeSource::Auto => "seconds",
+                    TimeSource::Job => "wall_seconds",
+                    TimeSource::Kernel => "kernel_seconds",
+                };
+                let obs = analysis::csv::parse_with_time(&text, column)
+                    .map_err(|e| anyhow!("{}: {e}", f.display()))?;
+                let said = text
+                    .trim_start_matches('\u{feff}')
+                    .lines()
+                    .next()
+                    .and_then(|l| l.strip_prefix("# seconds: "))
+                    .filter(|_| column == "seconds")
+                    .map(|w| {
+                        // The file's words, without what a terminal would act on.
+                        let w: String = w.chars().filter(|c| !c.is_control()).take(200).collect();
+                        format!(" ({w})")
+                    })
+                    .unwrap_or_default();
+                // `export` says when `seconds` holds the inverse of a rate.
+                let unit = if said.starts_with(" (1/rate") {
+                    TimeUnit::InverseRate
+                } else {
+                    TimeUnit::Seconds
+                };
                 (
                     obs,
                     None,
-                    format!("the `seconds` column of {}", f.display()),
+                    format!("the `{column}` column of {}{said}", f.display()),
+                    unit,
                 )
             }
             None => {
@@ -79,8 +111,8 @@ impl Args {
                     anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
                 }
                 let store = Store::open(&db)?;
-                let (obs, what) = measurements::observations(&store.rows()?, self.time)?;
-                (obs, store.capacity()?, what)
+                let (obs, chosen) = measurements::observations(&store.rows()?, self.time)?;
+                (obs, store.capacity()?, chosen.what.to_string(), chosen.unit)
             }
         };
         let question = Question {
@@ -90,6 +122,8 @@ impl Args {
             time_source,
             capacity,
             keep_flagged: self.keep_flagged,
+            interp: self.interpolation,
+            unit,
         };
         let a = analysis::analyze(&obs, &question)?;
         let cap = capacity.map(format_bits_per_sec);
@@ -108,7 +142,7 @@ impl Args {
         }
         if let Some(dir) = self.report {
             let index = report::write(&dir, &a, &levels, cap.as_deref())?;
-            eprintln!("report: {}", index.display());
+            crate::note!("report: {}", index.display());
         }
         Ok(ExitCode::SUCCESS)
     }

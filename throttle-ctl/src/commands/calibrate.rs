@@ -49,7 +49,7 @@ impl Args {
             anyhow::bail!("--seconds must be between 0.1 and 60");
         }
         let cluster = ctx.cluster()?;
-        let results = calibrate(&cluster, self.seconds, |m| eprintln!("calibrating {m}"))?;
+        let results = calibrate(&cluster, self.seconds, |m| crate::note!("calibrating {m}"))?;
         if self.json {
             output::print_json(&results)?;
         } else {

@@ -43,7 +43,7 @@ impl ManArgs {
         std::fs::create_dir_all(&self.dir)?;
         let cmd = C::command();
         clap_mangen::generate_to(cmd, &self.dir)?;
-        eprintln!("man pages written to {}", self.dir.display());
+        crate::note!("man pages written to {}", self.dir.display());
         Ok(ExitCode::SUCCESS)
     }
 }

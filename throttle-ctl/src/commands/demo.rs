@@ -1,7 +1,9 @@
-//! `throttle-ctl demo`: the whole method on a local emulated cluster, in about 75 seconds.
+//! `throttle-ctl demo`: the whole method on a local emulated cluster, in about two minutes.
 //!
-//! Brings agents up, sweeps a program over node counts at stepped bandwidths (the largest
-//! size is held out for validation), analyses, projects to the held-out size and to twice
+//! Brings agents up, sweeps a program over node counts at a coarse grid of bandwidths and
+//! then searches for each size's demand at CTI 10-25% (steps placed until each level lies
+//! between steps at most 5 points apart; the largest size is held out for validation),
+//! analyses, projects to the held-out size and to twice
 //! it, prints the tables with the noise floor and the backtest, writes the report, and
 //! takes the cluster down, also on error or Ctrl-C. Everything lands in one directory
 //! (cluster file, results database, sweep spec, report).
@@ -30,6 +32,7 @@ use crate::output;
 use crate::progress::SweepProgress;
 use crate::report;
 use crate::store::Store;
+use crate::sweep::search::Search;
 use crate::sweep::{self, Repeats, Sweep, SweepEnd, SweepSpec};
 
 #[derive(ClapArgs, Debug)]
@@ -74,10 +77,19 @@ pub struct Args {
     /// machine's load is measured over it). A warm-up run per size is never stored.
     #[arg(long, default_value_t = 0.2)]
     settle: f64,
-    /// Bandwidth steps (percent; ranges START:STOP:STEP allowed)
-    /// [default: pmm 100,50,30,20,10; bfs 100,40,20,14,10,7,5,3].
+    /// Bandwidth steps (percent; ranges START:STOP:STEP allowed); with the demand search
+    /// the coarse pass it starts from
+    /// [default: pmm 100,50,25 (searched); bfs 100,40,20,14,10,7,5,3].
     #[arg(long)]
     bandwidths: Option<String>,
+    /// CTI levels (percent) the demand search brackets at every size; `none` runs the
+    /// plain grid of --bandwidths [default: pmm 10,15,20,25; bfs none].
+    #[arg(long)]
+    search: Option<String>,
+    /// The demand search is done at a level when the measured steps around it are at
+    /// most this many points of bandwidth apart.
+    #[arg(long, default_value_t = 5.0)]
+    search_width: f64,
     /// CTI levels in percent.
     #[arg(long, default_value = "5,10,15,20,25")]
     cti: String,
@@ -119,13 +131,32 @@ impl Args {
 
     fn bandwidths(&self) -> &str {
         self.bandwidths.as_deref().unwrap_or(match self.workload {
-            DemoWorkload::Pmm => "100,50,30,20,10",
+            DemoWorkload::Pmm => "100,50,25",
             DemoWorkload::Bfs => "100,40,20,14,10,7,5,3",
         })
     }
 
+    /// The demand search's levels, or none for the plain grid.
+    fn search(&self) -> Result<Option<Search>> {
+        let text = self.search.as_deref().unwrap_or(match self.workload {
+            DemoWorkload::Pmm => "10,15,20,25",
+            DemoWorkload::Bfs => "none",
+        });
+        if text == "none" {
+            return Ok(None);
+        }
+        let search = Search {
+            levels: parse_cti(text)?,
+            width: self.search_width,
+            max_steps: 10,
+            ..Search::default()
+        };
+        search.check()?;
+        Ok(Some(search))
+    }
+
     /// The sweep the demo runs, and a line saying what it sweeps.
-    fn spec(&self, sizes: &[usize]) -> (SweepSpec, String) {
+    fn spec(&self, sizes: &[usize]) -> Result<(SweepSpec, String)> {
         let (options, what) = match self.workload {
             DemoWorkload::Pmm => (
                 Options::Pmm(PmmOptions {
@@ -161,7 +192,8 @@ impl Args {
         // One retry: a run flagged because this machine starves 25 agents is flagged
         // again, and three tries of every such point doubled the demo's time.
         spec.retries = 1;
-        (spec, what)
+        spec.search = self.search()?;
+        Ok((spec, what))
     }
 }
 
@@ -186,7 +218,7 @@ impl Args {
         } else {
             output::print(format!("\n{}", r.text))?;
         }
-        eprintln!(
+        crate::note!(
             "\ndemo {} in {:.0} s; results {}, report {}",
             if r.interrupted {
                 "interrupted (partial results analysed)"
@@ -224,7 +256,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     let max_nodes = *sizes.last().unwrap_or(&1);
     // Every input is checked before the previous demo's results are removed.
     let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    let (spec, what) = opts.spec(&sizes);
+    let (spec, what) = opts.spec(&sizes)?;
     let spec_text = toml::to_string(&spec)?;
     let sweep = Sweep::new(spec)?;
     std::fs::create_dir_all(&opts.dir)?;
@@ -236,7 +268,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
     }
     let capacity = opts.capacity();
-    eprintln!("starting {max_nodes} agents at {capacity} each ...");
+    crate::note!("starting {max_nodes} agents at {capacity} each ...");
     let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
     if opts.pin {
         agent_args.extend(local_cluster::pin_args()?);
@@ -255,17 +287,26 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     let _down = Down(cluster_path.clone());
     let cluster = Cluster::load(&cluster_path)?;
     std::fs::write(dir.join("sweep.toml"), &spec_text)?;
-    eprintln!(
-        "sweeping {what} on {} nodes, {} bandwidth steps, {} repeats: {} runs",
+    crate::note!(
+        "sweeping {what} on {} nodes, {} bandwidth steps, {} repeats: {} runs{}",
         nodes.join(", "),
-        sweep.points.len() / sizes.len() / opts.repeats as usize,
+        sweep.steps.len(),
         opts.repeats,
-        sweep.points.len()
+        sweep.points.len(),
+        match &sweep.spec.search {
+            Some(s) => format!(
+                ", then a demand search: more steps until CTI {} each lie between steps at most {} points apart (at most {} more steps per size)",
+                s.levels.iter().map(|l| format!("{l}%")).collect::<Vec<_>>().join(", "),
+                s.width,
+                s.max_steps
+            ),
+            None => String::new(),
+        }
     );
     if let Some(w) =
         crate::load::oversubscription(&cluster, max_nodes, 1, sweep.workload.emulates_compute())
     {
-        eprintln!("warning: {w}");
+        crate::note!("warning: {w}");
     }
     let store = Store::open(&db)?;
     let options = sweep::SweepOptions {
@@ -278,14 +319,16 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     progress.finish();
     let interrupted = matches!(end?, SweepEnd::Interrupted { .. });
     let held_out = max_nodes as u32;
-    let (obs, time_source) = measurements::observations(&store.rows()?, TimeSource::Auto)?;
+    let (obs, chosen) = measurements::observations(&store.rows()?, TimeSource::Auto)?;
     let question = Question {
         cti: cti.to_vec(),
         predict: vec![held_out, held_out * 2],
         series: None,
-        time_source,
+        time_source: chosen.what.to_string(),
+        unit: chosen.unit,
         capacity: Some(capacity.bytes_per_sec()),
         keep_flagged: false,
+        interp: Default::default(),
     };
     let analysis = analysis::analyze(&obs, &question)?;
     let cap = capacity.to_string();

@@ -106,7 +106,7 @@ impl Args {
         if mode == crate::intercept::Mode::Preload {
             let lib = crate::intercept::library()?;
             for p in crate::intercept::static_programs(&line) {
-                eprintln!(
+                crate::note!(
                     "throttle-ctl exec: warning: {} is statically linked: the preload library cannot reach it, its connections are not throttled",
                     p.display()
                 );

@@ -7,12 +7,13 @@ use std::process::ExitCode;
 use clap::Args as ClapArgs;
 
 use super::{Context, Exit};
+use crate::measurements::{self, TimeSource};
 use crate::output;
-use crate::store::{Store, DEFAULT_DB};
+use crate::store::{RunRow, Store, DEFAULT_DB};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "The first columns are the ones `analyze --csv` reads:\n  workload,nodes,procs,bw_pct,repeat,seconds,status,..."
+    after_help = "The first columns are the ones `analyze --csv` reads:\n  workload,nodes,procs,bw_pct,repeat,seconds,status,...\n`seconds` is the time `analyze --db` analyses with the same --time (the first line of the\nfile, a `# seconds: ...` comment, says which); `wall_seconds` is the job's wall time and\n`kernel_seconds` the workload's own, for `analyze --csv --time job|kernel`."
 )]
 pub struct Args {
     /// Results database [default: ./throttle-results.db].
@@ -21,6 +22,10 @@ pub struct Args {
     /// Output file [default: standard output].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The time written as `seconds`: job (launch to exit), kernel (the workload's own
+    /// timing), or auto (kernel when every run reported one), as `analyze` chooses it.
+    #[arg(long, default_value = "auto")]
+    time: TimeSource,
 }
 
 impl Args {
@@ -30,9 +35,18 @@ impl Args {
             anyhow::bail!("no results database at {}", db.display());
         }
         let store = Store::open(&db)?;
+        let rows = store.rows()?;
+        let chosen = measurements::choose(&rows, self.time)?;
+        let (kernel, what) = (chosen.kernel, chosen.what);
+        let time = |r: &RunRow| measurements::time_of(r, kernel);
         match self.out {
-            Some(f) => store.export_csv(std::io::BufWriter::new(std::fs::File::create(&f)?))?,
-            None => store.export_csv(std::io::stdout().lock()).map_err(|e| {
+            Some(f) => Store::export_csv(
+                rows,
+                std::io::BufWriter::new(std::fs::File::create(&f)?),
+                time,
+                what,
+            )?,
+            None => Store::export_csv(rows, std::io::stdout().lock(), time, what).map_err(|e| {
                 if output::is_closed_output(&e) {
                     output::ClosedOutput.into()
                 } else {

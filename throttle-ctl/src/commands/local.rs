@@ -140,7 +140,7 @@ impl Args {
                         "cluster": cluster.file,
                     }))?;
                 } else {
-                    eprintln!(
+                    crate::note!(
                         "started {} agents; cluster file {}:",
                         cluster.file.nodes.len(),
                         ctx.cluster_path.display()

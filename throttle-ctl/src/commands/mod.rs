@@ -69,7 +69,7 @@ pub fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
         if FLAG.swap(true, std::sync::atomic::Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\nstopping: killing the running job (Ctrl-C again to quit at once)");
+        crate::note!("\nstopping: killing the running job (Ctrl-C again to quit at once)");
     })
     .map_err(|e| anyhow::anyhow!("cannot install the Ctrl-C handler: {e}"))?;
     Ok(&FLAG)

@@ -47,8 +47,10 @@ pub struct Args {
     /// With --cmd: the completion time is what this regex's one group captures (seconds).
     #[arg(long, requires = "cmd", value_name = "REGEX")]
     time_regex: Option<String>,
-    /// With --cmd: the program reports a rate (e.g. 'harmonic_mean_TEPS: +([0-9.e+]+)');
-    /// its inverse is stored as the time, so CTI comes out right.
+    /// With --cmd: the program reports a rate; its inverse is stored as the time, so CTI
+    /// comes out right, and the analysis prints it as 1/rate. Graph500's reference BFS
+    /// prints `bfs  harmonic_mean_TEPS:     !  2.07694e+06`:
+    /// --rate-regex 'harmonic_mean_TEPS:[ !]+([0-9.e+-]+)'.
     #[arg(
         long,
         requires = "cmd",
@@ -118,6 +120,11 @@ impl Args {
         let workload = Workload::new(options)?;
         workload.check_procs(self.nodes * self.ranks_per_node)?;
         let cluster = ctx.cluster()?;
+        if workload.command().is_some() {
+            if let Some(why) = crate::external::unshaped(&cluster, self.nodes) {
+                crate::note!("warning: {why}");
+            }
+        }
         let spec_workload = workload.clone();
         let spec = JobSpec {
             workload,
@@ -129,11 +136,11 @@ impl Args {
             job_prefix: None,
         };
         let saved = SavedShapes::save(&cluster, self.nodes.min(cluster.file.nodes.len()))?;
+        // Put back when dropped: after the run, an error, or a panic.
+        let restore = job::RestoreOnDrop(saved);
         let cancel = interrupt_flag()?;
         let outcome = job::execute(&cluster, &spec, cancel);
-        if let Err(e) = saved.restore() {
-            eprintln!("warning: could not put the previous bandwidth back: {e:#}");
-        }
+        drop(restore);
         let outcome = outcome?;
         if self.json {
             output::print(format!("{}\n", serde_json::to_string(&outcome)?))?;
@@ -175,16 +182,16 @@ impl Args {
             output::print(text)?;
         }
         if let Some(flag) = outcome.flag() {
-            eprintln!("warning: this run's links did not run at their setting: {flag}");
+            crate::note!("warning: this run's links did not run at their setting: {flag}");
         }
         Ok(match outcome.status {
             RunStatus::Ok => ExitCode::SUCCESS,
             RunStatus::Interrupted => {
-                eprintln!("interrupted: the job was killed on every node");
+                crate::note!("interrupted: the job was killed on every node");
                 ExitCode::from(130)
             }
             RunStatus::Failed => {
-                eprintln!(
+                crate::note!(
                     "error: {}",
                     outcome.reason.as_deref().unwrap_or("the job failed")
                 );

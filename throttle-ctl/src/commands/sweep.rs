@@ -16,7 +16,10 @@ use crate::sweep::{self, Sweep, SweepEnd, SweepOptions};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "The spec is TOML; see experiments/*.toml. Re-running the same command skips\nthe points already stored (and first removes jobs an earlier, killed run of it left on\nthe agents); Ctrl-C stops after killing the running job. A node that cannot be reached\nfails its points with a reason naming it, and the sweep goes on (--fail-fast stops).\nThe bandwidth of the nodes is put back as it was when the sweep ends.\n\nExit status: 0 complete, 1 points given up (or --fail-fast stopped), 130 interrupted."
+    after_help = concat!(
+        "Re-running the same command skips the points already stored (and first removes jobs an\nearlier, killed run of it left on the agents); Ctrl-C stops after killing the running\njob. A node that cannot be reached fails its points with a reason naming it, and the\nsweep goes on (--fail-fast stops). The bandwidth of the nodes is put back as it was when\nthe sweep ends, however it ends.\n\nExit status: 0 complete, 1 points given up (or --fail-fast stopped), 130 interrupted.\n\n",
+        crate::sweep_keys_help!()
+    )
 )]
 pub struct Args {
     /// The sweep specification (TOML).
@@ -43,6 +46,14 @@ impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
         let sweep = Sweep::load(&self.spec)?;
         let cluster = ctx.cluster()?;
+        // Checked before the database is created or a node touched.
+        sweep.check_cluster(&cluster)?;
+        if sweep.workload.command().is_some() {
+            let max = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
+            if let Some(why) = crate::external::unshaped(&cluster, max) {
+                crate::note!("warning: {why}");
+            }
+        }
         let db = self.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         let store = Store::open(&db)?;
         let options = SweepOptions {
@@ -51,12 +62,12 @@ impl Args {
             fail_fast: self.fail_fast,
         };
         let cancel = interrupt_flag()?;
-        eprintln!(
-            "sweep {}: {} points ({} node counts x {} bandwidths x {} repeats), results in {}",
+        crate::note!(
+            "sweep {}: {} points ({} node counts x {} bandwidths x {} repeats{}), results in {}",
             sweep.series,
             sweep.points.len(),
             sweep.spec.nodes.len(),
-            sweep.points.len() / sweep.spec.nodes.len() / sweep.spec.repeats.first() as usize,
+            sweep.steps.len(),
             match sweep.spec.repeats {
                 sweep::Repeats::Fixed(n) => n.to_string(),
                 sweep::Repeats::Auto => format!(
@@ -65,6 +76,15 @@ impl Args {
                     sweep.spec.precision * 100.0,
                     sweep.spec.max_repeats
                 ),
+            },
+            match &sweep.spec.search {
+                Some(s) => format!(
+                    "; the 100% baseline twice as many; then a demand search for CTI {} until each lies between steps at most {} points apart, at most {} more steps per node count",
+                    s.levels.iter().map(|l| format!("{l}%")).collect::<Vec<_>>().join(", "),
+                    s.width,
+                    s.max_steps
+                ),
+                None => String::new(),
             },
             db.display()
         );
@@ -75,17 +95,16 @@ impl Args {
             sweep.spec.ranks_per_node,
             sweep.workload.emulates_compute(),
         ) {
-            eprintln!("warning: {w}");
+            crate::note!("warning: {w}");
         }
-        let saved = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len())).ok();
+        // Put back when dropped: after the sweep, an error, or a panic.
+        let restore = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len()))
+            .ok()
+            .map(job::RestoreOnDrop);
         let mut progress = SweepProgress::new(self.plain);
         let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
         progress.finish();
-        if let Some(s) = saved {
-            if let Err(e) = s.restore() {
-                eprintln!("warning: could not put the previous bandwidth back: {e:#}");
-            }
-        }
+        drop(restore);
         let end = end?;
         if self.json {
             output::print_json(&json!({ "db": db, "series": sweep.series, "result": end }))?;
@@ -106,7 +125,7 @@ impl Args {
                 }
             }
             SweepEnd::Interrupted { ran } => {
-                eprintln!("interrupted after {ran} runs; everything stored is kept in {}. Run the same command to resume.", db.display());
+                crate::note!("interrupted after {ran} runs; everything stored is kept in {}. Run the same command to resume.", db.display());
                 ExitCode::from(130)
             }
         })

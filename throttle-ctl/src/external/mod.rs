@@ -62,6 +62,25 @@ fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
     sum
 }
 
+/// Why a command's traffic between the first `nodes` nodes of `cluster` cannot be shaped,
+/// where that is known before it runs: on a loopback cluster (`local up` without
+/// `--netns`) every node is this host, the command's processes talk over loopback, and no
+/// agent is between them.
+pub fn unshaped(cluster: &Cluster, nodes: usize) -> Option<String> {
+    let used: Vec<&Node> = cluster.file.nodes.iter().take(nodes).collect();
+    let loopback = used.len() > 1
+        && cluster.file.namespaces.is_none()
+        && used
+            .iter()
+            .all(|n| n.netns.is_none() && n.data.ip().is_loopback());
+    loopback.then(|| {
+        format!(
+            "this is a loopback cluster: its {} nodes are all this host, so a command's processes talk to each other over loopback and nothing between them is shaped (its time is the unthrottled one). Run commands on namespace hosts (`throttle-ctl local up --netns`) or on real nodes; a loopback cluster shapes only the workloads built in (bfs, pmm, mw, program)",
+            used.len()
+        )
+    })
+}
+
 /// Every node's agent serves the preload library, or an error that says which do not.
 fn check_preload_served(cluster: &Cluster, nodes: &[Node]) -> Result<()> {
     let mut missing = Vec::new();
@@ -153,7 +172,7 @@ pub fn run(
     let line = template.render(nodes.len(), ranks_per_node, &hostfile, bw);
     if preload.is_some() {
         for p in crate::intercept::static_programs(&line) {
-            eprintln!(
+            crate::note!(
                 "warning: {} is statically linked: the preload library cannot reach it, its connections are not throttled",
                 p.display()
             );
@@ -234,7 +253,7 @@ pub fn run(
     if let (Some(before), Some(after)) = (intercepted_before, intercepted_outgoing(cluster, nodes))
     {
         if nodes.len() > 1 && after == before && killed_why.is_none() {
-            eprintln!(
+            crate::note!(
                 "warning: no connection of this command between nodes went through the agents (intercepted: 0 on {} nodes): its time is not throttled. \
                  A statically linked program, raw system calls or io_uring escape the preload library; a command that does not start its processes with `throttle-ctl exec` (or LD_PRELOAD) on namespace hosts, or whose processes do not talk over TCP, is not intercepted either",
                 nodes.len()

@@ -50,6 +50,7 @@ pub(super) fn per_size(
                     .collect(),
                 intervals: interval.map(|f| pts.iter().map(|p| f(p)).collect()),
                 markers: true,
+                bounds: Vec::new(),
             }
         })
         .collect()
@@ -71,7 +72,7 @@ where
             area,
             "strong scaling at 100% (no fit: too few sizes)",
             "processes",
-            "completion time (s)",
+            a.time_unit.axis(),
             x,
             compact,
             &[measured],
@@ -86,11 +87,14 @@ where
     plot(
         &top,
         &format!(
-            "strong scaling at 100%: T(p) = {:.3} + {:.3}/p + {:.3}/sqrt(p), R^2 {:.2}",
-            r.c0, r.c1, r.c2, r.r2
+            "strong scaling at 100%: T(p) = {} + {}/p + {}/sqrt(p), R^2 {:.2}",
+            a.time_unit.format(r.c0),
+            a.time_unit.format(r.c1),
+            a.time_unit.format(r.c2),
+            r.r2
         ),
         "processes",
-        "completion time (s)",
+        a.time_unit.axis(),
         x.clone(),
         compact,
         &[
@@ -99,6 +103,7 @@ where
                 points: curve,
                 intervals: None,
                 markers: false,
+                bounds: Vec::new(),
             },
             measured,
         ],
@@ -124,17 +129,20 @@ where
     sizes.sort_unstable();
     sizes.dedup();
     for s in sizes {
-        let pts: Vec<(f64, f64)> = a
-            .demand
-            .iter()
-            .filter(|d| d.procs == s && d.censored != Censored::Below)
+        let of_size = || a.demand.iter().filter(move |d| d.procs == s);
+        let pts: Vec<(f64, f64)> = of_size()
+            .filter(|d| d.censored == Censored::None)
             .map(|d| (d.cti, d.bw_pct))
             .collect();
-        if !pts.is_empty() {
-            series.push(Series::measured(
-                format!("{} measured", size_label(a, s)),
-                pts,
-            ));
+        // A censored demand is drawn at its bound, hollow, with an arrow: never as a
+        // point on the line (its figure is no measurement).
+        let bounds: Vec<((f64, f64), bool)> = of_size()
+            .filter_map(|d| Some(((d.cti, d.bound?), d.censored == Censored::Above)))
+            .collect();
+        if !pts.is_empty() || !bounds.is_empty() {
+            let mut m = Series::measured(format!("{} measured", size_label(a, s)), pts);
+            m.bounds = bounds;
+            series.push(m);
         }
     }
     let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
@@ -150,9 +158,15 @@ where
                 .all(|p| p.bw_pct_ci.is_some())
                 .then(|| proj.iter().filter_map(|p| p.bw_pct_ci).collect()),
             markers: true,
+            bounds: Vec::new(),
         });
     }
-    let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let xs = series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|p| p.0)
+            .chain(s.bounds.iter().map(|b| b.0 .0))
+    });
     let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
     if x0 > x1 {
         return Ok(());
@@ -180,7 +194,7 @@ where
                 area,
                 "completion time vs bandwidth (median of repeats, with its CI)",
                 "bandwidth (% of link, log scale)",
-                "completion time (s)",
+                a.time_unit.axis(),
                 x,
                 from_log,
                 &s,

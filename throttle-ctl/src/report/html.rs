@@ -75,7 +75,7 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         "procs",
         "bw %",
         "runs",
-        "median s",
+        a.time_unit.head(),
         "order-statistic interval",
         "covers",
         "CV",
@@ -92,8 +92,12 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
                 p.procs.to_string(),
                 p.bw_pct.to_string(),
                 p.n.to_string(),
-                format!("{:.4}", p.median),
-                format!("{:.4} – {:.4}", p.ci_low, p.ci_high),
+                a.time_unit.format(p.median),
+                format!(
+                    "{} – {}",
+                    a.time_unit.format(p.ci_low),
+                    a.time_unit.format(p.ci_high)
+                ),
                 format!("{:.0}%", p.ci_coverage * 100.0),
                 format!("{:.3}", p.cv),
                 p.cti

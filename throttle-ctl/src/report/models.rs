@@ -40,6 +40,7 @@ where
             points: l.points.clone(),
             intervals: None,
             markers: l.measured,
+            bounds: Vec::new(),
         })
         .collect();
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));

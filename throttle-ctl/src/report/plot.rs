@@ -67,6 +67,9 @@ pub(super) struct Series {
     pub intervals: Option<Vec<(f64, f64)>>,
     /// Markers at the points (measured data), or a plain line (a model curve).
     pub markers: bool,
+    /// Figures known only as bounds (a censored demand): drawn hollow at the bound, off
+    /// the line, with an arrow towards where the truth lies (`true`: above it).
+    pub bounds: Vec<((f64, f64), bool)>,
 }
 
 impl Series {
@@ -76,6 +79,7 @@ impl Series {
             points,
             intervals: None,
             markers: true,
+            bounds: Vec::new(),
         }
     }
 }
@@ -126,6 +130,7 @@ where
             .iter()
             .map(|p| p.1)
             .chain(s.intervals.iter().flatten().flat_map(|&(lo, hi)| [lo, hi]))
+            .chain(s.bounds.iter().map(|b| b.0 .1))
     });
     let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
     if y0 > y1 {
@@ -162,6 +167,20 @@ where
             chart
                 .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, c.filled())))
                 .map_err(err)?;
+        }
+        for &((x, y), above) in &s.bounds {
+            chart
+                .draw_series(std::iter::once(Circle::new((x, y), 5, c.stroke_width(2))))
+                .map_err(err)?;
+            // The arrow, in pixels: a shaft from the marker and a head.
+            let dir = if above { -1 } else { 1 };
+            let arrow = EmptyElement::at((x, y))
+                + PathElement::new(vec![(0, 6 * dir), (0, 22 * dir)], c.stroke_width(2))
+                + PathElement::new(
+                    vec![(-5, 16 * dir), (0, 22 * dir), (5, 16 * dir)],
+                    c.stroke_width(2),
+                );
+            chart.plotting_area().draw(&arrow).map_err(err)?;
         }
         if let Some(iv) = &s.intervals {
             chart

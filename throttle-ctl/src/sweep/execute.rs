@@ -11,8 +11,10 @@ use anyhow::{bail, Result};
 use throttle_proto::Pct;
 
 use super::plan::{Sweep, SweepPoint};
+use super::search;
 use super::spec::Repeats;
 use crate::agent_client::AgentClient;
+use crate::analysis::stats::Rng;
 use crate::cluster::Cluster;
 use crate::job::{self, JobSpec, Outcome, RunStatus};
 use crate::load;
@@ -113,6 +115,22 @@ pub enum SweepEvent<'a> {
     Busy { point: &'a SweepPoint, busy: f64 },
     /// `repeats = "auto"`: another round of repeats for points not yet precise enough.
     MoreRepeats { round: usize, points: usize },
+    /// The first points of a node count were all given up: its other points are not run
+    /// (counted as given up).
+    SizeGivenUp { nodes: usize, points: u32 },
+    /// Demand search: a round of `steps` new bandwidth steps (`points` runs).
+    Searching {
+        round: usize,
+        steps: usize,
+        points: usize,
+    },
+    /// Demand search done at one node count: for each level, the distance between the
+    /// measured steps around it (`None`: not bracketed).
+    Searched {
+        nodes: usize,
+        levels: &'a [f64],
+        widths: Vec<Option<f64>>,
+    },
 }
 
 pub fn now_utc() -> String {
@@ -122,6 +140,80 @@ pub fn now_utc() -> String {
 }
 
 impl Sweep {
+    /// Refuse a cluster with fewer nodes than the sweep's largest node count (before
+    /// anything is stored or changed).
+    pub fn check_cluster(&self, cluster: &Cluster) -> Result<()> {
+        if let Some(&max) = self.spec.nodes.iter().max() {
+            if max > cluster.file.nodes.len() {
+                bail!(
+                    "`nodes` asks for {max} nodes, the cluster file lists {} ({}): lower `nodes` or add nodes to the cluster",
+                    cluster.file.nodes.len(),
+                    cluster.node_names().join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The demand search's next points: the new steps of every node count (each repeat
+    /// not yet stored), and the repeats still missing of steps it placed before (a resumed
+    /// sweep), leaving out what was given up. `tried` remembers the steps placed.
+    fn search_round(
+        &self,
+        store: &Store,
+        failed: &HashMap<String, u32>,
+        tried: &mut HashMap<usize, HashSet<u64>>,
+        searched: &[SweepPoint],
+    ) -> Result<Vec<SweepPoint>> {
+        let Some(search) = &self.spec.search else {
+            return Ok(Vec::new());
+        };
+        let rows = store.rows()?;
+        let done = store.done_points()?;
+        let grid: Vec<f64> = self.steps.iter().filter_map(|s| s.percent()).collect();
+        let rpn = self.spec.ranks_per_node;
+        let mut out = Vec::new();
+        for &n in &self.spec.nodes {
+            let prefix = search::size_prefix(&self.series, n, rpn);
+            let placed = tried.entry(n).or_default();
+            let mut steps = search::next_steps(search, &rows, &prefix, &grid, placed);
+            // Steps placed before, by this invocation or a killed one, whose repeats are
+            // not all stored.
+            for r in rows.iter().filter(|r| r.point_key.starts_with(&prefix)) {
+                let Some(bw) = r.bw_pct.percent() else {
+                    continue;
+                };
+                let k = (bw * 1000.0).round() as u64;
+                if !grid.iter().any(|g| (g * 1000.0).round() as u64 == k)
+                    && !steps.iter().any(|s| (s * 1000.0).round() as u64 == k)
+                {
+                    steps.push(bw);
+                }
+            }
+            for bw in steps {
+                placed.insert((bw * 1000.0).round() as u64);
+                let Ok(bw) = Pct::new(bw) else { continue };
+                for rep in 0..self.spec.repeats.first() {
+                    let p = SweepPoint::new(&self.series, n, rpn, bw, rep);
+                    let given_up = failed.get(&p.key).is_some_and(|&f| f > self.spec.retries);
+                    if !done.contains(&p.key)
+                        && !given_up
+                        && !searched.iter().any(|s| s.key == p.key)
+                    {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+        if self.spec.randomize {
+            let mut rng = Rng::new(self.spec.seed ^ 0x5EA2_C400 ^ out.len() as u64);
+            for i in (1..out.len()).rev() {
+                out.swap(i, rng.below(i + 1));
+            }
+        }
+        Ok(out)
+    }
+
     /// Run the sweep against `cluster`, storing every run into `store`; `on_event` hears
     /// of every step.
     pub fn execute(
@@ -132,15 +224,7 @@ impl Sweep {
         cancel: &AtomicBool,
         mut on_event: impl FnMut(SweepEvent<'_>),
     ) -> Result<SweepEnd> {
-        if let Some(&max) = self.spec.nodes.iter().max() {
-            if max > cluster.file.nodes.len() {
-                bail!(
-                    "the sweep needs {max} nodes, the cluster file lists {} ({})",
-                    cluster.file.nodes.len(),
-                    cluster.node_names().join(", ")
-                );
-            }
-        }
+        self.check_cluster(cluster)?;
         let leftovers = remove_leftovers(cluster, &options.job_prefix);
         if leftovers > 0 {
             on_event(SweepEvent::LeftoversRemoved(leftovers));
@@ -172,29 +256,54 @@ impl Sweep {
             started: Instant::now(),
             ran: 0,
             gave_up: 0,
+            outcomes: HashMap::new(),
+            hopeless: HashSet::new(),
         };
         for (i, p) in todo.iter().enumerate() {
             if !runner.point(p, i, todo.len(), &mut on_event)? {
                 return Ok(SweepEnd::Interrupted { ran: runner.ran });
             }
         }
-        if self.spec.repeats == Repeats::Auto {
+        if !runner.auto_repeats(&[], &mut on_event)? {
+            return Ok(SweepEnd::Interrupted { ran: runner.ran });
+        }
+        if let Some(search) = &self.spec.search {
+            let mut tried: HashMap<usize, HashSet<u64>> = HashMap::new();
+            let mut searched: Vec<SweepPoint> = Vec::new();
             let mut round = 0;
             loop {
-                let more = self.more_repeats(store, &runner.failed)?;
-                if more.is_empty() {
+                let todo = self.search_round(store, &runner.failed, &mut tried, &searched)?;
+                if todo.is_empty() {
                     break;
                 }
                 round += 1;
-                on_event(SweepEvent::MoreRepeats {
+                let steps: HashSet<(usize, u64)> = todo
+                    .iter()
+                    .map(|p| (p.nodes, (p.bw.percent().unwrap_or(0.0) * 1000.0) as u64))
+                    .collect();
+                on_event(SweepEvent::Searching {
                     round,
-                    points: more.len(),
+                    steps: steps.len(),
+                    points: todo.len(),
                 });
-                for (i, p) in more.iter().enumerate() {
-                    if !runner.point(p, i, more.len(), &mut on_event)? {
+                for (i, p) in todo.iter().enumerate() {
+                    if !runner.point(p, i, todo.len(), &mut on_event)? {
                         return Ok(SweepEnd::Interrupted { ran: runner.ran });
                     }
                 }
+                searched.extend(todo);
+                if !runner.auto_repeats(&searched, &mut on_event)? {
+                    return Ok(SweepEnd::Interrupted { ran: runner.ran });
+                }
+            }
+            let rows = store.rows()?;
+            for &n in &self.spec.nodes {
+                let prefix = search::size_prefix(&self.series, n, self.spec.ranks_per_node);
+                on_event(SweepEvent::Searched {
+                    nodes: n,
+                    levels: &search.levels,
+                    widths: search::bracket_widths(search, &rows, &prefix),
+                });
             }
         }
         Ok(SweepEnd::Complete {
@@ -219,9 +328,50 @@ struct Runner<'a> {
     started: Instant,
     ran: usize,
     gave_up: usize,
+    /// Per node count: points given up, and points that succeeded, in this invocation.
+    outcomes: HashMap<usize, (u32, u32)>,
+    /// Node counts whose first [`HOPELESS`] points were all given up: their other points
+    /// are not run.
+    hopeless: HashSet<usize>,
 }
 
+/// A node count whose first this many points were all given up (failed or flagged every
+/// time, with none good) is not run further in this invocation: on a machine that cannot
+/// emulate it (its agents starved), every run of it would be tried and thrown away.
+const HOPELESS: u32 = 3;
+
 impl Runner<'_> {
+    /// Under `repeats = "auto"`, rounds of more repeats (of the spec's points and
+    /// `searched`) until every median is precise enough; `false` when interrupted.
+    fn auto_repeats(
+        &mut self,
+        searched: &[SweepPoint],
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> Result<bool> {
+        if self.sweep.spec.repeats != Repeats::Auto {
+            return Ok(true);
+        }
+        let mut round = 0;
+        loop {
+            let more = self
+                .sweep
+                .more_repeats(self.store, &self.failed, searched)?;
+            if more.is_empty() {
+                return Ok(true);
+            }
+            round += 1;
+            on_event(SweepEvent::MoreRepeats {
+                round,
+                points: more.len(),
+            });
+            for (i, p) in more.iter().enumerate() {
+                if !self.point(p, i, more.len(), on_event)? {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
     fn job(&self, nodes: usize, bw: Pct) -> JobSpec {
         JobSpec {
             workload: self.sweep.workload.clone(),
@@ -257,11 +407,23 @@ impl Runner<'_> {
                 }
             }
         }
+        if self.hopeless.contains(&p.nodes) {
+            self.gave_up += 1;
+            return Ok(true);
+        }
         loop {
             let attempts = self.failed.get(&p.key).copied().unwrap_or(0);
             if attempts > spec.retries {
                 self.gave_up += 1;
                 on_event(SweepEvent::GaveUp { point: p, attempts });
+                let seen = self.outcomes.entry(p.nodes).or_default();
+                seen.0 += 1;
+                if seen.0 >= HOPELESS && seen.1 == 0 && self.hopeless.insert(p.nodes) {
+                    on_event(SweepEvent::SizeGivenUp {
+                        nodes: p.nodes,
+                        points: seen.0,
+                    });
+                }
                 return Ok(true);
             }
             if self.cancel.load(Ordering::SeqCst) {
@@ -353,6 +515,7 @@ impl Runner<'_> {
             // A run whose links did not run at their setting is stored (flagged) and
             // retried like a failed one.
             if ok && outcome.flag().is_none() {
+                self.outcomes.entry(p.nodes).or_default().1 += 1;
                 return Ok(true);
             }
             *self.failed.entry(p.key.clone()).or_default() += 1;

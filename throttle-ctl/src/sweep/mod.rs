@@ -25,12 +25,14 @@
 //! * [`spec`]: the file a user writes, parsed and checked key by key;
 //! * [`plan`]: the checked sweep: its workload, series and points, and the next round of
 //!   `repeats = "auto"`;
+//! * [`search`]: the demand search's next steps (`[search]` in the spec);
 //! * [`execute`]: running it against a cluster and storing every run.
 
 mod execute;
 mod plan;
+pub mod search;
 mod spec;
 
 pub use execute::{job_prefix, now_utc, remove_leftovers, SweepEnd, SweepEvent, SweepOptions};
 pub use plan::{median_precision, Sweep, SweepPoint};
-pub use spec::{expand_bandwidths, Repeats, SweepSpec, AUTO_FIRST};
+pub use spec::{expand_bandwidths, Repeats, SweepSpec, AUTO_FIRST, KEYS_HELP};

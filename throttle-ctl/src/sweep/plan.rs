@@ -64,6 +64,8 @@ pub struct Sweep {
     pub workload: Workload,
     pub series: String,
     pub options: serde_json::Value,
+    /// The spec's bandwidth steps, expanded.
+    pub steps: Vec<Pct>,
     pub points: Vec<SweepPoint>,
 }
 
@@ -118,6 +120,12 @@ impl Sweep {
             }
         }
         let bws = expand_bandwidths(&spec.bandwidths)?;
+        if !bws.contains(&Pct::FULL) {
+            bail!("`bandwidths` has no 100% step: every CTI is measured against the 100% baseline, add 100");
+        }
+        if let Some(s) = &spec.search {
+            s.check()?;
+        }
         let series = format!(
             "{} {}",
             workload.name(),
@@ -133,7 +141,14 @@ impl Sweep {
         let mut points = Vec::new();
         for &n in &spec.nodes {
             for bw in &bws {
-                for r in 0..spec.repeats.first() {
+                // Every demand a search measures at a size is relative to its baseline:
+                // the baseline gets twice the repeats (with 3, one slow run moved a
+                // 16-node baseline by 2% and every demand of that size by 2-6 points).
+                let repeats = match spec.search {
+                    Some(_) if *bw == Pct::FULL => 2 * spec.repeats.first(),
+                    _ => spec.repeats.first(),
+                };
+                for r in 0..repeats {
                     points.push(SweepPoint::new(&series, n, spec.ranks_per_node, *bw, r));
                 }
             }
@@ -150,6 +165,7 @@ impl Sweep {
             workload,
             series,
             options,
+            steps: bws,
             points,
         })
     }
@@ -158,14 +174,16 @@ impl Sweep {
 impl Sweep {
     /// Under `repeats = "auto"`: the next repeat of every point whose median is not yet
     /// within `precision` and that has repeats left, in a seeded shuffled order.
+    /// `searched`: the points the demand search added, whose steps are repeated alike.
     pub fn more_repeats(
         &self,
         store: &Store,
         failed: &HashMap<String, u32>,
+        searched: &[SweepPoint],
     ) -> Result<Vec<SweepPoint>> {
         let rows = store.rows()?;
         let mut groups: Vec<(usize, Pct)> = Vec::new();
-        for p in &self.points {
+        for p in self.points.iter().chain(searched) {
             if !groups.contains(&(p.nodes, p.bw)) {
                 groups.push((p.nodes, p.bw));
             }
@@ -312,7 +330,7 @@ mod tests {
             put(p, t, RunStatus::Ok);
         }
         let failed = HashMap::new();
-        let more = sweep.more_repeats(&store, &failed).unwrap();
+        let more = sweep.more_repeats(&store, &failed, &[]).unwrap();
         assert_eq!(more.len(), 1, "{more:?}");
         assert_eq!((more[0].bw, more[0].repeat), (Pct::FULL, 3));
         // The baseline may go to 2 x max_repeats = 8; a failed repeat is skipped over.
@@ -322,7 +340,7 @@ mod tests {
             1.0,
             RunStatus::Ok,
         );
-        let more = sweep.more_repeats(&store, &failed).unwrap();
+        let more = sweep.more_repeats(&store, &failed, &[]).unwrap();
         assert_eq!(more[0].repeat, 5);
         for r in 5..8 {
             put(
@@ -332,16 +350,19 @@ mod tests {
             );
         }
         // 7 good runs at 100%: still imprecise, one more allowed.
-        assert_eq!(sweep.more_repeats(&store, &failed).unwrap().len(), 1);
+        assert_eq!(sweep.more_repeats(&store, &failed, &[]).unwrap().len(), 1);
         // Unless a repeat of it was given up: then none (not one more each round).
         let gave_up = HashMap::from([(more[0].key.clone(), sweep.spec.retries + 1)]);
-        assert!(sweep.more_repeats(&store, &gave_up).unwrap().is_empty());
+        assert!(sweep
+            .more_repeats(&store, &gave_up, &[])
+            .unwrap()
+            .is_empty());
         put(
             &SweepPoint::new(&sweep.series, 1, 1, Pct::FULL, 8),
             1.2,
             RunStatus::Ok,
         );
-        assert!(sweep.more_repeats(&store, &failed).unwrap().is_empty());
+        assert!(sweep.more_repeats(&store, &failed, &[]).unwrap().is_empty());
         let _ = std::fs::remove_file(&path);
     }
 

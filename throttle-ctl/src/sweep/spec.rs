@@ -9,6 +9,61 @@ use throttle_proto::workload::{
 };
 use throttle_proto::Pct;
 
+use super::search::Search;
+
+/// Every key of a spec, for `sweep --help` (a test checks that none is missing); a macro
+/// so that clap's help can `concat!` it.
+#[macro_export]
+macro_rules! sweep_keys_help {
+    () => {
+        r#"The spec is a TOML file. Its keys (defaults in brackets):
+  workload = "pmm"          bfs, pmm, mw, program or command; its options go in the
+                            table of the same name ([pmm] ...; `throttle-ctl run --help`
+                            lists them), a table for another workload is an error
+  nodes = [4, 9, 16]        node counts; each must suit the workload (pmm: squares)
+  ranks_per_node = 1        [1]
+  bandwidths = [100, 50, "40:20:-5", "unlimited"]
+                            steps in percent of the link, START:STOP:STEP ranges
+                            (inclusive); 100 is required: every CTI is measured
+                            against it
+  repeats = 3               runs per point [3] (with [search], twice as many at
+                            100%), or "auto": 3, then more where the median is
+                            not yet within `precision`
+  precision = 0.02          with "auto": the 90% interval of a point's median
+                            within +-2% [0.02]
+  max_repeats = 10          with "auto": at most this many runs of a point (twice
+                            as many at 100%) [10]
+  warmup = true             one unstored run at 100% per node count first [true]
+  settle = 1.0              seconds of pause before each run; the machine's load is
+                            measured over it [1.0]
+  time_limit = 600          seconds before a run is killed [600]
+  randomize = true          run the points in a seeded random order [true]
+  seed = 0                  [0]
+  retries = 2               more attempts for a failed or flagged point [2]
+  [search]                  demand search: after the steps above, more steps per
+                            node count where each CTI level is crossed
+    levels = [10, 15, 20, 25]   CTI levels, percent [10, 15, 20, 25]
+    width = 3               done when each level lies between two measured steps
+                            at most this many points apart [3]
+    max_steps = 10          most steps added per node count [10]
+    top = 99                highest step it places, percent [99]
+
+Example (more in experiments/*.toml):
+  workload = "pmm"
+  nodes = [4, 9, 16]
+  bandwidths = [100, 50, 20]
+  [pmm]
+  size = 300
+  emulate_gflops = 0.0117
+  [search]
+  levels = [10, 20]
+"#
+    };
+}
+
+/// Every key of a spec ([`sweep_keys_help`]).
+pub const KEYS_HELP: &str = sweep_keys_help!();
+
 /// The sweep specification file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +101,10 @@ pub struct SweepSpec {
     pub retries: u32,
     #[serde(default)]
     pub seed: u64,
+    /// Demand search: more steps per node count where each CTI level is crossed, after
+    /// the steps in `bandwidths` (see [`super::search`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<Search>,
     /// The workload's section: the one `workload` names, no other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfs: Option<BfsOptions>,
@@ -77,6 +136,7 @@ impl SweepSpec {
             randomize: yes(),
             retries: two(),
             seed: 0,
+            search: None,
             bfs: None,
             pmm: None,
             mw: None,
@@ -287,6 +347,40 @@ mod tests {
         v.iter()
             .map(|s| toml::Value::String(s.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn every_key_is_in_the_help() {
+        let mut spec = SweepSpec::new(
+            Options::Pmm(PmmOptions::default()),
+            vec![4],
+            vec![toml::Value::Integer(100)],
+        );
+        spec.search = Some(Search::default());
+        let text = toml::to_string(&spec).unwrap();
+        let table: toml::Table = toml::from_str(&text).unwrap();
+        for (key, value) in &table {
+            if key == "pmm" {
+                continue;
+            }
+            assert!(
+                KEYS_HELP.contains(&format!("{key} = ")) || KEYS_HELP.contains(&format!("[{key}]")),
+                "{key} is not in KEYS_HELP"
+            );
+            if let toml::Value::Table(inner) = value {
+                for k in inner.keys() {
+                    assert!(
+                        KEYS_HELP.contains(&format!("{k} = ")),
+                        "{key}.{k} is not in KEYS_HELP"
+                    );
+                }
+            }
+        }
+        // The example in the help is a valid spec.
+        let example = KEYS_HELP.split_once("*.toml):\n").unwrap().1;
+        let example: String = example.lines().map(|l| format!("{}\n", l.trim())).collect();
+        let spec: SweepSpec = toml::from_str(&example).unwrap();
+        assert!(super::super::Sweep::new(spec).is_ok(), "{example}");
     }
 
     #[test]

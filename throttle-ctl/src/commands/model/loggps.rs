@@ -155,7 +155,7 @@ impl Args {
                 .flat_map(|p| bandwidths.iter().map(move |b| (p, b)))
                 .enumerate()
             {
-                eprintln!("[{}/{total}] P={p} at {}", i + 1, pct_text(bw));
+                crate::note!("[{}/{total}] P={p} at {}", i + 1, pct_text(bw));
                 let spec = JobSpec {
                     workload: workload.clone(),
                     nodes: p,
@@ -216,7 +216,7 @@ impl Args {
             Ok(())
         })();
         if let Err(e) = saved.restore() {
-            eprintln!("warning: could not put the previous bandwidth back: {e:#}");
+            crate::note!("warning: could not put the previous bandwidth back: {e:#}");
         }
         result?;
         Ok(rows)

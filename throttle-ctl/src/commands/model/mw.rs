@@ -223,7 +223,7 @@ impl Args {
             });
         }
         for s in &skipped {
-            eprintln!("not compared: {s}");
+            crate::note!("not compared: {s}");
         }
         if settings.is_empty() {
             anyhow::bail!(
@@ -233,7 +233,7 @@ impl Args {
         }
         if let Some(dir) = &self.report {
             let index = write_report(dir, &settings, sending)?;
-            eprintln!("report written to {}", index.display());
+            crate::note!("report written to {}", index.display());
         }
         if self.json {
             output::print_json(&settings)?;

@@ -81,7 +81,7 @@ impl Args {
             }
         }
         for (why, n) in &unusable {
-            eprintln!("warning: {n} stored PMM run(s) left out: {why}");
+            crate::note!("warning: {n} stored PMM run(s) left out: {why}");
         }
         let link = |p: Pct, capacity: f64| -> Option<LinkCost> {
             loggps::cost_at(&links, p, capacity).or_else(|| {
@@ -106,7 +106,7 @@ impl Args {
         }
         if let Some(dir) = &self.report {
             let index = write_report(dir, &c)?;
-            eprintln!("report written to {}", index.display());
+            crate::note!("report written to {}", index.display());
         }
         if self.json {
             output::print_json(&c)?;
