@@ -296,6 +296,14 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
     );
     let csv = std::fs::read_to_string(dir.join("c.csv")).unwrap();
     assert!(csv.starts_with("# seconds: 1/rate"), "{csv}");
+    // `rate` is the last column (the fidelity before it holds quoted commas).
+    assert!(csv.lines().nth(1).unwrap().ends_with(",rate"), "{csv}");
+    let rates: Vec<f64> = csv
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.rsplit(',').next()?.parse().ok())
+        .collect();
+    assert_eq!(rates.len(), 6, "the rate as printed, every run: {csv}");
     let out = ctl(dir, &["analyze", "--csv", "c.csv", "--json"]);
     let b: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(b["time_unit"], "inverse_rate", "{b}");

@@ -91,7 +91,7 @@ pub fn choose(rows: &[RunRow], time: TimeSource) -> Result<Chosen> {
         (true, false) => Chosen {
             kernel,
             unit: TimeUnit::Seconds,
-            what: "kernel time reported by the workload (BFS: sum of the search times; a command: --time-regex)",
+            what: "kernel time reported by the workload (BFS: the sum of its search times; PMM: its multiplication; a command: what --time-regex captured)",
         },
         _ => Chosen {
             kernel,

@@ -96,8 +96,15 @@ impl SweepProgress {
                     match &self.bar {
                         Some(b) => b.set_position(index as u64 + 1),
                         None => self.line(&format!(
-                            "{head}: {:.3} s | ETA {}",
+                            "{head}: {:.3} s{} | ETA {}",
                             outcome.seconds,
+                            // What a command measured by its rate is analysed by.
+                            outcome
+                                .result
+                                .as_ref()
+                                .and_then(|r| r.metric("rate"))
+                                .map(|r| format!(", rate {r}"))
+                                .unwrap_or_default(),
                             eta_text(eta_s)
                         )),
                     }

@@ -313,6 +313,12 @@ impl Store {
         out.write_record(EXPORT_COLUMNS)?;
         for r in rows {
             let seconds = time(&r);
+            // The rate a command printed (--rate-regex), as it printed it.
+            let rate = r
+                .metrics
+                .as_deref()
+                .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+                .and_then(|m| m.get("rate").and_then(|v| v.as_f64()));
             let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
             out.write_record([
                 r.workload,
@@ -344,6 +350,7 @@ impl Store {
                 r.flag.unwrap_or_default(),
                 r.fidelity.unwrap_or_default(),
                 opt(r.seconds),
+                opt(rate),
             ])?;
         }
         out.flush()?;
@@ -352,7 +359,7 @@ impl Store {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 26] = [
+pub const EXPORT_COLUMNS: [&str; 27] = [
     "workload",
     "nodes",
     "procs",
@@ -379,6 +386,7 @@ pub const EXPORT_COLUMNS: [&str; 26] = [
     "flag",
     "fidelity",
     "wall_seconds",
+    "rate",
 ];
 
 /// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one write
@@ -553,7 +561,7 @@ mod tests {
             csv.lines()
                 .nth(1)
                 .unwrap()
-                .ends_with(",flag,fidelity,wall_seconds"),
+                .ends_with(",flag,fidelity,wall_seconds,rate"),
             "{csv}"
         );
         assert!(csv.contains("76.0% of its setting"), "{csv}");

@@ -22,7 +22,7 @@ use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 17] = [
+const PER_RUN: [&str; 18] = [
     "status",
     "flag",
     "fidelity",
@@ -35,6 +35,7 @@ const PER_RUN: [&str; 17] = [
     "started_at",
     "kernel_seconds",
     "wall_seconds",
+    "rate",
     "teps",
     "host",
     "version",
