@@ -400,3 +400,53 @@ fn a_demand_search_adds_steps_within_its_budget_and_resumes_to_nothing() {
         "{text}"
     );
 }
+
+/// A node count whose first points all fail is given up, and `repeats = "auto"` does
+/// not ask for it again and again (it would never end: nothing of it runs).
+#[test]
+fn a_node_count_that_always_fails_is_given_up_and_the_sweep_ends() {
+    let c = up("hopeless", 2, "1Gbit", "127.0.35.1");
+    let dir = &c.0;
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"bfs\"\nnodes = [1, 2]\nbandwidths = [100, 50, 25]\nrepeats = \"auto\"\nmax_repeats = 3\nretries = 0\nwarmup = false\nsettle = 0\nseed = 2\n[bfs]\nscale = 8\nkeys = 2\n",
+    )
+    .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent_pid(dir, "n1")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut child = Command::new(exe())
+        .args(["sweep", "spec.toml", "--db", "r.db", "--plain"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = reader.join().unwrap();
+    let status = status.unwrap_or_else(|| panic!("the sweep did not end in 120 s:\n{err}"));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("giving up on 2 node(s)"), "{err}");
+    // Three attempts at 2 nodes, not one per point.
+    let failed = stored(dir, "r.db")
+        .iter()
+        .filter(|r| r.starts_with("bfs 2 ") && r.ends_with("failed"))
+        .count();
+    assert_eq!(failed, 3, "{err}");
+}

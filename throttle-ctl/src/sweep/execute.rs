@@ -353,9 +353,11 @@ impl Runner<'_> {
         }
         let mut round = 0;
         loop {
-            let more = self
+            let mut more = self
                 .sweep
                 .more_repeats(self.store, &self.failed, searched)?;
+            // A node count given up runs nothing: asked again, it would be asked forever.
+            more.retain(|p| !self.hopeless.contains(&p.nodes));
             if more.is_empty() {
                 return Ok(true);
             }
@@ -364,10 +366,16 @@ impl Runner<'_> {
                 round,
                 points: more.len(),
             });
+            let ran = self.ran;
             for (i, p) in more.iter().enumerate() {
                 if !self.point(p, i, more.len(), on_event)? {
                     return Ok(false);
                 }
+            }
+            if self.ran == ran {
+                // Nothing could be run (every point given up at once): nothing would
+                // change in another round either.
+                return Ok(true);
             }
         }
     }
