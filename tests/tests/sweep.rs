@@ -339,15 +339,21 @@ fn a_sweep_with_its_output_closed_finishes_and_puts_the_bandwidth_back() {
 fn a_sweep_the_cluster_cannot_run_is_refused_before_the_database_exists() {
     let c = up("toomany", 2, "200Mbit", "127.0.31.1");
     let dir = &c.0;
-    let base = "workload = \"bfs\"\nrepeats = 1\n[bfs]\nscale = 8\nkeys = 2\n";
+    let (head, tail) = (
+        "workload = \"bfs\"\nrepeats = 1\n",
+        "[bfs]\nscale = 8\nkeys = 2\n",
+    );
     for (spec, hint) in [
         (
             "nodes = [1, 3]\nbandwidths = [100, 50]\n",
             "`nodes` asks for 3 nodes",
         ),
-        ("nodes = [1, 2]\nbandwidths = [50, 20]\n", "no 100% step"),
+        (
+            "nodes = [1, 2]\nbandwidths = [50, 20]\n[search]\nlevels = [10]\n",
+            "no 100% step",
+        ),
     ] {
-        std::fs::write(dir.join("spec.toml"), format!("{spec}{base}")).unwrap();
+        std::fs::write(dir.join("spec.toml"), format!("{head}{spec}{tail}")).unwrap();
         let out = ctl(dir, &["sweep", "spec.toml", "--db", "r.db"]);
         let err = String::from_utf8_lossy(&out.stderr).to_string();
         assert_eq!(out.status.code(), Some(1), "{err}");

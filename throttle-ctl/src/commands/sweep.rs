@@ -48,6 +48,9 @@ impl Args {
         let cluster = ctx.cluster()?;
         // Checked before the database is created or a node touched.
         sweep.check_cluster(&cluster)?;
+        if !sweep.steps.contains(&throttle_proto::Pct::FULL) {
+            crate::note!("warning: `bandwidths` has no 100% step: no CTI can be computed from this sweep alone (enough for `throttle-ctl model`, which fits on the stepped runs)");
+        }
         if sweep.workload.command().is_some() {
             let max = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
             if let Some(why) = crate::external::unshaped(&cluster, max) {

@@ -174,7 +174,7 @@ impl Sweep {
         let rpn = self.spec.ranks_per_node;
         let mut out = Vec::new();
         for &n in &self.spec.nodes {
-            let prefix = search::size_prefix(&self.series, n, rpn);
+            let prefix = SweepPoint::size_prefix(&self.series, n, rpn);
             let placed = tried.entry(n).or_default();
             let mut steps = search::next_steps(search, &rows, &prefix, &grid, placed);
             // Steps placed before, by this invocation or a killed one, whose repeats are
@@ -298,7 +298,7 @@ impl Sweep {
             }
             let rows = store.rows()?;
             for &n in &self.spec.nodes {
-                let prefix = search::size_prefix(&self.series, n, self.spec.ranks_per_node);
+                let prefix = SweepPoint::size_prefix(&self.series, n, self.spec.ranks_per_node);
                 on_event(SweepEvent::Searched {
                     nodes: n,
                     levels: &search.levels,
@@ -419,11 +419,17 @@ impl Runner<'_> {
             self.gave_up += 1;
             return Ok(true);
         }
+        // Only points attempted in this invocation count towards giving a size up: one
+        // given up by an earlier invocation says nothing about the machine now.
+        let mut attempted = false;
         loop {
             let attempts = self.failed.get(&p.key).copied().unwrap_or(0);
             if attempts > spec.retries {
                 self.gave_up += 1;
                 on_event(SweepEvent::GaveUp { point: p, attempts });
+                if !attempted {
+                    return Ok(true);
+                }
                 let seen = self.outcomes.entry(p.nodes).or_default();
                 seen.0 += 1;
                 if seen.0 >= HOPELESS && seen.1 == 0 && self.hopeless.insert(p.nodes) {
@@ -457,6 +463,7 @@ impl Runner<'_> {
                 on_event(SweepEvent::Busy { point: p, busy: b });
             }
             let started_at = now_utc();
+            attempted = true;
             let outcome = match job::execute(self.cluster, &job_spec, self.cancel) {
                 Ok(o) => o,
                 Err(e) if self.options.fail_fast => {

@@ -36,6 +36,11 @@ pub struct SweepPoint {
 }
 
 impl SweepPoint {
+    /// The key prefix of one node count's points of a series (every bandwidth).
+    pub fn size_prefix(series: &str, nodes: usize, ranks_per_node: usize) -> String {
+        format!("{series}|nodes={nodes}|rpn={ranks_per_node}|bw=")
+    }
+
     pub fn new(series: &str, nodes: usize, ranks_per_node: usize, bw: Pct, repeat: u32) -> Self {
         SweepPoint {
             nodes,
@@ -120,11 +125,11 @@ impl Sweep {
             }
         }
         let bws = expand_bandwidths(&spec.bandwidths)?;
-        if !bws.contains(&Pct::FULL) {
-            bail!("`bandwidths` has no 100% step: every CTI is measured against the 100% baseline, add 100");
-        }
         if let Some(s) = &spec.search {
             s.check()?;
+            if !bws.contains(&Pct::FULL) {
+                bail!("`bandwidths` has no 100% step: a [search] measures every CTI against the 100% baseline, add 100");
+            }
         }
         let series = format!(
             "{} {}",
@@ -364,6 +369,16 @@ mod tests {
         );
         assert!(sweep.more_repeats(&store, &failed, &[]).unwrap().is_empty());
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn the_key_prefix_covers_every_bandwidth_of_a_size_and_no_other_size() {
+        let p = SweepPoint::size_prefix("pmm size=300", 4, 1);
+        assert_eq!(p, "pmm size=300|nodes=4|rpn=1|bw=");
+        let pt = SweepPoint::new("pmm size=300", 4, 1, Pct::new(62.5).unwrap(), 0);
+        assert!(pt.key.starts_with(&p));
+        let other = SweepPoint::new("pmm size=300", 49, 1, Pct::new(62.5).unwrap(), 0);
+        assert!(!other.key.starts_with(&p));
     }
 
     #[test]

@@ -16,9 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
-use throttle_proto::Pct;
 
-use super::plan::SweepPoint;
 use crate::analysis::demand::{self, Censored, CtiCurve, Interp};
 use crate::analysis::stats;
 use crate::job::RunStatus;
@@ -258,15 +256,6 @@ pub fn bracket_widths(search: &Search, rows: &[RunRow], prefix: &str) -> Vec<Opt
         .collect()
 }
 
-/// The key prefix of one node count's points of a series (every bandwidth).
-pub fn size_prefix(series: &str, nodes: usize, ranks_per_node: usize) -> String {
-    let group = SweepPoint::group(series, nodes, ranks_per_node, Pct::FULL);
-    group
-        .rsplit_once("bw=")
-        .map(|(head, _)| format!("{head}bw="))
-        .unwrap_or(group)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,16 +290,6 @@ mod tests {
         let got = place(&s, &curve(&[(40.0, 5.0)]), 10.0);
         assert_eq!(got.len(), 1);
         assert!((got[0] - 25.0).abs() < 1e-9, "{got:?}");
-    }
-
-    #[test]
-    fn the_key_prefix_covers_every_bandwidth_of_a_size_and_no_other_size() {
-        let p = size_prefix("pmm size=300", 4, 1);
-        assert_eq!(p, "pmm size=300|nodes=4|rpn=1|bw=");
-        let pt = SweepPoint::new("pmm size=300", 4, 1, Pct::new(62.5).unwrap(), 0);
-        assert!(pt.key.starts_with(&p));
-        let other = SweepPoint::new("pmm size=300", 49, 1, Pct::new(62.5).unwrap(), 0);
-        assert!(!other.key.starts_with(&p));
     }
 
     #[test]

@@ -24,8 +24,9 @@ macro_rules! sweep_keys_help {
   ranks_per_node = 1        [1]
   bandwidths = [100, 50, "40:20:-5", "unlimited"]
                             steps in percent of the link, START:STOP:STEP ranges
-                            (inclusive); 100 is required: every CTI is measured
-                            against it
+                            (inclusive); every CTI is measured against 100 (a
+                            sweep without it is warned about; with [search],
+                            refused)
   repeats = 3               runs per point [3] (with [search], twice as many at
                             100%), or "auto": 3, then more where the median is
                             not yet within `precision`
