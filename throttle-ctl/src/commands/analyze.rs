@@ -111,7 +111,13 @@ impl Args {
                     anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
                 }
                 let store = Store::open(&db)?;
-                let (obs, chosen) = measurements::observations(&store.rows()?, self.time)?;
+                // The time is chosen over the series analysed, not the whole store (a
+                // store may hold a rate-measured command beside timed workloads).
+                let mut rows = store.rows()?;
+                if let Some(s) = &self.series {
+                    rows.retain(|r| &r.series == s);
+                }
+                let (obs, chosen) = measurements::observations(&rows, self.time)?;
                 (obs, store.capacity()?, chosen.what.to_string(), chosen.unit)
             }
         };

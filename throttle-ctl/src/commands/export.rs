@@ -36,7 +36,15 @@ impl Args {
         }
         let store = Store::open(&db)?;
         let rows = store.rows()?;
-        let chosen = measurements::choose(&rows, self.time)?;
+        // A store of rates beside seconds has no one `seconds`: export still writes every
+        // row, with the job's wall time there (and says so).
+        let chosen = match measurements::choose(&rows, self.time) {
+            Err(e) if self.time == TimeSource::Auto => {
+                crate::note!("warning: {e:#}: `seconds` is the job's wall time");
+                measurements::choose(&rows, TimeSource::Job)?
+            }
+            other => other?,
+        };
         let (kernel, what) = (chosen.kernel, chosen.what);
         let time = |r: &RunRow| measurements::time_of(r, kernel);
         match self.out {
