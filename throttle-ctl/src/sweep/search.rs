@@ -229,8 +229,9 @@ fn snap(x: f64) -> f64 {
     (x / GRID).round() * GRID
 }
 
-/// Whether every level of `search` at one node count lies between two measured steps at
-/// most `width` apart (or no narrower bracket can be placed). For the sweep's summary.
+/// For each level of `search` at one node count, how far apart the measured steps around
+/// it are (`None`: no baseline, or the level is under the lowest step). For the sweep's
+/// summary.
 pub fn bracket_widths(search: &Search, rows: &[RunRow], prefix: &str) -> Vec<Option<f64>> {
     let m = measured(rows, prefix);
     let Some(&(_, base)) = m.medians.get(&key(100.0)) else {
