@@ -183,15 +183,15 @@ impl Sweep {
                 let Some(bw) = r.bw_pct.percent() else {
                     continue;
                 };
-                let k = (bw * 1000.0).round() as u64;
-                if !grid.iter().any(|g| (g * 1000.0).round() as u64 == k)
-                    && !steps.iter().any(|s| (s * 1000.0).round() as u64 == k)
+                let k = search::key(bw);
+                if !grid.iter().any(|g| search::key(*g) == k)
+                    && !steps.iter().any(|s| search::key(*s) == k)
                 {
                     steps.push(bw);
                 }
             }
             for bw in steps {
-                placed.insert((bw * 1000.0).round() as u64);
+                placed.insert(search::key(bw));
                 let Ok(bw) = Pct::new(bw) else { continue };
                 for rep in 0..self.spec.repeats.first() {
                     let p = SweepPoint::new(&self.series, n, rpn, bw, rep);
@@ -279,7 +279,7 @@ impl Sweep {
                 round += 1;
                 let steps: HashSet<(usize, u64)> = todo
                     .iter()
-                    .map(|p| (p.nodes, (p.bw.percent().unwrap_or(0.0) * 1000.0) as u64))
+                    .map(|p| (p.nodes, search::key(p.bw.percent().unwrap_or(0.0))))
                     .collect();
                 on_event(SweepEvent::Searching {
                     round,

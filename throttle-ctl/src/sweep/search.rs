@@ -104,7 +104,8 @@ struct Measured {
     steps: Vec<f64>,
 }
 
-fn key(bw: f64) -> u64 {
+/// A step's identity (thousandths of a percent): steps are compared by it, never as f64.
+pub fn key(bw: f64) -> u64 {
     (bw * 1000.0).round() as u64
 }
 
@@ -134,6 +135,21 @@ fn measured(rows: &[RunRow], prefix: &str) -> Measured {
     }
 }
 
+impl Measured {
+    /// The CTI curve of the stored medians against the 100% baseline; `None` without a
+    /// baseline or a throttled step.
+    fn curve(&self) -> Option<CtiCurve> {
+        let &(_, base) = self.medians.get(&key(100.0))?;
+        let (bw, cti): (Vec<f64>, Vec<f64>) = self
+            .medians
+            .values()
+            .filter(|(bw, _)| *bw < 100.0)
+            .map(|&(bw, t)| (bw, demand::cti(t, base)))
+            .unzip();
+        (!bw.is_empty()).then_some(CtiCurve { bw, cti })
+    }
+}
+
 /// The steps (percent) the search places next at one node count, given what is stored of
 /// it (`prefix`: the key prefix of its points, up to the bandwidth), the steps of the
 /// spec's own grid, and the steps already placed in this invocation.
@@ -145,7 +161,7 @@ pub fn next_steps(
     tried: &HashSet<u64>,
 ) -> Vec<f64> {
     let m = measured(rows, prefix);
-    let Some(&(_, base)) = m.medians.get(&key(100.0)) else {
+    let Some(curve) = m.curve() else {
         return Vec::new();
     };
     let added = m
@@ -154,17 +170,6 @@ pub fn next_steps(
         .filter(|s| !grid.iter().any(|g| key(*g) == key(**s)))
         .count();
     if added >= search.max_steps {
-        return Vec::new();
-    }
-    let mut curve = CtiCurve {
-        bw: Vec::new(),
-        cti: Vec::new(),
-    };
-    for &(bw, t) in m.medians.values().filter(|(bw, _)| *bw < 100.0) {
-        curve.bw.push(bw);
-        curve.cti.push(demand::cti(t, base));
-    }
-    if curve.bw.is_empty() {
         return Vec::new();
     }
     let mut wanted: Vec<f64> = Vec::new();
@@ -233,18 +238,9 @@ fn snap(x: f64) -> f64 {
 /// it are (`None`: no baseline, or the level is under the lowest step). For the sweep's
 /// summary.
 pub fn bracket_widths(search: &Search, rows: &[RunRow], prefix: &str) -> Vec<Option<f64>> {
-    let m = measured(rows, prefix);
-    let Some(&(_, base)) = m.medians.get(&key(100.0)) else {
+    let Some(curve) = measured(rows, prefix).curve() else {
         return vec![None; search.levels.len()];
     };
-    let mut curve = CtiCurve {
-        bw: Vec::new(),
-        cti: Vec::new(),
-    };
-    for &(bw, t) in m.medians.values().filter(|(bw, _)| *bw < 100.0) {
-        curve.bw.push(bw);
-        curve.cti.push(demand::cti(t, base));
-    }
     search
         .levels
         .iter()
