@@ -348,3 +348,43 @@ fn a_command_on_a_loopback_cluster_is_warned_about() {
     );
     assert!(!String::from_utf8_lossy(&out.stderr).contains("loopback cluster"));
 }
+
+/// A second Ctrl-C quits at once, without the drops that put the bandwidth back: the
+/// handler puts it back itself (it used to leave the nodes at the run's setting).
+#[test]
+fn a_second_ctrl_c_still_puts_the_bandwidth_back() {
+    let c = up("cmdquit", 2, "1Gbit", "127.0.36.1");
+    let dir = &c.0;
+    let mut child = std::process::Command::new(exe())
+        .args(["run", "--nodes", "2", "--bw", "10", "--cmd", "sleep 30"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pcts = || -> Vec<serde_json::Value> {
+        let s: Vec<serde_json::Value> =
+            serde_json::from_slice(&ctl(dir, &["status", "--json"]).stdout).unwrap();
+        s.iter().map(|n| n["pct"].clone()).collect()
+    };
+    let started = Instant::now();
+    while pcts() != [10.0, 10.0] {
+        assert!(started.elapsed() < Duration::from_secs(20), "never at 10%");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // n1 stopped: the first Ctrl-C's kill of the job waits on it (up to the client's
+    // timeout), so the second one comes while the first is still at work.
+    let n1 = nix::unistd::Pid::from_raw(agent_pid(dir, "n1"));
+    nix::sys::signal::kill(n1, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = child.wait().unwrap();
+    nix::sys::signal::kill(n1, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let err = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("quitting"), "the second Ctrl-C quit: {err}");
+    // n0 answered: it is back at 100%.
+    assert_eq!(pcts()[0], 100.0, "after a second Ctrl-C\n{err}");
+}

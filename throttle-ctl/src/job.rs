@@ -172,12 +172,40 @@ fn job_name(prefix: Option<&str>, workload: &str) -> Result<Name> {
 pub struct SavedShapes(Vec<(AgentClient, Status)>);
 
 /// Puts the saved shapes back when dropped, however the scope ends (an error, a panic),
-/// and warns when it cannot.
-pub struct RestoreOnDrop(pub SavedShapes);
+/// and warns when it cannot. A second Ctrl-C quits without running drops: its handler
+/// puts them back through [`restore_before_quit`].
+pub struct RestoreOnDrop(());
+
+/// The shapes a live [`RestoreOnDrop`] will put back; whoever takes them restores them.
+static TO_RESTORE: std::sync::Mutex<Option<SavedShapes>> = std::sync::Mutex::new(None);
+
+fn take_saved() -> Option<SavedShapes> {
+    TO_RESTORE.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+impl RestoreOnDrop {
+    pub fn new(saved: SavedShapes) -> RestoreOnDrop {
+        *TO_RESTORE.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
+        RestoreOnDrop(())
+    }
+}
 
 impl Drop for RestoreOnDrop {
     fn drop(&mut self) {
-        if let Err(e) = self.0.restore() {
+        if let Some(saved) = take_saved() {
+            if let Err(e) = saved.restore() {
+                crate::note!("warning: could not put the previous bandwidth back: {e:#}");
+            }
+        }
+    }
+}
+
+/// For a process about to exit without unwinding (a second Ctrl-C): put back the shapes
+/// a live [`RestoreOnDrop`] holds, and say so.
+pub fn restore_before_quit() {
+    if let Some(saved) = take_saved() {
+        crate::note!("quitting: putting the previous bandwidth back first");
+        if let Err(e) = saved.restore() {
             crate::note!("warning: could not put the previous bandwidth back: {e:#}");
         }
     }

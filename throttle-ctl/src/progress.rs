@@ -147,18 +147,34 @@ impl SweepProgress {
             SweepEvent::Searched {
                 nodes,
                 levels,
-                widths,
+                brackets,
+                spent,
+                max_steps,
+                width,
             } => {
+                use crate::sweep::search::Bracket;
                 let each: Vec<String> = levels
                     .iter()
-                    .zip(&widths)
-                    .map(|(l, w)| match w {
-                        Some(w) => format!("{l}%: {w:.1}"),
-                        None => format!("{l}%: not bracketed"),
+                    .zip(&brackets)
+                    .map(|(l, b)| match b {
+                        Bracket::Width(w) => format!("{l}%: {w:.1}"),
+                        Bracket::Above(s) => format!("{l}%: above the highest step, {s}"),
+                        Bracket::Below(s) => format!("{l}%: under the lowest step, {s}"),
+                        Bracket::Unknown => format!("{l}%: no good runs to tell"),
                     })
                     .collect();
+                let open = brackets
+                    .iter()
+                    .any(|b| !matches!(b, Bracket::Width(w) if *w <= width));
+                let budget = if open && spent >= max_steps {
+                    format!(
+                        "; its budget is spent ({spent} steps beyond `bandwidths` are stored, steps of earlier sweeps of this series included): raise [search] max_steps to go on"
+                    )
+                } else {
+                    String::new()
+                };
                 self.line(&format!(
-                    "demand search at {nodes} node(s): steps around each level are apart by {}",
+                    "demand search at {nodes} node(s): steps around each level are apart by {}{budget}",
                     each.join(", ")
                 ))
             }

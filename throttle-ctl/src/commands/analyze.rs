@@ -62,7 +62,7 @@ pub struct Args {
 
 impl Args {
     pub fn exec(self, _ctx: &Context) -> Exit {
-        let levels = parse_cti(&self.cti)?;
+        let levels = parse_cti(&self.cti, "--cti")?;
         let predict = match &self.predict {
             Some(p) => parse_list::<u32>(p, "--predict")?,
             None => Vec::new(),

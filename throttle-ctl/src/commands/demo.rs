@@ -146,12 +146,16 @@ impl Args {
             return Ok(None);
         }
         let search = Search {
-            levels: parse_cti(text)?,
+            levels: parse_cti(text, "--search")?,
             width: self.search_width,
             max_steps: 10,
             ..Search::default()
         };
-        search.check()?;
+        search.check().map_err(|e| {
+            anyhow::anyhow!(
+                "{e} (the demo sets `levels` from --search and `width` from --search-width)"
+            )
+        })?;
         Ok(Some(search))
     }
 
@@ -208,7 +212,7 @@ pub struct DemoResult {
 
 impl Args {
     pub fn exec(self, _ctx: &Context) -> Exit {
-        let cti = parse_cti(&self.cti)?;
+        let cti = parse_cti(&self.cti, "--cti")?;
         let sizes = parse_list::<usize>(self.sizes_text(), "--sizes")?;
         let cancel = interrupt_flag()?;
         let started = std::time::Instant::now();

@@ -54,10 +54,10 @@ pub fn parse_list<T: std::str::FromStr>(text: &str, flag: &str) -> Result<Vec<T>
 }
 
 /// CTI levels: positive percentages.
-pub fn parse_cti(text: &str) -> Result<Vec<f64>> {
-    let levels = parse_list::<f64>(text, "--cti")?;
+pub fn parse_cti(text: &str, flag: &str) -> Result<Vec<f64>> {
+    let levels = parse_list::<f64>(text, flag)?;
     if levels.is_empty() || levels.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
-        anyhow::bail!("--cti levels must be positive percentages, e.g. 5,10,15");
+        anyhow::bail!("{flag} takes CTI levels, positive percentages, e.g. 5,10,15");
     }
     Ok(levels)
 }
@@ -67,6 +67,8 @@ pub fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
     static FLAG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     ctrlc::set_handler(|| {
         if FLAG.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // Drops do not run on exit: put the bandwidth back here.
+            crate::job::restore_before_quit();
             std::process::exit(130);
         }
         crate::note!("\nstopping: killing the running job (Ctrl-C again to quit at once)");

@@ -137,7 +137,7 @@ impl Args {
         };
         let saved = SavedShapes::save(&cluster, self.nodes.min(cluster.file.nodes.len()))?;
         // Put back when dropped: after the run, an error, or a panic.
-        let restore = job::RestoreOnDrop(saved);
+        let restore = job::RestoreOnDrop::new(saved);
         let cancel = interrupt_flag()?;
         let outcome = job::execute(&cluster, &spec, cancel);
         drop(restore);

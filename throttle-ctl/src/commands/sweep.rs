@@ -103,7 +103,7 @@ impl Args {
         // Put back when dropped: after the sweep, an error, or a panic.
         let restore = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len()))
             .ok()
-            .map(job::RestoreOnDrop);
+            .map(job::RestoreOnDrop::new);
         let mut progress = SweepProgress::new(self.plain);
         let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
         progress.finish();

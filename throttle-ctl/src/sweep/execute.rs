@@ -124,12 +124,16 @@ pub enum SweepEvent<'a> {
         steps: usize,
         points: usize,
     },
-    /// Demand search done at one node count: for each level, the distance between the
-    /// measured steps around it (`None`: not bracketed).
+    /// Demand search done at one node count: where the measured steps leave each level,
+    /// and the steps stored beyond the spec's grid against the budget `max_steps`.
     Searched {
         nodes: usize,
         levels: &'a [f64],
-        widths: Vec<Option<f64>>,
+        brackets: Vec<search::Bracket>,
+        spent: usize,
+        max_steps: usize,
+        /// The search's target width, points of bandwidth.
+        width: f64,
     },
 }
 
@@ -155,6 +159,33 @@ impl Sweep {
         Ok(())
     }
 
+    /// The spec's own bandwidth steps, percent.
+    fn grid(&self) -> Vec<f64> {
+        self.steps.iter().filter_map(|s| s.percent()).collect()
+    }
+
+    /// Under a demand search, one point (repeat 0) of every step stored beyond the spec's
+    /// grid, at every node count: what [`Runner::auto_repeats`] repeats besides the spec's
+    /// points.
+    fn stored_search_points(&self, store: &Store) -> Result<Vec<SweepPoint>> {
+        if self.spec.search.is_none() {
+            return Ok(Vec::new());
+        }
+        let rows = store.rows()?;
+        let grid = self.grid();
+        let rpn = self.spec.ranks_per_node;
+        let mut out = Vec::new();
+        for &n in &self.spec.nodes {
+            let prefix = SweepPoint::size_prefix(&self.series, n, rpn);
+            for bw in search::stored_beyond(&rows, &prefix, &grid) {
+                if let Ok(bw) = Pct::new(bw) {
+                    out.push(SweepPoint::new(&self.series, n, rpn, bw, 0));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The demand search's next points: the new steps of every node count (each repeat
     /// not yet stored), and the repeats still missing of steps it placed before (a resumed
     /// sweep), leaving out what was given up. `tried` remembers the steps placed.
@@ -170,7 +201,7 @@ impl Sweep {
         };
         let rows = store.rows()?;
         let done = store.done_points()?;
-        let grid: Vec<f64> = self.steps.iter().filter_map(|s| s.percent()).collect();
+        let grid = self.grid();
         let rpn = self.spec.ranks_per_node;
         let mut out = Vec::new();
         for &n in &self.spec.nodes {
@@ -179,14 +210,8 @@ impl Sweep {
             let mut steps = search::next_steps(search, &rows, &prefix, &grid, placed);
             // Steps placed before, by this invocation or a killed one, whose repeats are
             // not all stored.
-            for r in rows.iter().filter(|r| r.point_key.starts_with(&prefix)) {
-                let Some(bw) = r.bw_pct.percent() else {
-                    continue;
-                };
-                let k = search::key(bw);
-                if !grid.iter().any(|g| search::key(*g) == k)
-                    && !steps.iter().any(|s| search::key(*s) == k)
-                {
+            for bw in search::stored_beyond(&rows, &prefix, &grid) {
+                if !steps.iter().any(|s| search::key(*s) == search::key(bw)) {
                     steps.push(bw);
                 }
             }
@@ -264,7 +289,9 @@ impl Sweep {
                 return Ok(SweepEnd::Interrupted { ran: runner.ran });
             }
         }
-        if !runner.auto_repeats(&[], &mut on_event)? {
+        // Steps an earlier, stopped run of the search placed get their extra repeats too.
+        let earlier = self.stored_search_points(store)?;
+        if !runner.auto_repeats(&earlier, &mut on_event)? {
             return Ok(SweepEnd::Interrupted { ran: runner.ran });
         }
         if let Some(search) = &self.spec.search {
@@ -292,17 +319,22 @@ impl Sweep {
                     }
                 }
                 searched.extend(todo);
-                if !runner.auto_repeats(&searched, &mut on_event)? {
+                if !runner.auto_repeats(&[&earlier[..], &searched[..]].concat(), &mut on_event)? {
                     return Ok(SweepEnd::Interrupted { ran: runner.ran });
                 }
             }
             let rows = store.rows()?;
+            let grid = self.grid();
             for &n in &self.spec.nodes {
                 let prefix = SweepPoint::size_prefix(&self.series, n, self.spec.ranks_per_node);
+                let (brackets, spent) = search::brackets(search, &rows, &prefix, &grid);
                 on_event(SweepEvent::Searched {
                     nodes: n,
                     levels: &search.levels,
-                    widths: search::bracket_widths(search, &rows, &prefix),
+                    brackets,
+                    spent,
+                    max_steps: search.max_steps,
+                    width: search.width,
                 });
             }
         }
@@ -551,6 +583,74 @@ mod tests {
         assert!(throttle_proto::name::is_valid(&format!(
             "{a}-bfs-1732000000000-abcdef"
         )));
+    }
+
+    /// A search step an earlier, stopped invocation stored with too few repeats gets its
+    /// `repeats = "auto"` repeats in the next one (it used to get them only if placed
+    /// again).
+    #[test]
+    fn a_resumed_search_repeats_the_steps_it_stored_before() {
+        let spec: super::super::SweepSpec = toml::from_str(
+            "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100, 50]\nrepeats=\"auto\"\nmax_repeats=6\nprecision=0.02\n[bfs]\nscale=8\n[search]\nlevels=[10]",
+        )
+        .unwrap();
+        let sweep = Sweep::new(spec).unwrap();
+        let path = std::env::temp_dir().join(format!("throttle-resume-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&path).unwrap();
+        let put = |p: &SweepPoint, seconds: f64| {
+            store
+                .insert(&RunRow {
+                    point_key: p.key.clone(),
+                    series: sweep.series.clone(),
+                    workload: "bfs".into(),
+                    options: "{}".into(),
+                    nodes: 1,
+                    ranks_per_node: 1,
+                    procs: 1,
+                    bw_pct: p.bw,
+                    capacity: 125e6,
+                    latency_us: 0,
+                    repeat: p.repeat,
+                    started_at: "2026-11-25T00:00:00Z".into(),
+                    seconds: Some(seconds),
+                    kernel_seconds: None,
+                    teps: None,
+                    status: RunStatus::Ok,
+                    reason: None,
+                    host: "h".into(),
+                    version: "0".into(),
+                    job: "j".into(),
+                    bytes_sent: None,
+                    bytes_received: None,
+                    cpu_busy_before: None,
+                    cpu_steal: None,
+                    metrics: None,
+                    fidelity: None,
+                    flag: None,
+                })
+                .unwrap();
+        };
+        // The spec's points: precise.
+        for p in &sweep.points {
+            put(p, if p.bw == Pct::FULL { 1.0 } else { 1.3 });
+        }
+        // A step the search placed, stored with three noisy runs.
+        let step = Pct::new(62.5).unwrap();
+        for (r, t) in [1.0, 1.2, 1.4].into_iter().enumerate() {
+            put(&SweepPoint::new(&sweep.series, 1, 1, step, r as u32), t);
+        }
+        let failed = HashMap::new();
+        assert!(
+            sweep.more_repeats(&store, &failed, &[]).unwrap().is_empty(),
+            "the spec's own points are precise"
+        );
+        let earlier = sweep.stored_search_points(&store).unwrap();
+        assert_eq!(earlier.len(), 1, "{earlier:?}");
+        let more = sweep.more_repeats(&store, &failed, &earlier).unwrap();
+        assert_eq!(more.len(), 1, "{more:?}");
+        assert_eq!((more[0].bw, more[0].repeat), (step, 3));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

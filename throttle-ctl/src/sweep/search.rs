@@ -1,7 +1,9 @@
 //! Demand search: after a sweep's own steps (the 100% baseline and a coarse pass), more
 //! bandwidth steps for each node count, placed where each requested CTI level is crossed,
-//! until every level lies between two measured steps at most `width` points of bandwidth
-//! apart, or the size's step budget is spent.
+//! until every level lies between two measured throttled steps at most `width` points of
+//! bandwidth apart, or the size's step budget is spent. A level between the highest
+//! throttled step and 100% is not bracketed (the analysis reads it as a bound, `>step`):
+//! the search places a step above it, up to `top`.
 //!
 //! The crossing is estimated along a straight line in 1/w between the steps around it
 //! (transfer time grows as 1/w), and two steps are placed `0.7 width` apart around the
@@ -33,7 +35,8 @@ pub struct Search {
     /// bandwidth apart.
     #[serde(default = "default_width")]
     pub width: f64,
-    /// The most steps the search adds per node count.
+    /// The most steps beyond the spec's grid per node count, counting the ones stored
+    /// already (by a killed run of the same search, or an earlier sweep of the series).
     #[serde(default = "default_max_steps")]
     pub max_steps: usize,
     /// The highest step it may place (percent, under 100).
@@ -136,6 +139,16 @@ fn measured(rows: &[RunRow], prefix: &str) -> Measured {
 }
 
 impl Measured {
+    /// The stored steps that are not steps of the spec's `grid`: the ones a search placed
+    /// (or an earlier sweep of the same series measured); they count against `max_steps`.
+    fn beyond(&self, grid: &[f64]) -> Vec<f64> {
+        self.steps
+            .iter()
+            .copied()
+            .filter(|s| !grid.iter().any(|g| key(*g) == key(*s)))
+            .collect()
+    }
+
     /// The CTI curve of the stored medians against the 100% baseline; `None` without a
     /// baseline or a throttled step.
     fn curve(&self) -> Option<CtiCurve> {
@@ -148,6 +161,12 @@ impl Measured {
             .unzip();
         (!bw.is_empty()).then_some(CtiCurve { bw, cti })
     }
+}
+
+/// The steps (percent) of one node count stored beyond the spec's `grid` (see
+/// [`next_steps`] for `prefix`): a resumed sweep repeats them like its own.
+pub fn stored_beyond(rows: &[RunRow], prefix: &str, grid: &[f64]) -> Vec<f64> {
+    measured(rows, prefix).beyond(grid)
 }
 
 /// The steps (percent) the search places next at one node count, given what is stored of
@@ -164,11 +183,7 @@ pub fn next_steps(
     let Some(curve) = m.curve() else {
         return Vec::new();
     };
-    let added = m
-        .steps
-        .iter()
-        .filter(|s| !grid.iter().any(|g| key(*g) == key(**s)))
-        .count();
+    let added = m.beyond(grid).len();
     if added >= search.max_steps {
         return Vec::new();
     }
@@ -210,7 +225,9 @@ fn place(search: &Search, curve: &CtiCurve, level: f64) -> Vec<f64> {
             };
             vec![estimate.min(lo - w / 2.0).max(FLOOR)]
         }
-        (_, Some((lo, hi))) if hi - lo > w => {
+        // Between the highest step and 100% the analysis reads a bound (`>lo`), however
+        // narrow: a step is wanted above it, up to `top`.
+        (c, Some((lo, hi))) if hi - lo > w || c == Censored::Above => {
             let hi = hi.min(search.top + GRID);
             let half = 0.35 * w;
             // The pair around the estimate, shifted to lie inside the bracket.
@@ -234,23 +251,47 @@ fn snap(x: f64) -> f64 {
     (x / GRID).round() * GRID
 }
 
-/// For each level of `search` at one node count, how far apart the measured steps around
-/// it are (`None`: no baseline, or the level is under the lowest step). For the sweep's
+/// Where the search left one level at one node count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Bracket {
+    /// Between two measured throttled steps this many points of bandwidth apart.
+    Width(f64),
+    /// Above the highest throttled step (this one): the analysis reads `>step`.
+    Above(f64),
+    /// Under the lowest step (this one): the analysis reads `<step`.
+    Below(f64),
+    /// No baseline or no throttled step with a good run.
+    Unknown,
+}
+
+/// For each level of `search` at one node count, where the measured steps leave it, and
+/// how many steps beyond the spec's `grid` are stored (the budget spent). For the sweep's
 /// summary.
-pub fn bracket_widths(search: &Search, rows: &[RunRow], prefix: &str) -> Vec<Option<f64>> {
-    let Some(curve) = measured(rows, prefix).curve() else {
-        return vec![None; search.levels.len()];
+pub fn brackets(
+    search: &Search,
+    rows: &[RunRow],
+    prefix: &str,
+    grid: &[f64],
+) -> (Vec<Bracket>, usize) {
+    let m = measured(rows, prefix);
+    let spent = m.beyond(grid).len();
+    let Some(curve) = m.curve() else {
+        return (vec![Bracket::Unknown; search.levels.len()], spent);
     };
-    search
+    let each = search
         .levels
         .iter()
-        .map(|&l| {
-            curve
-                .demand(l, Interp::Inverse)
-                .and_then(|r| r.between)
-                .map(|(lo, hi)| hi - lo)
+        .map(|&l| match curve.demand(l, Interp::Inverse) {
+            Some(r) => match (r.censored, r.between) {
+                (Censored::None, Some((lo, hi))) => Bracket::Width(hi - lo),
+                (Censored::Above, Some((lo, _))) => Bracket::Above(lo),
+                (Censored::Below, _) => Bracket::Below(r.bw),
+                _ => Bracket::Unknown,
+            },
+            None => Bracket::Unknown,
         })
-        .collect()
+        .collect();
+    (each, spent)
 }
 
 #[cfg(test)]
@@ -287,6 +328,28 @@ mod tests {
         let got = place(&s, &curve(&[(40.0, 5.0)]), 10.0);
         assert_eq!(got.len(), 1);
         assert!((got[0] - 25.0).abs() < 1e-9, "{got:?}");
+    }
+
+    /// A level between the highest throttled step and 100% is a bound for the analysis
+    /// (`>98`), however narrow the gap: the search wants a step above it, never above
+    /// `top`.
+    #[test]
+    fn a_level_above_the_highest_step_gets_a_step_above_it() {
+        let s = Search::default();
+        // CTI 12% at 98: level 10% lies between 98 and 100 (2 points: narrower than 3).
+        let c = curve(&[(50.0, 60.0), (98.0, 12.0)]);
+        assert_eq!(
+            c.demand(10.0, Interp::Inverse).map(|r| r.censored),
+            Some(Censored::Above)
+        );
+        let got = place(&s, &c, 10.0);
+        assert!(
+            !got.is_empty() && got.iter().all(|x| *x > 98.0 && *x <= s.top),
+            "{got:?}"
+        );
+        // At `top` already: nothing more to place.
+        let c = curve(&[(50.0, 60.0), (99.0, 12.0)]);
+        assert!(place(&s, &c, 10.0).is_empty());
     }
 
     #[test]

@@ -46,7 +46,8 @@ macro_rules! sweep_keys_help {
     levels = [10, 15, 20, 25]   CTI levels, percent [10, 15, 20, 25]
     width = 3               done when each level lies between two measured steps
                             at most this many points apart [3]
-    max_steps = 10          most steps added per node count [10]
+    max_steps = 10          most steps beyond `bandwidths` per node count; steps
+                            stored by earlier sweeps of the series count [10]
     top = 99                highest step it places, percent [99]
 
 Example (more in experiments/*.toml):
