@@ -131,6 +131,7 @@ fn an_interrupted_sweep_resumes_to_the_same_rows_as_an_uninterrupted_one() {
     );
     let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in [
+        "bottom_line",
         "regression",
         "dc",
         "dc_pairs",
@@ -146,6 +147,19 @@ fn an_interrupted_sweep_resumes_to_the_same_rows_as_an_uninterrupted_one() {
     assert!(
         html.contains("Bandwidth demand") && html.contains("<svg"),
         "report without plots"
+    );
+    // The answer first: the bottom line's sentences before anything else the page says.
+    let first = a["bottom_line"]["lines"][0]
+        .as_str()
+        .unwrap()
+        .trim()
+        .to_string();
+    let at = html
+        .find(&first)
+        .unwrap_or_else(|| panic!("no `{first}` in the report"));
+    assert!(
+        at < html.find("Can the projection be trusted").unwrap(),
+        "the answer is not first"
     );
     for f in [
         "time_vs_bandwidth",

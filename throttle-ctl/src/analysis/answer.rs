@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::backtest::{Check, Verdict};
+use super::backtest::{Check, Growth, Verdict};
 use super::bootstrap::Interval;
 use super::demand::{Censored, Interp};
 use super::noise::Floor;
@@ -97,13 +97,54 @@ pub struct DcPair {
     pub dc: f64,
 }
 
+/// How far a projection's model may be off, beyond run-to-run noise.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelError {
+    /// How far below and above the projection the model's error reaches, points of
+    /// bandwidth: the larger of the spread and the backtest's growth times the distance.
+    pub down: f64,
+    pub up: f64,
+    /// The lowest and highest projection of the models about as good as the chosen one
+    /// (traffic model only).
+    pub spread: Option<Interval>,
+    /// How the backtest's error grew with the distance projected.
+    pub growth: Option<Growth>,
+    /// Doublings of the size from the largest fitted one to this one.
+    pub doublings: f64,
+}
+
+impl ModelError {
+    /// What the interval of a projection with this model error covers, in words.
+    pub fn covers(&self) -> String {
+        let mut parts = vec!["run-to-run noise (90% bootstrap)".to_string()];
+        if let Some(s) = self.spread {
+            parts.push(format!(
+                "the spread of the close models ({:.1}-{:.1})",
+                s.low, s.high
+            ));
+        }
+        match self.growth {
+            Some(g) => parts.push(format!(
+                "the backtest's error growth ({:.1} pp per doubling of the size, from {} check(s) on {} size(s)) over {:.2} doubling(s)",
+                g.pp_per_doubling, g.checks, g.sizes, self.doublings
+            )),
+            None => parts.push("no backtest error (no measured size was projected to)".into()),
+        }
+        parts.join(", ")
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Projection {
     pub procs: u32,
     pub cti: f64,
     pub bw_pct: f64,
-    /// 90% bootstrap interval over runs.
+    /// 90% bootstrap interval over runs: run-to-run noise only.
     pub bw_pct_ci: Option<(f64, f64)>,
+    /// The interval the answer uses: run-to-run noise and the model's error (see
+    /// `model_error`); null where either cannot be estimated.
+    pub interval: Option<Interval>,
+    pub model_error: Option<ModelError>,
     /// The demand measured at a held-out size, and how it is censored: with `<` it is the
     /// lowest step (the truth is at most that), with `>` the highest throttled step (the
     /// truth is above it); `error_pp` is then a bound too.
@@ -142,6 +183,9 @@ pub struct TrafficAnswer {
 /// The whole answer; `analyze --json` prints it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
+    /// The answer first: what the projection (or the measurement) says, or why nothing
+    /// can be said, and what to measure next.
+    pub bottom_line: super::bottom_line::BottomLine,
     pub series: String,
     /// Which time was analysed (the job's wall time or the workload's kernel time).
     pub time_source: String,

@@ -273,6 +273,48 @@ pub fn verdict(checks: &[Check], model: Model) -> Verdict {
     }
 }
 
+/// How a model's backtest error grows with the distance projected: the largest
+/// |error| per doubling of the size (target over the largest fitted size) over its
+/// checks with a measured value above the noise. A projection twice as far is assumed
+/// to miss by up to twice as much (errors of a wrong exponent grow with log p).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Growth {
+    pub pp_per_doubling: f64,
+    /// The checks and the measured sizes it is estimated from.
+    pub checks: usize,
+    pub sizes: usize,
+}
+
+/// The error growth of `model`'s projections, from its backtest checks (held-out sizes
+/// not counted: the interval must not know the truth it is compared with); `None`
+/// without a check to estimate it from.
+pub fn growth(checks: &[Check], model: Model) -> Option<Growth> {
+    let evidence: Vec<&Check> = checks
+        .iter()
+        .filter(|c| {
+            c.model == model
+                && !c.held_out
+                && !c.below_noise
+                && c.measured_censored == Censored::None
+        })
+        .collect();
+    let mut g: f64 = 0.0;
+    for c in &evidence {
+        let largest = *c.from.iter().max()?;
+        let doublings = (c.procs as f64 / largest as f64).log2();
+        if doublings > 0.0 {
+            g = g.max(c.error_pp.abs() / doublings);
+        }
+    }
+    let mut sizes: Vec<u32> = evidence.iter().map(|c| c.procs).collect();
+    sizes.dedup();
+    (!evidence.is_empty()).then_some(Growth {
+        pp_per_doubling: g,
+        checks: evidence.len(),
+        sizes: sizes.len(),
+    })
+}
+
 /// How many measured sizes a passed backtest must project to before the projection is
 /// trusted: with one, the error's growth with the distance is unknown.
 pub const MIN_SIZES_TO_TRUST: usize = 2;

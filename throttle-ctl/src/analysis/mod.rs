@@ -21,11 +21,13 @@
 pub mod answer;
 pub mod backtest;
 pub mod bootstrap;
+pub mod bottom_line;
 pub mod cells;
 pub mod chain;
 pub mod csv;
 pub mod demand;
 pub mod noise;
+pub mod normal_form;
 pub mod regression;
 pub mod render;
 pub mod stats;
@@ -189,13 +191,6 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         resamples,
     );
     warnings.extend(warnings::chain(&answer, &req.cti, &medians, fit.len()));
-    let figures = Figures {
-        answer: &answer,
-        spread: &spread,
-        cti: &req.cti,
-        held_out: &held_out,
-    };
-    let projection = figures.dc_projections();
     // The backtest over every measured size. Held-out sizes are shown but neither judged
     // nor fitted on: the verdict (and which model the data favour) must not know the
     // measurement the projection is then compared with.
@@ -212,6 +207,18 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         resamples,
     );
     let verdict = backtest::verdict(&backtest, Model::Dc);
+    let figures = Figures {
+        answer: &answer,
+        spread: &spread,
+        cti: &req.cti,
+        held_out: &held_out,
+        largest_fitted: fit.iter().copied().max().unwrap_or(1),
+        growth: [
+            backtest::growth(&backtest, Model::Dc),
+            backtest::growth(&backtest, Model::Traffic),
+        ],
+    };
+    let projection = figures.dc_projections();
     if !projection.is_empty() {
         warnings.extend(warnings::dc_verdict(&verdict));
     }
@@ -225,7 +232,22 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());
     }
     let supported = backtest::support(&backtest, traffic.is_some());
+    let demand = figures.demands();
+    let mut candidates = vec![(Model::Dc, &verdict, &projection[..])];
+    if let Some(t) = &traffic {
+        candidates.push((Model::Traffic, &t.verdict, &t.projection[..]));
+    }
+    let bottom_line = bottom_line::bottom_line(
+        &candidates,
+        &demand,
+        &req.cti,
+        fit.iter().copied().max(),
+        req.capacity
+            .map(throttle_proto::rate::format_bits_per_sec)
+            .as_deref(),
+    );
     Ok(Analysis {
+        bottom_line,
         time_source: req.time_source.clone(),
         interpolation: req.interp,
         time_unit: req.unit,
@@ -238,7 +260,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         regression,
         points,
         noise,
-        demand: figures.demands(),
+        demand,
         dc: answer.dc,
         dc_ci: spread.dc.and_then(|s| s.interval).map(|i| (i.low, i.high)),
         dc_pairs: figures.dc_pairs(),
@@ -372,6 +394,10 @@ struct Figures<'a> {
     spread: &'a bootstrap::Intervals,
     cti: &'a [f64],
     held_out: &'a [u32],
+    /// The largest size the projections are fitted on.
+    largest_fitted: u32,
+    /// The backtest's error growth of the DC and the traffic projection.
+    growth: [Option<backtest::Growth>; 2],
 }
 
 impl Figures<'_> {
@@ -429,21 +455,62 @@ impl Figures<'_> {
         Some((value, n.censored, n.below_noise))
     }
 
-    /// One projected figure, with its interval and, at a held-out size, the measurement.
+    /// The model error of a projection to `p` at `bw`: the close models' `spread` and
+    /// the backtest's error growth over the distance, whichever reaches further; `None`
+    /// with neither.
+    fn model_error(
+        &self,
+        p: u32,
+        bw: f64,
+        spread: Option<(f64, f64)>,
+        growth: Option<backtest::Growth>,
+    ) -> Option<answer::ModelError> {
+        let doublings = (p as f64 / self.largest_fitted.max(1) as f64)
+            .log2()
+            .max(0.0);
+        let grown = growth.map(|g| g.pp_per_doubling * doublings);
+        if spread.is_none() && grown.is_none() {
+            return None;
+        }
+        let g = grown.unwrap_or(0.0);
+        let (lo, hi) = spread.unwrap_or((bw, bw));
+        Some(answer::ModelError {
+            down: (bw - lo).max(0.0).max(g),
+            up: (hi - bw).max(0.0).max(g),
+            spread: spread.map(|(low, high)| Interval { low, high }),
+            growth,
+            doublings,
+        })
+    }
+
+    /// One projected figure, with its intervals and, at a held-out size, the measurement.
     fn projected(
         &self,
         (p, li): (u32, usize),
         bw: f64,
         interval: Option<Interval>,
         from_censored: bool,
+        model_error: Option<answer::ModelError>,
     ) -> Projection {
         let measured = self.measured_at(p, li);
+        // A projection from a censored demand is a bound, not a value with noise.
+        let noise = interval.filter(|_| !from_censored);
+        // Noise and model error taken as independent: their half-widths add in
+        // quadrature, each side on its own.
+        let both = match (noise, &model_error) {
+            (Some(n), Some(m)) => Some(Interval {
+                low: bw - (bw - n.low).max(0.0).hypot(m.down),
+                high: bw + (n.high - bw).max(0.0).hypot(m.up),
+            }),
+            _ => None,
+        };
         Projection {
             procs: p,
             cti: self.cti[li],
             bw_pct: bw,
-            // A projection from a censored demand is a bound, not a value with noise.
-            bw_pct_ci: interval.filter(|_| !from_censored).map(|i| (i.low, i.high)),
+            bw_pct_ci: noise.map(|i| (i.low, i.high)),
+            interval: both,
+            model_error,
             measured_bw_pct: measured.map(|m| m.0),
             measured_censored: measured.map(|m| m.1),
             measured_below_noise: measured.is_some_and(|m| m.2),
@@ -459,7 +526,8 @@ impl Figures<'_> {
             .iter()
             .map(|(&key, &(bw, from_censored))| {
                 let interval = self.spread.projection.get(&key).and_then(|s| s.interval);
-                self.projected(key, bw, interval, from_censored)
+                let error = self.model_error(key.0, bw, None, self.growth[0]);
+                self.projected(key, bw, interval, from_censored, error)
             })
             .collect()
     }
@@ -474,7 +542,9 @@ impl Figures<'_> {
                     .traffic_projection
                     .get(&key)
                     .and_then(|s| s.interval);
-                self.projected(key, bw, interval, false)
+                let band = self.answer.traffic_band.get(&key).copied();
+                let error = self.model_error(key.0, bw, band, self.growth[1]);
+                self.projected(key, bw, interval, false, error)
             })
             .collect()
     }

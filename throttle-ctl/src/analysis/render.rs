@@ -37,6 +37,14 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
 
 pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail: Detail) -> String {
     let mut out = String::new();
+    out.push_str("BOTTOM LINE\n");
+    for l in &a.bottom_line.lines {
+        out.push_str(&format!("  {l}\n"));
+    }
+    if let Some(n) = &a.bottom_line.next {
+        out.push_str(&format!("  next: {n}\n"));
+    }
+    out.push('\n');
     out.push_str(&format!(
         "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out, {} flagged runs {}\ntimes: {}\n\n",
         a.series,
@@ -115,7 +123,10 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     }
     traffic(&mut out, a, levels);
     backtest(&mut out, a, detail);
-    out.push_str(&format!("intervals [a-b]: {}\n", a.intervals));
+    out.push_str(&format!(
+        "intervals [a-b]: {}; a projection's [a-b] adds its model error (the spread of the close models and the backtest's error growth with the distance; --json: model_error), [a-b]* is run-to-run noise only (no model error could be estimated)\n",
+        a.intervals
+    ));
     if !a.warnings.is_empty() {
         out.push('\n');
         for w in &a.warnings {
@@ -278,11 +289,30 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
         .iter()
         .map(|(p, k)| format!("{p}: {k:.2}"))
         .collect();
+    out.push_str(
+        "traffic model, each part chosen among c0 + c1 p^i log2(p)^j, a p^b and the paper's T(p) by the error predicting each fitted size from the others:\n",
+    );
+    for (what, found) in [
+        ("T(100%)", &f.baseline),
+        ("bytes per node V", &f.volume),
+        ("weight k", &f.exposed),
+    ] {
+        out.push_str(&format!(
+            "  {what:<17} = {:<36} {}\n",
+            found.best.text(coefficient),
+            match found.best.loso {
+                Some(e) => format!(
+                    "off by {:.1}% left out; {} of {} forms about as good",
+                    e * 100.0,
+                    found.close.len() - 1,
+                    found.judged
+                ),
+                None => String::new(),
+            }
+        ));
+    }
     out.push_str(&format!(
-        "traffic model: bytes per node ~ {} x p^{:.2}; transfer-time weight k = {:.2} (per size {}; below 1: the share not overlapped with computation)\n",
-        human_bytes(f.volume_a),
-        f.volume_b,
-        f.exposed,
+        "  (k per size {}; below 1: the share of the transfer not overlapped with computation)\n",
         by_size.join(", ")
     ));
     if !t.projection.is_empty() {
@@ -291,6 +321,15 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
             doubt(&t.verdict)
         ));
         out.push_str(&projection_table(&t.projection, levels));
+    }
+}
+
+/// A model's coefficient with four significant digits.
+fn coefficient(c: f64) -> String {
+    if c != 0.0 && (c.abs() >= 1e4 || c.abs() < 1e-2) {
+        format!("{c:.3e}")
+    } else {
+        format!("{c:.4}")
     }
 }
 
@@ -330,7 +369,11 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
                             ""
                         },
                         x.bw_pct,
-                        interval(x.bw_pct_ci)
+                        match (x.interval, x.bw_pct_ci) {
+                            (Some(i), _) => interval(Some((i.low, i.high))),
+                            (None, Some(n)) => format!("{}*", interval(Some(n))),
+                            (None, None) => String::new(),
+                        }
                     )
                 })
                 .unwrap_or_else(|| "-".into()),

@@ -182,10 +182,16 @@ fn held_out_size_is_predicted_and_compared() {
 /// Runs of a program that follows the traffic model exactly (see `traffic`): V = 1e6
 /// p^0.5 bytes per node, T100 = 1 + 8/p, exposed share 0.6, on a 125 MB/s link.
 fn traffic_study(sizes: &[u32]) -> Vec<Observation> {
+    traffic_study_with(sizes, |_| 0.6)
+}
+
+/// [`traffic_study`] with the exposed share `k(p)`.
+fn traffic_study_with(sizes: &[u32], k: impl Fn(f64) -> f64) -> Vec<Observation> {
     let mut obs = Vec::new();
     for &p in sizes {
         let v = 1e6 * (p as f64).sqrt();
         let t100 = 1.0 + 8.0 / p as f64;
+        let k = k(p as f64);
         for bw in [2.0, 3.0, 5.0, 7.0, 10.0, 14.0, 20.0, 40.0, 100.0] {
             let w: f64 = bw / 100.0;
             for r in 0..3 {
@@ -194,7 +200,7 @@ fn traffic_study(sizes: &[u32]) -> Vec<Observation> {
                     procs: p,
                     bw_pct: Some(bw),
                     repeat: r,
-                    seconds: (t100 + 0.6 * v / 125e6 * (1.0 / w - 1.0))
+                    seconds: (t100 + k * v / 125e6 * (1.0 / w - 1.0))
                         * (1.0 + (r as f64 - 1.0) * 1e-4),
                     ok: true,
                     nodes: p,
@@ -224,7 +230,8 @@ fn the_traffic_model_is_fitted_projected_and_backtested_beside_dc() {
     let t = a.traffic.as_ref().unwrap();
     let f = t.fit.as_ref().unwrap();
     assert!(
-        (f.exposed - 0.6).abs() < 0.01 && (f.volume_b - 0.5).abs() < 0.01,
+        (f.exposed.best.at(16.0) - 0.6).abs() < 0.01
+            && (f.volume.best.at(16.0) / f.volume.best.at(4.0) - 2.0).abs() < 0.01,
         "{f:?}"
     );
     // The held-out 16 is projected from 2, 4, 6, 8 and compared.
@@ -323,4 +330,72 @@ fn several_series_need_a_choice() {
         unit: Default::default(),
     };
     assert!(analyze(&obs, &req).is_ok());
+}
+
+/// The answer comes first, from the projection the backtest supports, with an interval
+/// that covers the model's error: a program whose exposed share saturates (no form of
+/// the search is exact) is projected to a held-out size that the run-to-run interval
+/// misses and the answer's interval holds.
+#[test]
+fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_model_error() {
+    let req = Question {
+        cti: vec![10.0, 20.0],
+        predict: vec![24, 48],
+        series: None,
+        time_source: "test".into(),
+        capacity: Some(125e6),
+        keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
+    };
+    let k = |p: f64| 0.3 + 0.5 * (1.0 - (-p / 6.0).exp());
+    let a = analyze(&traffic_study_with(&[2, 4, 6, 8, 12, 24], k), &req).unwrap();
+    let t = a.traffic.as_ref().unwrap();
+    let p24 = t
+        .projection
+        .iter()
+        .find(|p| p.procs == 24 && p.cti == 10.0)
+        .unwrap();
+    let truth = p24.measured_bw_pct.unwrap();
+    let (nl, nh) = p24.bw_pct_ci.unwrap();
+    assert!(
+        !(nl <= truth && truth <= nh),
+        "the noise interval alone should miss: {p24:?}"
+    );
+    let i = p24.interval.unwrap();
+    assert!(i.low <= truth && truth <= i.high, "{p24:?}");
+    let m = p24.model_error.as_ref().unwrap();
+    assert!(m.growth.is_some() && m.doublings > 0.9, "{m:?}");
+    // The bottom line: the traffic projection at 48, first in the text.
+    let b = &a.bottom_line;
+    assert_eq!(b.model, Some(Model::Traffic), "{b:?}");
+    let text = render(&a, &[10.0, 20.0], Some("1 Gbit/s"));
+    let first: Vec<&str> = text.lines().take(4).collect();
+    assert_eq!(first[0], "BOTTOM LINE", "{text}");
+    assert!(
+        first[1].starts_with("  at 48 procs, staying within CTI 10% needs")
+            && first[1].contains("run-to-run noise and model error"),
+        "{text}"
+    );
+    // Without sizes to project to, the answer is the demand measured at the largest size.
+    let a = analyze(
+        &traffic_study(&[2, 4, 8]),
+        &Question {
+            predict: vec![],
+            ..req.clone()
+        },
+    )
+    .unwrap();
+    assert!(
+        a.bottom_line.lines[0].starts_with("measured at 8 procs, staying within CTI 10% needs"),
+        "{:?}",
+        a.bottom_line
+    );
+    // With two sizes nothing is checked: no number, and what to measure.
+    let a = analyze(&traffic_study(&[2, 4]), &Question { ..req }).unwrap();
+    assert!(
+        a.bottom_line.lines[0].starts_with("NO ANSWER") && a.bottom_line.next.is_some(),
+        "{:?}",
+        a.bottom_line
+    );
 }

@@ -8,20 +8,21 @@
 //!   T(w) = T(100%) + k x (V / C) x (1/w - 1)
 //!
 //! with k, the transfer's weight in the completion time, fitted by least squares over
-//! every throttled step of the fitted sizes (pooled; each size's own k is shown). Below 1
-//! it is the share of the transfer not overlapped with computation; above 1 the critical
-//! path carries more than one node's bytes (a broadcast tree relays them, ranks wait on
-//! each other).
+//! every throttled step of each fitted size. Below 1 it is the share of the transfer not
+//! overlapped with computation; above 1 the critical path carries more than one node's
+//! bytes (a broadcast tree relays them, ranks wait on each other).
 //! The demand for a CTI level c follows: w = 1 / (1 + c T(100%) / (k V / C)). To project
-//! to p', V is fitted as a p^b over the sizes with traffic and T(100%) with the
-//! strong-scaling regression (a power law with only two sizes).
+//! to p', each of T(100%), V and k is modelled as a function of p by the model search of
+//! [`normal_form`] (the paper's strong-scaling form and a power law among the
+//! candidates), and the models about as good as the chosen one give the projection's
+//! model spread ([`band`]).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::cells::{bw_of, BwKey, FULL};
-use super::regression;
+use super::normal_form::{self, Form, Found, Model};
 
 /// What the traffic model needs besides the medians.
 #[derive(Clone, Debug)]
@@ -35,18 +36,18 @@ pub struct Volumes {
 /// The model fitted on some sizes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Fit {
-    /// V(p) = a p^b, bytes per node.
-    pub volume_a: f64,
-    pub volume_b: f64,
-    /// k, pooled: the transfer time's weight in the completion time (see above).
-    pub exposed: f64,
+    /// V(p), bytes per node.
+    pub volume: Found,
+    /// T(p) at 100%, in the analysis's time.
+    pub baseline: Found,
+    /// k(p): the transfer time's weight in the completion time (see above).
+    pub exposed: Found,
     /// Per fitted size: (procs, k of that size alone).
     pub exposed_by_size: Vec<(u32, f64)>,
 }
 
-/// k for one size: least squares of (T(w) - T100) on (V/C)(1/w - 1) through the origin;
-/// returns (sum xy, sum xx).
-fn moments(medians: &BTreeMap<(u32, BwKey), f64>, p: u32, transfer_s: f64) -> Option<(f64, f64)> {
+/// k for one size: least squares of (T(w) - T100) on (V/C)(1/w - 1) through the origin.
+fn exposed_at(medians: &BTreeMap<(u32, BwKey), f64>, p: u32, transfer_s: f64) -> Option<f64> {
     let base = *medians.get(&(p, FULL))?;
     let (mut xy, mut xx) = (0.0, 0.0);
     for (&(_, bw), &t) in medians.range((p, 0)..(p, FULL)) {
@@ -55,94 +56,111 @@ fn moments(medians: &BTreeMap<(u32, BwKey), f64>, p: u32, transfer_s: f64) -> Op
         xy += x * (t - base);
         xx += x * x;
     }
-    (xx > 0.0).then_some((xy, xx))
+    (xx > 0.0).then_some(xy / xx)
 }
 
-/// Fit on `sizes` (those with traffic and a baseline); `None` with fewer than 2 such.
-pub fn fit(medians: &BTreeMap<(u32, BwKey), f64>, v: &Volumes, sizes: &[u32]) -> Option<Fit> {
-    let with: Vec<(u32, f64)> = sizes
-        .iter()
-        .filter_map(|&p| {
-            let b = *v.bytes_per_node.get(&p)?;
-            (b > 0.0 && medians.contains_key(&(p, FULL))).then_some((p, b))
-        })
-        .collect();
-    if with.len() < 2 || v.capacity.is_nan() || v.capacity <= 0.0 {
+/// Fit on `sizes` (those with traffic, a baseline and a throttled step), searching the
+/// forms that stay positive up to `reach` procs; `None` with fewer than 2 such sizes or
+/// a part no form fits.
+pub fn fit(
+    medians: &BTreeMap<(u32, BwKey), f64>,
+    v: &Volumes,
+    sizes: &[u32],
+    reach: f64,
+) -> Option<Fit> {
+    if v.capacity.is_nan() || v.capacity <= 0.0 {
         return None;
     }
-    // log V = log a + b log p.
-    let n = with.len() as f64;
-    let (sx, sy) = with.iter().fold((0.0, 0.0), |(sx, sy), &(p, b)| {
-        (sx + (p as f64).ln(), sy + b.ln())
-    });
-    let (mx, my) = (sx / n, sy / n);
-    let (mut sxy, mut sxx) = (0.0, 0.0);
-    for &(p, b) in &with {
-        let dx = (p as f64).ln() - mx;
-        sxy += dx * (b.ln() - my);
-        sxx += dx * dx;
-    }
-    if sxx <= 0.0 {
-        return None;
-    }
-    let volume_b = sxy / sxx;
-    let volume_a = (my - volume_b * mx).exp();
-    let (mut xy, mut xx) = (0.0, 0.0);
-    let mut exposed_by_size = Vec::new();
-    for &(p, b) in &with {
-        if let Some((a, c)) = moments(medians, p, b / v.capacity) {
-            exposed_by_size.push((p, a / c));
-            xy += a;
-            xx += c;
+    let mut volume = Vec::new();
+    let mut baseline = Vec::new();
+    let mut exposed = Vec::new();
+    for &p in sizes {
+        let Some(&b) = v.bytes_per_node.get(&p) else {
+            continue;
+        };
+        let (Some(&t), true) = (medians.get(&(p, FULL)), b > 0.0) else {
+            continue;
+        };
+        let Some(k) = exposed_at(medians, p, b / v.capacity) else {
+            continue;
+        };
+        if k <= 0.0 {
+            continue;
         }
+        volume.push((p as f64, b));
+        baseline.push((p as f64, t));
+        exposed.push((p as f64, k));
     }
-    let exposed = xy / xx;
-    (xx > 0.0 && exposed > 0.0).then_some(Fit {
-        volume_a,
-        volume_b,
-        exposed,
-        exposed_by_size,
+    if exposed.len() < 2 {
+        return None;
+    }
+    let forms = Form::all();
+    // With two sizes nothing of two coefficients can be judged: power laws through both
+    // for V and T(100%), and one k for all.
+    let constant = Form::Term {
+        num: 0,
+        den: 1,
+        log: 0,
+        constant: false,
+    };
+    Some(Fit {
+        volume: normal_form::search_or(&volume, &forms, reach, Form::Power)?,
+        baseline: normal_form::search_or(&baseline, &forms, reach, Form::Power)?,
+        exposed: normal_form::search_or(&exposed, &forms, reach, constant)?,
+        exposed_by_size: exposed.iter().map(|&(p, k)| (p as u32, k)).collect(),
     })
 }
 
-/// T(100%) at `p` from the fitted sizes' baselines: the strong-scaling regression with 3
-/// or more sizes, else a power law through two.
-pub fn baseline_at(medians: &BTreeMap<(u32, BwKey), f64>, sizes: &[u32], p: u32) -> Option<f64> {
-    let pts: Vec<(f64, f64)> = sizes
-        .iter()
-        .filter_map(|&s| Some((s as f64, *medians.get(&(s, FULL))?)))
-        .collect();
-    let t = if let Some(r) = regression::regress(&pts) {
-        r.c0 + r.c1 / p as f64 + r.c2 / (p as f64).sqrt()
-    } else if pts.len() == 2 && pts[0].1 > 0.0 && pts[1].1 > 0.0 {
-        let b = (pts[1].1 / pts[0].1).ln() / (pts[1].0 / pts[0].0).ln();
-        pts[1].1 * (p as f64 / pts[1].0).powf(b)
-    } else {
-        return None;
-    };
-    (t.is_finite() && t > 0.0).then_some(t)
-}
-
-/// The bandwidth (percent) that keeps the CTI within `level` percent, for a program that
-/// sends `bytes` per node and takes `t100` seconds at 100%.
-pub fn demand(fit: &Fit, capacity: f64, bytes: f64, t100: f64, level: f64) -> f64 {
-    let exposed_s = fit.exposed * bytes / capacity;
+/// The bandwidth (percent) that keeps the CTI within `level` percent, for a program with
+/// transfer weight `k` that sends `bytes` per node and takes `t100` seconds at 100%.
+pub fn demand(k: f64, capacity: f64, bytes: f64, t100: f64, level: f64) -> f64 {
+    let exposed_s = k * bytes / capacity;
     100.0 / (1.0 + level / 100.0 * t100 / exposed_s)
 }
 
-/// Project the demand at `p` for each level.
-pub fn project(
-    medians: &BTreeMap<(u32, BwKey), f64>,
-    v: &Volumes,
-    fit: &Fit,
-    sizes: &[u32],
+fn demand_by(
+    k: &Model,
+    volume: &Model,
+    baseline: &Model,
+    capacity: f64,
     p: u32,
     level: f64,
-) -> Option<f64> {
-    let bytes = fit.volume_a * (p as f64).powf(fit.volume_b);
-    let t100 = baseline_at(medians, sizes, p)?;
-    let d = demand(fit, v.capacity, bytes, t100, level);
-    d.is_finite().then_some(d)
+) -> f64 {
+    let p = p as f64;
+    demand(k.at(p), capacity, volume.at(p), baseline.at(p), level)
+}
+
+/// The demand at `p` for `level` by the chosen models.
+pub fn project(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<f64> {
+    let d = demand_by(
+        &fit.exposed.best,
+        &fit.volume.best,
+        &fit.baseline.best,
+        v.capacity,
+        p,
+        level,
+    );
+    (d.is_finite() && d > 0.0).then_some(d)
+}
+
+/// The lowest and highest demand at `p` for `level` over every combination of the
+/// models about as good as the chosen ones (at most 4 of each part): how far the data
+/// leave the projection open.
+pub fn band(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<(f64, f64)> {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for k in fit.exposed.close.iter().take(4) {
+        for vol in fit.volume.close.iter().take(4) {
+            for base in fit.baseline.close.iter().take(4) {
+                let d = demand_by(k, vol, base, v.capacity, p, level);
+                if d.is_finite() {
+                    lo = lo.min(d);
+                    hi = hi.max(d);
+                }
+            }
+        }
+    }
+    (lo <= hi).then_some((lo, hi))
 }
 
 #[cfg(test)]
@@ -178,23 +196,27 @@ mod tests {
     #[test]
     fn recovers_the_model_and_projects_it() {
         let (m, v) = exact(&[2, 4, 8, 16]);
-        let f = fit(&m, &v, &[2, 4, 8]).unwrap();
-        assert!(
-            (f.volume_b - 0.5).abs() < 1e-9 && (f.volume_a - 1e6).abs() < 1e-3,
-            "{f:?}"
-        );
-        assert!((f.exposed - 0.6).abs() < 1e-9, "{f:?}");
+        let f = fit(&m, &v, &[2, 4, 8], 16.0).unwrap();
+        assert!((f.volume.best.at(16.0) - 4e6).abs() < 1e-3, "{f:?}");
+        assert!((f.exposed.best.at(16.0) - 0.6).abs() < 1e-9, "{f:?}");
+        assert!((f.baseline.best.at(16.0) - 1.5).abs() < 1e-9, "{f:?}");
         // At 16 the demand for CTI 10%: exposed transfer 0.6 * 4e6 / 125e6 = 0.0192 s,
         // T100 = 1.5: w = 1 / (1 + 0.1 * 1.5 / 0.0192).
         let want = 100.0 / (1.0 + 0.1 * 1.5 / 0.0192);
-        let got = project(&m, &v, &f, &[2, 4, 8], 16, 10.0).unwrap();
+        let got = project(&v, &f, 16, 10.0).unwrap();
         assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        // Exact data: every close model agrees at 16 to within a point.
+        let (lo, hi) = band(&v, &f, 16, 10.0).unwrap();
+        assert!(
+            lo <= got + 1e-9 && got <= hi + 1e-9 && hi - lo < 1.0,
+            "{lo} {hi}"
+        );
     }
 
     #[test]
     fn sizes_without_traffic_do_not_fit() {
         let (m, mut v) = exact(&[1, 2]);
         v.bytes_per_node.insert(1, 0.0);
-        assert!(fit(&m, &v, &[1, 2]).is_none());
+        assert!(fit(&m, &v, &[1, 2], 4.0).is_none());
     }
 }

@@ -1,5 +1,6 @@
-//! The analysis's page: `index.html` with the trust section first, the warnings, the
-//! tables, the plots inline and the analysis as JSON, in one self-contained file.
+//! The analysis's page: `index.html` with the answer first, then whether to trust it,
+//! the warnings, the tables, the plots inline and the analysis as JSON, in one
+//! self-contained file.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,7 @@ th { background: #f2f2f2; }
 figure { margin: 2em 0; } figcaption { font-weight: bold; margin-bottom: .5em; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
 .warn, li { color: #8a4b00; } .files { font-size: 13px; }
+.answer { font-size: 17px; font-weight: bold; margin: .3em 0; }
 </style>";
 
 /// A plot written as `dir/NAME.svg` and `.png`, as a figure of the page: the SVG inline,
@@ -146,46 +148,49 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         (Some(dc), None) => format!("<p>Demand constant DC = {dc:.3}.</p>\n"),
         _ => "<p>Demand constant: not available.</p>\n".into(),
     });
-    let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
-    targets.sort_unstable();
-    targets.dedup();
-    if !targets.is_empty() {
+    if !a.projection.is_empty() {
         out.push_str(&format!(
-            "<h3>Projection from p* = {} procs</h3>\n",
+            "<h3>Projection from p* = {} procs (DC model, demand ~ DC × sqrt(p))</h3>\n",
             a.p_star.unwrap_or(0)
         ));
-        let rows: Vec<Vec<String>> = targets
+        out.push_str(&projection_table(&a.projection, levels, &header));
+    }
+    if let Some(t) = &a.traffic {
+        if let Some(f) = &t.fit {
+            out.push_str("<h3>Traffic model</h3><p>T(w) = T(100%) + k V/C (1/w − 1), each part chosen by the error predicting each fitted size from the others:</p>\n");
+            let rows: Vec<Vec<String>> = [
+                ("T(100%)", &f.baseline),
+                ("bytes per node V", &f.volume),
+                ("weight k", &f.exposed),
+            ]
             .iter()
-            .map(|&t| {
-                let mut row = vec![t.to_string()];
-                row.extend(levels.iter().map(|&c| {
-                    a.projection
-                        .iter()
-                        .find(|p| p.procs == t && p.cti == c)
-                        .map(|p| {
-                            let ci = p
-                                .bw_pct_ci
-                                .map(|(l, h)| format!(" [{l:.1} – {h:.1}]"))
-                                .unwrap_or_default();
-                            let m = p
-                                .measured_bw_pct
-                                .map(|m| {
-                                    format!(
-                                        "; measured {}{m:.1} ({}{:+.1} pp)",
-                                        p.measured_censored.unwrap_or(Censored::None).mark(),
-                                        if p.error_is_bound { "bound " } else { "" },
-                                        p.bw_pct - m
-                                    )
-                                })
-                                .unwrap_or_default();
-                            format!("{:.1}{ci}{m}", p.bw_pct)
-                        })
-                        .unwrap_or_else(|| "–".into())
-                }));
-                row
+            .map(|(what, found)| {
+                vec![
+                    what.to_string(),
+                    found.best.text(|c| format!("{c:.4}")),
+                    found
+                        .best
+                        .loso
+                        .map(|e| format!("{:.1}%", e * 100.0))
+                        .unwrap_or_else(|| "– (two sizes)".into()),
+                    (found.close.len() - 1).to_string(),
+                ]
             })
             .collect();
-        out.push_str(&html_table(&header, &rows));
+            out.push_str(&html_table(
+                &[
+                    "part".to_string(),
+                    "model".to_string(),
+                    "error left out".to_string(),
+                    "close alternatives".to_string(),
+                ],
+                &rows,
+            ));
+        }
+        if !t.projection.is_empty() {
+            out.push_str("<h3>Projection from traffic</h3>\n");
+            out.push_str(&projection_table(&t.projection, levels, &header));
+        }
     }
     if !a.saturation.is_empty() {
         out.push_str("<h3>Where the link saturates</h3>\n");
@@ -198,6 +203,75 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
             &["CTI".to_string(), "processes at 100% demand".to_string()],
             &rows,
         ));
+    }
+    out
+}
+
+/// A projection table: each target's demand per level with the interval the answer uses
+/// (noise and model error; `*`: noise only) and, at a held-out size, the measurement.
+fn projection_table(
+    proj: &[crate::analysis::Projection],
+    levels: &[f64],
+    header: &[String],
+) -> String {
+    let mut targets: Vec<u32> = proj.iter().map(|p| p.procs).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    let rows: Vec<Vec<String>> = targets
+        .iter()
+        .map(|&t| {
+            let mut row = vec![t.to_string()];
+            row.extend(levels.iter().map(|&c| {
+                proj.iter()
+                    .find(|p| p.procs == t && p.cti == c)
+                    .map(|p| {
+                        let ci = match (p.interval, p.bw_pct_ci) {
+                            (Some(i), _) => format!(" [{:.1} – {:.1}]", i.low, i.high),
+                            (None, Some((l, h))) => format!(" [{l:.1} – {h:.1}]*"),
+                            (None, None) => String::new(),
+                        };
+                        let m = p
+                            .measured_bw_pct
+                            .map(|m| {
+                                format!(
+                                    "; measured {}{m:.1} ({}{:+.1} pp)",
+                                    p.measured_censored.unwrap_or(Censored::None).mark(),
+                                    if p.error_is_bound { "bound " } else { "" },
+                                    p.bw_pct - m
+                                )
+                            })
+                            .unwrap_or_default();
+                        format!(
+                            "{}{:.1}{ci}{m}",
+                            if p.from_censored {
+                                "(from censored) "
+                            } else {
+                                ""
+                            },
+                            p.bw_pct
+                        )
+                    })
+                    .unwrap_or_else(|| "–".into())
+            }));
+            row
+        })
+        .collect();
+    format!(
+        "{}<p>[a – b]: run-to-run noise and the model's error; [a – b]*: run-to-run noise only.</p>\n",
+        html_table(header, &rows)
+    )
+}
+
+/// The bottom line: the answer, or why there is none and what to measure next.
+pub(super) fn answer(a: &Analysis) -> String {
+    let b = &a.bottom_line;
+    let mut out: String = b
+        .lines
+        .iter()
+        .map(|l| format!("<p class=\"answer\">{}</p>\n", escape(l.trim())))
+        .collect();
+    if let Some(n) = &b.next {
+        out.push_str(&format!("<p>Next: {}.</p>\n", escape(n)));
     }
     out
 }
@@ -266,6 +340,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
 <html lang="en"><head><meta charset="utf-8"><title>throttle report: {series}</title>
 {STYLE}</head><body>
 <h1>Bandwidth demand: {series}</h1>
+<h2>The answer</h2>{answer}
 <p>{runs} successful runs, {failed} failed runs left out, {flagged} flagged runs {flag_fate} (their links did not run at their setting; see Warnings). Times: {time}.</p>
 <h2>Can the projection be trusted?</h2>{trust}
 <h2>Warnings</h2><ul>{warnings}</ul>
@@ -287,6 +362,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
         },
         tables = tables(a, levels, capacity),
         trust = trust(a),
+        answer = answer(a),
         figures = figures,
         json = escape(&json),
     );
