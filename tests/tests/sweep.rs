@@ -153,7 +153,9 @@ fn an_interrupted_sweep_resumes_to_the_same_rows_as_an_uninterrupted_one() {
         .as_str()
         .unwrap()
         .trim()
-        .to_string();
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
     let at = html
         .find(&first)
         .unwrap_or_else(|| panic!("no `{first}` in the report"));

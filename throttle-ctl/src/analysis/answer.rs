@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::backtest::{Check, Growth, Verdict};
+use super::backtest::{Check, Growth, Model, Verdict};
 use super::bootstrap::Interval;
 use super::demand::{Censored, Interp};
 use super::noise::Floor;
@@ -180,12 +180,25 @@ pub struct TrafficAnswer {
     pub verdict: Verdict,
 }
 
+/// What the bottom line says ([`super::bottom_line`] builds it).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BottomLine {
+    /// The projection the answer uses; null for a measured answer or none.
+    pub model: Option<Model>,
+    /// Whether its backtest passed on enough sizes to trust it.
+    pub trusted: bool,
+    /// One sentence per CTI level (or one saying why there is no answer).
+    pub lines: Vec<String>,
+    /// What to measure next, when that would make the answer (more) trustworthy.
+    pub next: Option<String>,
+}
+
 /// The whole answer; `analyze --json` prints it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
     /// The answer first: what the projection (or the measurement) says, or why nothing
     /// can be said, and what to measure next.
-    pub bottom_line: super::bottom_line::BottomLine,
+    pub bottom_line: BottomLine,
     pub series: String,
     /// Which time was analysed (the job's wall time or the workload's kernel time).
     pub time_source: String,

@@ -9,25 +9,10 @@
 //! run-to-run interval) gives no number. Without sizes to project to, the answer is the
 //! demand measured at the largest size.
 
-use serde::Serialize;
-
-use super::answer::{Demand, Projection};
+use super::answer::{BottomLine, Demand, Projection};
 use super::backtest::{Model, Verdict};
 use super::demand::Censored;
 use super::render::steps;
-
-/// What the bottom line says.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct BottomLine {
-    /// The projection the answer uses; null for a measured answer or none.
-    pub model: Option<Model>,
-    /// Whether its backtest passed on enough sizes to trust it.
-    pub trusted: bool,
-    /// One sentence per CTI level (or one saying why there is no answer).
-    pub lines: Vec<String>,
-    /// What to measure next, when that would make the answer (more) trustworthy.
-    pub next: Option<String>,
-}
 
 /// How a verdict ranks as a basis for the answer (lower first); `None`: not a basis.
 fn rank(v: &Verdict) -> Option<(u8, f64)> {

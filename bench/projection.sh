@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Projection benchmark: how far the projections to sizes nobody measured can be believed.
+#
+# Each case sweeps a program (with the demand search) on its smaller sizes AND on two
+# larger ones, then `analyze --predict L1,L2` holds the larger ones out of every fit and
+# projects to them. For every held-out (size, CTI level) with a measured demand, and for
+# both projections (traffic, DC), it prints the error, whether the truth lies inside the
+# interval the answer uses (run-to-run noise + model error) and, as the reference in the
+# same invocation, inside the run-to-run interval alone (what the tool printed before),
+# and the intervals' widths; then per case and overall: median |error| (pp), coverage of
+# both intervals, median width, runs spent on the fitted sizes, and how many points got
+# no number (the tool said it could not estimate the error).
+#
+# Usage: bench/projection.sh [CASE ...]   (default: every case below; ~4 min each here)
+# Cases: mw-heavy mw-light bfs-emu (fitted on 2, 3, 4, 6 nodes, held out 8 and 10),
+# pmm-binomial pmm-flat (4 and 9, held out 16: a 2-core machine cannot run 25 nodes, and
+# from two sizes nothing is backtested: expect "no number").
+source "$(dirname "$0")/common.sh"
+need python3 python3
+CASES=("$@")
+[ ${#CASES[@]} -eq 0 ] && CASES=(mw-heavy mw-light bfs-emu pmm-binomial pmm-flat)
+build
+machine
+"$CTL" local up --nodes 16 --capacity 100Mbit --dir "$WORK/state" >/dev/null 2>&1
+
+SEARCH='[search]
+levels = [10, 15, 20, 25]
+width = 5
+max_steps = 8'
+COMMON='bandwidths = [100, 50, 25]
+repeats = 3
+settle = 0.2
+time_limit = 120
+retries = 1
+seed = 1'
+
+# case -> "held-out sizes|spec"
+spec() {
+  case "$1" in
+    mw-heavy) echo "8,10|workload = \"mw\"
+nodes = [2, 3, 4, 6, 8, 10]
+$COMMON
+[mw]
+volume = 300000
+alpha = 0.5
+compute_seconds = 1.0
+iterations = 2
+$SEARCH" ;;
+    mw-light) echo "8,10|workload = \"mw\"
+nodes = [2, 3, 4, 6, 8, 10]
+$COMMON
+[mw]
+volume = 100000
+alpha = 0.8
+compute_seconds = 0.6
+iterations = 3
+$SEARCH" ;;
+    bfs-emu) echo "8,10|workload = \"bfs\"
+nodes = [2, 3, 4, 6, 8, 10]
+$COMMON
+[bfs]
+scale = 14
+keys = 8
+validate = false
+emulate_meps = 4
+$SEARCH" ;;
+    pmm-binomial|pmm-flat) echo "16|workload = \"pmm\"
+nodes = [4, 9, 16]
+$COMMON
+[pmm]
+size = 240
+bcast = \"${1#pmm-}\"
+emulate_gflops = 0.0117
+$SEARCH" ;;
+    *) echo "unknown case $1" >&2; exit 2 ;;
+  esac
+}
+
+for c in "${CASES[@]}"; do
+  s=$(spec "$c")
+  held=${s%%|*}
+  printf '%s\n' "${s#*|}" >"$WORK/$c.toml"
+  start=$(date +%s)
+  "$CTL" sweep "$WORK/$c.toml" --db "$WORK/$c.db" --plain >"$WORK/$c.log" 2>&1 || true
+  end=$(date +%s)
+  "$CTL" analyze --db "$WORK/$c.db" --cti 10,15,20,25 --predict "$held" --json >"$WORK/$c.json" 2>"$WORK/$c.err" || {
+    echo "$c: analyze failed: $(tail -1 "$WORK/$c.err")" >&2; continue; }
+  echo "$c $held $((end - start))" >>"$WORK/cases"
+  echo "# $c: sweep $((end - start)) s, held out $held; $(grep -c . "$WORK/$c.log") lines of progress" >&2
+done
+[ -f "$WORK/cases" ] || { echo "no case ran" >&2; exit 1; }
+python3 - "$WORK" <<'EOF'
+import json, sqlite3, statistics, sys
+work = sys.argv[1]
+rows, per_case = [], {}
+for line in open(f"{work}/cases"):
+    case, held, secs = line.split()
+    held = [int(h) for h in held.split(",")]
+    a = json.load(open(f"{work}/{case}.json"))
+    db = sqlite3.connect(f"{work}/{case}.db")
+    fitted_runs = db.execute(
+        "select count(*) from runs where nodes not in (%s)" % ",".join("?" * len(held)), held
+    ).fetchone()[0]
+    flagged = db.execute("select count(*) from runs where flag is not null").fetchone()[0]
+    models = [("DC", a["projection"])]
+    if a.get("traffic"):
+        models.append(("traffic", a["traffic"]["projection"]))
+    pts = []
+    for name, proj in models:
+        for p in proj:
+            if p["procs"] not in held or p["measured_bw_pct"] is None or p["measured_below_noise"]:
+                continue
+            m, cen = p["measured_bw_pct"], p["measured_censored"]
+            def inside(lo, hi):
+                return {"none": lo <= m <= hi, "below": lo <= m, "above": hi >= m}[cen]
+            i = p["interval"]
+            n = p["bw_pct_ci"]
+            pts.append(dict(case=case, model=name, procs=p["procs"], cti=p["cti"],
+                            proj=p["bw_pct"], meas=m, cen=cen, err=p["bw_pct"] - m,
+                            inside=None if i is None else inside(i["low"], i["high"]),
+                            width=None if i is None else i["high"] - i["low"],
+                            noise_inside=None if n is None else inside(n[0], n[1]),
+                            noise_width=None if n is None else n[1] - n[0]))
+    rows += pts
+    per_case[case] = (fitted_runs, flagged, int(secs), a["bottom_line"])
+
+mark = {"none": "", "below": "<", "above": ">"}
+print("case          model    procs CTI%  projected  measured  error pp        width   in?  noise in?")
+for r in rows:
+    print(f"{r['case']:<13} {r['model']:<8} {r['procs']:>5} {r['cti']:>4.0f} {r['proj']:>10.1f} "
+          f"{mark[r['cen']] + format(r['meas'], '.1f'):>9} {r['err']:>+9.1f}{'(bound)' if r['cen'] != 'none' else '':<7} "
+          f"{'-' if r['width'] is None else format(r['width'], '.1f'):>8}  "
+          f"{'-' if r['inside'] is None else ('yes' if r['inside'] else 'NO'):>4}  "
+          f"{'-' if r['noise_inside'] is None else ('yes' if r['noise_inside'] else 'NO'):>4}")
+
+def summary(label, rs, runs=None):
+    vals = [abs(r["err"]) for r in rs if r["cen"] == "none"]
+    answered = [r for r in rs if r["inside"] is not None]
+    noise = [r for r in rs if r["noise_inside"] is not None]
+    cov = f"{sum(r['inside'] for r in answered)}/{len(answered)}" if answered else "-"
+    ncov = f"{sum(r['noise_inside'] for r in noise)}/{len(noise)}" if noise else "-"
+    w = statistics.median([r["width"] for r in answered]) if answered else None
+    nw = statistics.median([r["noise_width"] for r in noise]) if noise else None
+    print(f"{label:<22} {len(rs):>6} {'-' if not vals else format(statistics.median(vals), '.1f'):>12} "
+          f"{cov:>10} {'-' if w is None else format(w, '.1f'):>9} {ncov:>10} {'-' if nw is None else format(nw, '.1f'):>9} "
+          f"{len(rs) - len(answered):>9} {'' if runs is None else runs:>6}")
+
+print()
+print(f"{'':<22} {'points':>6} {'median|err|':>12} {'coverage':>10} {'width':>9} {'noise cov':>10} {'n. width':>9} {'no number':>9} {'runs':>6}")
+for case, (runs, flagged, secs, bl) in per_case.items():
+    for model in ("traffic", "DC"):
+        summary(f"{case} {model}", [r for r in rows if r["case"] == case and r["model"] == model],
+                f"{runs}" if model == "traffic" else None)
+for model in ("traffic", "DC"):
+    summary(f"ALL {model}", [r for r in rows if r["model"] == model])
+print()
+for case, (runs, flagged, secs, bl) in per_case.items():
+    print(f"{case}: {runs} runs on the fitted sizes, {flagged} flagged, sweep {secs} s; bottom line: "
+          + " / ".join(l.strip() for l in bl["lines"][:2]))
+print("coverage: held-out truths inside the 90% interval the answer uses (noise + model error);"
+      " noise cov: inside the run-to-run interval alone (the reference: what was printed before)."
+      " Censored truths (<, >) count as inside when the interval reaches the bound's side;"
+      " their errors are bounds and are left out of the median.")
+EOF
