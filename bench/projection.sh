@@ -12,6 +12,9 @@
 # no number (the tool said it could not estimate the error).
 #
 # Usage: bench/projection.sh [CASE ...]   (default: every case below; ~4 min each here)
+#   BENCH_KEEP=DIR     copy each case's store to DIR/CASE.db
+#   BENCH_STORES=DIR   analyse DIR/CASE.db instead of sweeping (the same runs, another
+#                      analysis: BENCH_BIN=... for another build's)
 # Cases: mw-heavy mw-light bfs-emu (fitted on 2, 3, 4, 6 nodes, held out 8 and 10),
 # pmm-binomial pmm-flat (4 and 9, held out 16: a 2-core machine cannot run 25 nodes, and
 # from two sizes nothing is backtested: expect "no number").
@@ -21,7 +24,7 @@ CASES=("$@")
 [ ${#CASES[@]} -eq 0 ] && CASES=(mw-heavy mw-light bfs-emu pmm-binomial pmm-flat)
 build
 machine
-"$CTL" local up --nodes 16 --capacity 100Mbit --dir "$WORK/state" >/dev/null 2>&1
+[ -z "${BENCH_STORES:-}" ] && "$CTL" local up --nodes 16 --capacity 100Mbit --dir "$WORK/state" >/dev/null 2>&1
 
 SEARCH='[search]
 levels = [10, 15, 20, 25]
@@ -81,8 +84,13 @@ for c in "${CASES[@]}"; do
   held=${s%%|*}
   printf '%s\n' "${s#*|}" >"$WORK/$c.toml"
   start=$(date +%s)
-  "$CTL" sweep "$WORK/$c.toml" --db "$WORK/$c.db" --plain >"$WORK/$c.log" 2>&1 || true
+  if [ -n "${BENCH_STORES:-}" ]; then
+    cp "$BENCH_STORES/$c.db" "$WORK/$c.db"
+  else
+    "$CTL" sweep "$WORK/$c.toml" --db "$WORK/$c.db" --plain >"$WORK/$c.log" 2>&1 || true
+  fi
   end=$(date +%s)
+  if [ -n "${BENCH_KEEP:-}" ]; then mkdir -p "$BENCH_KEEP" && cp "$WORK/$c.db" "$BENCH_KEEP/"; fi
   "$CTL" analyze --db "$WORK/$c.db" --cti 10,15,20,25 --predict "$held" --json >"$WORK/$c.json" 2>"$WORK/$c.err" || {
     echo "$c: analyze failed: $(tail -1 "$WORK/$c.err")" >&2; continue; }
   echo "$c $held $((end - start))" >>"$WORK/cases"

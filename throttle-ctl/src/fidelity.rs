@@ -140,6 +140,24 @@ pub struct RunFidelity {
 }
 
 impl RunFidelity {
+    /// The most bytes any one node's link carried in one direction: the traffic on the
+    /// run's busiest link (a master's, a broadcast root's), which the traffic projection
+    /// uses where the nodes' traffic is uneven.
+    pub fn busiest_link_bytes(&self) -> Option<u64> {
+        self.nodes
+            .iter()
+            .map(|n| n.bytes_sent.max(n.bytes_received))
+            .max()
+    }
+
+    /// [`RunFidelity::busiest_link_bytes`] of a stored or exported proof (JSON); `None`
+    /// when it does not parse.
+    pub fn busiest_link_bytes_of(json: &str) -> Option<u64> {
+        serde_json::from_str::<RunFidelity>(json)
+            .ok()?
+            .busiest_link_bytes()
+    }
+
     /// The difference of two readings of the same nodes; `None` when they are not
     /// comparable (a node missing, or an agent restarted in between: counters went back).
     pub fn between(before: &Reading, after: &Reading) -> Option<RunFidelity> {

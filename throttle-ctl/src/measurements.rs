@@ -128,6 +128,10 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
                 nodes: r.nodes,
                 busy: r.cpu_busy_before,
                 bytes_sent: r.bytes_sent,
+                busiest_bytes: r
+                    .fidelity
+                    .as_deref()
+                    .and_then(crate::fidelity::RunFidelity::busiest_link_bytes_of),
                 flag: r.flag.clone(),
             }
         })

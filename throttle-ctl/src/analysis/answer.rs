@@ -172,8 +172,11 @@ pub struct Saturation {
 /// The traffic-based projection and what supports it.
 #[derive(Clone, Debug, Serialize)]
 pub struct TrafficAnswer {
-    /// (procs, median bytes sent per node and run).
+    /// (procs, median bytes per run): on the busiest link when `busiest_link`, else
+    /// sent per node on average.
     pub bytes_per_node: Vec<(u32, f64)>,
+    /// The bytes are the busiest link's (the most one node sent or received in a run).
+    pub busiest_link: bool,
     /// The model fitted on the fitted sizes (null with fewer than 2 sizes with traffic).
     pub fit: Option<traffic::Fit>,
     pub projection: Vec<Projection>,

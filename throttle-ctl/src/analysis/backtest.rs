@@ -377,16 +377,38 @@ pub fn support(checks: &[Check], have_traffic: bool) -> String {
     let n = pairs.len() as f64;
     let dc = pairs.iter().map(|p| p.0).sum::<f64>() / n;
     let tr = pairs.iter().map(|p| p.1).sum::<f64>() / n;
-    let better = if tr < dc { "traffic" } else { "DC" };
-    format!(
-        "over {} backtest check(s) both could make, mean |error| DC {dc:.1} pp, traffic {tr:.1} pp: the data favour the {better} projection{}",
-        pairs.len(),
-        if dc.min(tr) > TOLERANCE_PP {
-            format!(", but neither is within {} pp", TOLERANCE_PP)
-        } else {
-            String::new()
-        }
-    )
+    let failed = |m| matches!(verdict(checks, m), Verdict::Failed { .. });
+    let (better, worse) = if tr < dc {
+        (Model::Traffic, Model::Dc)
+    } else {
+        (Model::Dc, Model::Traffic)
+    };
+    let name = |m| match m {
+        Model::Dc => "DC",
+        Model::Traffic => "traffic",
+    };
+    let head = format!(
+        "over {} backtest check(s) both could make, mean |error| DC {dc:.1} pp, traffic {tr:.1} pp",
+        pairs.len()
+    );
+    // A model a measured size refutes is never the one the data favour.
+    match (failed(better), failed(worse)) {
+        (true, true) => format!("{head}: both miss a measured size by more than {TOLERANCE_PP} pp"),
+        (true, false) => format!(
+            "{head}: the {} projection errs less on average but misses a measured size by more than {TOLERANCE_PP} pp; the {} projection does not",
+            name(better),
+            name(worse)
+        ),
+        _ => format!(
+            "{head}: the data favour the {} projection{}",
+            name(better),
+            if dc.min(tr) > TOLERANCE_PP {
+                format!(", but neither is within {TOLERANCE_PP} pp")
+            } else {
+                String::new()
+            }
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -537,6 +559,40 @@ mod tests {
             verdict(&linear, Model::Dc),
             Verdict::Failed { .. }
         ));
+    }
+
+    /// The summary never favours a model a measured size refutes, even with the smaller
+    /// mean error.
+    #[test]
+    fn a_refuted_model_is_never_the_favoured_one() {
+        let check = |model, procs, error_pp: f64| Check {
+            model,
+            procs,
+            cti: 10.0,
+            from: vec![2, 4],
+            projected: 50.0 + error_pp,
+            interval: None,
+            measured: 50.0,
+            measured_censored: Censored::None,
+            below_noise: false,
+            error_pp,
+            error_rel: error_pp / 50.0,
+            error_is_bound: false,
+            inside_interval: None,
+            held_out: false,
+        };
+        // DC: 0 and 9 pp off (mean 4.5, fails at 16); traffic: 5 and 5 (mean 5, passes).
+        let checks = [
+            check(Model::Dc, 8, 0.0),
+            check(Model::Traffic, 8, 4.9),
+            check(Model::Dc, 16, 9.0),
+            check(Model::Traffic, 16, -4.9),
+        ];
+        let s = support(&checks, true);
+        assert!(
+            !s.contains("favour the DC") && s.contains("the traffic projection does not"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -94,6 +94,7 @@ struct Columns {
     bytes_sent: usize,
     cpu_busy_before: usize,
     flag: usize,
+    fidelity: usize,
     labels: Vec<usize>,
 }
 
@@ -134,6 +135,7 @@ impl Columns {
             bytes_sent: idx("bytes_sent"),
             cpu_busy_before: idx("cpu_busy_before"),
             flag: idx("flag"),
+            fidelity: idx("fidelity"),
             labels: (0..names.len())
                 .filter(|&i| {
                     !REQUIRED.contains(&names[i].as_str()) && !PER_RUN.contains(&names[i].as_str())
@@ -235,6 +237,9 @@ impl Columns {
             nodes: nodes.unwrap_or(1),
             busy: busy.and_then(Result::ok),
             bytes_sent: bytes_sent.and_then(Result::ok),
+            // The run's proof, as `export` writes it; what does not parse is no proof.
+            busiest_bytes: optional(f, self.fidelity)
+                .and_then(crate::fidelity::RunFidelity::busiest_link_bytes_of),
             flag: optional(f, self.flag).map(str::to_string),
         })
     }

@@ -65,6 +65,9 @@ pub struct Observation {
     pub busy: Option<f64>,
     /// Bytes the run's nodes sent through their agents, if recorded.
     pub bytes_sent: Option<u64>,
+    /// The most bytes one node's link carried in one direction, if recorded (from the
+    /// run's proof).
+    pub busiest_bytes: Option<u64>,
     /// Why the run's links did not run at their setting (`fidelity`), when they did not.
     pub flag: Option<String>,
 }
@@ -224,6 +227,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     }
     let traffic = volumes.as_ref().map(|v| TrafficAnswer {
         bytes_per_node: v.bytes_per_node.iter().map(|(&p, &b)| (p, b)).collect(),
+        busiest_link: v.busiest,
         fit: answer.traffic.clone(),
         projection: figures.traffic_projections(),
         verdict: backtest::verdict(&backtest, Model::Traffic),
@@ -363,17 +367,20 @@ fn median_points(
         .collect()
 }
 
-/// The median bytes per node and run of each size, for the traffic model (with one link
-/// capacity only), and whether any run recorded its bytes at all.
+/// The median bytes of each size for the traffic model (with one link capacity only):
+/// those of the busiest link where every run with traffic recorded it, else the mean per
+/// node; and whether any run recorded its bytes at all.
 fn volumes(good: &[&Observation], capacity: Option<f64>) -> (Option<traffic::Volumes>, bool) {
+    let with: Vec<&&Observation> = good.iter().filter(|o| o.bytes_sent.is_some()).collect();
+    let busiest = !with.is_empty() && with.iter().all(|o| o.busiest_bytes.is_some());
     let mut per_node: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for o in good {
-        if let Some(b) = o.bytes_sent {
-            per_node
-                .entry(o.procs)
-                .or_default()
-                .push(b as f64 / o.nodes.max(1) as f64);
-        }
+    for o in &with {
+        let b = match (busiest, o.busiest_bytes, o.bytes_sent) {
+            (true, Some(b), _) => b as f64,
+            (_, _, Some(b)) => b as f64 / o.nodes.max(1) as f64,
+            _ => continue,
+        };
+        per_node.entry(o.procs).or_default().push(b);
     }
     let volumes = match (capacity, per_node.is_empty()) {
         (Some(capacity), false) => Some(traffic::Volumes {
@@ -382,6 +389,7 @@ fn volumes(good: &[&Observation], capacity: Option<f64>) -> (Option<traffic::Vol
                 .map(|(&p, v)| (p, stats::median(v)))
                 .collect(),
             capacity,
+            busiest,
         }),
         _ => None,
     };

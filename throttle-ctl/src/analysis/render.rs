@@ -275,7 +275,12 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
         .map(|(p, b)| format!("{p}: {}", human_bytes(*b)))
         .collect();
     out.push_str(&format!(
-        "\ntraffic per node and run (from the agents' counters): {}\n",
+        "\ntraffic {} (from the agents' counters): {}\n",
+        if t.busiest_link {
+            "on the busiest link per run, V (the most one node sent or received)"
+        } else {
+            "per node and run, V (the mean: the runs carry no per-node counts)"
+        },
         bytes.join(", ")
     ));
     let Some(f) = &t.fit else {
@@ -294,7 +299,7 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
     );
     for (what, found) in [
         ("T(100%)", &f.baseline),
-        ("bytes per node V", &f.volume),
+        ("bytes V", &f.volume),
         ("weight k", &f.exposed),
     ] {
         out.push_str(&format!(

@@ -27,6 +27,7 @@ fn study(failed: bool) -> Vec<Observation> {
                     nodes: 1,
                     busy: None,
                     bytes_sent: None,
+                    busiest_bytes: None,
                     flag: None,
                 });
             }
@@ -43,6 +44,7 @@ fn study(failed: bool) -> Vec<Observation> {
             nodes: 1,
             busy: None,
             bytes_sent: None,
+            busiest_bytes: None,
             flag: None,
         });
     }
@@ -206,6 +208,7 @@ fn traffic_study_with(sizes: &[u32], k: impl Fn(f64) -> f64) -> Vec<Observation>
                     nodes: p,
                     busy: None,
                     bytes_sent: Some((v * p as f64) as u64),
+                    busiest_bytes: None,
                     flag: None,
                 });
             }
@@ -305,6 +308,7 @@ fn several_series_need_a_choice() {
         nodes: 1,
         busy: None,
         bytes_sent: None,
+        busiest_bytes: None,
         flag: None,
     });
     let req = Question {
@@ -398,4 +402,70 @@ fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_mode
         "{:?}",
         a.bottom_line
     );
+}
+
+/// Uneven traffic: a master whose link carries the same bytes at every size, workers
+/// that also exchange bytes among themselves. The mean per node hides the link the time
+/// waits for, and its weight k then changes with the size; on the busiest link k stays
+/// put. From two sizes (one k for all: nothing else can be judged) the busiest link's
+/// bytes project the next size; the mean's do not.
+#[test]
+fn uneven_traffic_is_projected_from_the_busiest_link() {
+    let study = |busiest: bool| {
+        let mut obs = Vec::new();
+        for p in [2u32, 3, 4] {
+            // The master's link carries 2 MB; each worker also exchanges 0.5 MB with
+            // its neighbours.
+            let (master, halo) = (2e6, 0.5e6);
+            let t100 = 0.2 + 2.0 / p as f64;
+            for bw in [5.0, 10.0, 20.0, 30.0, 50.0, 70.0, 100.0] {
+                let w: f64 = bw / 100.0;
+                for r in 0..3 {
+                    obs.push(Observation {
+                        series: "x".into(),
+                        procs: p,
+                        bw_pct: Some(bw),
+                        repeat: r,
+                        seconds: (t100 + master / 125e6 * (1.0 / w - 1.0))
+                            * (1.0 + (r as f64 - 1.0) * 1e-4),
+                        ok: true,
+                        nodes: p,
+                        busy: None,
+                        bytes_sent: Some((2.0 * master + p as f64 * halo) as u64),
+                        busiest_bytes: busiest.then_some(master as u64),
+                        flag: None,
+                    });
+                }
+            }
+        }
+        obs
+    };
+    let req = Question {
+        cti: vec![10.0],
+        predict: vec![4],
+        series: None,
+        time_source: "test".into(),
+        capacity: Some(125e6),
+        keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
+    };
+    let error = |busiest: bool| {
+        let a = analyze(&study(busiest), &req).unwrap();
+        let t = a.traffic.clone().unwrap();
+        assert_eq!(t.busiest_link, busiest);
+        let text = render(&a, &[10.0], None);
+        assert!(
+            text.contains(if busiest {
+                "on the busiest link per run"
+            } else {
+                "the mean: the runs carry no per-node counts"
+            }),
+            "{text}"
+        );
+        t.projection[0].error_pp.unwrap()
+    };
+    let (busiest, mean) = (error(true), error(false));
+    assert!(busiest.abs() < 1.0, "busiest link: {busiest:+.2} pp");
+    assert!(mean.abs() > 2.0, "mean per node: {mean:+.2} pp");
 }

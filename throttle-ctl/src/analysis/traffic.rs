@@ -1,9 +1,10 @@
 //! A projection from the traffic the agents counted, beside the paper's demand constant.
 //!
 //! The paper's projection assumes demand grows as DC x sqrt(p). This one uses what was
-//! measured instead: the bytes each node sent per run (the agents count every byte), and
-//! the completion time at 100%. At a share w of the link a node needs V / (w C) seconds
-//! to move its V bytes; part of that overlaps computation. The model:
+//! measured instead: the bytes on the run's busiest link (the agents count every byte of
+//! every node; the mean per node where the runs carry no per-node counts), and the
+//! completion time at 100%. At a share w of the link a node needs V / (w C) seconds to
+//! move its V bytes; part of that overlaps computation. The model:
 //!
 //!   T(w) = T(100%) + k x (V / C) x (1/w - 1)
 //!
@@ -27,10 +28,15 @@ use super::normal_form::{self, Form, Found, Model};
 /// What the traffic model needs besides the medians.
 #[derive(Clone, Debug)]
 pub struct Volumes {
-    /// Median bytes sent per node and run, per size (procs).
+    /// Median bytes per run, per size (procs): on the busiest link (see `busiest`), or
+    /// sent per node on average.
     pub bytes_per_node: BTreeMap<u32, f64>,
     /// The link's capacity, bytes per second.
     pub capacity: f64,
+    /// The bytes are those of the run's busiest link (the most one node sent or received),
+    /// not the mean per node: where traffic is uneven (a master, a broadcast root) the
+    /// busiest link is the one the completion time waits for.
+    pub busiest: bool,
 }
 
 /// The model fitted on some sizes.
@@ -189,6 +195,7 @@ mod tests {
             Volumes {
                 bytes_per_node: bytes,
                 capacity: cap,
+                busiest: false,
             },
         )
     }

@@ -334,7 +334,19 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         keep_flagged: false,
         interp: Default::default(),
     };
-    let analysis = analysis::analyze(&obs, &question)?;
+    let mut analysis = analysis::analyze(&obs, &question)?;
+    if !analysis.demand.iter().any(|d| d.procs == held_out) {
+        // The held-out size could not be measured here: say why the projection could
+        // not be checked against it, and what would let it.
+        let rows = store.rows()?;
+        let mine: Vec<_> = rows.iter().filter(|r| r.nodes == held_out).collect();
+        let flagged = mine.iter().filter(|r| r.flag.is_some()).count();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        analysis.bottom_line.next = Some(format!(
+            "the held-out size, {held_out} nodes, has no good run here ({flagged} of its {} runs flagged: its links did not run at their setting, {held_out} agents and {held_out} ranks on {cores} cores), so no projection was checked against it; run the demo where every agent and rank has a core, or end --sizes at a size this machine can emulate",
+            mine.len()
+        ));
+    }
     let cap = capacity.to_string();
     let text = analysis::render(&analysis, cti, Some(&cap));
     let report = report::write(&dir.join("report"), &analysis, cti, Some(&cap))?;

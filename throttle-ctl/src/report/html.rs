@@ -160,7 +160,7 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
             out.push_str("<h3>Traffic model</h3><p>T(w) = T(100%) + k V/C (1/w − 1), each part chosen by the error predicting each fitted size from the others:</p>\n");
             let rows: Vec<Vec<String>> = [
                 ("T(100%)", &f.baseline),
-                ("bytes per node V", &f.volume),
+                ("bytes V", &f.volume),
                 ("weight k", &f.exposed),
             ]
             .iter()
