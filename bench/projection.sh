@@ -127,6 +127,8 @@ for line in open(f"{work}/cases"):
                             proj=p["bw_pct"], meas=m, cen=cen, err=p["bw_pct"] - m,
                             inside=None if i is None else inside(i["low"], i["high"]),
                             width=None if i is None else i["high"] - i["low"],
+                            trusted=bool(a["bottom_line"]["trusted"])
+                                and a["bottom_line"]["model"] == name.lower(),
                             noise_inside=None if n is None else inside(n[0], n[1]),
                             noise_width=None if n is None else n[1] - n[0]))
     rows += pts
@@ -163,8 +165,12 @@ for model in ("traffic", "DC"):
     summary(f"ALL {model}", [r for r in rows if r["model"] == model])
 print()
 for case, (runs, flagged, secs, bl) in per_case.items():
-    print(f"{case}: {runs} runs on the fitted sizes, {flagged} flagged, sweep {secs} s; bottom line: "
-          + " / ".join(l.strip() for l in bl["lines"][:2]))
+    print(f"{case}: {runs} runs on the fitted sizes, {flagged} flagged, sweep {secs} s; bottom line "
+          f"({'TRUSTED' if bl['trusted'] else 'not trusted'}, {bl['model'] or 'no model'}): "
+          + " / ".join(l.strip() for l in bl["lines"][:1] + bl["lines"][-1:]))
+bad = [r for r in rows if r["trusted"] and r["inside"] is False]
+print(f"held-out truths outside the interval of a projection the tool TRUSTED: {len(bad)}"
+      + "".join(f"\n  {r['case']} {r['model']} {r['procs']} CTI {r['cti']:.0f}%: {r['err']:+.1f} pp" for r in bad))
 print("coverage: held-out truths inside the 90% interval the answer uses (noise + model error);"
       " noise cov: inside the run-to-run interval alone (the reference: what was printed before)."
       " Censored truths (<, >) count as inside when the interval reaches the bound's side;"

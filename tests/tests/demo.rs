@@ -67,11 +67,19 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
         "no held-out size and no flagged runs in:\n{stdout}"
     );
     assert!(stdout.contains("flagged runs left out"), "{stdout}");
+    // The answer first: a number with its interval, or NO ANSWER and why.
+    let mut lines = stdout.trim_start().lines();
+    assert_eq!(lines.next(), Some("BOTTOM LINE"), "{stdout}");
+    let first = lines.next().unwrap_or_default();
+    assert!(
+        first.contains("needs") || first.contains("NO ANSWER"),
+        "{stdout}"
+    );
     for want in [
         "noise floor",
         "backtest (DC)",
         "backtest (traffic)",
-        "traffic per node and run",
+        "traffic on the busiest link per run",
     ] {
         assert!(stdout.contains(want), "no `{want}` in:\n{stdout}");
     }

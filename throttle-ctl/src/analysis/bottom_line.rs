@@ -18,7 +18,9 @@ use super::render::steps;
 fn rank(v: &Verdict) -> Option<(u8, f64)> {
     match v {
         Verdict::Passed { worst_pp, .. } => Some((0, worst_pp.abs())),
-        Verdict::Thin { worst_pp, .. } => Some((1, worst_pp.abs())),
+        Verdict::Thin { worst_pp, .. } | Verdict::Unmodelled { worst_pp, .. } => {
+            Some((1, worst_pp.abs()))
+        }
         Verdict::Failed { .. } | Verdict::Untested { .. } => None,
     }
 }
@@ -90,6 +92,10 @@ pub fn bottom_line(
         } => format!(
             "NOT YET TRUSTED: its backtest checked one size only ({procs} procs, worst {worst_pp:+.1} pp)"
         ),
+        Verdict::Unmodelled { part, error, .. } => format!(
+            "NOT YET TRUSTED: its model of {part} misses the sizes left out of its fit by {:.1}%",
+            error * 100.0
+        ),
         _ => String::new(),
     };
     lines.push(format!("  by {}; {basis}", name(model)));
@@ -97,11 +103,15 @@ pub fn bottom_line(
         model: Some(model),
         trusted,
         lines,
-        next: (!trusted).then(|| {
-            format!(
+        next: (!trusted).then(|| match verdict {
+            Verdict::Unmodelled { part, .. } => format!(
+                "no model of {part} describes the measured sizes: measure nearer to the size you need (above {}), where less is extrapolated",
+                largest.map_or("the largest".into(), |l| l.to_string())
+            ),
+            _ => format!(
                 "measure one more size above {} (throttled steps around the demand) so the projection is checked on a second size",
                 largest.map_or("the largest".into(), |l| l.to_string())
-            )
+            ),
         }),
     }
 }

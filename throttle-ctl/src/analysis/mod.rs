@@ -230,7 +230,10 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         busiest_link: v.busiest,
         fit: answer.traffic.clone(),
         projection: figures.traffic_projections(),
-        verdict: backtest::verdict(&backtest, Model::Traffic),
+        verdict: backtest::with_fit(
+            backtest::verdict(&backtest, Model::Traffic),
+            answer.traffic.as_ref(),
+        ),
     });
     if volumes.is_none() && traffic_recorded {
         warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());

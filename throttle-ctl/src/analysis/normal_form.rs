@@ -10,7 +10,10 @@
 //! With n sizes only forms with fewer than n coefficients can be judged (each must be
 //! fitted on n - 1 of them): with two sizes, one coefficient; with three, two. A form
 //! that goes to zero or below anywhere between the smallest size and the farthest
-//! target is no model of a time, a byte count or a weight, and is not a candidate.
+//! target is no model of a time, a byte count or a weight, and is not a candidate; nor
+//! is one that turns against the measured trend there (values that fall at every
+//! measured step may not rise again before the target: a curve bent to fit a few sizes
+//! is not evidence of a minimum nobody measured).
 
 use serde::Serialize;
 
@@ -174,13 +177,20 @@ impl Model {
         }
     }
 
-    /// Positive everywhere from `lo` to `hi` (checked at 64 points spaced evenly in log p,
-    /// and at both ends).
-    fn positive(&self, lo: f64, hi: f64) -> bool {
+    /// Positive everywhere from `lo` to `hi`, and, with `trend` `Some(1.0)` or
+    /// `Some(-1.0)`, never against it (rising or falling by more than a part in 10^6
+    /// between neighbours); checked at 64 points spaced evenly in log p and at both ends.
+    fn admissible(&self, lo: f64, hi: f64, trend: Option<f64>) -> bool {
         let (a, b) = (lo.ln(), hi.max(lo).ln());
+        let mut last: Option<f64> = None;
         (0..=64).all(|k| {
             let v = self.at((a + (b - a) * k as f64 / 64.0).exp());
-            v.is_finite() && v > 0.0
+            let against = match (trend, last) {
+                (Some(t), Some(l)) => (v - l) * t < -1e-6 * l.abs(),
+                _ => false,
+            };
+            last = Some(v);
+            v.is_finite() && v > 0.0 && !against
         })
     }
 }
@@ -250,6 +260,26 @@ pub fn fit(form: Form, pts: &[(f64, f64)]) -> Option<Model> {
     })
 }
 
+/// The direction the values take as p grows, when every step takes it (by more than a
+/// part in 1000: a flat series has none): 1.0 rising, -1.0 falling.
+fn trend(pts: &[(f64, f64)]) -> Option<f64> {
+    let mut sorted = pts.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let steps: Vec<f64> = sorted
+        .windows(2)
+        .map(|w| (w[1].1 - w[0].1) / w[0].1.abs().max(f64::MIN_POSITIVE))
+        .collect();
+    if steps.is_empty() {
+        None
+    } else if steps.iter().all(|d| *d > 1e-3) {
+        Some(1.0)
+    } else if steps.iter().all(|d| *d < -1e-3) {
+        Some(-1.0)
+    } else {
+        None
+    }
+}
+
 /// Mean relative error predicting each size of `pts` from a fit on the others; `None`
 /// when a fit on the others is not determined (the form has as many coefficients as
 /// there are sizes left).
@@ -303,7 +333,7 @@ pub fn search_or(pts: &[(f64, f64)], forms: &[Form], reach: f64, fallback: Form)
     }
     let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = reach.max(pts.iter().map(|p| p.0).fold(0.0, f64::max));
-    let best = fit(fallback, pts).filter(|m| m.positive(lo, hi))?;
+    let best = fit(fallback, pts).filter(|m| m.admissible(lo, hi, trend(pts)))?;
     let mut close = vec![best.clone()];
     if let Some(f) = &found {
         close.extend(f.close.iter().filter(|m| m.form != fallback).cloned());
@@ -324,6 +354,7 @@ pub fn search(pts: &[(f64, f64)], forms: &[Form], reach: f64) -> Option<Found> {
     }
     let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = reach.max(pts.iter().map(|p| p.0).fold(0.0, f64::max));
+    let trend = trend(pts);
     let mut judged: Vec<(f64, Form)> = forms
         .iter()
         .filter_map(|&f| Some((loso(f, pts)?, f)))
@@ -343,7 +374,7 @@ pub fn search(pts: &[(f64, f64)], forms: &[Form], reach: f64) -> Option<Found> {
             }
         }
         let Some(mut m) = fit(f, pts) else { continue };
-        if m.positive(lo, hi) {
+        if m.admissible(lo, hi, trend) {
             m.loso = Some(e);
             close.push(m);
         }
@@ -434,6 +465,24 @@ mod tests {
         let near = search(&data, &[line], 8.0).unwrap();
         assert_eq!(near.best.form, line);
         assert!(search(&data, &[line], 16.0).is_none());
+    }
+
+    #[test]
+    fn a_form_that_turns_against_the_measured_trend_is_no_candidate() {
+        // Falling at every size, as 1/(p - 1): a form with a minimum beyond the data
+        // fits them but is refused; what is chosen keeps falling to the target.
+        let data = pts(&[2.0, 3.0, 4.0, 6.0], |p| 0.024 + 1.0 / (p - 1.0));
+        let bent = Form::Term {
+            num: -1,
+            den: 2,
+            log: 1,
+            constant: true,
+        };
+        let m = fit(bent, &data).unwrap();
+        assert!(m.at(10.0) > m.at(6.0), "the bent form rises again: {m:?}");
+        let f = search(&data, &Form::all(), 10.0).unwrap();
+        assert!(f.close.iter().all(|m| m.form != bent), "{f:?}");
+        assert!(f.best.at(10.0) < f.best.at(6.0), "{f:?}");
     }
 
     #[test]

@@ -264,6 +264,9 @@ fn doubt(v: &Verdict) -> &'static str {
         Verdict::Thin { .. } => ": NOT TRUSTED, its backtest passed on one size only (below)",
         Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
         Verdict::Untested { .. } => ": untested (see the backtest below)",
+        Verdict::Unmodelled { .. } => {
+            ": NOT TRUSTED, a part of its model misses the sizes left out of its fit (below)"
+        }
     }
 }
 

@@ -15,8 +15,8 @@
 //! The demand for a CTI level c follows: w = 1 / (1 + c T(100%) / (k V / C)). To project
 //! to p', each of T(100%), V and k is modelled as a function of p by the model search of
 //! [`normal_form`] (the paper's strong-scaling form and a power law among the
-//! candidates), and the models about as good as the chosen one give the projection's
-//! model spread ([`band`]).
+//! candidates); the models about as good as the chosen one, and the chosen ones' errors
+//! on sizes left out of their fit, give the projection's model spread ([`band`]).
 
 use std::collections::BTreeMap;
 
@@ -149,12 +149,48 @@ pub fn project(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<f64> {
     (d.is_finite() && d > 0.0).then_some(d)
 }
 
+/// How far off, relatively, the chosen models' k V / T(100%) may be at `p`: each part's
+/// leave-one-size-out error (how far it missed a fitted size it was not fitted on),
+/// combined in quadrature, and grown by one more such error per doubling of the size
+/// beyond the largest fitted one. `None` where no part was judged (two sizes).
+pub fn left_out_error(fit: &Fit, p: u32) -> Option<f64> {
+    let parts = [&fit.exposed, &fit.volume, &fit.baseline];
+    if parts.iter().all(|f| f.best.loso.is_none()) {
+        return None;
+    }
+    let e = parts
+        .iter()
+        .filter_map(|f| f.best.loso)
+        .map(|e| e * e)
+        .sum::<f64>()
+        .sqrt();
+    let largest = fit.exposed_by_size.iter().map(|x| x.0).max().unwrap_or(1);
+    let doublings = (p as f64 / largest.max(1) as f64).log2().max(0.0);
+    Some(e * (1.0 + doublings))
+}
+
 /// The lowest and highest demand at `p` for `level` over every combination of the
-/// models about as good as the chosen ones (at most 4 of each part): how far the data
+/// models about as good as the chosen ones (at most 4 of each part), and of the chosen
+/// ones with k V / T(100%) off by its [`left_out_error`] either way: how far the data
 /// leave the projection open.
 pub fn band(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<(f64, f64)> {
     let mut lo = f64::INFINITY;
     let mut hi = f64::NEG_INFINITY;
+    if let Some(e) = left_out_error(fit, p) {
+        let pf = p as f64;
+        let (k, vol, base) = (
+            fit.exposed.best.at(pf),
+            fit.volume.best.at(pf),
+            fit.baseline.best.at(pf),
+        );
+        for scale in [1.0 - e.min(0.9), 1.0 + e] {
+            let d = demand(k * scale, v.capacity, vol, base, level);
+            if d.is_finite() {
+                lo = lo.min(d);
+                hi = hi.max(d);
+            }
+        }
+    }
     for k in fit.exposed.close.iter().take(4) {
         for vol in fit.volume.close.iter().take(4) {
             for base in fit.baseline.close.iter().take(4) {

@@ -196,6 +196,6 @@ pub(crate) fn dc_verdict(verdict: &Verdict) -> Vec<String> {
         Verdict::Thin { procs, .. } => vec![format!(
             "do not trust the DC projection yet: its backtest passed, but on one size only ({procs} procs), which cannot show how its error grows further out"
         )],
-        Verdict::Passed { .. } => Vec::new(),
+        Verdict::Passed { .. } | Verdict::Unmodelled { .. } => Vec::new(),
     }
 }
