@@ -111,15 +111,17 @@ pub struct ModelError {
     pub growth: Option<Growth>,
     /// Doublings of the size from the largest fitted one to this one.
     pub doublings: f64,
+    /// What the projection's interval covers, in words.
+    pub covers: String,
 }
 
 impl ModelError {
     /// What the interval of a projection with this model error covers, in words.
-    pub fn covers(&self) -> String {
+    pub fn describe(&self) -> String {
         let mut parts = vec!["run-to-run noise (90% bootstrap)".to_string()];
         if let Some(s) = self.spread {
             parts.push(format!(
-                "the spread of the close models ({:.1}-{:.1})",
+                "the spread of the close models and of the chosen ones' errors on left-out sizes ({:.1}-{:.1})",
                 s.low, s.high
             ));
         }

@@ -485,13 +485,16 @@ impl Figures<'_> {
         }
         let g = grown.unwrap_or(0.0);
         let (lo, hi) = spread.unwrap_or((bw, bw));
-        Some(answer::ModelError {
+        let mut error = answer::ModelError {
             down: (bw - lo).max(0.0).max(g),
             up: (hi - bw).max(0.0).max(g),
             spread: spread.map(|(low, high)| Interval { low, high }),
             growth,
             doublings,
-        })
+            covers: String::new(),
+        };
+        error.covers = error.describe();
+        Some(error)
     }
 
     /// One projected figure, with its intervals and, at a held-out size, the measurement.

@@ -256,6 +256,7 @@ fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
         doubt(&a.verdict)
     ));
     out.push_str(&projection_table(&a.projection, levels));
+    out.push_str(&covers(&a.projection));
 }
 
 fn doubt(v: &Verdict) -> &'static str {
@@ -329,6 +330,7 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
             doubt(&t.verdict)
         ));
         out.push_str(&projection_table(&t.projection, levels));
+        out.push_str(&covers(&t.projection));
     }
 }
 
@@ -351,6 +353,23 @@ fn human_bytes(b: f64) -> String {
     } else {
         format!("{b:.0} B")
     }
+}
+
+/// What the interval of the farthest projection covers (the others' differ only in the
+/// distance).
+fn covers(projection: &[super::Projection]) -> String {
+    projection
+        .iter()
+        .filter(|p| p.interval.is_some())
+        .max_by_key(|p| p.procs)
+        .and_then(|p| {
+            let m = p.model_error.as_ref()?;
+            Some(format!(
+                "  [a-b] at {} procs, CTI {}%, covers {}\n",
+                p.procs, p.cti, m.covers
+            ))
+        })
+        .unwrap_or_default()
 }
 
 fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String {
