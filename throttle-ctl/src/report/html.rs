@@ -289,7 +289,10 @@ pub(super) fn trust(a: &Analysis) -> String {
         ));
     }
     out.push_str(&format!("<p>{}.</p>\n", escape(&a.supported)));
-    out.push_str(&format!("<p>Intervals: {}.</p>\n", escape(&a.intervals)));
+    out.push_str(&format!(
+        "<p>Intervals: {}; a projection's interval adds its model error (the spread of the close models and the backtest's error growth with the distance); [a – b]* is run-to-run noise only.</p>\n",
+        escape(&a.intervals)
+    ));
     if !a.backtest.is_empty() {
         out.push_str(&crate::analysis::render::backtest_table(a).html());
     }

@@ -1,0 +1,160 @@
+//! The report as a reader sees it: opened in headless Chromium, screenshotted, and
+//! checked from inside the page: the answer on the first screen, every figure drawn, no
+//! text over a data point.
+//!
+//! Needs `chromium` (CI installs it); without it the test skips, unless
+//! `THROTTLE_REQUIRE_NETNS` is set (CI, as root): then a missing browser fails it.
+
+use std::path::Path;
+use std::process::Command;
+
+use throttle_tests::*;
+
+/// Runs of a program whose demand grows with the size, as CSV.
+fn csv(dir: &Path) {
+    let mut text = String::from("workload,nodes,procs,bw_pct,repeat,seconds\n");
+    for p in [2u32, 4, 8, 16] {
+        let t100 = 1.0 + 4.0 / p as f64;
+        let a = 0.01 * (p as f64).sqrt();
+        for bw in [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0] {
+            for r in 0..3 {
+                let t = t100 * (1.0 + a * (100.0 / bw - 1.0)) * (1.0 + (r as f64 - 1.0) * 1e-3);
+                text.push_str(&format!("x,{p},{p},{bw},{r},{t}\n"));
+            }
+        }
+    }
+    std::fs::write(dir.join("runs.csv"), text).unwrap();
+}
+
+/// Appended to a copy of the page: measures what it shows and writes it into the DOM
+/// (`--dump-dom` prints the DOM after scripts ran).
+const CHECK: &str = r#"<script>
+window.addEventListener('load', () => {
+  const out = [];
+  const answer = document.querySelector('.answer');
+  out.push('answer_top=' + (answer ? Math.round(answer.getBoundingClientRect().top) : -1));
+  const figures = document.querySelectorAll('figure svg');
+  out.push('figures=' + figures.length);
+  let blank = 0, overlaps = 0;
+  figures.forEach(svg => {
+    const r = svg.getBoundingClientRect();
+    const drawn = svg.querySelectorAll('path, polyline, circle, line, rect').length;
+    if (r.width < 100 || r.height < 100 || drawn < 10) blank++;
+    const texts = [...svg.querySelectorAll('text')].map(t => t.getBoundingClientRect())
+      .filter(b => b.width > 0);
+    svg.querySelectorAll('circle').forEach(c => {
+      const b = c.getBoundingClientRect();
+      if (texts.some(t => b.left < t.right && t.left < b.right && b.top < t.bottom && t.top < b.bottom)) overlaps++;
+    });
+  });
+  out.push('blank=' + blank);
+  out.push('overlaps=' + overlaps);
+  const pre = document.createElement('pre');
+  pre.id = 'check';
+  pre.textContent = out.join(' ');
+  document.body.appendChild(pre);
+});
+</script>"#;
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+#[test]
+fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
+    let Some(browser) = chromium() else {
+        if std::env::var_os("THROTTLE_REQUIRE_NETNS").is_some() {
+            panic!("this test needs chromium, and THROTTLE_REQUIRE_NETNS is set");
+        }
+        eprintln!("skipped: no chromium");
+        return;
+    };
+    let s = scratch("report-browser");
+    let dir = &s.0;
+    csv(dir);
+    let out = ctl(
+        dir,
+        &[
+            "analyze",
+            "--csv",
+            "runs.csv",
+            "--cti",
+            "10,20",
+            "--predict",
+            "16,32",
+            "--report",
+            "rep",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(dir.join("rep/index.html")).unwrap();
+    let checked = page.replace("</body>", &format!("{CHECK}</body>"));
+    std::fs::write(dir.join("rep/check.html"), checked).unwrap();
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1200,900",
+        ];
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let url = format!("file://{}", dir.join("rep/check.html").display());
+    let dom = Command::new(browser)
+        .args(args(&["--dump-dom", &url]))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout).to_string();
+    let check = dom
+        .split_once("<pre id=\"check\">")
+        .and_then(|(_, r)| r.split_once("</pre>"))
+        .map(|(c, _)| c.to_string())
+        .unwrap_or_else(|| {
+            panic!(
+                "the page's check did not run: {}",
+                &dom[..dom.len().min(500)]
+            )
+        });
+    let field = |k: &str| -> i64 {
+        check
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{k}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in `{check}`"))
+    };
+    // The answer on the first screen (900 pixels), every figure drawn, no text over a
+    // data point.
+    let top = field("answer_top");
+    assert!((0..900).contains(&top), "answer at {top}: {check}");
+    assert!(field("figures") >= 4, "{check}");
+    assert_eq!(field("blank"), 0, "{check}");
+    assert_eq!(field("overlaps"), 0, "{check}");
+    // And the screenshot has something on it (a blank page is a few kB).
+    let shot = dir.join("shot.png");
+    let out = Command::new(browser)
+        .args(args(&[
+            &format!("--screenshot={}", shot.display()),
+            &format!("file://{}", dir.join("rep/index.html").display()),
+        ]))
+        .output()
+        .unwrap();
+    let size = shot.metadata().map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 30_000,
+        "screenshot of {size} bytes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
