@@ -1,6 +1,6 @@
-//! The analysis's four plots: completion time and CTI against bandwidth per size, the
-//! strong-scaling fit with its residuals, and predicted against measured demand; each
-//! drawn as SVG and PNG.
+//! The analysis's five plots: demand against the size with the projection and its
+//! interval, completion time and CTI against bandwidth per size, the strong-scaling fit
+//! with its residuals, and predicted against measured demand; each drawn as SVG and PNG.
 
 use std::path::Path;
 
@@ -51,6 +51,7 @@ pub(super) fn per_size(
                 intervals: interval.map(|f| pts.iter().map(|p| f(p)).collect()),
                 markers: true,
                 bounds: Vec::new(),
+                colour: None,
             }
         })
         .collect()
@@ -104,6 +105,7 @@ where
                 intervals: None,
                 markers: false,
                 bounds: Vec::new(),
+                colour: None,
             },
             measured,
         ],
@@ -156,9 +158,10 @@ where
             intervals: proj
                 .iter()
                 .all(|p| p.bw_pct_ci.is_some())
-                .then(|| proj.iter().filter_map(|p| p.bw_pct_ci).collect()),
+                .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
             markers: true,
             bounds: Vec::new(),
+            colour: None,
         });
     }
     let xs = series.iter().flat_map(|s| {
@@ -178,6 +181,90 @@ where
         "bandwidth needed (% of link)",
         (x0 - 1.0).max(0.0)..x1 + 1.0,
         compact,
+        &series,
+    )
+}
+
+/// The interval a projection is drawn with: noise and model error where known, else
+/// the run-to-run interval.
+fn interval_of(p: &crate::analysis::Projection) -> Option<(f64, f64)> {
+    p.interval.map(|i| (i.low, i.high)).or(p.bw_pct_ci)
+}
+
+/// Demand against the size, one colour per CTI level: what was measured (censored
+/// demands hollow at their bound, with an arrow), and the projection the bottom line
+/// uses (or the traffic one, else DC's) at the sizes asked, with its interval.
+pub(super) fn demand_vs_size<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    use crate::analysis::backtest::Model;
+    let (projections, model) = match &a.traffic {
+        Some(t) if a.bottom_line.model != Some(Model::Dc) => (&t.projection, "traffic"),
+        _ => (&a.projection, "DC"),
+    };
+    let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
+    levels.sort_by(|x, y| x.total_cmp(y));
+    levels.dedup();
+    let lg = |p: u32| (p.max(1) as f64).log10();
+    let mut series = Vec::new();
+    for (li, &c) in levels.iter().enumerate() {
+        let mine: Vec<_> = a.demand.iter().filter(|d| d.cti == c).collect();
+        let mut m = Series::measured(
+            format!("CTI {c}% measured"),
+            mine.iter()
+                .filter(|d| d.censored == Censored::None)
+                .map(|d| (lg(d.procs), d.bw_pct))
+                .collect(),
+        );
+        m.intervals = mine
+            .iter()
+            .filter(|d| d.censored == Censored::None)
+            .all(|d| d.interval.is_some())
+            .then(|| {
+                mine.iter()
+                    .filter(|d| d.censored == Censored::None)
+                    .filter_map(|d| d.interval.map(|i| (i.low, i.high)))
+                    .collect()
+            });
+        m.bounds = mine
+            .iter()
+            .filter_map(|d| Some(((lg(d.procs), d.bound?), d.censored == Censored::Above)))
+            .collect();
+        m.colour = Some(li);
+        series.push(m);
+        let proj: Vec<_> = projections.iter().filter(|p| p.cti == c).collect();
+        if !proj.is_empty() {
+            series.push(Series {
+                name: format!("CTI {c}% projected ({model})"),
+                points: proj.iter().map(|p| (lg(p.procs), p.bw_pct)).collect(),
+                intervals: proj
+                    .iter()
+                    .all(|p| interval_of(p).is_some())
+                    .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
+                markers: true,
+                bounds: Vec::new(),
+                colour: Some(li),
+            });
+        }
+    }
+    let xs = series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|p| p.0)
+            .chain(s.bounds.iter().map(|b| b.0 .0))
+    });
+    let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    if x0 > x1 {
+        return Ok(());
+    }
+    plot(
+        area,
+        "bandwidth demand against the size",
+        "processes (log scale)",
+        "bandwidth needed (% of link)",
+        x0 - 0.05..x1 + 0.05,
+        from_log,
         &series,
     )
 }
@@ -214,6 +301,7 @@ where
             )
         }
         "strong_scaling" => scaling(area, a),
+        "demand_vs_size" => demand_vs_size(area, a),
         _ => demand_plot(area, a),
     }?;
     // Once, on the whole drawing: the SVG backend writes its file here, so every panel
@@ -222,7 +310,11 @@ where
 }
 
 pub(super) fn render_all(dir: &Path, a: &Analysis) -> Result<Vec<(String, String)>> {
-    let plots: [(&str, &str); 4] = [
+    let plots: [(&str, &str); 5] = [
+        (
+            "demand_vs_size",
+            "Bandwidth demand against the size: measured, and the projection with its interval",
+        ),
         ("time_vs_bandwidth", "Completion time vs bandwidth"),
         ("cti_vs_bandwidth", "Completion-time increment vs bandwidth"),
         ("strong_scaling", "Strong-scaling fit and residuals"),

@@ -41,6 +41,7 @@ where
             intervals: None,
             markers: l.measured,
             bounds: Vec::new(),
+            colour: None,
         })
         .collect();
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));

@@ -70,6 +70,9 @@ pub(super) struct Series {
     /// Figures known only as bounds (a censored demand): drawn hollow at the bound, off
     /// the line, with an arrow towards where the truth lies (`true`: above it).
     pub bounds: Vec<((f64, f64), bool)>,
+    /// Its colour's index, when it must match another series' (a level's measured and
+    /// projected demand); else its position.
+    pub colour: Option<usize>,
 }
 
 impl Series {
@@ -80,6 +83,7 @@ impl Series {
             intervals: None,
             markers: true,
             bounds: Vec::new(),
+            colour: None,
         }
     }
 }
@@ -92,7 +96,7 @@ where
     area.fill(&WHITE).map_err(err)?;
     for (i, s) in series.iter().enumerate() {
         let y = 60 + 26 * i as i32;
-        let c = color(i);
+        let c = color(s.colour.unwrap_or(i));
         area.draw(&PathElement::new(vec![(8, y), (34, y)], c.stroke_width(3)))
             .map_err(err)?;
         if s.markers {
@@ -159,7 +163,7 @@ where
         .draw()
         .map_err(err)?;
     for (i, s) in series.iter().enumerate() {
-        let c = color(i);
+        let c = color(s.colour.unwrap_or(i));
         chart
             .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
             .map_err(err)?;
