@@ -167,7 +167,7 @@ print()
 for case, (runs, flagged, secs, bl) in per_case.items():
     print(f"{case}: {runs} runs on the fitted sizes, {flagged} flagged, sweep {secs} s; bottom line "
           f"({'TRUSTED' if bl['trusted'] else 'not trusted'}, {bl['model'] or 'no model'}): "
-          + " / ".join(l.strip() for l in bl["lines"][:1] + bl["lines"][-1:]))
+          + " / ".join(l.strip() for l in (bl["lines"][:1] + bl["lines"][1:][-1:])))
 bad = [r for r in rows if r["trusted"] and r["inside"] is False]
 print(f"held-out truths outside the interval of a projection the tool TRUSTED: {len(bad)}"
       + "".join(f"\n  {r['case']} {r['model']} {r['procs']} CTI {r['cti']:.0f}%: {r['err']:+.1f} pp" for r in bad))
