@@ -290,6 +290,21 @@ where
         "cti_vs_bandwidth" => {
             let mut s = per_size(a, |p| p.cti, None);
             let x = log_bandwidth(&mut s);
+            // The levels asked for, across the plot: where each curve crosses one is
+            // that size's demand.
+            let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
+            levels.sort_by(|x, y| x.total_cmp(y));
+            levels.dedup();
+            for c in levels {
+                s.push(Series {
+                    name: format!("CTI {c}% (asked)"),
+                    points: vec![(x.start, c), (x.end, c)],
+                    intervals: None,
+                    markers: false,
+                    bounds: Vec::new(),
+                    colour: Some(7),
+                });
+            }
             plot(
                 area,
                 "completion-time increment vs bandwidth",
