@@ -143,11 +143,13 @@ impl RunFidelity {
     /// The most bytes any one node's link carried in one direction: the traffic on the
     /// run's busiest link (a master's, a broadcast root's), which the traffic projection
     /// uses where the nodes' traffic is uneven.
+    /// `None` when no node counted a byte (proofs written before the per-node counts).
     pub fn busiest_link_bytes(&self) -> Option<u64> {
         self.nodes
             .iter()
             .map(|n| n.bytes_sent.max(n.bytes_received))
             .max()
+            .filter(|&b| b > 0)
     }
 
     /// [`RunFidelity::busiest_link_bytes`] of a stored or exported proof (JSON); `None`

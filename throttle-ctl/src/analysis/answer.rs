@@ -125,12 +125,11 @@ impl ModelError {
                 s.low, s.high
             ));
         }
-        match self.growth {
-            Some(g) => parts.push(format!(
+        if let Some(g) = self.growth {
+            parts.push(format!(
                 "the backtest's error growth ({:.1} pp per doubling of the size, from {} check(s) on {} size(s)) over {:.2} doubling(s)",
                 g.pp_per_doubling, g.checks, g.sizes, self.doublings
-            )),
-            None => parts.push("no backtest error (no measured size was projected to)".into()),
+            ));
         }
         parts.join(", ")
     }

@@ -18,9 +18,9 @@ use super::render::steps;
 fn rank(v: &Verdict) -> Option<(u8, f64)> {
     match v {
         Verdict::Passed { worst_pp, .. } => Some((0, worst_pp.abs())),
-        Verdict::Thin { worst_pp, .. } | Verdict::Unmodelled { worst_pp, .. } => {
-            Some((1, worst_pp.abs()))
-        }
+        Verdict::Thin { worst_pp, .. } => Some((1, worst_pp.abs())),
+        // Known not to describe its own sizes: after one merely checked on too few.
+        Verdict::Unmodelled { worst_pp, .. } => Some((2, worst_pp.abs())),
         Verdict::Failed { .. } | Verdict::Untested { .. } => None,
     }
 }
@@ -34,18 +34,24 @@ fn name(m: Model) -> &'static str {
 
 /// The bottom line of an analysis: `candidates` are each model with its verdict and
 /// projections; `demand` the measured demands; `largest` the largest measured size that
-/// is not held out; `capacity` the link in words.
+/// is not held out; `capacity` the link in words; `asked`: sizes to project to were
+/// given.
 pub fn bottom_line(
     candidates: &[(Model, &Verdict, &[Projection])],
     demand: &[Demand],
     levels: &[f64],
     largest: Option<u32>,
     capacity: Option<&str>,
+    asked: bool,
 ) -> BottomLine {
     let link = capacity.map_or("the link".to_string(), |c| format!("a {c} link"));
     let any_projection = candidates.iter().any(|c| !c.2.is_empty());
     if !any_projection {
-        return measured(demand, levels, largest, &link);
+        let mut b = measured(demand, levels, largest, &link);
+        if asked {
+            b.next = Some("nothing could be projected to the sizes asked: a projection needs demands (uncensored, above the noise) at two or more sizes that are not held out".into());
+        }
+        return b;
     }
     let best = candidates
         .iter()
@@ -71,11 +77,22 @@ pub fn bottom_line(
     let trusted = matches!(verdict, Verdict::Passed { .. });
     let target = projections.iter().map(|p| p.procs).max().unwrap_or(0);
     let mut lines = Vec::new();
-    for &c in levels {
-        let Some(p) = projections.iter().find(|p| p.procs == target && p.cti == c) else {
-            continue;
-        };
-        lines.push(statement(p, model, &link));
+    // Held-out sizes first (the projection against what was measured there), then the
+    // largest size asked.
+    let mut held: Vec<u32> = projections
+        .iter()
+        .filter(|p| p.measured_bw_pct.is_some() && p.procs != target)
+        .map(|p| p.procs)
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    for t in held.into_iter().chain([target]) {
+        for &c in levels {
+            let Some(p) = projections.iter().find(|p| p.procs == t && p.cti == c) else {
+                continue;
+            };
+            lines.push(statement(p, model, &link));
+        }
     }
     if lines.is_empty() {
         lines.push(format!(
@@ -93,7 +110,7 @@ pub fn bottom_line(
             "NOT YET TRUSTED: its backtest checked one size only ({procs} procs, worst {worst_pp:+.1} pp)"
         ),
         Verdict::Unmodelled { part, error, .. } => format!(
-            "NOT YET TRUSTED: its model of {part} misses the sizes left out of its fit by {:.1}%",
+            "NOT TRUSTED: its model of {part} misses the sizes left out of its fit by {:.1}%",
             error * 100.0
         ),
         _ => String::new(),
@@ -214,5 +231,120 @@ fn next_for_failure(
             "the models miss the measured sizes: measure sizes nearer to the one you need (above {}), or that size itself",
             largest.map_or("the largest".into(), |l| l.to_string())
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::bootstrap::Interval;
+
+    fn projection(procs: u32, bw: f64, interval: Option<(f64, f64)>) -> Projection {
+        Projection {
+            procs,
+            cti: 10.0,
+            bw_pct: bw,
+            bw_pct_ci: interval,
+            interval: interval.map(|(low, high)| Interval { low, high }),
+            model_error: None,
+            measured_bw_pct: None,
+            measured_censored: None,
+            measured_below_noise: false,
+            error_pp: None,
+            error_is_bound: false,
+            from_censored: false,
+        }
+    }
+
+    #[test]
+    fn a_model_that_misses_its_own_sizes_ranks_after_one_checked_on_too_few() {
+        let thin = Verdict::Thin {
+            checks: 1,
+            procs: 16,
+            worst_pp: 4.0,
+        };
+        let unmodelled = Verdict::Unmodelled {
+            part: "T(100%)".into(),
+            error: 0.12,
+            sizes: 2,
+            worst_pp: 1.0,
+        };
+        let dc = [projection(50, 60.0, Some((50.0, 70.0)))];
+        let tr = [projection(50, 40.0, Some((35.0, 45.0)))];
+        let b = bottom_line(
+            &[(Model::Dc, &thin, &dc), (Model::Traffic, &unmodelled, &tr)],
+            &[],
+            &[10.0],
+            Some(16),
+            Some("100 Mbit/s"),
+            true,
+        );
+        assert_eq!(b.model, Some(Model::Dc), "{b:?}");
+        assert!(!b.trusted && b.next.is_some());
+        assert!(
+            b.lines[0].starts_with(
+                "at 50 procs, staying within CTI 10% needs 60.0% of a 100 Mbit/s link [50.0-70.0"
+            ),
+            "{b:?}"
+        );
+    }
+
+    #[test]
+    fn no_number_without_an_interval_from_a_censored_demand_or_a_basis() {
+        let passed = Verdict::Passed {
+            checks: 4,
+            sizes: 2,
+            worst_pp: 2.0,
+        };
+        let mut censored = projection(50, 60.0, Some((50.0, 70.0)));
+        censored.from_censored = true;
+        let mut both = [projection(50, 60.0, None), censored];
+        both[1].cti = 20.0;
+        let b = bottom_line(
+            &[(Model::Dc, &passed, &both)],
+            &[],
+            &[10.0, 20.0],
+            Some(16),
+            None,
+            true,
+        );
+        assert!(b.trusted, "{b:?}");
+        assert!(
+            b.lines[0].contains("no number: its model error cannot be estimated"),
+            "{b:?}"
+        );
+        assert!(b.lines[1].contains("no number (the demand"), "{b:?}");
+        // Refuted or untested: NO ANSWER, and what to measure.
+        let failed = Verdict::Failed {
+            why: "off".into(),
+            worst_pp: 9.0,
+        };
+        let b = bottom_line(
+            &[(Model::Dc, &failed, &both)],
+            &[],
+            &[10.0],
+            Some(16),
+            None,
+            true,
+        );
+        assert!(
+            b.lines[0].starts_with("NO ANSWER") && b.model.is_none(),
+            "{b:?}"
+        );
+        assert!(b.next.unwrap().contains("miss the measured sizes"));
+        // Sizes asked, nothing projected: the answer is what was measured, and why.
+        let b = bottom_line(
+            &[(Model::Dc, &failed, &[])],
+            &[],
+            &[10.0],
+            Some(16),
+            None,
+            true,
+        );
+        assert!(
+            b.next.unwrap().contains("nothing could be projected"),
+            "{:?}",
+            b.lines
+        );
     }
 }

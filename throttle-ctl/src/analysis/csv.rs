@@ -94,7 +94,6 @@ struct Columns {
     bytes_sent: usize,
     cpu_busy_before: usize,
     flag: usize,
-    fidelity: usize,
     labels: Vec<usize>,
 }
 
@@ -135,7 +134,6 @@ impl Columns {
             bytes_sent: idx("bytes_sent"),
             cpu_busy_before: idx("cpu_busy_before"),
             flag: idx("flag"),
-            fidelity: idx("fidelity"),
             labels: (0..names.len())
                 .filter(|&i| {
                     !REQUIRED.contains(&names[i].as_str()) && !PER_RUN.contains(&names[i].as_str())
@@ -237,9 +235,9 @@ impl Columns {
             nodes: nodes.unwrap_or(1),
             busy: busy.and_then(Result::ok),
             bytes_sent: bytes_sent.and_then(Result::ok),
-            // The run's proof, as `export` writes it; what does not parse is no proof.
-            busiest_bytes: optional(f, self.fidelity)
-                .and_then(crate::fidelity::RunFidelity::busiest_link_bytes_of),
+            // CSV data gets no traffic projection (no link capacity): the proof's
+            // per-node bytes are not read.
+            busiest_bytes: None,
             flag: optional(f, self.flag).map(str::to_string),
         })
     }

@@ -238,7 +238,16 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     if volumes.is_none() && traffic_recorded {
         warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());
     }
-    let supported = backtest::support(&backtest, traffic.is_some());
+    let mut supported = backtest::support(&backtest, traffic.is_some());
+    if let Some(TrafficAnswer {
+        verdict: backtest::Verdict::Unmodelled { part, .. },
+        ..
+    }) = &traffic
+    {
+        supported.push_str(&format!(
+            " (but the traffic projection's model of {part} does not describe the measured sizes: see its verdict)"
+        ));
+    }
     let demand = figures.demands();
     let mut candidates = vec![(Model::Dc, &verdict, &projection[..])];
     if let Some(t) = &traffic {
@@ -252,6 +261,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         req.capacity
             .map(throttle_proto::rate::format_bits_per_sec)
             .as_deref(),
+        !req.predict.is_empty(),
     );
     Ok(Analysis {
         bottom_line,
@@ -476,14 +486,12 @@ impl Figures<'_> {
         spread: Option<(f64, f64)>,
         growth: Option<backtest::Growth>,
     ) -> Option<answer::ModelError> {
-        let doublings = (p as f64 / self.largest_fitted.max(1) as f64)
-            .log2()
-            .max(0.0);
-        let grown = growth.map(|g| g.pp_per_doubling * doublings);
-        if spread.is_none() && grown.is_none() {
-            return None;
-        }
-        let g = grown.unwrap_or(0.0);
+        // Both ways: a size below the largest fitted one is a projection too (DC's from
+        // p* certainly).
+        let doublings = (p as f64 / self.largest_fitted.max(1) as f64).log2().abs();
+        // Without a backtest check there is no measure of how wrong the model has been:
+        // no model error, and so no number as the answer.
+        let g = growth?.pp_per_doubling * doublings;
         let (lo, hi) = spread.unwrap_or((bw, bw));
         let mut error = answer::ModelError {
             down: (bw - lo).max(0.0).max(g),

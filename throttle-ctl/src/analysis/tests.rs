@@ -376,9 +376,15 @@ fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_mode
     let text = render(&a, &[10.0, 20.0], Some("1 Gbit/s"));
     let first: Vec<&str> = text.lines().take(4).collect();
     assert_eq!(first[0], "BOTTOM LINE", "{text}");
+    // The held-out size against its measurement, then the largest size asked.
     assert!(
-        first[1].starts_with("  at 48 procs, staying within CTI 10% needs")
-            && first[1].contains("run-to-run noise and model error"),
+        first[1].starts_with("  at 24 procs, staying within CTI 10% needs")
+            && first[1].contains("measured there (held out)"),
+        "{text}"
+    );
+    assert!(
+        first[3].starts_with("  at 48 procs, staying within CTI 10% needs")
+            && first[3].contains("run-to-run noise and model error"),
         "{text}"
     );
     // Without sizes to project to, the answer is the demand measured at the largest size.

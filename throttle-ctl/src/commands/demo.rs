@@ -342,10 +342,23 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         let mine: Vec<_> = rows.iter().filter(|r| r.nodes == held_out).collect();
         let flagged = mine.iter().filter(|r| r.flag.is_some()).count();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        analysis.bottom_line.next = Some(format!(
-            "the held-out size, {held_out} nodes, has no good run here ({flagged} of its {} runs flagged: its links did not run at their setting, {held_out} agents and {held_out} ranks on {cores} cores), so no projection was checked against it; run the demo where every agent and rank has a core, or end --sizes at a size this machine can emulate",
-            mine.len()
-        ));
+        let why = if flagged > 0 {
+            format!(
+                "the held-out size, {held_out} nodes, has no good run here ({flagged} of its {} runs flagged: its links did not run at their setting, {held_out} agents and {held_out} ranks on {cores} cores), so no projection was checked against it; run the demo where every agent and rank has a core, or end --sizes at a size this machine can emulate",
+                mine.len()
+            )
+        } else {
+            format!(
+                "the held-out size, {held_out} nodes, has no demand measured ({} runs stored{}), so no projection was checked against it",
+                mine.len(),
+                if interrupted { "; the demo was interrupted" } else { "" }
+            )
+        };
+        let next = analysis.bottom_line.next.take();
+        analysis.bottom_line.next = Some(match next {
+            Some(n) => format!("{why}; {n}"),
+            None => why,
+        });
     }
     let cap = capacity.to_string();
     let text = analysis::render(&analysis, cti, Some(&cap));
