@@ -384,7 +384,11 @@ fn median_points(
 /// those of the busiest link where every run with traffic recorded it, else the mean per
 /// node; and whether any run recorded its bytes at all.
 fn volumes(good: &[&Observation], capacity: Option<f64>) -> (Option<traffic::Volumes>, bool) {
-    let with: Vec<&&Observation> = good.iter().filter(|o| o.bytes_sent.is_some()).collect();
+    // Runs that moved no bytes (one node) say nothing about which count to use.
+    let with: Vec<&&Observation> = good
+        .iter()
+        .filter(|o| o.bytes_sent.is_some_and(|b| b > 0))
+        .collect();
     let busiest = !with.is_empty() && with.iter().all(|o| o.busiest_bytes.is_some());
     let mut per_node: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for o in &with {

@@ -444,6 +444,21 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
                 }
             }
         }
+        // A one-node run moves no bytes through the agents (and its proof names no
+        // busiest link): it must not turn the others to the mean.
+        obs.push(Observation {
+            series: "x".into(),
+            procs: 1,
+            bw_pct: Some(100.0),
+            repeat: 0,
+            seconds: 2.2,
+            ok: true,
+            nodes: 1,
+            busy: None,
+            bytes_sent: Some(0),
+            busiest_bytes: None,
+            flag: None,
+        });
         obs
     };
     let req = Question {
