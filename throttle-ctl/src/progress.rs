@@ -168,7 +168,7 @@ impl SweepProgress {
                     .any(|b| !matches!(b, Bracket::Width(w) if *w <= width));
                 let budget = if open && spent >= max_steps {
                     format!(
-                        "; its budget is spent ({spent} steps beyond `bandwidths` are stored, steps of earlier sweeps of this series included): raise [search] max_steps to go on"
+                        "; its budget is spent ({spent} steps beyond `bandwidths` are stored, counting any from earlier sweeps of this series): raise [search] max_steps to go on"
                     )
                 } else {
                     String::new()
