@@ -102,10 +102,14 @@ fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
     let checked = page.replace("</body>", &format!("{CHECK}</body>"));
     std::fs::write(dir.join("rep/check.html"), checked).unwrap();
     let args = |extra: &[&str]| {
+        // Under `timeout`: a browser that hangs fails the test instead of the CI run.
         let mut a = vec![
+            "60",
+            browser,
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            "--disable-dev-shm-usage",
             "--hide-scrollbars",
             "--window-size=1200,900",
         ];
@@ -113,7 +117,7 @@ fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
         a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     };
     let url = format!("file://{}", dir.join("rep/check.html").display());
-    let dom = Command::new(browser)
+    let dom = Command::new("timeout")
         .args(args(&["--dump-dom", &url]))
         .output()
         .unwrap();
@@ -144,7 +148,7 @@ fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
     assert_eq!(field("overlaps"), 0, "{check}");
     // And the screenshot has something on it (a blank page is a few kB).
     let shot = dir.join("shot.png");
-    let out = Command::new(browser)
+    let out = Command::new("timeout")
         .args(args(&[
             &format!("--screenshot={}", shot.display()),
             &format!("file://{}", dir.join("rep/index.html").display()),
