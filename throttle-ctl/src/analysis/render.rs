@@ -311,12 +311,12 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
             found.best.text(coefficient),
             match found.best.loso {
                 Some(e) => format!(
-                    "off by {:.1}% left out; {} of {} forms about as good",
+                    "off by {:.1}% left out ({} forms judged); {} alternative(s) kept",
                     e * 100.0,
-                    found.close.len() - 1,
-                    found.judged
+                    found.judged,
+                    found.close.len() - 1
                 ),
-                None => String::new(),
+                None => "not judged: two sizes (the paper's form)".into(),
             }
         ));
     }
