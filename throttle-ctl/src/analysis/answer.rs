@@ -64,6 +64,9 @@ pub struct MedianPoint {
     pub ci_high: f64,
     pub ci_coverage: f64,
     pub cv: f64,
+    /// The fastest and slowest run.
+    pub min: f64,
+    pub max: f64,
     /// CTI of the median, percent (null without a 100% baseline).
     pub cti: Option<f64>,
 }

@@ -374,6 +374,8 @@ fn median_points(
                 ci_high,
                 ci_coverage,
                 cv: stats::cv(times),
+                min: times.iter().copied().fold(f64::INFINITY, f64::min),
+                max: times.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 cti: base.map(|b| demand::cti(medians[&(p, bw)], b)),
             }
         })

@@ -61,29 +61,39 @@ pub(super) fn scaling<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Resu
 where
     DB::ErrorType: 'static,
 {
+    // In Extra-P's manner: p on a log axis, each size's median with its fastest and
+    // slowest run, the model drawn over the measured sizes only.
     let mut at_full: Vec<&MedianPoint> = a.points.iter().filter(|p| p.bw_pct == 100.0).collect();
     at_full.sort_by_key(|p| p.procs);
-    let pts: Vec<(f64, f64)> = at_full.iter().map(|p| (p.procs as f64, p.median)).collect();
-    let pmax = pts.iter().map(|p| p.0).fold(1.0, f64::max);
-    let x = 0.8..pmax * 1.1 + 0.5;
-    let mut measured = Series::measured("median of runs", pts.clone());
-    measured.intervals = Some(at_full.iter().map(|p| (p.ci_low, p.ci_high)).collect());
+    let pts: Vec<(f64, f64)> = at_full
+        .iter()
+        .map(|p| ((p.procs.max(1) as f64).log10(), p.median))
+        .collect();
+    let (lmin, lmax) = pts
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    if lmin > lmax {
+        return Ok(());
+    }
+    let x = lmin - 0.05..lmax + 0.05;
+    let mut measured = Series::measured("median (bars: min-max)", pts.clone());
+    measured.intervals = Some(at_full.iter().map(|p| (p.min, p.max)).collect());
     let Some(r) = &a.regression else {
         return plot(
             area,
             "strong scaling at 100% (no fit: too few sizes)",
-            "processes",
+            "processes (log scale)",
             a.time_unit.axis(),
             x,
-            compact,
+            from_log,
             &[measured],
         );
     };
     let (top, bottom) = area.split_vertically(H * 2 / 3);
     let model = |p: f64| r.c0 + r.c1 / p + r.c2 / p.sqrt();
     let curve: Vec<(f64, f64)> = (0..=100)
-        .map(|i| 1.0 + (pmax - 1.0) * i as f64 / 100.0)
-        .map(|p| (p, model(p)))
+        .map(|i| lmin + (lmax - lmin) * i as f64 / 100.0)
+        .map(|l| (l, model(10f64.powf(l))))
         .collect();
     plot(
         &top,
@@ -94,10 +104,10 @@ where
             a.time_unit.format(r.c2),
             r.r2
         ),
-        "processes",
+        "processes (log scale)",
         a.time_unit.axis(),
         x.clone(),
-        compact,
+        from_log,
         &[
             Series {
                 name: "model".into(),
@@ -110,14 +120,17 @@ where
             measured,
         ],
     )?;
-    let resid: Vec<(f64, f64)> = pts.iter().map(|&(p, t)| (p, t - model(p))).collect();
+    let resid: Vec<(f64, f64)> = pts
+        .iter()
+        .map(|&(l, t)| (l, t - model(10f64.powf(l))))
+        .collect();
     plot(
         &bottom,
         "residuals (measured - model)",
-        "processes",
+        "processes (log scale)",
         "seconds",
         x,
-        compact,
+        from_log,
         &[Series::measured("residual", resid)],
     )
 }
