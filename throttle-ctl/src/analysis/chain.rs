@@ -65,9 +65,6 @@ pub struct Chain {
     pub traffic: Option<traffic::Fit>,
     /// (target procs, level index) -> the traffic model's projected demand.
     pub traffic_projection: BTreeMap<(u32, usize), f64>,
-    /// (target procs, level index) -> the lowest and highest demand of the traffic
-    /// model's close alternatives ([`traffic::band`]).
-    pub traffic_band: BTreeMap<(u32, usize), (f64, f64)>,
     /// (procs, level index) -> the bound a censored demand is known to be beyond.
     pub bounds: BTreeMap<(u32, usize), f64>,
 }
@@ -176,9 +173,6 @@ pub fn run(
                 for &t in targets {
                     if let Some(d) = traffic::project(v, f, t, level) {
                         chain.traffic_projection.insert((t, li), d);
-                        if let Some(b) = traffic::band(v, f, t, level) {
-                            chain.traffic_band.insert((t, li), b);
-                        }
                     }
                 }
             }

@@ -216,6 +216,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         cti: &req.cti,
         held_out: &held_out,
         largest_fitted: fit.iter().copied().max().unwrap_or(1),
+        volumes: volumes.as_ref(),
         growth: [
             backtest::growth(&backtest, Model::Dc),
             backtest::growth(&backtest, Model::Traffic),
@@ -423,6 +424,8 @@ struct Figures<'a> {
     held_out: &'a [u32],
     /// The largest size the projections are fitted on.
     largest_fitted: u32,
+    /// The runs' traffic, for the traffic model's spread.
+    volumes: Option<&'a traffic::Volumes>,
     /// The backtest's error growth of the DC and the traffic projection.
     growth: [Option<backtest::Growth>; 2],
 }
@@ -570,7 +573,11 @@ impl Figures<'_> {
                     .traffic_projection
                     .get(&key)
                     .and_then(|s| s.interval);
-                let band = self.answer.traffic_band.get(&key).copied();
+                // The model spread, once, on the answer (the bootstrap has no use for it).
+                let band = match (&self.answer.traffic, self.volumes) {
+                    (Some(f), Some(v)) => traffic::band(v, f, key.0, self.cti[key.1]),
+                    _ => None,
+                };
                 let error = self.model_error(key.0, bw, band, self.growth[1]);
                 self.projected(key, bw, interval, false, error)
             })
