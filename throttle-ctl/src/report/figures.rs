@@ -170,23 +170,16 @@ where
             points: proj.iter().map(|p| (p.cti, p.bw_pct)).collect(),
             intervals: proj
                 .iter()
-                .all(|p| p.bw_pct_ci.is_some())
+                .all(|p| interval_of(p).is_some())
                 .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
             markers: true,
             bounds: Vec::new(),
             colour: None,
         });
     }
-    let xs = series.iter().flat_map(|s| {
-        s.points
-            .iter()
-            .map(|p| p.0)
-            .chain(s.bounds.iter().map(|b| b.0 .0))
-    });
-    let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-    if x0 > x1 {
+    let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
-    }
+    };
     plot(
         area,
         "bandwidth demand: measured and predicted",
@@ -196,6 +189,18 @@ where
         compact,
         &series,
     )
+}
+
+/// The lowest and highest x of `series`' points and bounds; `None` with none.
+fn x_extent(series: &[Series]) -> Option<(f64, f64)> {
+    let xs = series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|p| p.0)
+            .chain(s.bounds.iter().map(|b| b.0 .0))
+    });
+    let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    (x0 <= x1).then_some((x0, x1))
 }
 
 /// The interval a projection is drawn with: noise and model error where known, else
@@ -261,16 +266,9 @@ where
             });
         }
     }
-    let xs = series.iter().flat_map(|s| {
-        s.points
-            .iter()
-            .map(|p| p.0)
-            .chain(s.bounds.iter().map(|b| b.0 .0))
-    });
-    let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-    if x0 > x1 {
+    let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
-    }
+    };
     plot(
         area,
         "bandwidth demand against the size",
