@@ -447,6 +447,43 @@ fn status_column(v: String) -> RunStatus {
 }
 
 #[cfg(test)]
+impl RunRow {
+    /// A successful run of one node and rank for tests, without a time: callers set what
+    /// they test (`seconds`, `status`, ...) with struct update syntax.
+    pub fn for_test(point_key: &str, series: &str, bw_pct: Pct, repeat: u32) -> RunRow {
+        RunRow {
+            point_key: point_key.into(),
+            series: series.into(),
+            workload: "bfs".into(),
+            options: "{}".into(),
+            nodes: 1,
+            ranks_per_node: 1,
+            procs: 1,
+            bw_pct,
+            capacity: 125e6,
+            latency_us: 0,
+            repeat,
+            started_at: "2026-11-25T00:00:00Z".into(),
+            seconds: None,
+            kernel_seconds: None,
+            teps: None,
+            status: RunStatus::Ok,
+            reason: None,
+            host: "h".into(),
+            version: "0".into(),
+            job: "j".into(),
+            bytes_sent: None,
+            bytes_received: None,
+            cpu_busy_before: None,
+            cpu_steal: None,
+            metrics: None,
+            fidelity: None,
+            flag: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

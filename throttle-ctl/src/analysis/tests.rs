@@ -3,6 +3,21 @@
 use super::*;
 use backtest::Verdict;
 
+/// A question of the tests: these levels and sizes to project to, one series, the
+/// default reading; `capacity` (bytes per second) for the traffic model.
+fn question(cti: &[f64], predict: &[u32], capacity: Option<f64>) -> Question {
+    Question {
+        cti: cti.to_vec(),
+        predict: predict.to_vec(),
+        series: None,
+        time_source: "test".into(),
+        capacity,
+        keep_flagged: false,
+        interp: Default::default(),
+        unit: Default::default(),
+    }
+}
+
 /// A synthetic study with three repeats: T(p, 100) from the paper's coefficients and
 /// CTI(bw, p) = 2 sqrt(p/4) (40 - bw) percent below 40%, so every demand is known.
 fn study(failed: bool) -> Vec<Observation> {
@@ -98,16 +113,7 @@ fn flagged_runs_are_left_out_unless_kept_and_said_so() {
 
 #[test]
 fn failed_runs_are_ignored_and_counted() {
-    let req = Question {
-        cti: vec![5.0, 10.0],
-        predict: vec![],
-        series: None,
-        time_source: "test".into(),
-        capacity: None,
-        keep_flagged: false,
-        interp: Default::default(),
-        unit: Default::default(),
-    };
+    let req = question(&[5.0, 10.0], &[], None);
     let with = analyze(&study(true), &req).unwrap();
     let without = analyze(&study(false), &req).unwrap();
     assert_eq!(with.failed_runs, 1);
@@ -219,16 +225,7 @@ fn traffic_study_with(sizes: &[u32], k: impl Fn(f64) -> f64) -> Vec<Observation>
 
 #[test]
 fn the_traffic_model_is_fitted_projected_and_backtested_beside_dc() {
-    let req = Question {
-        cti: vec![5.0, 10.0],
-        predict: vec![16, 64],
-        series: None,
-        time_source: "test".into(),
-        capacity: Some(125e6),
-        keep_flagged: false,
-        interp: Default::default(),
-        unit: Default::default(),
-    };
+    let req = question(&[5.0, 10.0], &[16, 64], Some(125e6));
     let a = analyze(&traffic_study(&[2, 4, 6, 8, 16]), &req).unwrap();
     let t = a.traffic.as_ref().unwrap();
     let f = t.fit.as_ref().unwrap();
@@ -311,16 +308,7 @@ fn several_series_need_a_choice() {
         busiest_bytes: None,
         flag: None,
     });
-    let req = Question {
-        cti: vec![5.0],
-        predict: vec![],
-        series: None,
-        time_source: "test".into(),
-        capacity: None,
-        keep_flagged: false,
-        interp: Default::default(),
-        unit: Default::default(),
-    };
+    let req = question(&[5.0], &[], None);
     let e = analyze(&obs, &req).unwrap_err().to_string();
     assert!(e.contains("--series") && e.contains("`pmm`"), "{e}");
     let req = Question {
@@ -342,16 +330,7 @@ fn several_series_need_a_choice() {
 /// misses and the answer's interval holds.
 #[test]
 fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_model_error() {
-    let req = Question {
-        cti: vec![10.0, 20.0],
-        predict: vec![24, 48],
-        series: None,
-        time_source: "test".into(),
-        capacity: Some(125e6),
-        keep_flagged: false,
-        interp: Default::default(),
-        unit: Default::default(),
-    };
+    let req = question(&[10.0, 20.0], &[24, 48], Some(125e6));
     let k = |p: f64| 0.3 + 0.5 * (1.0 - (-p / 6.0).exp());
     let a = analyze(&traffic_study_with(&[2, 4, 6, 8, 12, 24], k), &req).unwrap();
     let t = a.traffic.as_ref().unwrap();
@@ -461,16 +440,7 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
         });
         obs
     };
-    let req = Question {
-        cti: vec![10.0],
-        predict: vec![4],
-        series: None,
-        time_source: "test".into(),
-        capacity: Some(125e6),
-        keep_flagged: false,
-        interp: Default::default(),
-        unit: Default::default(),
-    };
+    let req = question(&[10.0], &[4], Some(125e6));
     let error = |busiest: bool| {
         let a = analyze(&study(busiest), &req).unwrap();
         let t = a.traffic.clone().unwrap();

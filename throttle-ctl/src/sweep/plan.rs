@@ -294,33 +294,9 @@ mod tests {
         let put = |p: &SweepPoint, seconds: f64, status: RunStatus| {
             store
                 .insert(&RunRow {
-                    point_key: p.key.clone(),
-                    series: sweep.series.clone(),
-                    workload: "bfs".into(),
-                    options: "{}".into(),
-                    nodes: 1,
-                    ranks_per_node: 1,
-                    procs: 1,
-                    bw_pct: p.bw,
-                    capacity: 125e6,
-                    latency_us: 0,
-                    repeat: p.repeat,
-                    started_at: "2026-11-23T00:00:00Z".into(),
                     seconds: (status == RunStatus::Ok).then_some(seconds),
-                    kernel_seconds: None,
-                    teps: None,
                     status,
-                    reason: None,
-                    host: "h".into(),
-                    version: "0".into(),
-                    job: "j".into(),
-                    bytes_sent: None,
-                    bytes_received: None,
-                    cpu_busy_before: None,
-                    cpu_steal: None,
-                    metrics: None,
-                    fidelity: None,
-                    flag: None,
+                    ..RunRow::for_test(&p.key, &sweep.series, p.bw, p.repeat)
                 })
                 .unwrap();
         };
