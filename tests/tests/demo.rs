@@ -1,6 +1,6 @@
-//! The demo a newcomer runs first, end to end on a small configuration: agents up, an
-//! emulated-compute PMM sweep, the analysis with its noise floor, backtest and held-out
-//! comparison, the report, and the cluster down again.
+//! The demo a newcomer runs first, end to end on small configurations: agents up, an
+//! emulated-compute sweep (PMM; master/worker, the default), the analysis with its noise
+//! floor, backtest and held-out comparison, the report, and the cluster down again.
 
 use throttle_tests::*;
 
@@ -11,6 +11,8 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
         &s.0,
         &[
             "demo",
+            "--workload",
+            "pmm",
             "--dir",
             "d",
             "--base-addr",
@@ -95,8 +97,16 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
     // Bad input is refused before any agent starts, and the previous demo's results stay.
     let before = std::fs::read(d.join("results.db")).unwrap();
     for (bad, why) in [
-        (&["--sizes", "1,2,3,4"][..], "square number of processes"),
-        (&["--emulate-gflops", "0.000001"][..], "time_limit"),
+        (
+            &["--workload", "pmm", "--sizes", "1,2,3,4"][..],
+            "square number of processes",
+        ),
+        (
+            &["--workload", "pmm", "--emulate-gflops", "0.000001"][..],
+            "time_limit",
+        ),
+        (&["--mw-compute", "1e9"][..], "compute_seconds"),
+        (&["--sizes", "2,3,4"][..], "at least 4 node counts"),
         (&["--bandwidths", "100,abc"][..], "abc"),
         (&["--search", "abc"][..], "--search: `abc`"),
         (&["--search-width", "0.2"][..], "--search-width"),
@@ -114,4 +124,55 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
             "{bad:?} lost the last results"
         );
     }
+}
+
+#[test]
+fn the_default_demo_is_master_worker_answering_first_at_the_levels_it_searched() {
+    let s = scratch("demo-mw");
+    let out = ctl(
+        &s.0,
+        &[
+            "demo",
+            "--dir",
+            "d",
+            "--base-addr",
+            "127.0.28.1",
+            "--sizes",
+            "2,3,4,6",
+            "--mw-compute",
+            "0.1",
+            "--bandwidths",
+            "100,25",
+            "--repeats",
+            "2",
+            "--settle",
+            "0",
+            "--search",
+            "20",
+            "--search-width",
+            "10",
+        ],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("sweeping master/worker"), "{stderr}");
+    let mut lines = stdout.trim_start().lines();
+    assert_eq!(lines.next(), Some("BOTTOM LINE"), "{stdout}");
+    // Without --cti the levels are the search's: 20% only, and no 5% column.
+    let first = lines.next().unwrap_or_default();
+    assert!(
+        (first.contains("CTI 20%") && first.contains("needs")) || first.contains("NO ANSWER"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("CTI 5%"), "{stdout}");
+    assert!(stdout.contains("6 (held out)"), "{stdout}");
+    let spec = std::fs::read_to_string(s.0.join("d/sweep.toml")).unwrap();
+    assert!(spec.contains("workload = \"mw\""), "{spec}");
+    assert!(
+        !s.0.join("d/throttle-cluster.toml").exists(),
+        "the demo's cluster is taken down"
+    );
 }

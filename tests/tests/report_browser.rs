@@ -146,6 +146,18 @@ fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
     assert!(field("figures") >= 4, "{check}");
     assert_eq!(field("blank"), 0, "{check}");
     assert_eq!(field("overlaps"), 0, "{check}");
+    // What the figures show, as the issue asked: the CTI plot's levels and noise floor
+    // on an axis that holds the asked band; the strong scaling log-log.
+    let cti = std::fs::read_to_string(dir.join("rep/cti_vs_bandwidth.svg")).unwrap();
+    for want in ["CTI 10% (asked)", "CTI 20% (asked)", "noise floor ("] {
+        assert!(cti.contains(want), "no `{want}` in the CTI plot");
+    }
+    let scaling = std::fs::read_to_string(dir.join("rep/strong_scaling.svg")).unwrap();
+    // Three axes say so: p in both panels, the time in the upper one.
+    assert!(
+        scaling.matches("(log scale)").count() >= 3,
+        "the strong-scaling plot is not log-log"
+    );
     // And the screenshot has something on it (a blank page is a few kB).
     let shot = dir.join("shot.png");
     let out = Command::new("timeout")

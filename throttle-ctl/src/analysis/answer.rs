@@ -130,8 +130,8 @@ impl ModelError {
         }
         if let Some(g) = self.growth {
             parts.push(format!(
-                "the backtest's error growth ({:.1} pp per doubling of the size, from {} check(s) on {} size(s)) over {:.2} doubling(s)",
-                g.pp_per_doubling, g.checks, g.sizes, self.doublings
+                "the backtest's error growth (90% bound {:.1} pp per doubling of the size, worst seen {:.1}, from {} check(s) on {} size(s)) over {:.2} doubling(s)",
+                g.pp_per_doubling, g.worst_per_doubling, g.checks, g.sizes, self.doublings
             ));
         }
         parts.join(", ")

@@ -102,7 +102,7 @@ pub fn bottom_line(
     }
     let basis = match verdict {
         Verdict::Passed { sizes, worst_pp, .. } => format!(
-            "its backtest passed on {sizes} measured sizes (worst {worst_pp:+.1} pp)"
+            "TRUSTED: its backtest passed on {sizes} measured sizes (worst {worst_pp:+.1} pp)"
         ),
         Verdict::Thin {
             procs, worst_pp, ..

@@ -527,10 +527,11 @@ impl Figures<'_> {
         // A projection from a censored demand is a bound, not a value with noise.
         let noise = interval.filter(|_| !from_censored);
         // Noise and model error taken as independent: their half-widths add in
-        // quadrature, each side on its own.
+        // quadrature, each side on its own. No program needs less than nothing: the
+        // low end stops at 0 (the high end may pass 100%: the link saturates).
         let both = match (noise, &model_error) {
             (Some(n), Some(m)) => Some(Interval {
-                low: bw - (bw - n.low).max(0.0).hypot(m.down),
+                low: (bw - (bw - n.low).max(0.0).hypot(m.down)).max(0.0),
                 high: bw + (n.high - bw).max(0.0).hypot(m.up),
             }),
             _ => None,

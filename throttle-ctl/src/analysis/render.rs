@@ -299,7 +299,7 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
         .map(|(p, k)| format!("{p}: {k:.2}"))
         .collect();
     out.push_str(
-        "traffic model, each part chosen among c0 + c1 p^i log2(p)^j, a p^b and the paper's T(p) by the error predicting each fitted size from the others:\n",
+        "traffic model, each part chosen among c0 + c1 p^i log2(p)^j, c0 + c1 (p-1)^i, a p^b and the paper's T(p) by the error predicting each fitted size from the others:\n",
     );
     for (what, found) in [
         ("T(100%)", &f.baseline),

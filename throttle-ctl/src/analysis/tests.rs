@@ -460,3 +460,23 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
     assert!(busiest.abs() < 1.0, "busiest link: {busiest:+.2} pp");
     assert!(mean.abs() > 2.0, "mean per node: {mean:+.2} pp");
 }
+
+#[test]
+fn no_projection_interval_reaches_below_zero() {
+    // A weight that drifts, checked on one size (6 from 2 and 4: a wide error bound),
+    // projected down to one node, whose demand is small, and far out: the model error's
+    // reach below the projection is more than the projection, and the interval stops
+    // at 0.
+    let req = question(&[10.0, 50.0], &[1, 512], Some(125e6));
+    let obs = traffic_study_with(&[2, 4, 6], |p| 0.3 + 0.1 * p.log2());
+    let a = analyze(&obs, &req).unwrap();
+    let t = a.traffic.as_ref().unwrap();
+    let lows: Vec<f64> = a
+        .projection
+        .iter()
+        .chain(&t.projection)
+        .filter_map(|p| p.interval.map(|i| i.low))
+        .collect();
+    assert!(lows.iter().all(|&l| l >= 0.0), "{lows:?}");
+    assert!(lows.contains(&0.0), "no interval reached 0 here: {lows:?}");
+}

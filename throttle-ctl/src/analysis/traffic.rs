@@ -108,6 +108,7 @@ pub fn fit(
         den: 1,
         log: 0,
         constant: false,
+        peers: false,
     };
     Some(Fit {
         volume: normal_form::search_or(&volume, &forms, reach, Form::Power)?,

@@ -61,13 +61,17 @@ pub(super) fn scaling<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Resu
 where
     DB::ErrorType: 'static,
 {
-    // In Extra-P's manner: p on a log axis, each size's median with its fastest and
-    // slowest run, the model drawn over the measured sizes only.
-    let mut at_full: Vec<&MedianPoint> = a.points.iter().filter(|p| p.bw_pct == 100.0).collect();
+    // In Extra-P's manner: log-log, each size's median with its fastest and slowest
+    // run, the model drawn over the measured sizes only. Both axes carry log10 values.
+    let mut at_full: Vec<&MedianPoint> = a
+        .points
+        .iter()
+        .filter(|p| p.bw_pct == 100.0 && p.median > 0.0 && p.min > 0.0)
+        .collect();
     at_full.sort_by_key(|p| p.procs);
     let pts: Vec<(f64, f64)> = at_full
         .iter()
-        .map(|p| ((p.procs.max(1) as f64).log10(), p.median))
+        .map(|p| ((p.procs.max(1) as f64).log10(), p.median.log10()))
         .collect();
     let (lmin, lmax) = pts
         .iter()
@@ -76,26 +80,73 @@ where
         return Ok(());
     }
     let x = lmin - 0.05..lmax + 0.05;
+    let log_y = YAxis {
+        range: None,
+        format: from_log_compact,
+    };
+    let y_label = format!("{} (log scale)", a.time_unit.axis());
     let mut measured = Series::measured("median (bars: min-max)", pts.clone());
-    measured.intervals = Some(at_full.iter().map(|p| (p.min, p.max)).collect());
+    measured.intervals = Some(
+        at_full
+            .iter()
+            .map(|p| (p.min.log10(), p.max.log10()))
+            .collect(),
+    );
     let Some(r) = &a.regression else {
-        return plot(
+        return plot_with(
             area,
             "strong scaling at 100% (no fit: too few sizes)",
-            "processes (log scale)",
-            a.time_unit.axis(),
+            ("processes (log scale)", &y_label),
             x,
             from_log,
+            log_y,
             &[measured],
         );
     };
     let (top, bottom) = area.split_vertically(H * 2 / 3);
     let model = |p: f64| r.c0 + r.c1 / p + r.c2 / p.sqrt();
+    // Where the model is not positive it has no place on a log axis.
     let curve: Vec<(f64, f64)> = (0..=100)
         .map(|i| lmin + (lmax - lmin) * i as f64 / 100.0)
         .map(|l| (l, model(10f64.powf(l))))
+        .filter(|&(_, t)| t > 0.0)
+        .map(|(l, t)| (l, t.log10()))
         .collect();
-    plot(
+    let mut series = vec![
+        Series {
+            name: "the paper's T(p)".into(),
+            points: curve,
+            intervals: None,
+            markers: false,
+            bounds: Vec::new(),
+            colour: None,
+        },
+        measured,
+    ];
+    // The traffic model's T(100%), chosen by the model search, over the sizes it was
+    // fitted on.
+    if let Some(fit) = a.traffic.as_ref().and_then(|t| t.fit.as_ref()) {
+        let sizes = fit.exposed_by_size.iter().map(|&(p, _)| p as f64);
+        let (lo, hi) = sizes.fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p), b.max(p)));
+        if lo < hi {
+            let (l0, l1) = (lo.log10(), hi.log10());
+            let m = &fit.baseline.best;
+            series.push(Series {
+                name: "traffic model's T(100%)".into(),
+                points: (0..=100)
+                    .map(|i| l0 + (l1 - l0) * i as f64 / 100.0)
+                    .map(|l| (l, m.at(10f64.powf(l))))
+                    .filter(|&(_, t)| t > 0.0)
+                    .map(|(l, t)| (l, t.log10()))
+                    .collect(),
+                intervals: None,
+                markers: false,
+                bounds: Vec::new(),
+                colour: Some(2),
+            });
+        }
+    }
+    plot_with(
         &top,
         &format!(
             "strong scaling at 100%: T(p) = {} + {}/p + {}/sqrt(p), R^2 {:.2}",
@@ -104,31 +155,24 @@ where
             a.time_unit.format(r.c2),
             r.r2
         ),
-        "processes (log scale)",
-        a.time_unit.axis(),
+        ("processes (log scale)", &y_label),
         x.clone(),
         from_log,
-        &[
-            Series {
-                name: "model".into(),
-                points: curve,
-                intervals: None,
-                markers: false,
-                bounds: Vec::new(),
-                colour: None,
-            },
-            measured,
-        ],
+        log_y,
+        &series,
     )?;
-    let resid: Vec<(f64, f64)> = pts
+    let resid: Vec<(f64, f64)> = at_full
         .iter()
-        .map(|&(l, t)| (l, t - model(10f64.powf(l))))
+        .map(|p| {
+            let n = p.procs.max(1) as f64;
+            (n.log10(), p.median - model(n))
+        })
         .collect();
     plot(
         &bottom,
         "residuals (measured - model)",
         "processes (log scale)",
-        "seconds",
+        a.time_unit.axis(),
         x,
         from_log,
         &[Series::measured("residual", resid)],
@@ -260,7 +304,8 @@ where
                     .iter()
                     .all(|p| interval_of(p).is_some())
                     .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
-                markers: true,
+                // A line with its error bars, no dots: dots are measurements.
+                markers: false,
                 bounds: Vec::new(),
                 colour: Some(li),
             });
@@ -277,6 +322,74 @@ where
         x0 - 0.05..x1 + 0.05,
         from_log,
         &series,
+    )
+}
+
+/// CTI against bandwidth per size, on an axis that shows the levels asked for: from 0
+/// (or the lowest CTI) to 1.3 times the highest level (at least 30%), higher CTIs (the
+/// slowest steps) clipped at its top. The levels and the noise floor are drawn across
+/// it: where a curve crosses a level is that size's demand; under the floor, a crossing
+/// is noise.
+fn cti_plot<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let mut s = per_size(a, |p| p.cti, None);
+    let x = log_bandwidth(&mut s);
+    let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
+    levels.sort_by(|x, y| x.total_cmp(y));
+    levels.dedup();
+    let top = (levels.last().copied().unwrap_or(25.0) * 1.3).max(30.0);
+    let bottom = s
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::min)
+        - 1.0;
+    let hidden = clip_above(&mut s, top);
+    for c in levels {
+        s.push(Series {
+            name: format!("CTI {c}% (asked)"),
+            points: vec![(x.start, c), (x.end, c)],
+            intervals: None,
+            markers: false,
+            bounds: Vec::new(),
+            colour: Some(7),
+        });
+    }
+    // One floor for the plot, the highest of the sizes': a crossing under it may be noise
+    // at some size.
+    if let Some(f) = a
+        .noise
+        .iter()
+        .map(|f| f.cti_pct)
+        .filter(|f| f.is_finite())
+        .max_by(|x, y| x.total_cmp(y))
+    {
+        s.push(Series {
+            name: format!("noise floor ({f:.1}%, the highest)"),
+            points: vec![(x.start, f.min(top)), (x.end, f.min(top))],
+            intervals: None,
+            markers: false,
+            bounds: Vec::new(),
+            colour: Some(5),
+        });
+    }
+    let title = if hidden > 0 {
+        format!("completion-time increment vs bandwidth ({hidden} point(s) above {top:.0}% off the axis)")
+    } else {
+        "completion-time increment vs bandwidth".to_string()
+    };
+    plot_with(
+        area,
+        &title,
+        ("bandwidth (% of link, log scale)", "CTI (%)"),
+        x,
+        from_log,
+        YAxis {
+            range: Some((bottom, top)),
+            format: compact,
+        },
+        &s,
     )
 }
 
@@ -298,34 +411,7 @@ where
                 &s,
             )
         }
-        "cti_vs_bandwidth" => {
-            let mut s = per_size(a, |p| p.cti, None);
-            let x = log_bandwidth(&mut s);
-            // The levels asked for, across the plot: where each curve crosses one is
-            // that size's demand.
-            let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
-            levels.sort_by(|x, y| x.total_cmp(y));
-            levels.dedup();
-            for c in levels {
-                s.push(Series {
-                    name: format!("CTI {c}% (asked)"),
-                    points: vec![(x.start, c), (x.end, c)],
-                    intervals: None,
-                    markers: false,
-                    bounds: Vec::new(),
-                    colour: Some(7),
-                });
-            }
-            plot(
-                area,
-                "completion-time increment vs bandwidth",
-                "bandwidth (% of link, log scale)",
-                "CTI (%)",
-                x,
-                from_log,
-                &s,
-            )
-        }
+        "cti_vs_bandwidth" => cti_plot(area, a),
         "strong_scaling" => scaling(area, a),
         "demand_vs_size" => demand_vs_size(area, a),
         _ => demand_plot(area, a),

@@ -110,7 +110,7 @@ where
 }
 
 /// A plot of `series` on `area`, its legend beside it; `x` is the x axis's range (linear
-/// or logarithmic).
+/// or logarithmic), the y axis fits the data.
 pub(super) fn plot<DB, X>(
     area: &Draw<DB>,
     title: &str,
@@ -118,6 +118,52 @@ pub(super) fn plot<DB, X>(
     y_label: &str,
     x: X,
     x_format: fn(f64) -> String,
+    series: &[Series],
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+{
+    plot_with(
+        area,
+        title,
+        (x_label, y_label),
+        x,
+        x_format,
+        YAxis::default(),
+        series,
+    )
+}
+
+/// How a plot's y axis runs.
+#[derive(Clone, Copy)]
+pub(super) struct YAxis {
+    /// Its lowest and highest value; `None`: the data's, padded. Series must lie within
+    /// it (see [`clip_above`]): plotters draws outside the plotting area otherwise.
+    pub range: Option<(f64, f64)>,
+    /// Its tick labels ([`compact`], or [`from_log_compact`] for a log10 axis).
+    pub format: fn(f64) -> String,
+}
+
+impl Default for YAxis {
+    fn default() -> Self {
+        YAxis {
+            range: None,
+            format: compact,
+        }
+    }
+}
+
+/// [`plot`] with its y axis given.
+pub(super) fn plot_with<DB, X>(
+    area: &Draw<DB>,
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    x: X,
+    x_format: fn(f64) -> String,
+    y: YAxis,
     series: &[Series],
 ) -> Result<()>
 where
@@ -141,12 +187,13 @@ where
         return Ok(());
     }
     let pad = ((y1 - y0) * 0.08).max(1e-9);
+    let (y0, y1) = y.range.unwrap_or((y0 - pad, y1 + pad));
     let mut chart = ChartBuilder::on(&chart_area)
         .caption(title, ("sans-serif", 22))
         .margin(14)
         .x_label_area_size(48)
         .y_label_area_size(74)
-        .build_cartesian_2d(x, (y0 - pad)..(y1 + pad))
+        .build_cartesian_2d(x, y0..y1)
         .map_err(err)?;
     let (_, height) = chart_area.dim_in_pixel();
     chart
@@ -156,7 +203,7 @@ where
         .x_labels(8)
         .y_labels((height / 60).clamp(3, 10) as usize)
         .x_label_formatter(&|v| x_format(*v))
-        .y_label_formatter(&|v| compact(*v))
+        .y_label_formatter(&|v| (y.format)(*v))
         .light_line_style(WHITE)
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 17))
@@ -168,8 +215,16 @@ where
             .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
             .map_err(err)?;
         if s.markers {
+            // A point on a fixed range's top edge is where a clipped line leaves it
+            // (`clip_above`), not a measurement.
+            let edge = y.range.map_or(f64::INFINITY, |r| r.1);
             chart
-                .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .draw_series(
+                    s.points
+                        .iter()
+                        .filter(|p| p.1 < edge)
+                        .map(|&p| Circle::new(p, 4, c.filled())),
+                )
                 .map_err(err)?;
         }
         for &((x, y), above) in &s.bounds {
@@ -200,7 +255,8 @@ where
 /// A tick label: as few digits as the value needs.
 pub(super) fn compact(v: f64) -> String {
     let a = v.abs();
-    if a == 0.0 {
+    // A tick at zero computed in floating point comes as 1e-18 or so.
+    if a < 1e-15 {
         "0".into()
     } else if a >= 100.0 || (a >= 1.0 && (v - v.round()).abs() < 1e-9) {
         format!("{v:.0}")
@@ -211,6 +267,42 @@ pub(super) fn compact(v: f64) -> String {
     } else {
         format!("{v:.1e}")
     }
+}
+
+/// Clip `series` at `top`: a point above it goes, a line crossing it stops at it. The
+/// number of points removed.
+pub(super) fn clip_above(series: &mut [Series], top: f64) -> usize {
+    let mut removed = 0;
+    for s in series.iter_mut() {
+        if s.intervals.is_some() || s.points.iter().all(|p| p.1 <= top) {
+            continue;
+        }
+        let mut out = Vec::with_capacity(s.points.len());
+        for (i, &p) in s.points.iter().enumerate() {
+            let prev = i.checked_sub(1).map(|k| s.points[k]);
+            if let Some(q) = prev {
+                // A crossing between q and p: the point on the edge.
+                if (q.1 > top) != (p.1 > top) {
+                    let t = (top - q.1) / (p.1 - q.1);
+                    out.push((q.0 + t * (p.0 - q.0), top));
+                }
+            }
+            if p.1 <= top {
+                out.push(p);
+            } else {
+                removed += 1;
+            }
+        }
+        s.points = out;
+        s.bounds.retain(|b| b.0 .1 <= top);
+    }
+    removed
+}
+
+/// A label on a log10 axis of any magnitude: the value it stands for, as [`compact`]
+/// writes it.
+pub(super) fn from_log_compact(v: f64) -> String {
+    compact(10f64.powf(v))
 }
 
 /// A log-scaled bandwidth axis: the series' x values become log10(bw %), and the axis
