@@ -28,6 +28,10 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   char *out_l = malloc(halo), *out_r = malloc(halo), *in_l = calloc(halo, 1), *in_r = calloc(halo, 1);
+  if (!out_l || !out_r || !in_l || !in_r) {
+    fprintf(stderr, "mpi_halo: out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   memset(out_l, rank, halo);
   memset(out_r, rank, halo);
   int left = (rank + size - 1) % size, right = (rank + 1) % size;

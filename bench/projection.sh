@@ -111,6 +111,7 @@ for c in "${CASES[@]}"; do
   printf '%s\n' "${s#*|}" >"$WORK/$c.toml"
   start=$(date +%s)
   if [ -n "${BENCH_STORES:-}" ]; then
+    [ -f "$BENCH_STORES/$c.db" ] || { echo "# $c: skipped: no $BENCH_STORES/$c.db" >&2; continue; }
     cp "$BENCH_STORES/$c.db" "$WORK/$c.db"
   elif [ "$c" = mpi-halo ]; then
     if ! why=$(mpi_up); then echo "# $c: skipped: $why" >&2; continue; fi

@@ -51,7 +51,7 @@ enum Command {
     Sweep(commands::sweep::Args),
     /// Derive CTI curves, bandwidth demand, the demand constant and projections.
     Analyze(commands::analyze::Args),
-    /// The whole method end to end on a local emulated cluster (about 75 seconds).
+    /// The whole method end to end on a local emulated cluster (about 2 minutes 15 s on 2 cores).
     Demo(commands::demo::Args),
     /// Write every stored run as CSV.
     Export(commands::export::Args),

@@ -310,6 +310,13 @@ mod tests {
         );
         assert!(b.trusted, "{b:?}");
         assert!(
+            b.lines
+                .last()
+                .unwrap()
+                .contains("; TRUSTED: its backtest passed"),
+            "{b:?}"
+        );
+        assert!(
             b.lines[0].contains("no number: its model error cannot be estimated"),
             "{b:?}"
         );

@@ -2,6 +2,7 @@
 
 use super::*;
 use backtest::Verdict;
+use normal_form::Form;
 
 /// A question of the tests: these levels and sizes to project to, one series, the
 /// default reading; `capacity` (bytes per second) for the traffic model.
@@ -479,4 +480,34 @@ fn no_projection_interval_reaches_below_zero() {
         .collect();
     assert!(lows.iter().all(|&l| l >= 0.0), "{lows:?}");
     assert!(lows.contains(&0.0), "no interval reached 0 here: {lows:?}");
+}
+
+#[test]
+fn a_model_of_the_peers_projects_nothing_to_one_node() {
+    // Each node's bytes fall as 1/(p - 1) (a master's share per worker), fitted on 2-6
+    // nodes: its model, infinite at one node, gives no demand there (not 100%, a number
+    // made of an infinity).
+    let mut obs = traffic_study(&[2, 3, 4, 6]);
+    for o in &mut obs {
+        let p = o.procs as f64;
+        let w = o.bw_pct.unwrap() / 100.0;
+        let v = 1e5 + 1e6 / (p - 1.0);
+        o.bytes_sent = Some((v * p) as u64);
+        o.seconds = 1.0 + 8.0 / p + 0.6 * v / 125e6 * (1.0 / w - 1.0);
+    }
+    let req = question(&[10.0], &[1, 8], Some(125e6));
+    let a = analyze(&obs, &req).unwrap();
+    let t = a.traffic.as_ref().unwrap();
+    let f = t.fit.as_ref().unwrap();
+    assert!(
+        matches!(f.volume.best.form, Form::Term { peers: true, .. }),
+        "{:?}",
+        f.volume.best
+    );
+    assert!(
+        t.projection.iter().all(|p| p.procs != 1),
+        "{:?}",
+        t.projection
+    );
+    assert!(t.projection.iter().any(|p| p.procs == 8));
 }

@@ -125,6 +125,10 @@ pub fn demand(k: f64, capacity: f64, bytes: f64, t100: f64, level: f64) -> f64 {
     100.0 / (1.0 + level / 100.0 * t100 / exposed_s)
 }
 
+/// The demand at `p` by these models of k, V and T(100%); `None` where one of them is not
+/// a positive finite number there (a model is checked positive over the fitted sizes
+/// and up to the farthest target, not below the smallest size: `(p-1)^-1` is infinite
+/// at one node).
 fn demand_by(
     k: &Model,
     volume: &Model,
@@ -132,22 +136,26 @@ fn demand_by(
     capacity: f64,
     p: u32,
     level: f64,
-) -> f64 {
+) -> Option<f64> {
     let p = p as f64;
-    demand(k.at(p), capacity, volume.at(p), baseline.at(p), level)
+    let (k, vol, base) = (k.at(p), volume.at(p), baseline.at(p));
+    if ![k, vol, base].iter().all(|x| x.is_finite() && *x > 0.0) {
+        return None;
+    }
+    let d = demand(k, capacity, vol, base, level);
+    (d.is_finite() && d > 0.0).then_some(d)
 }
 
 /// The demand at `p` for `level` by the chosen models.
 pub fn project(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<f64> {
-    let d = demand_by(
+    demand_by(
         &fit.exposed.best,
         &fit.volume.best,
         &fit.baseline.best,
         v.capacity,
         p,
         level,
-    );
-    (d.is_finite() && d > 0.0).then_some(d)
+    )
 }
 
 /// How far off, relatively, the chosen models' k V / T(100%) may be at `p`: each part's
@@ -185,6 +193,9 @@ pub fn band(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<(f64, f64)> {
             fit.baseline.best.at(pf),
         );
         for scale in [1.0 - e.min(0.9), 1.0 + e] {
+            if ![k, vol, base].iter().all(|x| x.is_finite() && *x > 0.0) {
+                break;
+            }
             let d = demand(k * scale, v.capacity, vol, base, level);
             if d.is_finite() && d > 0.0 {
                 lo = lo.min(d);
@@ -195,8 +206,7 @@ pub fn band(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<(f64, f64)> {
     for k in fit.exposed.close.iter().take(4) {
         for vol in fit.volume.close.iter().take(4) {
             for base in fit.baseline.close.iter().take(4) {
-                let d = demand_by(k, vol, base, v.capacity, p, level);
-                if d.is_finite() && d > 0.0 {
+                if let Some(d) = demand_by(k, vol, base, v.capacity, p, level) {
                     lo = lo.min(d);
                     hi = hi.max(d);
                 }

@@ -1,5 +1,5 @@
-//! `throttle-ctl demo`: the whole method on a local emulated cluster, in about three
-//! minutes.
+//! `throttle-ctl demo`: the whole method on a local emulated cluster, in about two
+//! minutes and a quarter on a 2-core machine.
 //!
 //! Brings agents up, sweeps a program over node counts at a coarse grid of bandwidths and
 //! then searches for each size's demand at CTI 10-25% (steps placed until each level lies
@@ -63,7 +63,7 @@ pub struct Args {
     /// pmm 4,9,16,25 (square grids); bfs 1,2,3,4].
     #[arg(long)]
     sizes: Option<String>,
-    /// Emulated link per node [default: pmm 100Mbit; bfs 1Gbit].
+    /// Emulated link per node [default: mw and pmm 100Mbit; bfs 1Gbit].
     #[arg(long)]
     capacity: Option<Rate>,
     /// PMM: matrix order (a multiple of every grid side).
@@ -71,8 +71,8 @@ pub struct Args {
     size: usize,
     /// PMM: the emulated node's rate, GFLOP/s. With the 100 Mbit/s default link this puts
     /// communication at about 4% (4 nodes) to 30% (25 nodes) of the time at full
-    /// bandwidth: slow nodes on a slow link, scaled down together so that 25 of each fit
-    /// on a small machine.
+    /// bandwidth: slow nodes on a slow link, scaled down together (the ranks sleep, but
+    /// a 2-core machine still cannot run 25 of them and their agents: see --workload).
     #[arg(long, default_value_t = 0.0117)]
     emulate_gflops: f64,
     /// Master/worker: bytes each iteration moves through the master.
@@ -96,11 +96,11 @@ pub struct Args {
     settle: f64,
     /// Bandwidth steps (percent; ranges START:STOP:STEP allowed); with the demand search
     /// the coarse pass it starts from
-    /// [default: pmm 100,50,25 (searched); bfs 100,40,20,14,10,7,5,3].
+    /// [default: mw and pmm 100,50,25 (searched); bfs 100,40,20,14,10,7,5,3].
     #[arg(long)]
     bandwidths: Option<String>,
     /// CTI levels (percent) the demand search brackets at every size; `none` runs the
-    /// plain grid of --bandwidths [default: pmm 10,15,20,25; bfs none].
+    /// plain grid of --bandwidths [default: mw and pmm 10,15,20,25; bfs none].
     #[arg(long)]
     search: Option<String>,
     /// The demand search is done at a level when the measured steps around it are at

@@ -51,6 +51,7 @@ pub(super) fn per_size(
                 intervals: interval.map(|f| pts.iter().map(|p| f(p)).collect()),
                 markers: true,
                 bounds: Vec::new(),
+                edges: Vec::new(),
                 colour: None,
             }
         })
@@ -109,7 +110,7 @@ where
     let curve: Vec<(f64, f64)> = (0..=100)
         .map(|i| lmin + (lmax - lmin) * i as f64 / 100.0)
         .map(|l| (l, model(10f64.powf(l))))
-        .filter(|&(_, t)| t > 0.0)
+        .filter(|&(_, t)| t.is_finite() && t > 0.0)
         .map(|(l, t)| (l, t.log10()))
         .collect();
     let mut series = vec![
@@ -119,6 +120,7 @@ where
             intervals: None,
             markers: false,
             bounds: Vec::new(),
+            edges: Vec::new(),
             colour: None,
         },
         measured,
@@ -136,12 +138,13 @@ where
                 points: (0..=100)
                     .map(|i| l0 + (l1 - l0) * i as f64 / 100.0)
                     .map(|l| (l, m.at(10f64.powf(l))))
-                    .filter(|&(_, t)| t > 0.0)
+                    .filter(|&(_, t)| t.is_finite() && t > 0.0)
                     .map(|(l, t)| (l, t.log10()))
                     .collect(),
                 intervals: None,
                 markers: false,
                 bounds: Vec::new(),
+                edges: Vec::new(),
                 colour: Some(2),
             });
         }
@@ -218,6 +221,7 @@ where
                 .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
             markers: true,
             bounds: Vec::new(),
+            edges: Vec::new(),
             colour: None,
         });
     }
@@ -304,9 +308,9 @@ where
                     .iter()
                     .all(|p| interval_of(p).is_some())
                     .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
-                // A line with its error bars, no dots: dots are measurements.
-                markers: false,
+                markers: true,
                 bounds: Vec::new(),
+                edges: Vec::new(),
                 colour: Some(li),
             });
         }
@@ -339,7 +343,17 @@ where
     let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
     levels.sort_by(|x, y| x.total_cmp(y));
     levels.dedup();
-    let top = (levels.last().copied().unwrap_or(25.0) * 1.3).max(30.0);
+    // The highest of the sizes' noise floors: a crossing under it may be noise at some
+    // size.
+    let floor = a
+        .noise
+        .iter()
+        .map(|f| f.cti_pct)
+        .filter(|f| f.is_finite())
+        .max_by(|x, y| x.total_cmp(y));
+    let top = (levels.last().copied().unwrap_or(25.0) * 1.3)
+        .max(30.0)
+        .max(floor.unwrap_or(0.0) * 1.1);
     let bottom = s
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -353,24 +367,18 @@ where
             intervals: None,
             markers: false,
             bounds: Vec::new(),
+            edges: Vec::new(),
             colour: Some(7),
         });
     }
-    // One floor for the plot, the highest of the sizes': a crossing under it may be noise
-    // at some size.
-    if let Some(f) = a
-        .noise
-        .iter()
-        .map(|f| f.cti_pct)
-        .filter(|f| f.is_finite())
-        .max_by(|x, y| x.total_cmp(y))
-    {
+    if let Some(f) = floor {
         s.push(Series {
             name: format!("noise floor ({f:.1}%, the highest)"),
-            points: vec![(x.start, f.min(top)), (x.end, f.min(top))],
+            points: vec![(x.start, f), (x.end, f)],
             intervals: None,
             markers: false,
             bounds: Vec::new(),
+            edges: Vec::new(),
             colour: Some(5),
         });
     }

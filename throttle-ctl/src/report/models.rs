@@ -41,6 +41,7 @@ where
             intervals: None,
             markers: l.measured,
             bounds: Vec::new(),
+            edges: Vec::new(),
             colour: None,
         })
         .collect();

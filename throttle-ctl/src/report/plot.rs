@@ -73,6 +73,10 @@ pub(super) struct Series {
     /// Its colour's index, when it must match another series' (a level's measured and
     /// projected demand); else its position.
     pub colour: Option<usize>,
+    /// Indices of `points` that [`clip_above`] put on the axis's edge, where the line
+    /// leaves or re-enters it: no markers there, and no line between two of them in a
+    /// row (the data ran above the axis between them).
+    pub edges: Vec<usize>,
 }
 
 impl Series {
@@ -83,6 +87,7 @@ impl Series {
             intervals: None,
             markers: true,
             bounds: Vec::new(),
+            edges: Vec::new(),
             colour: None,
         }
     }
@@ -211,19 +216,29 @@ where
         .map_err(err)?;
     for (i, s) in series.iter().enumerate() {
         let c = color(s.colour.unwrap_or(i));
-        chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
-            .map_err(err)?;
+        // The line in pieces: it breaks between two edge points in a row.
+        let mut start = 0;
+        for end in 1..=s.points.len() {
+            let gap =
+                end < s.points.len() && s.edges.contains(&(end - 1)) && s.edges.contains(&end);
+            if end == s.points.len() || gap {
+                chart
+                    .draw_series(LineSeries::new(
+                        s.points[start..end].iter().copied(),
+                        c.stroke_width(2),
+                    ))
+                    .map_err(err)?;
+                start = end;
+            }
+        }
         if s.markers {
-            // A point on a fixed range's top edge is where a clipped line leaves it
-            // (`clip_above`), not a measurement.
-            let edge = y.range.map_or(f64::INFINITY, |r| r.1);
             chart
                 .draw_series(
                     s.points
                         .iter()
-                        .filter(|p| p.1 < edge)
-                        .map(|&p| Circle::new(p, 4, c.filled())),
+                        .enumerate()
+                        .filter(|(k, _)| !s.edges.contains(k))
+                        .map(|(_, &p)| Circle::new(p, 4, c.filled())),
                 )
                 .map_err(err)?;
         }
@@ -269,21 +284,44 @@ pub(super) fn compact(v: f64) -> String {
     }
 }
 
-/// Clip `series` at `top`: a point above it goes, a line crossing it stops at it. The
-/// number of points removed.
+/// Clip `series` at `top`: a point above it goes, a line crossing it stops at it (an
+/// edge point, in `edges`), and so do bounds and intervals reaching above it. The
+/// number of points and bounds removed.
 pub(super) fn clip_above(series: &mut [Series], top: f64) -> usize {
     let mut removed = 0;
     for s in series.iter_mut() {
-        if s.intervals.is_some() || s.points.iter().all(|p| p.1 <= top) {
+        let before = s.bounds.len();
+        s.bounds.retain(|b| b.0 .1 <= top);
+        removed += before - s.bounds.len();
+        if let Some(iv) = &mut s.intervals {
+            for i in iv.iter_mut() {
+                i.1 = i.1.min(top);
+                i.0 = i.0.min(top);
+            }
+        }
+        if s.points.iter().all(|p| p.1 <= top) {
+            continue;
+        }
+        // A series with intervals keeps one per point: its points above are held at the
+        // edge instead of removed.
+        if s.intervals.is_some() {
+            for (k, p) in s.points.iter_mut().enumerate() {
+                if p.1 > top {
+                    p.1 = top;
+                    s.edges.push(k);
+                    removed += 1;
+                }
+            }
             continue;
         }
         let mut out = Vec::with_capacity(s.points.len());
+        let mut edges = Vec::new();
         for (i, &p) in s.points.iter().enumerate() {
-            let prev = i.checked_sub(1).map(|k| s.points[k]);
-            if let Some(q) = prev {
+            if let Some(q) = i.checked_sub(1).map(|k| s.points[k]) {
                 // A crossing between q and p: the point on the edge.
                 if (q.1 > top) != (p.1 > top) {
                     let t = (top - q.1) / (p.1 - q.1);
+                    edges.push(out.len());
                     out.push((q.0 + t * (p.0 - q.0), top));
                 }
             }
@@ -294,7 +332,7 @@ pub(super) fn clip_above(series: &mut [Series], top: f64) -> usize {
             }
         }
         s.points = out;
-        s.bounds.retain(|b| b.0 .1 <= top);
+        s.edges = edges;
     }
     removed
 }
@@ -328,4 +366,47 @@ pub(super) fn from_log(v: f64) -> String {
     let digits = (2 - x.log10().floor() as i32 - 1).max(0) as usize;
     let r = format!("{x:.digits$}");
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clipped_line_stops_at_the_edge_and_breaks_where_it_ran_above() {
+        let pts = vec![
+            (0.0, 10.0),
+            (1.0, 40.0),
+            (2.0, 50.0),
+            (3.0, 20.0),
+            (4.0, 35.0),
+            (5.0, 5.0),
+        ];
+        let mut s = vec![Series::measured("x", pts)];
+        s[0].bounds = vec![((1.0, 45.0), true), ((2.0, 25.0), false)];
+        assert_eq!(clip_above(&mut s, 30.0), 4);
+        let got: Vec<(f64, f64)> = s[0]
+            .points
+            .iter()
+            .map(|&(x, y)| ((x * 1000.0).round() / 1000.0, y))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0.0, 10.0),
+                (0.667, 30.0),
+                (2.667, 30.0),
+                (3.0, 20.0),
+                (3.667, 30.0),
+                (4.167, 30.0),
+                (5.0, 5.0)
+            ]
+        );
+        assert_eq!(s[0].edges, vec![1, 2, 4, 5]);
+        assert_eq!(s[0].bounds, vec![((2.0, 25.0), false)]);
+        // Under the edge nothing changes.
+        let mut low = vec![Series::measured("y", vec![(0.0, 1.0), (1.0, 2.0)])];
+        assert_eq!(clip_above(&mut low, 30.0), 0);
+        assert!(low[0].edges.is_empty() && low[0].points.len() == 2);
+    }
 }
