@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Result};
 
+use crate::analysis::observation::printable;
 use crate::analysis::{Observation, TimeUnit};
 use crate::job::RunStatus;
 use crate::store::RunRow;
@@ -114,13 +115,13 @@ pub fn time_of(r: &RunRow, kernel: bool) -> Option<f64> {
 pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observation>, Chosen)> {
     let chosen = choose(rows, time)?;
     let kernel = chosen.kernel;
-    let obs = rows
+    let obs: Vec<Observation> = rows
         .iter()
         .map(|r| {
             let t = time_of(r, kernel);
             Observation {
                 ok: r.status == RunStatus::Ok && t.is_some(),
-                series: r.series.clone(),
+                series: printable(&r.series),
                 procs: r.procs,
                 bw_pct: r.bw_pct.percent(),
                 repeat: r.repeat,
@@ -132,10 +133,38 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
                     .fidelity
                     .as_deref()
                     .and_then(crate::fidelity::RunFidelity::busiest_link_bytes_of),
-                flag: r.flag.clone(),
+                flag: r.flag.as_deref().map(printable),
             }
         })
         .collect();
+    // A store is a file a user may be handed: its rows are checked as a CSV file's are.
+    let bad: Vec<String> = obs
+        .iter()
+        .zip(rows)
+        .filter_map(|(o, r)| {
+            let p = o.problems();
+            (!p.is_empty()).then(|| {
+                format!(
+                    "the run started {} ({}): {}",
+                    printable(&r.started_at),
+                    o.series,
+                    p.join("; ")
+                )
+            })
+        })
+        .collect();
+    if !bad.is_empty() {
+        bail!(
+            "{} stored run(s) are not runs the analysis can use (a damaged or hand-edited store?):\n  {}{}",
+            bad.len(),
+            bad.iter().take(20).cloned().collect::<Vec<_>>().join("\n  "),
+            if bad.len() > 20 {
+                format!("\n  ... and {} more", bad.len() - 20)
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok((obs, chosen))
 }
 
@@ -203,5 +232,42 @@ mod tests {
         let timed = row(RunStatus::Ok, Some(1.0));
         let e = observations(&[rated, timed], TimeSource::Auto).unwrap_err();
         assert!(e.to_string().contains("--time job"), "{e}");
+    }
+
+    #[test]
+    fn a_hostile_stores_rows_are_refused_by_name_and_its_labels_cannot_drive_the_terminal() {
+        let mut negative = row(RunStatus::Ok, None);
+        negative.seconds = Some(-5.0);
+        negative.started_at = "2026-11-25T10:00:00Z".into();
+        let mut no_nodes = row(RunStatus::Ok, None);
+        no_nodes.nodes = 0;
+        let e = observations(&[negative, no_nodes], TimeSource::Auto)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("2 stored run(s)")
+                && e.contains("2026-11-25T10:00:00Z")
+                && e.contains("the time -5")
+                && e.contains("nodes 0"),
+            "{e}"
+        );
+        let mut huge = row(RunStatus::Ok, None);
+        huge.seconds = Some(1e308);
+        assert!(observations(&[huge], TimeSource::Auto).is_err());
+        // A failed run without a time is a run.
+        let mut failed = row(RunStatus::Failed, None);
+        failed.seconds = None;
+        assert!(observations(&[failed], TimeSource::Job).is_ok());
+        let mut labelled = row(RunStatus::Ok, None);
+        labelled.series = "mw \u{1b}[2J\u{1b}]0;owned\u{7}".into();
+        labelled.flag = Some("late\r".into());
+        let (obs, _) = observations(&[labelled], TimeSource::Auto).unwrap();
+        assert!(
+            !obs[0].series.chars().any(char::is_control),
+            "{}",
+            obs[0].series
+        );
+        assert!(obs[0].series.contains("\\u{1b}[2J"), "{}", obs[0].series);
+        assert_eq!(obs[0].flag.as_deref(), Some("late\\u{d}"));
     }
 }

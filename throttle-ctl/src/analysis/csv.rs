@@ -226,7 +226,7 @@ impl Columns {
             series.push_str(&format!(" {}={}", self.names[i], f[i]));
         }
         Ok(Observation {
-            series,
+            series: super::observation::printable(&series),
             procs: procs.unwrap_or(1),
             bw_pct: bw.unwrap_or(None),
             repeat: repeat.unwrap_or(0),
@@ -238,7 +238,7 @@ impl Columns {
             // CSV data gets no traffic projection (no link capacity): the proof's
             // per-node bytes are not read.
             busiest_bytes: None,
-            flag: optional(f, self.flag).map(str::to_string),
+            flag: optional(f, self.flag).map(super::observation::printable),
         })
     }
 }
@@ -293,6 +293,12 @@ pub fn parse_with_time(text: &str, time: &str) -> Result<Vec<Observation>> {
         }
         let f: Vec<&str> = record.iter().collect();
         let o = match cols.observation(&f) {
+            // What no source may hold (a time beyond MAX_SECONDS) is checked once, for
+            // the store's rows too.
+            Ok(o) if !o.problems().is_empty() => {
+                errors.push(format!("line {lineno}: {}", o.problems().join("; ")));
+                continue;
+            }
             Ok(o) => o,
             Err(bad) => {
                 errors.push(format!("line {lineno}: {}", bad.join("; ")));

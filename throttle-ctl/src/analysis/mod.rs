@@ -13,6 +13,7 @@
 //! * [`backtest`]: each measured size projected from the smaller ones by both, and the
 //!   verdicts.
 //! * [`render`]: the tables a person reads.
+//! * [`observation`]: one run as the analysis sees it, and what makes it no run.
 //! * [`csv`]: data measured with any tool.
 //!
 //! Every formula is in docs/method.md; this module only groups the observations, keeps
@@ -28,6 +29,7 @@ pub mod csv;
 pub mod demand;
 pub mod noise;
 pub mod normal_form;
+pub mod observation;
 pub mod regression;
 pub mod render;
 pub mod stats;
@@ -46,31 +48,8 @@ use demand::{Censored, Interp};
 pub use answer::{
     Analysis, DcPair, Demand, MedianPoint, Projection, Saturation, TimeUnit, TrafficAnswer,
 };
+pub use observation::Observation;
 pub use render::render;
-
-/// One run, from the store or a CSV file.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Observation {
-    /// Workload and its options: runs are only compared within one series.
-    pub series: String,
-    pub procs: u32,
-    /// `None`: unlimited (not used by the analysis).
-    pub bw_pct: Option<f64>,
-    pub repeat: u32,
-    pub seconds: f64,
-    pub ok: bool,
-    /// Nodes the processes ran on.
-    pub nodes: u32,
-    /// Share of the machine's CPUs busy just before the run (see `load`), if recorded.
-    pub busy: Option<f64>,
-    /// Bytes the run's nodes sent through their agents, if recorded.
-    pub bytes_sent: Option<u64>,
-    /// The most bytes one node's link carried in one direction, if recorded (from the
-    /// run's proof).
-    pub busiest_bytes: Option<u64>,
-    /// Why the run's links did not run at their setting (`fidelity`), when they did not.
-    pub flag: Option<String>,
-}
 
 /// What to compute from the observations.
 #[derive(Clone, Debug)]
