@@ -55,6 +55,9 @@ pub struct AgentConfig {
     pub tls: Option<Tls>,
     /// Intercept programs' TCP connections to the other nodes (nftables redirect; root).
     pub intercept: bool,
+    /// Let forwards reach this node's loopback-only services and ports under 1024, and
+    /// listen on ports under 1024 (`--open-forwards`; off: see `transport::target`).
+    pub open_forwards: bool,
     /// Serve the preload library on this port of 127.0.0.1 and ::1 (no root needed).
     pub preload_port: Option<u16>,
     /// Pin every launched rank to these CPUs (`--rank-cpus`, checked with
@@ -162,6 +165,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         directory: Directory::default(),
         registry: Arc::new(Registry::default()),
         forwards: Forwards::default(),
+        open_forwards: config.open_forwards,
         pump: config.pump,
         register_timeout: config.register_timeout,
         started: Instant::now(),

@@ -99,6 +99,12 @@ struct Args {
     /// The rules are removed when the agent stops and replaced when it starts again.
     #[arg(long)]
     intercept: bool,
+    /// Let forwards reach this node's services bound to loopback only (127.0.0.1, ::1,
+    /// other than this agent's own address) and ports under 1024, and listen on ports under
+    /// 1024. Off, a token holder cannot expose a service meant for this machine only (a
+    /// database on 127.0.0.1, sshd) to everyone who can reach a forward's listener.
+    #[arg(long)]
+    open_forwards: bool,
     /// Serve the preload library (LD_PRELOAD=libthrottle_preload.so in the programs) on
     /// 127.0.0.1 and ::1 at --preload-port: programs' connections to the other nodes go
     /// through the agents without root or kernel rules. Needs --data on this node's own
@@ -259,6 +265,7 @@ fn main() {
         programs,
         tls,
         intercept: args.intercept,
+        open_forwards: args.open_forwards,
         preload_port: args.preload.then_some(args.preload_port),
         // Checked before the agent pins itself: the ranks' CPUs are outside its own set.
         rank_cpus: args.rank_cpus.as_ref().map(|c| {

@@ -35,6 +35,9 @@ pub struct Agent {
     pub directory: Directory,
     pub registry: Arc<Registry>,
     pub forwards: Forwards,
+    /// Forwards may reach loopback-only services and ports under 1024, and listen on
+    /// ports under 1024 (the operator's `--open-forwards`).
+    pub open_forwards: bool,
     pub pump: PumpOptions,
     pub register_timeout: Duration,
     pub started: Instant,

@@ -52,6 +52,7 @@ fn fixture() -> &'static Fixture {
             programs: ProgramPolicy::nothing(),
             tls: None,
             intercept: false,
+            open_forwards: false,
             preload_port: None,
             rank_cpus: None,
         };

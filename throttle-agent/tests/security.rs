@@ -726,3 +726,78 @@ async fn refused_launches_change_nothing_and_run_directories_do_not_pile_up() {
     .await
     .unwrap();
 }
+
+/// Finding: a token holder's forward (listening on 0.0.0.0) let anyone reach a service of
+/// another node bound to 127.0.0.1 only, or its sshd. A forward now reaches the node's
+/// own address and ports from 1024 up, listens on ports from 1024 up, unless the node's
+/// operator opens them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opened() {
+    use throttle_agent::transport::forward::{add, ForwardSpec};
+    use throttle_proto::forward::HostPort;
+    let scratch = Scratch::new("fwd-private");
+    // The nodes' address is 127.0.0.2; the service listens on 127.0.0.1 only.
+    let agents = cluster_on(&scratch, 2, shape(None, 1e9), true, "127.0.0.2", false).await;
+    let private = echo_server();
+    let spec = |listen: &str, to: &str, target: &str| ForwardSpec {
+        listen: listen.parse().unwrap(),
+        to_node: n(to),
+        target: HostPort::parse(target).unwrap(),
+    };
+    // On the node itself: refused at once, saying why.
+    let e = add(&agents[1].state, spec("127.0.0.2:0", "n1", &private))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("loopback address") && e.contains("--open-forwards"),
+        "{e}"
+    );
+    let e = add(&agents[1].state, spec("127.0.0.2:0", "n1", "127.0.0.2:22"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("port 22 is under 1024"), "{e}");
+    let e = add(
+        &agents[0].state,
+        spec("127.0.0.2:81", "n1", "127.0.0.2:5201"),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("from 1024 up"), "{e}");
+    // Through another node: the rule is taken (n0 cannot know n1's policy), and every
+    // connection is refused by n1: reset, the service never answers.
+    let fwd = add(&agents[0].state, spec("127.0.0.2:0", "n1", &private))
+        .await
+        .unwrap();
+    let served = tokio::task::spawn_blocking(move || {
+        let mut c = std::net::TcpStream::connect(fwd.listen).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = c.write_all(b"hello");
+        let mut back = [0u8; 5];
+        c.read_exact(&mut back).is_ok()
+    })
+    .await
+    .unwrap();
+    assert!(
+        !served,
+        "n1's loopback-only service answered through a forward"
+    );
+    // The node's operator opens them: the same service is reached.
+    let open = Scratch::new("fwd-open");
+    let agents = cluster_on(&open, 2, shape(None, 1e9), true, "127.0.0.2", true).await;
+    let fwd = add(&agents[0].state, spec("127.0.0.2:0", "n1", &private))
+        .await
+        .unwrap();
+    let served = tokio::task::spawn_blocking(move || {
+        let mut c = std::net::TcpStream::connect(fwd.listen).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut back = [0u8; 5];
+        c.read_exact(&mut back).map(|_| back).ok()
+    })
+    .await
+    .unwrap();
+    assert_eq!(served, Some(*b"hello"));
+}

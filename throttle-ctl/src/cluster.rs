@@ -96,6 +96,35 @@ pub fn write_new_token(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The token file a cluster file names is sent, as a bearer token, to the addresses the
+/// same file names, so a hostile cluster file could name any of the user's secrets: the
+/// file must be the caller's own and readable by nobody else (and hold a token's shape,
+/// which `Token::load` checks).
+fn check_token_file(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // A missing file is `Token::load`'s to explain.
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        bail!(
+            "the token file {} belongs to uid {}, not to you (uid {me}): a cluster's token file is its user's own (a cluster file from someone else may name another file to have it sent to its addresses)",
+            path.display(),
+            meta.uid()
+        );
+    }
+    if meta.mode() & 0o077 != 0 {
+        bail!(
+            "the token file {} is readable or writable by others (mode {:o}): whoever reads it controls the agents; `chmod 600 {}`",
+            path.display(),
+            meta.mode() & 0o777,
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// A loaded cluster: the file, where it was, the token, and the TLS trust for the agents.
 #[derive(Clone, Debug)]
 pub struct Cluster {
@@ -148,6 +177,7 @@ impl Cluster {
         }
         let base = path.parent().unwrap_or(Path::new("."));
         let token_path = base.join(&file.token_file);
+        check_token_file(&token_path)?;
         let token = Token::load(&token_path).map_err(|e| anyhow!("{e}"))?;
         let tls = match &file.tls_ca {
             Some(ca) => Some(client_tls(&base.join(ca))?),
@@ -273,6 +303,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("throttle-cf-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("token"), "0123456789abcdef0123").unwrap();
+        set_mode(&dir.join("token"), 0o600);
         let file = ClusterFile {
             token_file: "token".into(),
             capacity: Rate::parse("1Gbit").unwrap(),
@@ -303,6 +334,48 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(missing.contains("local up"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn set_mode(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_cluster_file_cannot_have_another_file_sent_as_its_token() {
+        let dir = std::env::temp_dir().join(format!("throttle-cf-evil-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cluster = |token_file: &str| {
+            let path = dir.join("evil.toml");
+            std::fs::write(
+                &path,
+                format!(
+                    "token_file = \"{token_file}\"\ncapacity = \"1 Gbit/s\"\n[[node]]\nname = \"n0\"\ncontrol = \"127.0.70.99:18080\"\ndata = \"127.0.70.99:18081\"\nsocket = \"/tmp/evil.sock\"\n"
+                ),
+            )
+            .unwrap();
+            Cluster::load(&path).map(|_| ()).unwrap_err().to_string()
+        };
+        // The user's credentials, private as such files are: not a token's shape.
+        let creds = dir.join("git-credentials");
+        std::fs::write(&creds, "https://alice:ghp_0123456789abcdef@github.com\n").unwrap();
+        set_mode(&creds, 0o600);
+        let e = cluster(creds.to_str().unwrap());
+        assert!(e.contains("this is not a token"), "{e}");
+        // A token others can read is refused, with the fix.
+        let token = dir.join("token");
+        std::fs::write(&token, "0123456789abcdef0123").unwrap();
+        set_mode(&token, 0o644);
+        let e = cluster("token");
+        assert!(e.contains("chmod 600"), "{e}");
+        // Someone else's file (as root: one given to nobody) is refused too.
+        if nix::unistd::geteuid().is_root() {
+            set_mode(&token, 0o600);
+            std::os::unix::fs::chown(&token, Some(65534), None).unwrap();
+            let e = cluster("token");
+            assert!(e.contains("belongs to uid 65534"), "{e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,7 +4,10 @@
 //! `local up` generates the token, starts the agents (detached, logging to the state
 //! directory), waits until each has written its ready file, gives every agent the
 //! directory of the others, and writes the cluster file. `local down` stops exactly the
-//! agents it started (checked by pid and command line) and removes the state.
+//! agents it started (checked by pid, owner and executable) and removes the state
+//! directory only when `up` made it (its marker file, the caller's own, in a directory
+//! only the caller may enter): a cluster file is a file someone may hand over, and its
+//! `local_dir` and `pid` entries name what `down` deletes and kills.
 //!
 //! With `--netns` each node is a network namespace on a bridge ([`crate::netns`]) with
 //! its own 198.18.x.y address, and each agent runs inside its node's namespace with
@@ -111,15 +114,50 @@ pub fn agent_binary() -> Result<PathBuf> {
     bail!("cannot find the `throttle-agent` binary next to throttle-ctl or on PATH; build it with `cargo build --workspace` or set THROTTLE_AGENT_BIN")
 }
 
+/// Whether `pid` is a running throttle agent of this user: its executable is named
+/// `throttle-agent` (a command line can say anything) and the process is the caller's.
 fn alive(pid: u32) -> bool {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    String::from_utf8_lossy(&cmdline).contains("throttle-agent")
+    use std::os::unix::fs::MetadataExt;
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return false;
+    };
+    let name = exe.file_name().map(|n| n.to_string_lossy().to_string());
+    // A binary rebuilt under a running agent reads "throttle-agent (deleted)".
+    let is_agent = name.is_some_and(|n| n == "throttle-agent" || n == "throttle-agent (deleted)");
+    let mine = std::fs::metadata(format!("/proc/{pid}"))
+        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw());
+    is_agent && mine
+}
+
+/// The file `local up` leaves in the state directory it made, which `local down` must
+/// find (the caller's own, in a directory only the caller may enter) before it removes
+/// that directory.
+const MARKER: &str = ".throttle-local-state";
+
+/// Whether `dir` is a state directory `local up` made for this user.
+fn made_by_up(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let private = std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == me && m.mode() & 0o077 == 0);
+    let marked =
+        std::fs::symlink_metadata(dir.join(MARKER)).is_ok_and(|m| m.is_file() && m.uid() == me);
+    private && marked
 }
 
 /// Start the cluster and write the cluster file at `cluster_path`.
 pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     if req.nodes == 0 || req.nodes > 250 {
         bail!("--nodes must be between 1 and 250 (got {})", req.nodes);
+    }
+    // `local down` removes the state directory: it must be one `up` makes, never a
+    // directory with someone's files in it.
+    let holds_files = std::fs::read_dir(&req.dir).is_ok_and(|mut d| d.next().is_some());
+    if holds_files && !made_by_up(&req.dir) {
+        bail!(
+            "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one",
+            req.dir.display()
+        );
     }
     if let Ok(existing) = Cluster::load(cluster_path) {
         if existing
@@ -147,6 +185,11 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
             .with_context(|| format!("cannot make {} private", dir.display()))?;
     }
+    std::fs::write(
+        dir.join(MARKER),
+        "made by `throttle-ctl local up`; `throttle-ctl local down` removes this directory\n",
+    )
+    .with_context(|| format!("cannot write {}", dir.join(MARKER).display()))?;
     let token_path = dir.join("token");
     crate::cluster::write_new_token(&token_path)?;
     let base = u32::from(req.base_addr);
@@ -422,7 +465,14 @@ pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
             nodes: ns.nodes,
         });
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if made_by_up(&dir) {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else if dir.exists() {
+        crate::note!(
+            "left {}: `local up` did not make it (no {MARKER} of yours in a private directory), so `local down` does not remove it",
+            dir.display()
+        );
+    }
     std::fs::remove_file(cluster_path)?;
     Ok(Some(stopped))
 }
@@ -447,5 +497,64 @@ mod tests {
         assert_eq!(s(&(0..16).collect::<Vec<_>>()), "0-3 | 4-15");
         assert_eq!(s(&[2, 3, 5, 7, 9]), "2 | 3,5,7,9");
         assert!(s(&[0]).contains("at least 2 CPUs"));
+    }
+
+    fn cluster_file(dir: &Path, local_dir: &Path, pid: u32) -> PathBuf {
+        let path = dir.join("evil.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "token_file = \"token\"\ncapacity = \"1 Gbit/s\"\nlocal_dir = \"{}\"\n[[node]]\nname = \"n0\"\ncontrol = \"127.0.70.1:1\"\ndata = \"127.0.70.1:2\"\nsocket = \"/tmp/n0.sock\"\npid = {pid}\n",
+                local_dir.display()
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    #[test]
+    fn down_removes_only_what_up_made_and_kills_only_agents() {
+        let base = std::env::temp_dir().join(format!("throttle-down-{}", std::process::id()));
+        let victim = base.join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("results.csv"), "precious").unwrap();
+        // A process whose command line says throttle-agent, which it is not.
+        let mut impostor = Command::new("bash")
+            .args(["-c", "exec -a throttle-agent sleep 30"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let path = cluster_file(&base, &victim, impostor.id());
+        let stopped = down(&path).unwrap().unwrap();
+        assert!(stopped.is_empty(), "{stopped:?}");
+        assert!(
+            impostor.try_wait().unwrap().is_none(),
+            "the impostor was killed"
+        );
+        assert_eq!(
+            std::fs::read(victim.join("results.csv")).unwrap(),
+            b"precious"
+        );
+        assert!(!path.exists(), "the cluster file itself is gone");
+        // `up` into a directory with files in it is refused before anything starts.
+        let req = LocalUp {
+            nodes: 2,
+            capacity: "1Gbit".parse().unwrap(),
+            base_addr: "127.0.70.1".parse().unwrap(),
+            dir: victim.clone(),
+            agent_args: vec![],
+            tls: false,
+            netns: None,
+            intercept: crate::intercept::Mode::Kernel,
+        };
+        let e = up(&req, &base.join("c.toml")).unwrap_err().to_string();
+        assert!(e.contains("exists and holds files"), "{e}");
+        assert_eq!(
+            std::fs::read(victim.join("results.csv")).unwrap(),
+            b"precious"
+        );
+        let _ = impostor.kill();
+        let _ = impostor.wait();
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -15,6 +15,8 @@ use sha2::Sha256;
 
 /// Fewest characters a token may have.
 pub const MIN_TOKEN_LEN: usize = 16;
+/// Most characters a token may have.
+pub const MAX_TOKEN_LEN: usize = 512;
 
 #[derive(Clone)]
 pub struct Token(String);
@@ -36,6 +38,18 @@ impl Token {
         }
         if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err("the token must not contain spaces or control characters".into());
+        }
+        // A token's shape (hex, base64, words joined by - or _): a file with a URL, a
+        // password with punctuation or a credentials line in it is no token, and a
+        // cluster file naming one must not get it sent anywhere.
+        if t.len() > MAX_TOKEN_LEN
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.+/=".contains(c))
+        {
+            return Err(format!(
+                "this is not a token: a token is at most {MAX_TOKEN_LEN} letters, digits and - _ . + / = (`throttle-ctl local up` and `cluster init` generate one)"
+            ));
         }
         Ok(Token(t.to_string()))
     }
@@ -199,6 +213,17 @@ mod tests {
     #[test]
     fn refuses_weak_tokens() {
         assert!(Token::new("short").is_err());
+        // What a hostile cluster file could name instead: no token shape, refused.
+        for secret in [
+            "https://alice:ghp_0123456789abcdef@github.com",
+            "//registry.npmjs.org/:_authToken=0123456789abcdef",
+            "p@ssw0rd!p@ssw0rd!",
+        ] {
+            assert!(Token::new(secret).is_err(), "{secret}");
+        }
+        assert!(Token::new(&"a".repeat(MAX_TOKEN_LEN + 1)).is_err());
+        assert!(Token::new("test-token-0123456789abcdef").is_ok());
+        assert!(Token::new("c2VjcmV0LXRva2VuLWJhc2U2NA==").is_ok());
         assert!(Token::new("has a space in it ok").is_err());
         assert_eq!(Token::generate().unwrap().as_str().len(), 64);
     }

@@ -4,9 +4,12 @@
 //! Y's ingress), which connects to HOST:PORT. When X and Y are the same node the
 //! connection goes straight to the target, unshaped, as every same-node stream does.
 //!
-//! HOST:PORT must be an address *of node Y* ([`target::resolve_local_target`]: a loopback
-//! address or one of Y's interface addresses, and not Y's agent itself): a forward carries
-//! traffic between the cluster's nodes, it never relays to an arbitrary host.
+//! HOST:PORT must be an address *of node Y* ([`target::resolve_local_target`]: Y's address
+//! in the cluster or one of its interfaces' addresses, a port from 1024 up, and not Y's
+//! agent itself): a forward carries traffic between the cluster's nodes, it never relays
+//! to an arbitrary host, nor to a service meant for Y alone (loopback-only, system ports)
+//! unless Y's operator opens them (`--open-forwards`). LISTEN takes a port from 1024 up
+//! on the same terms.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +53,12 @@ pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, F
         target::resolve_local_target(agent, spec.target.as_str())
             .await
             .map_err(|e| ForwardError::Forbidden(e.message))?;
+    }
+    if spec.listen.port() != 0 && spec.listen.port() < 1024 && !agent.open_forwards {
+        return Err(ForwardError::Forbidden(format!(
+            "{}: a forward listens on a port from 1024 up (ports under 1024 are system services'; the operator can allow them with --open-forwards)",
+            spec.listen
+        )));
     }
     let listener = super::listen(spec.listen)
         .map_err(|e| ForwardError::Conflict(format!("cannot listen on {}: {e}", spec.listen)))?;

@@ -28,8 +28,9 @@ fn own_addresses() -> Vec<IpAddr> {
     out
 }
 
-/// Resolve a forward target and check that it is an address of this node (a loopback
-/// address or one of its interfaces' addresses) and not this agent's own control API or
+/// Resolve a forward target and check that it is an address of this node (its address in
+/// the cluster or one of its interfaces' addresses; loopback only with `--open-forwards`),
+/// a port from 1024 up (or `--open-forwards`), and not this agent's own control API or
 /// data port. Returns the address to connect to.
 pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketAddr, WireError> {
     HostPort::parse(target).map_err(|e| WireError::new(Code::Malformed, e))?;
@@ -52,6 +53,12 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
             .collect(),
     };
     let own = own_addresses();
+    // The node's address as the cluster knows it (on a local cluster a loopback one).
+    let announced: Vec<IpAddr> = [agent.data_addr.ip(), agent.control_addr.ip()]
+        .into_iter()
+        .map(|ip| ip.to_canonical())
+        .filter(|ip| !ip.is_unspecified())
+        .collect();
     let is_agent = |a: &SocketAddr| {
         [agent.control_addr, agent.data_addr].iter().any(|b| {
             b.port() == a.port() && (b.ip().is_unspecified() || b.ip() == a.ip().to_canonical())
@@ -63,6 +70,28 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
         if !(ip.is_loopback() || own.contains(&ip)) {
             refused = Some(format!(
                 "{target} ({ip}) is not an address of node `{}`: a forward may only reach addresses of its destination node, never another host",
+                agent.node
+            ));
+            continue;
+        }
+        // A service bound to loopback is meant for this machine only: a forward would hand
+        // it to whoever reaches its listener. So are ports under 1024 (sshd, system
+        // services). The operator may open both (`--open-forwards`).
+        if ip.is_loopback() && !announced.contains(&ip) && !agent.open_forwards {
+            refused = Some(format!(
+                "{target} is a loopback address of node `{}`, for its own services only; a forward may reach the node's address{} or its interfaces' (its operator can allow loopback with --open-forwards)",
+                agent.node,
+                announced
+                    .first()
+                    .map(|a| format!(" ({a})"))
+                    .unwrap_or_default()
+            ));
+            continue;
+        }
+        if a.port() < 1024 && !agent.open_forwards {
+            refused = Some(format!(
+                "{target}: port {} is under 1024, a system service's; a forward may reach ports from 1024 up (node `{}`'s operator can allow more with --open-forwards)",
+                a.port(),
                 agent.node
             ));
             continue;

@@ -56,12 +56,24 @@ pub fn shape(pct: Option<f64>, capacity: f64) -> Shape {
 
 /// Start `n` agents named n0..n{n-1} in-process, each knowing the others.
 pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) -> Vec<RunningAgent> {
+    cluster_on(scratch, n, shape, splice, "127.0.0.1", false).await
+}
+
+/// [`cluster`] with every agent on address `ip`, and `--open-forwards` or not.
+pub async fn cluster_on(
+    scratch: &Scratch,
+    n: usize,
+    shape: Shape,
+    splice: bool,
+    ip: &str,
+    open_forwards: bool,
+) -> Vec<RunningAgent> {
     let mut agents = Vec::new();
     for i in 0..n {
         let config = AgentConfig {
             node: Name::parse("node", &format!("n{i}")).unwrap(),
-            control: "127.0.0.1:0".parse().unwrap(),
-            data: "127.0.0.1:0".parse().unwrap(),
+            control: format!("{ip}:0").parse().unwrap(),
+            data: format!("{ip}:0").parse().unwrap(),
             local_socket: scratch.path(&format!("n{i}.sock")),
             shape,
             token: Token::new(TOKEN).unwrap(),
@@ -83,6 +95,7 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
             ),
             tls: None,
             intercept: false,
+            open_forwards,
             preload_port: None,
             rank_cpus: None,
         };

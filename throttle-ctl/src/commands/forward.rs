@@ -22,7 +22,7 @@ pub struct Args {
 enum ForwardCommand {
     /// Listen on ADDR on node FROM and carry each connection to HOST:PORT as seen from node TO.
     #[command(
-        after_help = "Example (iperf3 from n0 to a server on n1, shaped by both links):\n  throttle-ctl forward add --from n0 --listen 127.0.1.1:5201 --to n1:127.0.1.2:5201\n  iperf3 -c 127.0.1.1 -p 5201\n\nHOST:PORT must be an address of node TO (a loopback address or one of its interfaces'):\na forward carries traffic between the cluster's nodes, never to another host."
+        after_help = "Example (iperf3 from n0 to a server on n1, shaped by both links):\n  throttle-ctl forward add --from n0 --listen 127.0.1.1:5201 --to n1:127.0.1.2:5201\n  iperf3 -c 127.0.1.1 -p 5201\n\nHOST:PORT must be an address of node TO (its address in the cluster or one of its interfaces'),\nport 1024 or above: a forward carries traffic between the cluster's nodes, never to another\nhost, nor to a service bound to loopback only or a system port (unless TO's agent runs with\n--open-forwards); LISTEN takes a port from 1024 up on the same terms."
     )]
     Add {
         #[arg(long)]
