@@ -132,12 +132,16 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             crate::transport::listen(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
                 .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?,
         );
-        // IPv6 sockets reach the agent on ::1 (where this host has IPv6).
-        if let Ok(l) = crate::transport::listen(std::net::SocketAddr::from((
-            std::net::Ipv6Addr::LOCALHOST,
-            port,
-        ))) {
-            preload_listeners.push(l);
+        // IPv6 sockets reach the agent on ::1 (where this host has IPv6). Someone else
+        // there would receive the programs' IPv6 connections: the agent does not start.
+        let v6 = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+        match crate::transport::listen(v6) {
+            Ok(l) => preload_listeners.push(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+                "cannot bind the preload port {v6}: something else listens there, and the programs' IPv6 connections would go to it; stop it or choose another --preload-port (and the same THROTTLE_PRELOAD_AGENT for the programs)"
+            ),
+            // No IPv6 on this host: IPv6 sockets cannot reach ::1 at all.
+            Err(e) => tracing::info!(error = %e, "no preload port on {v6}"),
         }
     }
     let intercept = if config.intercept || config.preload_port.is_some() {

@@ -319,3 +319,67 @@ fn the_deploy_examples_are_valid() {
         assert!(unit.lines().any(|l| l == line), "missing {line}");
     }
 }
+
+/// Finding: another user who bound `[::1]:PORT` before the agent started received the
+/// programs' IPv6 preload connections (the agent bound 127.0.0.1 only, silently). The
+/// agent now refuses to start while something else holds an address it serves.
+#[test]
+fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
+    let Ok(squatter) = std::net::TcpListener::bind("[::1]:0") else {
+        eprintln!("skipped: this host has no ::1");
+        return;
+    };
+    let port = squatter.local_addr().unwrap().port();
+    // The preload port needs the node's own address as --data: any of this host's.
+    let own = nix::ifaddrs::getifaddrs().ok().and_then(|mut a| {
+        a.find_map(|i| {
+            let ip = i.address?.as_sockaddr_in()?.ip();
+            (!ip.is_loopback()).then_some(ip)
+        })
+    });
+    let Some(own) = own else {
+        eprintln!("skipped: this host has no address besides loopback");
+        return;
+    };
+    let scratch = Scratch::new("squat6");
+    let token = scratch.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
+        .args(["--node", "n0", "--control", "127.0.0.1:0"])
+        .args(["--data", &format!("{own}:0")])
+        .args(["--token-file", token.to_str().unwrap()])
+        .args(["--local-socket", scratch.path("n0.sock").to_str().unwrap()])
+        .args(["--preload", "--preload-port", &port.to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = agent.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if status.is_none() {
+        let _ = agent.kill();
+    }
+    let mut err = String::new();
+    agent
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the agent started beside a squatter on [::1]:{port}: {err}"
+    );
+    assert!(
+        err.contains(&format!("[::1]:{port}")) && err.contains("something else listens there"),
+        "{err}"
+    );
+    drop(squatter);
+}

@@ -386,8 +386,24 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
         d.shutdown(std::net::Shutdown::Write).unwrap();
         let mut rest = Vec::new();
         let _ = d.read_to_end(&mut rest);
-        // Forward target that refuses.
+        // Forward target that refuses (a free port: nothing listens there).
         let token = Token::new(TOKEN).unwrap();
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed = free.local_addr().unwrap().to_string();
+        drop(free);
+        let mut d = std::net::TcpStream::connect(&data1).unwrap();
+        let e = client::dial_peer(
+            &mut d,
+            &token,
+            &n("n0"),
+            &n("n1"),
+            PeerWant::Forward {
+                target: closed.clone(),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.code, Code::TargetUnreachable, "{e}");
+        // A system port is refused before any connect.
         let mut d = std::net::TcpStream::connect(&data1).unwrap();
         let e = client::dial_peer(
             &mut d,
@@ -399,7 +415,7 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
             },
         )
         .unwrap_err();
-        assert_eq!(e.code, Code::TargetUnreachable, "{e}");
+        assert_eq!(e.code, Code::Forbidden, "{e}");
         status_ok(&control);
     })
     .await

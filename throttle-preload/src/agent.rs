@@ -84,6 +84,33 @@ pub fn cached_nodes() -> Option<Arc<NodeList>> {
     cache.as_ref().and_then(|(_, l)| l.clone())
 }
 
+/// A verdict of [`trusted_listener`]: the address, when, and why not.
+type Verdict = (SocketAddr, Instant, Result<(), String>);
+
+/// Verdicts of [`trusted_listener`] by address, each used for [`NODES_TTL`].
+static TRUSTED: Mutex<Vec<Verdict>> = Mutex::new(Vec::new());
+
+/// [`trusted_listener`] for the exact address the library is about to connect to or ask
+/// (127.0.0.1, ::1 or a v4-mapped form: each may be held by someone else), from a cache
+/// that holds a verdict for a second (the socket table is read at most once a second per
+/// address, not per connection).
+fn trusted(addr: SocketAddr) -> Result<(), NoAgent> {
+    {
+        let cache = TRUSTED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, v)) = cache
+            .iter()
+            .find(|(a, at, _)| *a == addr && at.elapsed() < NODES_TTL)
+        {
+            return v.clone().map_err(NoAgent);
+        }
+    }
+    let verdict = trusted_listener(addr).map_err(|e| e.0);
+    let mut cache = TRUSTED.lock().unwrap_or_else(|e| e.into_inner());
+    cache.retain(|(a, _, _)| *a != addr);
+    cache.push((addr, Instant::now(), verdict.clone()));
+    verdict.map_err(NoAgent)
+}
+
 /// Whether the listener at `addr` belongs to this program's user or to root: another
 /// user squatting the port while no agent runs would otherwise receive the program's
 /// connections and decide what it sees as their peers. `Err` says whose it is.
@@ -104,7 +131,7 @@ fn trusted_listener(addr: SocketAddr) -> Result<(), NoAgent> {
 }
 
 fn fetch_nodes() -> Result<Arc<NodeList>, NoAgent> {
-    trusted_listener(address())?;
+    trusted(address())?;
     let s = Sock::open(address())?;
     s.send_all(&Request::Nodes.encode(), QUICK)?;
     let mut head = [0u8; 4];
@@ -119,6 +146,9 @@ fn fetch_nodes() -> Result<Arc<NodeList>, NoAgent> {
 
 /// The original source of the connection the agent delivered from `via`.
 pub fn peer_of(via: SocketAddr) -> Result<Option<SocketAddr>, NoAgent> {
+    // Whoever holds the port now answers what the program sees as its peer: an agent of
+    // this user's or root's only (the node list checked may be older).
+    trusted(address())?;
     let s = Sock::open(address())?;
     s.send_all(&Request::Peer { via }.encode(), QUICK)?;
     let mut b = [0u8; PEER_REPLY_LEN];
@@ -140,6 +170,11 @@ pub enum Handover {
 /// Connect the program's socket `fd` to the agent at `agent` and ask for `dst`; wait for
 /// the answer whatever the socket's blocking mode.
 pub fn hand_over(fd: c_int, agent: SocketAddr, dst: SocketAddr) -> Handover {
+    // The exact address the program's connection goes to: the node list came from
+    // 127.0.0.1, an IPv6 socket goes to ::1, which another user may hold.
+    if let Err(e) = trusted(agent) {
+        return Handover::NoAgent(e.0);
+    }
     let s = Borrowed(fd);
     if let Err(e) = s.connect(agent, QUICK) {
         return Handover::NoAgent(e.0);

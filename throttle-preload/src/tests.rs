@@ -365,3 +365,70 @@ fn many_threads_connect_at_once() {
         t.join().unwrap();
     }
 }
+
+/// Finding: the library checked the owner of 127.0.0.1's preload port and handed IPv6
+/// sockets' connections to ::1, which another user held (and read what the program sent).
+/// A listener of another user at the exact address is never handed a connection.
+#[test]
+fn a_listener_of_another_user_is_never_handed_a_connection() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: listening as another user needs root");
+        return;
+    }
+    let Ok(probe) = TcpListener::bind("[::1]:0") else {
+        eprintln!("skipped: this host has no ::1");
+        return;
+    };
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let at: SocketAddr = format!("[::1]:{port}").parse().unwrap();
+    let (st, len) = crate::sockaddr::to_c(at);
+    let mut pipe = [0 as libc::c_int; 2];
+    // SAFETY: two descriptors into a two-element array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: the child calls async-signal-safe functions only, then exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: plain system calls on values prepared before the fork.
+        unsafe {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                libc::_exit(1);
+            }
+            let s = libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0);
+            if libc::bind(s, &st as *const _ as *const libc::sockaddr, len) != 0
+                || libc::listen(s, 16) != 0
+            {
+                libc::_exit(2);
+            }
+            libc::write(pipe[1], b"x".as_ptr() as *const libc::c_void, 1);
+            libc::sleep(30);
+            libc::_exit(0);
+        }
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: one byte into a one-byte buffer.
+    let got = unsafe { libc::read(pipe[0], b.as_mut_ptr() as *mut libc::c_void, 1) };
+    assert_eq!(got, 1, "the other user's listener did not start");
+    // SAFETY: plain socket creation.
+    let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0) };
+    let started = std::time::Instant::now();
+    let r = crate::agent::hand_over(fd, at, "[2001:2::ff]:5000".parse().unwrap());
+    // SAFETY: the child is ours; the descriptors are ours.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::close(fd);
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    match r {
+        crate::agent::Handover::NoAgent(why) => {
+            assert!(why.contains("belongs to uid 65534"), "{why}")
+        }
+        crate::agent::Handover::Answered(errno) => panic!(
+            "the connection was handed to uid 65534's listener (errno {errno} after {:?})",
+            started.elapsed()
+        ),
+    }
+}
