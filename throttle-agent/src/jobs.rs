@@ -93,6 +93,16 @@ pub fn check_env(key: &str, value: &str) -> Result<(), String> {
             ALLOWED_ENV.join(", ")
         ));
     }
+    // Zone and locale names, not paths: glibc loads a file named by an absolute path.
+    if ["TZ", "LANG", "LC_ALL"].contains(&key)
+        && !value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.@+-:".contains(c))
+    {
+        return Err(format!(
+            "environment variable `{key}`: a zone or locale name (letters, digits, `_.@+-:`), not a path"
+        ));
+    }
     if value.len() > MAX_ARG_BYTES || value.contains('\0') {
         return Err(format!(
             "environment variable `{key}`: the value is longer than {MAX_ARG_BYTES} bytes or contains NUL"

@@ -109,6 +109,9 @@ async fn only_the_workloads_run_and_their_environment_is_filtered() {
             "HOME",
             "OMP_TOOL_LIBRARIES",
             "omp_num_threads",
+            // Allowed names, but with a path for a value (glibc loads it).
+            "TZ",
+            "LC_ALL",
         ] {
             let body = format!(
                 r#"{{"program":"throttle-selftest","env":{{{}:"/tmp/x.so"}},"ranks":["n0"]}}"#,
@@ -743,7 +746,8 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
     use throttle_agent::transport::forward::{add, ForwardSpec};
     use throttle_proto::forward::HostPort;
     let scratch = Scratch::new("fwd-private");
-    // The nodes' address is 127.0.0.2; the service listens on 127.0.0.1 only.
+    // The nodes' address is 127.0.0.2 (their control APIs on 127.0.0.1, as advised); the
+    // service listens on 127.0.0.1 only.
     let agents = cluster_on(&scratch, 2, shape(None, 1e9), true, "127.0.0.2", false).await;
     let private = echo_server();
     let spec = |listen: &str, to: &str, target: &str| ForwardSpec {
@@ -807,4 +811,11 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
     .await
     .unwrap();
     assert_eq!(served, Some(*b"hello"));
+    // Even opened, a forward never reaches the agent's own ports.
+    let control = agents[1].control_addr.to_string();
+    let e = add(&agents[1].state, spec("127.0.0.2:0", "n1", &control))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the agent of node `n1` itself"), "{e}");
 }

@@ -96,16 +96,30 @@ pub fn write_new_token(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The token file a cluster file names is sent, as a bearer token, to the addresses the
-/// same file names, so a hostile cluster file could name any of the user's secrets: the
-/// file must be the caller's own and readable by nobody else (and hold a token's shape,
-/// which `Token::load` checks).
-fn check_token_file(path: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    // A missing file is `Token::load`'s to explain.
-    let Ok(meta) = std::fs::metadata(path) else {
-        return Ok(());
+/// The token from the file a cluster file names. It is sent, as a bearer token, to the
+/// addresses the same file names, so a hostile cluster file could name any of the user's
+/// secrets: the file must be the caller's own, readable by nobody else, not a symbolic
+/// link, and hold a token's shape (`Token::new`). A secret of that shape still passes
+/// (ARCHITECTURE.md, threat model).
+fn load_token_file(path: &Path) -> Result<Token> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // Opened once, not through a symbolic link, and checked on the open file: a link
+    // swapped between a check and the read cannot slip another file in.
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => bail!(
+            "the token file {} is a symbolic link: name the file itself (a cluster file from someone else may name a link to have another file sent to its addresses)",
+            path.display()
+        ),
+        // Token::load says what is missing and how to make one.
+        Err(_) => return Token::load(path).map_err(|e| anyhow!("{e}")),
     };
+    let meta = file.metadata()?;
     let me = nix::unistd::geteuid().as_raw();
     if meta.uid() != me {
         bail!(
@@ -122,7 +136,12 @@ fn check_token_file(path: &Path) -> Result<()> {
             path.display()
         );
     }
-    Ok(())
+    let mut text = String::new();
+    (&mut file)
+        .take(64 * 1024)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    Token::new(&text).map_err(|e| anyhow!("token file {}: {e}", path.display()))
 }
 
 /// A loaded cluster: the file, where it was, the token, and the TLS trust for the agents.
@@ -177,8 +196,7 @@ impl Cluster {
         }
         let base = path.parent().unwrap_or(Path::new("."));
         let token_path = base.join(&file.token_file);
-        check_token_file(&token_path)?;
-        let token = Token::load(&token_path).map_err(|e| anyhow!("{e}"))?;
+        let token = load_token_file(&token_path)?;
         let tls = match &file.tls_ca {
             Some(ca) => Some(client_tls(&base.join(ca))?),
             None => None,
@@ -369,6 +387,11 @@ mod tests {
         set_mode(&token, 0o644);
         let e = cluster("token");
         assert!(e.contains("chmod 600"), "{e}");
+        // A link to the token (which a hostile file could swap) is refused.
+        set_mode(&token, 0o600);
+        std::os::unix::fs::symlink(&token, dir.join("link")).unwrap();
+        let e = cluster("link");
+        assert!(e.contains("symbolic link"), "{e}");
         // Someone else's file (as root: one given to nobody) is refused too.
         if nix::unistd::geteuid().is_root() {
             set_mode(&token, 0o600);

@@ -151,11 +151,17 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         bail!("--nodes must be between 1 and 250 (got {})", req.nodes);
     }
     // `local down` removes the state directory: it must be one `up` makes, never a
-    // directory with someone's files in it.
+    // directory with someone's files in it, nor a link to one.
+    if std::fs::symlink_metadata(&req.dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        bail!(
+            "--dir {} is a symbolic link; `local up` makes its state directory itself (and `local down` removes it): name a new or empty directory",
+            req.dir.display()
+        );
+    }
     let holds_files = std::fs::read_dir(&req.dir).is_ok_and(|mut d| d.next().is_some());
     if holds_files && !made_by_up(&req.dir) {
         bail!(
-            "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one",
+            "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one (a state directory left by an older throttle has no marker: remove it by hand)",
             req.dir.display()
         );
     }

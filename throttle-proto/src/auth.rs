@@ -58,7 +58,7 @@ impl Token {
     pub fn load(path: &Path) -> Result<Token, String> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             format!(
-                "cannot read the token file {}: {e}; create it (e.g. `head -c 32 /dev/urandom | xxd -p -c 64 > {}`) or use `throttle-ctl local up`",
+                "cannot read the token file {}: {e}; create it (e.g. `(umask 077; head -c 32 /dev/urandom | xxd -p -c 64 > {})`) or use `throttle-ctl local up`",
                 path.display(),
                 path.display()
             )

@@ -1,7 +1,9 @@
-//! Targets on this node: a forward's `HOST:PORT` or a stream's destination must be an
-//! address of this node (loopback or one of its interfaces' addresses), and never this
-//! agent's own control API or data port. A forward carries traffic between the cluster's
-//! nodes; it never relays to an arbitrary host.
+//! Targets on this node: a forward's `HOST:PORT` must be an address of this node (its data
+//! address, or one of its interfaces' non-loopback addresses), a port from 1024 up, and
+//! never one of this agent's own ports (control, data, interception, preload). A forward
+//! carries traffic between the cluster's nodes; it never relays to an arbitrary host, nor
+//! to a service meant for this machine alone, unless the operator opens loopback and
+//! system ports (`--open-forwards`).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -53,15 +55,35 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
             .collect(),
     };
     let own = own_addresses();
-    // The node's address as the cluster knows it (on a local cluster a loopback one).
-    let announced: Vec<IpAddr> = [agent.data_addr.ip(), agent.control_addr.ip()]
+    // The node's address as the cluster knows it, its data address (on a local cluster a
+    // loopback one). Not the control API's: that is on 127.0.0.1 where the operator
+    // follows the agent's advice, and so are the services meant for this machine only.
+    let announced: Vec<IpAddr> = [agent.data_addr.ip().to_canonical()]
         .into_iter()
-        .map(|ip| ip.to_canonical())
         .filter(|ip| !ip.is_unspecified())
         .collect();
+    // The agent's own ports: control, data, and the interception and preload ports (on
+    // loopback; a forward there would let anyone who reaches it drive them).
+    let mut own_ports: Vec<SocketAddr> = vec![agent.control_addr, agent.data_addr];
+    if let Some(i) = &agent.intercept {
+        let lo = IpAddr::from([127, 0, 0, 1]);
+        if i.port != 0 {
+            own_ports.push(SocketAddr::new(lo, i.port));
+        }
+        if let Some(p) = i.preload_port {
+            own_ports.push(SocketAddr::new(lo, p));
+            own_ports.push(SocketAddr::new(
+                IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+                p,
+            ));
+        }
+    }
     let is_agent = |a: &SocketAddr| {
-        [agent.control_addr, agent.data_addr].iter().any(|b| {
-            b.port() == a.port() && (b.ip().is_unspecified() || b.ip() == a.ip().to_canonical())
+        own_ports.iter().any(|b| {
+            b.port() == a.port()
+                && (b.ip().is_unspecified()
+                    || b.ip().to_canonical() == a.ip().to_canonical()
+                    || (b.ip().is_loopback() && a.ip().is_loopback()))
         })
     };
     let mut refused = None;

@@ -59,7 +59,8 @@ pub async fn cluster(scratch: &Scratch, n: usize, shape: Shape, splice: bool) ->
     cluster_on(scratch, n, shape, splice, "127.0.0.1", false).await
 }
 
-/// [`cluster`] with every agent on address `ip`, and `--open-forwards` or not.
+/// [`cluster`] with every agent's data port on address `ip` (the control API on
+/// 127.0.0.1, as the agent advises), and `--open-forwards` or not.
 pub async fn cluster_on(
     scratch: &Scratch,
     n: usize,
@@ -72,7 +73,7 @@ pub async fn cluster_on(
     for i in 0..n {
         let config = AgentConfig {
             node: Name::parse("node", &format!("n{i}")).unwrap(),
-            control: format!("{ip}:0").parse().unwrap(),
+            control: "127.0.0.1:0".parse().unwrap(),
             data: format!("{ip}:0").parse().unwrap(),
             local_socket: scratch.path(&format!("n{i}.sock")),
             shape,
