@@ -125,9 +125,9 @@ pub struct Args {
 /// The demo's programs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DemoWorkload {
+    Mw,
     Pmm,
     Bfs,
-    Mw,
 }
 
 impl Args {
