@@ -391,30 +391,23 @@ async fn bad_handshakes_get_error_codes_and_the_agent_keeps_serving() {
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let closed = free.local_addr().unwrap().to_string();
         drop(free);
-        let mut d = std::net::TcpStream::connect(&data1).unwrap();
-        let e = client::dial_peer(
-            &mut d,
-            &token,
-            &n("n0"),
-            &n("n1"),
-            PeerWant::Forward {
-                target: closed.clone(),
-            },
-        )
-        .unwrap_err();
+        let forward_to = |target: &str| {
+            let mut d = std::net::TcpStream::connect(&data1).unwrap();
+            client::dial_peer(
+                &mut d,
+                &token,
+                &n("n0"),
+                &n("n1"),
+                PeerWant::Forward {
+                    target: target.into(),
+                },
+            )
+            .unwrap_err()
+        };
+        let e = forward_to(&closed);
         assert_eq!(e.code, Code::TargetUnreachable, "{e}");
         // A system port is refused before any connect.
-        let mut d = std::net::TcpStream::connect(&data1).unwrap();
-        let e = client::dial_peer(
-            &mut d,
-            &token,
-            &n("n0"),
-            &n("n1"),
-            PeerWant::Forward {
-                target: "127.0.0.1:9".into(),
-            },
-        )
-        .unwrap_err();
+        let e = forward_to("127.0.0.1:9");
         assert_eq!(e.code, Code::Forbidden, "{e}");
         status_ok(&control);
     })

@@ -737,6 +737,16 @@ async fn refused_launches_change_nothing_and_run_directories_do_not_pile_up() {
     .unwrap();
 }
 
+/// "hello" sent through a forward's listener at `at`, and what came back within 5 s
+/// (`None`: reset or silence).
+fn echo_through(at: std::net::SocketAddr) -> Option<[u8; 5]> {
+    let mut c = std::net::TcpStream::connect(at).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"hello").ok()?;
+    let mut back = [0u8; 5];
+    c.read_exact(&mut back).ok().map(|_| back)
+}
+
 /// Finding: a token holder's forward (listening on 0.0.0.0) let anyone reach a service of
 /// another node bound to 127.0.0.1 only, or its sshd. A forward now reaches the node's
 /// own address and ports from 1024 up, listens on ports from 1024 up, unless the node's
@@ -782,17 +792,11 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
     let fwd = add(&agents[0].state, spec("127.0.0.2:0", "n1", &private))
         .await
         .unwrap();
-    let served = tokio::task::spawn_blocking(move || {
-        let mut c = std::net::TcpStream::connect(fwd.listen).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let _ = c.write_all(b"hello");
-        let mut back = [0u8; 5];
-        c.read_exact(&mut back).is_ok()
-    })
-    .await
-    .unwrap();
+    let served = tokio::task::spawn_blocking(move || echo_through(fwd.listen))
+        .await
+        .unwrap();
     assert!(
-        !served,
+        served.is_none(),
         "n1's loopback-only service answered through a forward"
     );
     // The node's operator opens them: the same service is reached.
@@ -801,15 +805,9 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
     let fwd = add(&agents[0].state, spec("127.0.0.2:0", "n1", &private))
         .await
         .unwrap();
-    let served = tokio::task::spawn_blocking(move || {
-        let mut c = std::net::TcpStream::connect(fwd.listen).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        c.write_all(b"hello").unwrap();
-        let mut back = [0u8; 5];
-        c.read_exact(&mut back).map(|_| back).ok()
-    })
-    .await
-    .unwrap();
+    let served = tokio::task::spawn_blocking(move || echo_through(fwd.listen))
+        .await
+        .unwrap();
     assert_eq!(served, Some(*b"hello"));
     // Even opened, a forward never reaches the agent's own ports.
     let control = agents[1].control_addr.to_string();

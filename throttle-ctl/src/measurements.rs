@@ -175,33 +175,10 @@ mod tests {
 
     fn row(status: RunStatus, kernel: Option<f64>) -> RunRow {
         RunRow {
-            point_key: "k".into(),
-            series: "s".into(),
-            workload: "bfs".into(),
-            options: "{}".into(),
-            nodes: 1,
-            ranks_per_node: 1,
-            procs: 1,
-            bw_pct: Pct::FULL,
-            capacity: 125e6,
-            latency_us: 0,
-            repeat: 0,
-            started_at: String::new(),
             seconds: Some(2.0),
             kernel_seconds: kernel,
-            teps: None,
             status,
-            reason: None,
-            host: String::new(),
-            version: String::new(),
-            job: String::new(),
-            bytes_sent: None,
-            bytes_received: None,
-            cpu_busy_before: None,
-            cpu_steal: None,
-            metrics: None,
-            fidelity: None,
-            flag: None,
+            ..RunRow::for_test("k", "s", Pct::FULL, 0)
         }
     }
 

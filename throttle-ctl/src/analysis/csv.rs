@@ -292,13 +292,12 @@ pub fn parse_with_time(text: &str, time: &str) -> Result<Vec<Observation>> {
             continue;
         }
         let f: Vec<&str> = record.iter().collect();
-        let o = match cols.observation(&f) {
-            // What no source may hold (a time beyond MAX_SECONDS) is checked once, for
-            // the store's rows too.
-            Ok(o) if !o.problems().is_empty() => {
-                errors.push(format!("line {lineno}: {}", o.problems().join("; ")));
-                continue;
-            }
+        // What no source may hold (a time beyond MAX_SECONDS) is checked in one place,
+        // for the store's rows too.
+        let o = match cols.observation(&f).and_then(|o| match o.problems() {
+            p if p.is_empty() => Ok(o),
+            p => Err(p),
+        }) {
             Ok(o) => o,
             Err(bad) => {
                 errors.push(format!("line {lineno}: {}", bad.join("; ")));

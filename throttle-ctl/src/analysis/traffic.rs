@@ -125,6 +125,12 @@ pub fn demand(k: f64, capacity: f64, bytes: f64, t100: f64, level: f64) -> f64 {
     100.0 / (1.0 + level / 100.0 * t100 / exposed_s)
 }
 
+/// Whether every value is a positive finite number (a model part's value that can make
+/// a demand).
+fn all_positive(values: &[f64]) -> bool {
+    values.iter().all(|x| x.is_finite() && *x > 0.0)
+}
+
 /// The demand at `p` by these models of k, V and T(100%); `None` where one of them is not
 /// a positive finite number there (a model is checked positive over the fitted sizes
 /// and up to the farthest target, not below the smallest size: `(p-1)^-1` is infinite
@@ -139,7 +145,7 @@ fn demand_by(
 ) -> Option<f64> {
     let p = p as f64;
     let (k, vol, base) = (k.at(p), volume.at(p), baseline.at(p));
-    if ![k, vol, base].iter().all(|x| x.is_finite() && *x > 0.0) {
+    if !all_positive(&[k, vol, base]) {
         return None;
     }
     let d = demand(k, capacity, vol, base, level);
@@ -192,10 +198,8 @@ pub fn band(v: &Volumes, fit: &Fit, p: u32, level: f64) -> Option<(f64, f64)> {
             fit.volume.best.at(pf),
             fit.baseline.best.at(pf),
         );
-        for scale in [1.0 - e.min(0.9), 1.0 + e] {
-            if ![k, vol, base].iter().all(|x| x.is_finite() && *x > 0.0) {
-                break;
-            }
+        let valid = all_positive(&[k, vol, base]);
+        for scale in [1.0 - e.min(0.9), 1.0 + e].into_iter().filter(|_| valid) {
             let d = demand(k * scale, v.capacity, vol, base, level);
             if d.is_finite() && d > 0.0 {
                 lo = lo.min(d);

@@ -50,9 +50,8 @@ pub(super) fn per_size(
                     .collect(),
                 intervals: interval.map(|f| pts.iter().map(|p| f(p)).collect()),
                 markers: true,
-                bounds: Vec::new(),
-                edges: Vec::new(),
                 colour: None,
+                ..Default::default()
             }
         })
         .collect()
@@ -119,9 +118,8 @@ where
             points: curve,
             intervals: None,
             markers: false,
-            bounds: Vec::new(),
-            edges: Vec::new(),
             colour: None,
+            ..Default::default()
         },
         measured,
     ];
@@ -143,9 +141,8 @@ where
                     .collect(),
                 intervals: None,
                 markers: false,
-                bounds: Vec::new(),
-                edges: Vec::new(),
                 colour: Some(2),
+                ..Default::default()
             });
         }
     }
@@ -220,9 +217,8 @@ where
                 .all(|p| interval_of(p).is_some())
                 .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
             markers: true,
-            bounds: Vec::new(),
-            edges: Vec::new(),
             colour: None,
+            ..Default::default()
         });
     }
     let Some((x0, x1)) = x_extent(&series) else {
@@ -309,9 +305,8 @@ where
                     .all(|p| interval_of(p).is_some())
                     .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
                 markers: true,
-                bounds: Vec::new(),
-                edges: Vec::new(),
                 colour: Some(li),
+                ..Default::default()
             });
         }
     }
@@ -366,9 +361,8 @@ where
             points: vec![(x.start, c), (x.end, c)],
             intervals: None,
             markers: false,
-            bounds: Vec::new(),
-            edges: Vec::new(),
             colour: Some(7),
+            ..Default::default()
         });
     }
     if let Some(f) = floor {
@@ -377,9 +371,8 @@ where
             points: vec![(x.start, f), (x.end, f)],
             intervals: None,
             markers: false,
-            bounds: Vec::new(),
-            edges: Vec::new(),
             colour: Some(5),
+            ..Default::default()
         });
     }
     let title = if hidden > 0 {

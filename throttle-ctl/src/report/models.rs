@@ -40,9 +40,8 @@ where
             points: l.points.clone(),
             intervals: None,
             markers: l.measured,
-            bounds: Vec::new(),
-            edges: Vec::new(),
             colour: None,
+            ..Default::default()
         })
         .collect();
     let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));

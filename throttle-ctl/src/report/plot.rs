@@ -60,6 +60,7 @@ pub(super) fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 /// One line of a plot: its name, its points, and (optionally) an interval per point.
+#[derive(Default)]
 pub(super) struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
@@ -86,9 +87,8 @@ impl Series {
             points,
             intervals: None,
             markers: true,
-            bounds: Vec::new(),
-            edges: Vec::new(),
             colour: None,
+            ..Default::default()
         }
     }
 }
