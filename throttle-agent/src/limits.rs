@@ -8,32 +8,69 @@
 //! and one source address may hold only a quarter of a listener's pool, so one abusive
 //! host cannot lock the controller (on another address) out. On the data port the
 //! cluster's own agents (their data addresses) are exempt from that share: a large job
-//! opens hundreds of streams between two nodes at once. Forward listeners' connections
-//! have a pool of their own without a per-source share (one client host with a thousand
-//! connections is the usual case there). Whatever a client holds is released by the
-//! handshake and header timeouts.
+//! opens hundreds of streams between two nodes at once. On the preload port, where every
+//! client comes from loopback, the share is per user (the client socket's owner).
+//!
+//! Trusted addresses are shared by everyone on those hosts (another user on the
+//! controller's host, on a node), so a share per address cannot protect them: the pools
+//! of connections that must prove themselves (control API: the token; data port, rank
+//! endpoint, preload port: the handshake) evict their oldest unproven connection when a
+//! newcomer finds them full. A client that proves itself at once (every real one sends its
+//! request as it connects) gets in however many places a flood holds. Forward listeners'
+//! connections have a pool of their own without a per-source share (one client host with
+//! a thousand connections is the usual case there) and are never evicted, nor are
+//! streams. Whatever a client holds is released by the handshake and header timeouts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Connections at once on the control API (at most).
 pub const CONTROL_CONNECTIONS: usize = 64;
 /// Connections at once in their handshake, per transport listener (at most).
 pub const HANDSHAKES: usize = 1024;
-/// Connections at once in their request on the preload port (at most). Lower than the
-/// others: without root each one reads `/proc/net/tcp` to find its socket's owner.
+/// Connections at once in their request on the preload port (at most).
 pub const PRELOAD_HANDSHAKES: usize = 256;
 /// File descriptors one stream holds on an agent: two sockets, and a pipe (two
 /// descriptors) per direction for splice.
 const FDS_PER_STREAM: u64 = 6;
 
-/// Permits held per source address.
-type BySource = Arc<Mutex<HashMap<IpAddr, usize>>>;
+/// What a per-source share is counted against: a client's address (by [`source_key`]),
+/// or, on the preload port where every client comes from loopback, its socket's owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    Addr(IpAddr),
+    Uid(u32),
+}
+
+/// Permits held per source.
+type BySource = Arc<Mutex<HashMap<Source, usize>>>;
+
+/// The connections of an evicting pool that have not proven themselves yet (no token, no
+/// completed handshake), oldest first.
+#[derive(Debug, Default)]
+struct Unproven {
+    next: u64,
+    waiting: BTreeMap<u64, Waiting>,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    eviction: Arc<Eviction>,
+    /// Whether its permit came from the reserve.
+    reserve: bool,
+}
+
+/// Set when a connection is evicted; its task is woken to close it.
+#[derive(Debug, Default)]
+struct Eviction {
+    evicted: AtomicBool,
+    wake: Notify,
+}
 
 /// One listener's permits.
 #[derive(Debug)]
@@ -44,26 +81,110 @@ pub struct Pool {
     /// without the token cannot lock them out by filling the pool from many addresses.
     reserve: Arc<Semaphore>,
     size: usize,
-    /// Most permits one source address may hold.
+    /// Most permits one source may hold.
     per_source: usize,
     by_source: BySource,
+    /// `Some` for a pool whose connections are evicted, oldest unproven first, when it is
+    /// full and another client comes: the control API and the handshake pools. Holding
+    /// places costs an attacker nothing but connections; evicting the oldest makes a
+    /// place for a client that proves itself at once (a controller sends its request as
+    /// it connects), whatever the attacker's address (the controller's own host, a node
+    /// of the cluster).
+    unproven: Option<Arc<Mutex<Unproven>>>,
 }
 
 /// Held while a connection is served; returns its place in the pool when dropped.
 #[derive(Debug)]
 pub struct Permit {
-    _permit: OwnedSemaphorePermit,
-    source: Option<(IpAddr, BySource)>,
+    permit: Option<OwnedSemaphorePermit>,
+    source: Option<(Source, BySource)>,
+    /// While the connection may be evicted: its place in the eviction order.
+    pending: Option<Proof>,
+}
+
+/// A connection's standing in its pool's eviction order; [`Proof::prove`] takes it out
+/// (the connection presented the token). Cheap to clone (into a request's extensions).
+#[derive(Clone, Debug)]
+pub struct Proof {
+    id: u64,
+    eviction: Arc<Eviction>,
+    unproven: Arc<Mutex<Unproven>>,
+}
+
+impl Proof {
+    /// The connection has proven itself: it is never evicted.
+    pub fn prove(&self) {
+        lock(&self.unproven).waiting.remove(&self.id);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Permit {
+    /// Count this connection against `source`'s share as well (the preload port learns
+    /// its client's user after admitting it); `false`, and nothing counted, when that
+    /// share is used up.
+    pub fn charge(&mut self, pool: &Pool, source: Source) -> bool {
+        if self.source.is_some() {
+            return true;
+        }
+        let mut m = lock(&pool.by_source);
+        let held = m.get(&source).copied().unwrap_or(0);
+        if held >= pool.per_source {
+            return false;
+        }
+        m.insert(source, held + 1);
+        self.source = Some((source, pool.by_source.clone()));
+        true
+    }
+
+    /// The handle that marks this connection proven, where it may be evicted.
+    pub fn proof(&self) -> Option<Proof> {
+        self.pending.clone()
+    }
+
+    /// `work` (the connection's unproven part: its handshake, its request), or `None`
+    /// when the connection is evicted first.
+    pub async fn unless_evicted<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        tokio::select! {
+            out = work => Some(out),
+            () = self.evicted() => None,
+        }
+    }
+
+    /// Resolves when this connection is evicted to make room for another (never for a
+    /// pool that does not evict, nor once proven); its task then closes it.
+    pub async fn evicted(&self) {
+        let Some(p) = &self.pending else {
+            return std::future::pending().await;
+        };
+        while !p.eviction.evicted.load(Ordering::Acquire) {
+            p.eviction.wake.notified().await;
+        }
+    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        if let Some((ip, map)) = &self.source {
-            let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(n) = m.get_mut(ip) {
+        if let Some(p) = self.pending.take() {
+            // Under the lock: an eviction either happened before (the evictor took this
+            // permit's place: forget it) or cannot happen any more.
+            let mut u = lock(&p.unproven);
+            u.waiting.remove(&p.id);
+            if p.eviction.evicted.load(Ordering::Acquire) {
+                if let Some(permit) = self.permit.take() {
+                    permit.forget();
+                }
+            }
+        }
+        if let Some((source, map)) = &self.source {
+            let mut m = lock(map);
+            if let Some(n) = m.get_mut(source) {
                 *n -= 1;
                 if *n == 0 {
-                    m.remove(ip);
+                    m.remove(source);
                 }
             }
         }
@@ -83,6 +204,7 @@ pub fn source_key(ip: IpAddr) -> IpAddr {
 }
 
 impl Pool {
+    /// A pool whose connections are never evicted (streams).
     fn new(size: usize) -> Pool {
         let size = size.max(1);
         Pool {
@@ -91,48 +213,114 @@ impl Pool {
             size,
             per_source: (size / 4).max(1),
             by_source: Arc::new(Mutex::new(HashMap::new())),
+            unproven: None,
         }
     }
 
-    /// A permit for a trusted client: from the pool, or from the reserve when the pool is
-    /// used up; no per-source share.
-    pub fn try_enter_trusted(&self) -> Option<Permit> {
-        let permit = self
-            .sem
-            .clone()
-            .try_acquire_owned()
-            .or_else(|_| self.reserve.clone().try_acquire_owned())
-            .ok()?;
-        Some(Permit {
-            _permit: permit,
-            source: None,
-        })
+    /// A pool of connections that must prove themselves (token, handshake): when it is
+    /// full, the oldest unproven one makes room for a newcomer.
+    fn evicting(size: usize) -> Pool {
+        Pool {
+            unproven: Some(Arc::default()),
+            ..Pool::new(size)
+        }
     }
 
-    /// A permit, or `None` when the pool (or this source's share of it) is used up.
-    /// `source` is the client's address; `None` for Unix sockets and authenticated streams.
+    /// A semaphore permit for a newcomer: from the pool, from the reserve (trusted only),
+    /// or the place of the oldest unproven connection (evicted; trusted newcomers may
+    /// take a reserve place, others only a pool place). The permit and whether it is a
+    /// reserve one.
+    fn place(&self, trusted: bool) -> Option<(OwnedSemaphorePermit, bool)> {
+        if let Ok(p) = self.sem.clone().try_acquire_owned() {
+            return Some((p, false));
+        }
+        if trusted {
+            if let Ok(p) = self.reserve.clone().try_acquire_owned() {
+                return Some((p, true));
+            }
+        }
+        let unproven = self.unproven.as_ref()?;
+        let mut u = lock(unproven);
+        let victim = u
+            .waiting
+            .iter()
+            .find(|(_, w)| trusted || !w.reserve)
+            .map(|(id, _)| *id)?;
+        let w = u.waiting.remove(&victim)?;
+        w.eviction.evicted.store(true, Ordering::Release);
+        w.eviction.wake.notify_one();
+        // The victim forgets its permit when it ends (see `Permit`'s drop); its place is
+        // added back here and taken at once.
+        let sem = if w.reserve { &self.reserve } else { &self.sem };
+        sem.add_permits(1);
+        let p = sem.clone().try_acquire_owned().ok()?;
+        Some((p, w.reserve))
+    }
+
+    fn permit(
+        &self,
+        place: (OwnedSemaphorePermit, bool),
+        source: Option<(Source, BySource)>,
+    ) -> Permit {
+        let (permit, reserve) = place;
+        let pending = self.unproven.as_ref().map(|unproven| {
+            let eviction = Arc::new(Eviction::default());
+            let mut u = lock(unproven);
+            let id = u.next;
+            u.next += 1;
+            u.waiting.insert(
+                id,
+                Waiting {
+                    eviction: eviction.clone(),
+                    reserve,
+                },
+            );
+            Proof {
+                id,
+                eviction,
+                unproven: unproven.clone(),
+            }
+        });
+        Permit {
+            permit: Some(permit),
+            source,
+            pending,
+        }
+    }
+
+    /// A permit for a trusted client: from the pool, the reserve, or an evicted
+    /// connection's place; no per-source share.
+    pub fn try_enter_trusted(&self) -> Option<Permit> {
+        let place = self.place(true)?;
+        Some(self.permit(place, None))
+    }
+
+    /// A permit, or `None` when the pool (or this source's share of it) is used up and no
+    /// unproven connection can be evicted. `source` is the client's address; `None` for
+    /// Unix sockets, authenticated streams and the preload port (charged by user later).
     pub fn try_enter(&self, source: Option<IpAddr>) -> Option<Permit> {
-        let Some(ip) = source.map(source_key) else {
-            return Some(Permit {
-                _permit: self.sem.clone().try_acquire_owned().ok()?,
-                source: None,
-            });
+        let Some(key) = source.map(|ip| Source::Addr(source_key(ip))) else {
+            let place = self.place(false)?;
+            return Some(self.permit(place, None));
         };
-        let mut m = self.by_source.lock().unwrap_or_else(|e| e.into_inner());
-        let held = m.get(&ip).copied().unwrap_or(0);
+        let mut m = lock(&self.by_source);
+        let held = m.get(&key).copied().unwrap_or(0);
         if held >= self.per_source {
             return None;
         }
-        let permit = self.sem.clone().try_acquire_owned().ok()?;
-        m.insert(ip, held + 1);
-        Some(Permit {
-            _permit: permit,
-            source: Some((ip, self.by_source.clone())),
-        })
+        let place = self.place(false)?;
+        m.insert(key, held + 1);
+        drop(m);
+        Some(self.permit(place, Some((key, self.by_source.clone()))))
     }
 
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// The most places one source (address or user) may hold.
+    pub fn per_source(&self) -> usize {
+        self.per_source
     }
 }
 
@@ -169,10 +357,10 @@ const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 impl Limits {
     pub fn new(control: usize, handshakes: usize, streams: usize) -> Limits {
         Limits {
-            control: Pool::new(control),
-            data_handshakes: Pool::new(handshakes),
-            local_handshakes: Pool::new(handshakes),
-            preload_handshakes: Pool::new(handshakes.min(PRELOAD_HANDSHAKES)),
+            control: Pool::evicting(control),
+            data_handshakes: Pool::evicting(handshakes),
+            local_handshakes: Pool::evicting(handshakes),
+            preload_handshakes: Pool::evicting(handshakes.min(PRELOAD_HANDSHAKES)),
             streams: Pool::new(streams),
             forwarded: Pool::new(streams),
             refused: AtomicU64::new(0),
@@ -315,6 +503,79 @@ mod tests {
         assert!(!l.is_trusted(ip));
         l.trust(ip);
         assert!(l.is_trusted(ip));
+    }
+
+    #[test]
+    fn a_full_pool_evicts_its_oldest_unproven_connection_never_a_proven_one() {
+        let p = Pool::evicting(4);
+        let controller = p.try_enter_trusted().unwrap();
+        controller.proof().unwrap().prove();
+        // A flood from the controller's own address (another user there) fills the rest.
+        let flood: Vec<Permit> = (0..4).map(|_| p.try_enter_trusted().unwrap()).collect();
+        // The controller comes back with a second connection: the oldest unproven one goes.
+        let again = p.try_enter_trusted().expect("a place made by eviction");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert!(
+                flood[0]
+                    .unless_evicted(std::future::pending::<()>())
+                    .await
+                    .is_none(),
+                "the oldest is told to close"
+            );
+            let young = tokio::time::timeout(Duration::from_millis(50), flood[1].evicted()).await;
+            assert!(young.is_err(), "only one is evicted");
+            let proven =
+                tokio::time::timeout(Duration::from_millis(50), controller.evicted()).await;
+            assert!(proven.is_err(), "a proven connection stays");
+        });
+        // Places add up: dropping everything gives back exactly the pool and its reserve.
+        drop(flood);
+        drop(again);
+        drop(controller);
+        assert_eq!(p.sem.available_permits(), 4);
+        assert_eq!(p.reserve.available_permits(), 1);
+        // An untrusted newcomer takes only a pool place, not a trusted client's reserve.
+        let held: Vec<Permit> = (0..4).map(|_| p.try_enter(None).unwrap()).collect();
+        let r = p.try_enter_trusted().unwrap();
+        for h in &held {
+            h.proof().unwrap().prove();
+        }
+        assert!(
+            p.try_enter(None).is_none(),
+            "only the reserve's connection is unproven"
+        );
+        drop(r);
+        // A pool that does not evict refuses.
+        let s = Pool::new(1);
+        let _a = s.try_enter(None).unwrap();
+        assert!(s.try_enter(None).is_none());
+    }
+
+    #[test]
+    fn a_user_is_charged_its_share_once_known() {
+        let p = Pool::evicting(8);
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut permit = p.try_enter(None).unwrap();
+            assert!(permit.charge(&p, Source::Uid(1000)));
+            held.push(permit);
+        }
+        let mut third = p.try_enter(None).unwrap();
+        assert!(!third.charge(&p, Source::Uid(1000)), "a quarter of 8 each");
+        assert!(
+            third.charge(&p, Source::Uid(0)),
+            "another user still gets in"
+        );
+        drop(held);
+        let mut again = p.try_enter(None).unwrap();
+        assert!(
+            again.charge(&p, Source::Uid(1000)),
+            "shares come back on drop"
+        );
     }
 
     #[test]

@@ -331,13 +331,7 @@ fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
     };
     let port = squatter.local_addr().unwrap().port();
     // The preload port needs the node's own address as --data: any of this host's.
-    let own = nix::ifaddrs::getifaddrs().ok().and_then(|mut a| {
-        a.find_map(|i| {
-            let ip = i.address?.as_sockaddr_in()?.ip();
-            (!ip.is_loopback()).then_some(ip)
-        })
-    });
-    let Some(own) = own else {
+    let Some(own) = own_address() else {
         eprintln!("skipped: this host has no address besides loopback");
         return;
     };
@@ -382,4 +376,259 @@ fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
         "{err}"
     );
     drop(squatter);
+}
+
+/// An address of this host besides loopback (the preload port needs the node's own
+/// address as `--data`).
+fn own_address() -> Option<std::net::Ipv4Addr> {
+    nix::ifaddrs::getifaddrs().ok().and_then(|mut a| {
+        a.find_map(|i| {
+            let ip = i.address?.as_sockaddr_in()?.ip();
+            (!ip.is_loopback()).then_some(ip)
+        })
+    })
+}
+
+/// Issue 25, finding 2: the preload port had no cap per user: 3,000 idle connections of
+/// one unprivileged user held every place (and, parsed from the whole socket table each,
+/// the agent's CPU). Now a user holds at most a quarter of the places while in its
+/// request; the rest of its connections are reset at once, and the others' get in.
+#[test]
+fn one_user_holds_at_most_a_share_of_the_preload_port() {
+    let Some(own) = own_address() else {
+        eprintln!("skipped: this host has no address besides loopback");
+        return;
+    };
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (to play another user)");
+        return;
+    }
+    let scratch = Scratch::new("preloadshare");
+    let (mut agent, port) = preload_agent(&scratch, own);
+    // Another user (uid 65534) opens 200 connections and sends nothing; after a second,
+    // it counts those closed under it (the agent's request limit is 2 s: the ones it
+    // admitted are still open then).
+    const FLOOD: usize = 200;
+    let mut pipe = [0 as libc::c_int; 2];
+    // SAFETY: two descriptors into a two-element array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let to = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: the child makes plain system calls on values prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above; the child ends with _exit.
+        unsafe {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                libc::_exit(1);
+            }
+            let mut fds = [-1 as libc::c_int; FLOOD];
+            for fd in fds.iter_mut() {
+                *fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+                libc::connect(
+                    *fd,
+                    (&to as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                );
+            }
+            libc::sleep(1);
+            let mut closed: u32 = 0;
+            for fd in fds {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                if libc::poll(&mut p, 1, 0) == 1 {
+                    closed += 1;
+                }
+            }
+            libc::write(pipe[1], (&closed as *const u32).cast(), 4);
+            libc::sleep(30);
+            libc::_exit(0);
+        }
+    }
+    let mut closed = [0u8; 4];
+    // SAFETY: four bytes into a four-byte buffer.
+    let got = unsafe { libc::read(pipe[0], closed.as_mut_ptr().cast(), 4) };
+    let closed = u32::from_ne_bytes(closed) as usize;
+    // This user's program, meanwhile: the node list through the preload port.
+    let mut mine = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    mine.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    mine.write_all(&throttle_proto::preload::Request::Nodes.encode())
+        .unwrap();
+    let mut head = [0u8; 4];
+    let answered = mine.read_exact(&mut head);
+    // SAFETY: the child is ours; the descriptors are ours.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert_eq!(got, 4, "the other user's connections were not made");
+    assert!(
+        closed >= FLOOD - 64,
+        "uid 65534 kept {} of its {FLOOD} idle connections on the preload port (a share is 64)",
+        FLOOD - closed
+    );
+    assert!(
+        answered.is_ok(),
+        "this user's program was not served: {answered:?}"
+    );
+}
+
+/// A root agent in preload mode on `own` (an address of this host), with 4,096 open
+/// files (256 places on the preload port, 64 per user); its preload port.
+fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr) -> (std::process::Child, u16) {
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let token = scratch.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let ready = scratch.path("ready");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_throttle-agent"));
+    cmd.args(["--node", "n0", "--control", "127.0.0.1:0"])
+        .args(["--data", &format!("{own}:0")])
+        .args(["--token-file", token.to_str().unwrap()])
+        .args(["--local-socket", scratch.path("n0.sock").to_str().unwrap()])
+        .args(["--ready-file", ready.to_str().unwrap()])
+        .args(["--preload", "--preload-port", &port.to_string()])
+        .stderr(std::process::Stdio::null());
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit is async-signal-safe; it only changes this child's limit.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_NOFILE,
+                    4096,
+                    4096,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
+    let agent = cmd.spawn().unwrap();
+    let start = Instant::now();
+    while !ready.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the agent did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (agent, port)
+}
+
+/// Issue 25, finding 8: a program's socket bound to `127.0.0.1:P` was carried to the
+/// other node as `NODE_IP:P`, a port it does not own (another user's service may listen
+/// there). Now that is refused while another user's listener holds it.
+#[test]
+fn a_socket_bound_to_loopback_cannot_pose_as_another_users_service() {
+    let Some(own) = own_address() else {
+        eprintln!("skipped: this host has no address besides loopback");
+        return;
+    };
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (to play another user)");
+        return;
+    }
+    let scratch = Scratch::new("loopsrc");
+    let (mut agent, port) = preload_agent(&scratch, own);
+    // Another user's service on this node's address (a listener uid 65534 creates).
+    let mut pipe = [0 as libc::c_int; 2];
+    // SAFETY: two descriptors into a two-element array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: the child makes plain system calls, then ends with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                libc::_exit(1);
+            }
+            let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            let one: libc::c_int = 1;
+            libc::setsockopt(
+                s,
+                libc::SOL_SOCKET,
+                libc::SO_REUSEADDR,
+                (&one as *const libc::c_int).cast(),
+                4,
+            );
+            let at = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: 0,
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(own).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            if libc::bind(s, (&at as *const libc::sockaddr_in).cast(), 16) != 0
+                || libc::listen(s, 4) != 0
+            {
+                libc::_exit(2);
+            }
+            let mut bound: libc::sockaddr_in = std::mem::zeroed();
+            let mut len: libc::socklen_t = 16;
+            libc::getsockname(s, (&mut bound as *mut libc::sockaddr_in).cast(), &mut len);
+            libc::write(pipe[1], (&bound.sin_port as *const u16).cast(), 2);
+            libc::sleep(30);
+            libc::_exit(0);
+        }
+    }
+    let mut theirs = [0u8; 2];
+    // SAFETY: two bytes into a two-byte buffer.
+    let got = unsafe { libc::read(pipe[0], theirs.as_mut_ptr().cast(), 2) };
+    let theirs = u16::from_be_bytes(theirs);
+    // This user's program: a socket bound to 127.0.0.1 on that port, handed to the agent.
+    let ask = |bind_port: u16| -> i32 {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let from: std::net::SocketAddr = format!("127.0.0.1:{bind_port}").parse().unwrap();
+        s.bind(&from.into()).unwrap();
+        let to: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        s.connect(&to.into()).unwrap();
+        let mut s: std::net::TcpStream = s.into();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let dst: std::net::SocketAddr = "198.18.99.1:5000".parse().unwrap();
+        s.write_all(&throttle_proto::preload::Request::Connect { dst }.encode())
+            .unwrap();
+        let mut b = [0u8; throttle_proto::preload::CONNECT_REPLY_LEN];
+        s.read_exact(&mut b).unwrap();
+        throttle_proto::preload::ConnectReply::decode(&b).errno
+    };
+    let posing = ask(theirs);
+    // A loopback-bound socket on a port nobody holds on the node's address is carried
+    // (and here refused only because 198.18.99.1 is no node of this cluster).
+    let free = {
+        let p = std::net::TcpListener::bind((own, 0)).unwrap();
+        p.local_addr().unwrap().port()
+    };
+    let plain = ask(free);
+    // SAFETY: the child is ours; the descriptors are ours.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert_eq!(got, 2, "the other user's service did not start");
+    assert_eq!(
+        posing,
+        libc::EADDRNOTAVAIL,
+        "a socket on 127.0.0.1:{theirs} was carried as {own}:{theirs}, uid 65534's service (errno {posing})"
+    );
+    assert_eq!(plain, libc::EHOSTUNREACH, "errno {plain}");
 }

@@ -817,3 +817,77 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
         .to_string();
     assert!(e.contains("the agent of node `n1` itself"), "{e}");
 }
+
+/// Issue 25, finding 3: trust by source address. Another user on the controller's host
+/// (the address that presented the token, so the reserve is open to it too) held every
+/// control place, and any user on a node filled a peer's data-port handshake pool. The
+/// pools now evict their oldest unproven connection for a newcomer.
+#[test]
+fn a_flood_from_a_trusted_address_cannot_lock_out_clients_that_prove_themselves() {
+    let scratch = Scratch::new("trustflood");
+    let a = spawn_agent_with(&scratch, "n0", &[], Some(1024));
+    // The controller on 127.0.0.1 presents the token: 127.0.0.1 is trusted from now on.
+    let (code, _) = http(&a.control, "GET", "/status", Some(TOKEN), None);
+    assert_eq!(code, 200);
+    // Another user on the same host: idle connections from the same address, more than
+    // the pool and its reserve; and the same on the data port (127.0.0.1 is this node's
+    // data address, a cluster node's address).
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.extend(connect_from("127.0.0.1", &a.control));
+        held.extend(connect_from("127.0.0.1", &a.data));
+    }
+    assert!(
+        held.len() >= 300,
+        "the flood opened {} connections",
+        held.len()
+    );
+    // Each flooding connection was admitted, or refused with an answer: wait for the
+    // answers so that the flood is in place before the controller comes.
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, body) = http_within(
+        &a.control,
+        "GET",
+        "/status",
+        Some(TOKEN),
+        None,
+        Duration::from_secs(3),
+    );
+    assert_eq!(
+        code, 200,
+        "the controller was locked out by its own host: {body}"
+    );
+    // A peer's handshake still gets an answer of its own (here: refusing the agent's own
+    // name), not `Busy`.
+    let mut d = std::net::TcpStream::connect(&a.data).unwrap();
+    d.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let e = client::dial_peer(
+        &mut d,
+        &Token::new(TOKEN).unwrap(),
+        &n("n0"),
+        &n("n0"),
+        PeerWant::Sink,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.code,
+        Code::Forbidden,
+        "a peer's handshake during the flood: {e}"
+    );
+    // Some of the flood was closed to make room, without an answer (a refusal answers).
+    let closed = held
+        .iter()
+        .filter(|s| {
+            let mut s: &std::net::TcpStream = s;
+            s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            let mut b = [0u8; 64];
+            match s.read(&mut b) {
+                Ok(0) => true,
+                Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+                Ok(_) => false,
+            }
+        })
+        .count();
+    assert!(closed >= 1, "nothing was evicted");
+    drop(held);
+}

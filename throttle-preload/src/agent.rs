@@ -84,31 +84,12 @@ pub fn cached_nodes() -> Option<Arc<NodeList>> {
     cache.as_ref().and_then(|(_, l)| l.clone())
 }
 
-/// A verdict of [`trusted_listener`]: the address, when, and why not.
-type Verdict = (SocketAddr, Instant, Result<(), String>);
-
-/// Verdicts of [`trusted_listener`] by address, each used for [`NODES_TTL`].
-static TRUSTED: Mutex<Vec<Verdict>> = Mutex::new(Vec::new());
-
 /// [`trusted_listener`] for the exact address the library is about to connect to or ask
-/// (127.0.0.1, ::1 or a v4-mapped form: each may be held by someone else), from a cache
-/// that holds a verdict for a second (the socket table is read at most once a second per
-/// address, not per connection).
+/// (127.0.0.1, ::1 or a v4-mapped form: each may be held by someone else), asked of the
+/// kernel each time (one socket's lookup, microseconds): a verdict kept for a while would
+/// hand connections to a squatter that bound the port after an agent stopped.
 fn trusted(addr: SocketAddr) -> Result<(), NoAgent> {
-    {
-        let cache = TRUSTED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, _, v)) = cache
-            .iter()
-            .find(|(a, at, _)| *a == addr && at.elapsed() < NODES_TTL)
-        {
-            return v.clone().map_err(NoAgent);
-        }
-    }
-    let verdict = trusted_listener(addr).map_err(|e| e.0);
-    let mut cache = TRUSTED.lock().unwrap_or_else(|e| e.into_inner());
-    cache.retain(|(a, _, _)| *a != addr);
-    cache.push((addr, Instant::now(), verdict.clone()));
-    verdict.map_err(NoAgent)
+    trusted_listener(addr)
 }
 
 /// Whether the listener at `addr` belongs to this program's user or to root: another
@@ -117,10 +98,7 @@ fn trusted(addr: SocketAddr) -> Result<(), NoAgent> {
 fn trusted_listener(addr: SocketAddr) -> Result<(), NoAgent> {
     // SAFETY: geteuid cannot fail and touches no memory of ours.
     let me = unsafe { libc::geteuid() };
-    match throttle_proto::socket_table::listener_owner_in(
-        &throttle_proto::socket_table::read(),
-        addr,
-    ) {
+    match throttle_proto::socket_table::listener_owner(addr) {
         Some(uid) if uid == me || uid == 0 => Ok(()),
         Some(uid) => Err(NoAgent(format!(
             "the listener there belongs to uid {uid}, not to this user ({me}) or root: not an agent this program trusts"

@@ -127,6 +127,9 @@ async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next)
             if let Some(p) = peer {
                 agent.limits.trust(p.ip());
             }
+            if let Some(proof) = req.extensions().get::<crate::limits::Proof>() {
+                proof.prove();
+            }
             return next.run(req).await;
         }
         Some(_) => "wrong token",

@@ -3,7 +3,8 @@
 //! Our own accept loop over hyper rather than `axum::serve`, because the agent must:
 //! * refuse connections beyond [`CONTROL_CONNECTIONS`](crate::limits::CONTROL_CONNECTIONS)
 //!   at once with a 503 (never queue them: 20,000 idle connections once took an agent to
-//!   its file limit);
+//!   its file limit), or evict the oldest that has not presented the token yet (a flood
+//!   from the controller's own host must not lock the controller out);
 //! * close a connection that does not deliver a complete request header within
 //!   [`HEADER_TIMEOUT`], also while it idles between requests (hyper starts the header
 //!   timer again after every response), and bound the header buffer;
@@ -27,6 +28,7 @@ use serde_json::json;
 use tokio::net::TcpStream;
 use tracing::debug;
 
+use crate::limits::{Permit, Proof};
 use crate::serve::AtStop;
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
@@ -115,11 +117,18 @@ pub async fn serve(
         }
         permit
     };
-    let handle = move |stream, from, permit| {
+    let handle = move |stream, from, permit: Permit| {
         let (app, tls) = (app.clone(), tls_for_handle.clone());
         async move {
-            let _permit = permit;
-            serve_connection(stream, from, tls, app).await;
+            // Until it presents the token, a connection may be evicted for a newcomer.
+            let proof = permit.proof();
+            if permit
+                .unless_evicted(serve_connection(stream, from, tls, app, proof))
+                .await
+                .is_none()
+            {
+                debug!(%from, "control connection evicted before it presented the token");
+            }
         }
     };
     crate::serve::serve(
@@ -149,13 +158,14 @@ async fn serve_connection(
     from: std::net::SocketAddr,
     tls: Option<Tls>,
     app: Router,
+    proof: Option<Proof>,
 ) {
     let _ = stream.set_nodelay(true);
     match tls {
-        None => http(hyper_util::rt::TokioIo::new(stream), from, app).await,
+        None => http(hyper_util::rt::TokioIo::new(stream), from, app, proof).await,
         Some(t) => {
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, t.acceptor.accept(stream)).await {
-                Ok(Ok(s)) => http(hyper_util::rt::TokioIo::new(s), from, app).await,
+                Ok(Ok(s)) => http(hyper_util::rt::TokioIo::new(s), from, app, proof).await,
                 Ok(Err(e)) => debug!(error = %e, "TLS handshake failed"),
                 Err(_) => debug!("TLS handshake timed out"),
             }
@@ -163,13 +173,16 @@ async fn serve_connection(
     }
 }
 
-async fn http<I>(io: I, from: std::net::SocketAddr, app: Router)
+async fn http<I>(io: I, from: std::net::SocketAddr, app: Router, proof: Option<Proof>)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let service =
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             req.extensions_mut().insert(PeerAddr(from));
+            if let Some(p) = &proof {
+                req.extensions_mut().insert(p.clone());
+            }
             tower::ServiceExt::oneshot(app.clone(), req)
         });
     let mut builder = hyper::server::conn::http1::Builder::new();

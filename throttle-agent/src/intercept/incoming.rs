@@ -112,11 +112,7 @@ async fn deliver_from_here<'a>(
     dst: SocketAddr,
 ) -> Result<(TcpStream, Option<Forget<'a>>), WireError> {
     let me = nix::unistd::geteuid().as_raw();
-    let owner = tokio::task::spawn_blocking(move || {
-        socket_table::listener_owner_in(&socket_table::read(), dst)
-    })
-    .await
-    .map_err(|e| WireError::new(Code::Internal, e.to_string()))?;
+    let owner = socket_table::listener_owner(dst);
     match owner {
         None => {
             return Err(unreachable(

@@ -3,8 +3,10 @@
 //!
 //! The library connects the program's own socket here (127.0.0.1 or ::1, from the
 //! program's source address) and sends a [`Request`]; see [`throttle_proto::preload`].
-//! Only the agent's own user's programs are served (the client socket's owner is read
-//! from `/proc/net/tcp`), unless the agent runs as root. The source carried to the other
+//! Only the agent's own user's programs are served (the client socket's owner is asked of
+//! the kernel), unless the agent runs as root; each user holds at most a quarter of the
+//! port's places while in its request, so that one user's idle connections cannot keep
+//! the others' programs from connecting. The source carried to the other
 //! node is the client socket's address as the kernel reports it, never a claim of the
 //! library's: no program can make another node's programs see a source it does not own.
 
@@ -19,7 +21,7 @@ use tracing::debug;
 
 use throttle_proto::preload::{ConnectReply, NodeList, PeerReply, Request, REQUEST_LEN};
 
-use crate::limits::Permit;
+use crate::limits::{Permit, Source};
 use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
@@ -80,30 +82,45 @@ async fn handle(
     mut client: TcpStream,
     from: SocketAddr,
     local: SocketAddr,
-    handshake: Permit,
+    mut handshake: Permit,
 ) -> std::io::Result<()> {
     let Some(state) = agent.intercept.as_ref() else {
         return Ok(());
     };
+    // The client socket's owner, asked of the kernel for that one socket: a user is
+    // served only by its own agent (or a root one), and holds at most a share of the
+    // port's places while in its request.
     let me = nix::unistd::geteuid().as_raw();
-    if me != 0 {
-        let owner = tokio::task::spawn_blocking(move || {
-            socket_table::connection_owner_in(&socket_table::read(), from, local)
-        })
-        .await
-        .ok()
-        .flatten();
-        if owner != Some(me) {
-            agent.limits.warn_refusal(format_args!(
-                "preload connection from {from} refused: its socket belongs to uid {owner:?}, this agent serves uid {me} only"
-            ));
-            crate::transport::socket::reset_on_close(client.as_raw_fd());
-            return Ok(());
+    let owner = socket_table::connection_owner(from, local);
+    let allowed = match owner {
+        Some(uid) if me == 0 || uid == me => {
+            handshake.charge(&agent.limits.preload_handshakes, Source::Uid(uid))
         }
+        _ => false,
+    };
+    if !allowed {
+        match owner {
+            Some(uid) if me == 0 || uid == me => agent.limits.warn_refusal(format_args!(
+                "preload connection from {from} refused: uid {uid} already holds its share ({}) of the preload port's places",
+                agent.limits.preload_handshakes.per_source()
+            )),
+            _ => agent.limits.warn_refusal(format_args!(
+                "preload connection from {from} refused: its socket belongs to uid {owner:?}, this agent serves uid {me} only"
+            )),
+        }
+        agent.limits.note_refused();
+        crate::transport::socket::reset_on_close(client.as_raw_fd());
+        return Ok(());
     }
     let mut buf = [0u8; REQUEST_LEN];
-    match tokio::time::timeout(REQUEST_TIMEOUT, client.read_exact(&mut buf)).await {
-        Ok(Ok(_)) => {}
+    match handshake
+        .unless_evicted(tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            client.read_exact(&mut buf),
+        ))
+        .await
+    {
+        Some(Ok(Ok(_))) => {}
         _ => return Ok(()),
     }
     let request = match Request::decode(&buf) {
@@ -131,14 +148,24 @@ async fn handle(
         }
         Request::Connect { dst } => {
             let dst = SocketAddr::new(dst.ip().to_canonical(), dst.port());
-            // The program's own address, as the kernel saw it connect. A socket bound to
-            // the wildcard address with a port reaches us from loopback: that port on this
-            // node's address is the same reservation.
-            let src_ip = match from.ip().to_canonical() {
-                ip if ip.is_loopback() => agent.data_addr.ip().to_canonical(),
-                ip => ip,
+            let src = match carried_source(&agent, from, owner) {
+                Ok(src) => src,
+                Err(why) => {
+                    agent.limits.warn_refusal(format_args!(
+                        "preload connection from {from} -> {dst} refused: {why}"
+                    ));
+                    client
+                        .write_all(
+                            &ConnectReply {
+                                errno: libc::EADDRNOTAVAIL,
+                            }
+                            .encode(),
+                        )
+                        .await?;
+                    crate::transport::socket::reset_on_close(client.as_raw_fd());
+                    return Ok(());
+                }
             };
-            let src = SocketAddr::new(src_ip, from.port());
             let list = node_list(&agent);
             if !list.intercepts(dst) {
                 state
@@ -179,6 +206,31 @@ async fn handle(
                 }
             }
         }
+    }
+}
+
+/// The source carried to the other node for a program's socket that reached the preload
+/// port from `from`: the program's own address, as the kernel saw it connect. A socket
+/// bound to the wildcard address with a port reaches the port from loopback, and that
+/// port on this node's address is the same reservation: it is carried as this node's
+/// address. A socket bound to loopback itself (which could never reach another node
+/// directly) does not own that port on this node's address: it is refused where another
+/// user's listener holds it, so no program can pose as another user's service.
+fn carried_source(
+    agent: &Agent,
+    from: SocketAddr,
+    owner: Option<u32>,
+) -> Result<SocketAddr, String> {
+    let ip = from.ip().to_canonical();
+    if !ip.is_loopback() {
+        return Ok(SocketAddr::new(ip, from.port()));
+    }
+    let src = SocketAddr::new(agent.data_addr.ip().to_canonical(), from.port());
+    match socket_table::listener_owner(src) {
+        Some(holder) if Some(holder) != owner => Err(format!(
+            "the program's socket is bound to {from}; {src} is another user's listener (uid {holder}), which it cannot speak for"
+        )),
+        _ => Ok(src),
     }
 }
 

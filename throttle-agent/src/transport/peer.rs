@@ -134,8 +134,12 @@ async fn handle(
     handshake: Permit,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
-    let req = match tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&agent, &mut stream)).await
-    {
+    let authenticated = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(&agent, &mut stream));
+    let Some(authenticated) = handshake.unless_evicted(authenticated).await else {
+        debug!("a peer connection was evicted in its handshake for a newcomer");
+        return Ok(());
+    };
+    let req = match authenticated {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             if e.code == Code::Unauthorized || e.code == Code::Forbidden {

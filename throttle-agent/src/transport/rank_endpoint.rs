@@ -94,7 +94,11 @@ async fn handle(
     mut stream: UnixStream,
     handshake: Permit,
 ) -> std::io::Result<()> {
-    let req = match tokio::time::timeout(HANDSHAKE_TIMEOUT, wire::read_request(&mut stream)).await {
+    let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, wire::read_request(&mut stream));
+    let Some(read) = handshake.unless_evicted(read).await else {
+        return Ok(()); // evicted for a newcomer while idle in its handshake
+    };
+    let req = match read {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return refuse(&mut stream, e).await,
         Err(_) => {
