@@ -388,3 +388,67 @@ fn a_second_ctrl_c_still_puts_the_bandwidth_back() {
     // n0 answered: it is back at 100%.
     assert_eq!(pcts()[0], 100.0, "after a second Ctrl-C\n{err}");
 }
+
+/// Issue 25, finding 10: a controller killed outright (SIGKILL) left its command running
+/// (adopted by init) and the nodes at the run's bandwidth. Now a guard kills what the
+/// command started, and the agents put the bandwidth back when the run's lease runs out.
+#[test]
+fn a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind() {
+    let c = up("cmdkill", 1, "1Gbit", "127.0.41.1");
+    let dir = &c.0;
+    let (daemon, child) = (dir.join("daemon.pid"), dir.join("child.pid"));
+    let cmd = format!(
+        "setsid sleep 300 > /dev/null 2>&1 & echo $! > {}; sleep 301 & echo $! > {}; wait",
+        daemon.display(),
+        child.display()
+    );
+    let pct = || -> f64 {
+        let out = ctl(dir, &["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["pct"].as_f64().unwrap_or(100.0)
+    };
+    let mut run = std::process::Command::new(exe())
+        .args([
+            "run", "--nodes", "1", "--bw", "10", "--lease", "2", "--cmd", &cmd,
+        ])
+        .current_dir(dir)
+        .env_remove("THROTTLE_CLUSTER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !(daemon.exists() && child.exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the command did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(pct(), 10.0, "the run's bandwidth is set");
+    run.kill().unwrap(); // SIGKILL: no handler, no drop runs
+    run.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let left: Vec<i32> = [&daemon, &child]
+        .iter()
+        .filter_map(|p| alive_after(p))
+        .collect();
+    // The bandwidth is back within the lease (2 s) and the agent's check (0.5 s).
+    let killed = Instant::now();
+    let mut back = pct();
+    while back != 100.0 && killed.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(200));
+        back = pct();
+    }
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(
+        left.is_empty(),
+        "the command's processes {left:?} outlived their controller"
+    );
+    assert_eq!(back, 100.0, "the nodes stayed at the run's bandwidth");
+}

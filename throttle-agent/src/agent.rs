@@ -175,6 +175,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         started: Instant::now(),
         launcher: Arc::new(launcher),
         intercept,
+        shape_lease: Default::default(),
     });
     let mut nodes = config.peers.clone();
     nodes.retain(|n| n.name != config.node);
@@ -193,6 +194,8 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     if let Some(i) = &agent.intercept {
         i.install(&agent.here())
             .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
+        // The nodes of a directory given at start are proven (and captured) at once.
+        i.directory_changed.notify_one();
     }
 
     let (stop, rx) = watch::channel(false);
@@ -224,6 +227,10 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
                             agent.directory.remove_job(&job);
                             tracing::warn!(%job, "job lease expired: its controller stopped renewing; ranks killed");
                         }
+                        if let Some(back) = agent.shape_lease.expired() {
+                            agent.link.set_shape(back);
+                            tracing::warn!(pct = %back.pct(), "shape lease expired: its controller stopped renewing; the link is back to the shape before the run");
+                        }
                     }
                 }
             }
@@ -232,6 +239,10 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let mut tasks = vec![
         sampler,
         reaper,
+        tokio::spawn(crate::intercept::members::keep_proving(
+            agent.clone(),
+            shutdown.clone(),
+        )),
         tokio::spawn(crate::api::serve(
             agent.clone(),
             control,

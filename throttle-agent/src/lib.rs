@@ -3,7 +3,8 @@
 //! The binary (`main.rs`) only parses flags and calls [`agent::start`]; everything else
 //! lives here so it can be tested in-process with real sockets.
 //!
-//! * [`link`]: the link model (shape, pacers, counters): *what* may pass, and when.
+//! * [`link`]: the link model (shape, pacers, counters): *what* may pass, and when;
+//!   [`shape_lease`]: a run's shape that holds only while its controller renews it.
 //! * [`transport`]: the proxy transport (handshake, copy loop, local endpoint, data port,
 //!   forwards): *how* bytes move.
 //! * [`api`]: the HTTP/JSON control API.
@@ -41,6 +42,7 @@ pub mod private_dir;
 pub mod programs;
 pub mod registry;
 pub mod serve;
+pub mod shape_lease;
 pub mod shutdown;
 pub mod spawner;
 pub mod state;

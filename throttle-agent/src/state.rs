@@ -31,6 +31,8 @@ pub struct Agent {
     /// Whether the control API speaks TLS.
     pub tls: bool,
     pub link: Arc<Link>,
+    /// The lease on the link's shape, when a run set it with one.
+    pub shape_lease: crate::shape_lease::ShapeLease,
     pub token: Token,
     pub directory: Directory,
     pub registry: Arc<Registry>,

@@ -404,7 +404,11 @@ fn one_user_holds_at_most_a_share_of_the_preload_port() {
         return;
     }
     let scratch = Scratch::new("preloadshare");
-    let (mut agent, port) = preload_agent(&scratch, own);
+    let PreloadAgent {
+        child: mut agent,
+        port,
+        ..
+    } = preload_agent(&scratch, own);
     // Another user (uid 65534) opens 200 connections and sends nothing; after a second,
     // it counts those closed under it (the agent's request limit is 2 s: the ones it
     // admitted are still open then).
@@ -487,8 +491,15 @@ fn one_user_holds_at_most_a_share_of_the_preload_port() {
 }
 
 /// A root agent in preload mode on `own` (an address of this host), with 4,096 open
-/// files (256 places on the preload port, 64 per user); its preload port.
-fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr) -> (std::process::Child, u16) {
+/// files (256 places on the preload port, 64 per user).
+struct PreloadAgent {
+    child: std::process::Child,
+    port: u16,
+    control: String,
+    data: String,
+}
+
+fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr) -> PreloadAgent {
     let port = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap().port()
@@ -518,7 +529,7 @@ fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr) -> (std::process::C
             });
         }
     }
-    let agent = cmd.spawn().unwrap();
+    let child = cmd.spawn().unwrap();
     let start = Instant::now();
     while !ready.exists() {
         assert!(
@@ -527,7 +538,62 @@ fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr) -> (std::process::C
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    (agent, port)
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+    PreloadAgent {
+        child,
+        port,
+        control: v["control"].as_str().unwrap().to_string(),
+        data: v["data"].as_str().unwrap().to_string(),
+    }
+}
+
+/// Issue 25, finding 9: a token holder's directory entry (any address) made the nodes
+/// capture their programs' connections to a host outside the cluster. Now an address is
+/// intercepted only once an agent there proved the cluster token.
+#[test]
+fn a_directory_entry_without_an_agent_is_not_intercepted() {
+    let Some(own) = own_address() else {
+        eprintln!("skipped: this host has no address besides loopback");
+        return;
+    };
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (the preload port on this host's address)");
+        return;
+    }
+    let scratch = Scratch::new("unproven");
+    let mut a = preload_agent(&scratch, own);
+    // n1: a host outside the cluster (nothing answers there; 198.18.0.0/15 is for tests).
+    let body = format!(
+        r#"{{"nodes":[{{"name":"n0","data":"{}"}},{{"name":"n1","data":"198.18.250.1:7601"}}]}}"#,
+        a.data
+    );
+    let (code, answer) = http(&a.control, "PUT", "/cluster", Some(TOKEN), Some(&body));
+    let (_, status) = http(&a.control, "GET", "/status", Some(TOKEN), None);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", a.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.write_all(&throttle_proto::preload::Request::Nodes.encode())
+        .unwrap();
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head).unwrap();
+    let n = throttle_proto::preload::NodeList::entries(&head).unwrap();
+    let mut list = vec![0u8; n * (1 + throttle_proto::preload::ADDR_LEN)];
+    s.read_exact(&mut list).unwrap();
+    let list = throttle_proto::preload::NodeList::decode(n, &list).unwrap();
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    assert_eq!(code, 200, "{answer}");
+    assert!(
+        list.nodes.is_empty(),
+        "an address where no agent proved the token is intercepted: {:?}",
+        list.nodes
+    );
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(
+        v["intercepted"]["not_proven"],
+        serde_json::json!(["n1"]),
+        "{status}"
+    );
 }
 
 /// Issue 25, finding 8: a program's socket bound to `127.0.0.1:P` was carried to the
@@ -544,7 +610,11 @@ fn a_socket_bound_to_loopback_cannot_pose_as_another_users_service() {
         return;
     }
     let scratch = Scratch::new("loopsrc");
-    let (mut agent, port) = preload_agent(&scratch, own);
+    let PreloadAgent {
+        child: mut agent,
+        port,
+        ..
+    } = preload_agent(&scratch, own);
     // Another user's service on this node's address (a listener uid 65534 creates).
     let mut pipe = [0 as libc::c_int; 2];
     // SAFETY: two descriptors into a two-element array.

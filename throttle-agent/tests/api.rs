@@ -89,6 +89,9 @@ async fn shape_is_set_and_bad_shapes_are_refused() {
             (r#"{"latency_us": -1}"#, "microseconds"),
             (r#"{"latency_us": 99999999999}"#, "maximum"),
             (r#"{"pct": 50, "burst": 3}"#, "unknown field"),
+            (r#"{"pct": 50, "lease_s": 0.5}"#, "lease_s"),
+            (r#"{"pct": 50, "lease_s": 1e9}"#, "lease_s"),
+            (r#"{"pct": 50, "lease_s": -1}"#, "lease_s"),
             (r#"{"pct": 50"#, "expected JSON"),
             ("not json at all", "expected JSON"),
         ];
@@ -100,6 +103,25 @@ async fn shape_is_set_and_bad_shapes_are_refused() {
             assert!(msg.contains(hint), "{body}: `{msg}` lacks `{hint}`");
             assert_eq!(link.shape(), before, "a refused shape must change nothing");
         }
+        // A lease: renewable while it holds; without one there is nothing to renew.
+        let (code, answer) = http(&addr, "POST", "/shape/renew", Some(TOKEN), None);
+        assert_eq!(code, 409, "{answer}");
+        let (code, answer) = http(
+            &addr,
+            "PUT",
+            "/shape",
+            Some(TOKEN),
+            Some(r#"{"pct": 10, "lease_s": 30}"#),
+        );
+        assert_eq!(code, 200, "{answer}");
+        let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert!(v["shape_lease_left_s"].as_f64().unwrap() > 29.0, "{answer}");
+        let (code, answer) = http(&addr, "POST", "/shape/renew", Some(TOKEN), None);
+        assert_eq!(code, 200, "{answer}");
+        let (code, _) = http(&addr, "PUT", "/shape", Some(TOKEN), Some(r#"{"pct": 40}"#));
+        assert_eq!(code, 200);
+        let (code, _) = http(&addr, "POST", "/shape/renew", Some(TOKEN), None);
+        assert_eq!(code, 409, "a change without a lease ends it");
         let (code, _) = http(&addr, "PUT", "/status", Some(TOKEN), Some("{}"));
         assert_eq!(code, 405);
         let (code, _) = http(&addr, "GET", "/nothing-here", Some(TOKEN), None);

@@ -20,6 +20,7 @@ use throttle_proto::Name;
 
 use crate::cluster::{Cluster, Node};
 
+#[derive(Clone)]
 pub struct AgentClient {
     node: Name,
     base: String,
@@ -121,6 +122,12 @@ impl AgentClient {
 
     pub fn set_shape(&self, change: &ShapeChange) -> Result<Status> {
         self.send("PUT", "/shape", change)
+    }
+
+    /// Renew the lease of this node's shape (a run's setting).
+    pub fn renew_shape(&self) -> Result<()> {
+        self.call::<(), serde::de::IgnoredAny>("POST", "/shape/renew", None)
+            .map(|_| ())
     }
 
     pub fn put_cluster(&self, nodes: &ClusterNodes) -> Result<ClusterNodes> {

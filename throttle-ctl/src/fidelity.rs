@@ -345,6 +345,7 @@ mod tests {
             capacity: Rate::parse("1Gbit").unwrap(),
             limit_bytes_per_sec: Some(37.5e6),
             latency_us: 0,
+            shape_lease_left_s: None,
             egress: dir(egress),
             ingress: dir(PacingStatus::default()),
             open_streams: 0,

@@ -231,6 +231,7 @@ impl SavedShapes {
                 pct: Some(s.pct),
                 capacity: Some(s.capacity),
                 latency_us: Some(s.latency_us),
+                lease_s: None,
             };
             if let Err(e) = c.set_shape(&change) {
                 first.get_or_insert(e);
@@ -267,14 +268,18 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         .check_procs(spec.nodes * spec.ranks_per_node)?;
     let nodes = &cluster.file.nodes[..spec.nodes];
     let clients: Vec<AgentClient> = nodes.iter().map(|n| AgentClient::new(cluster, n)).collect();
+    // The run's shape holds only while this process renews it: killed outright, it
+    // leaves no node at the run's bandwidth for longer than the lease.
     let change = ShapeChange {
         pct: Some(spec.bw),
+        lease_s: Some(spec.lease_s),
         ..ShapeChange::default()
     };
     let mut shape = None;
     for c in &clients {
         shape = Some(c.set_shape(&change)?);
     }
+    let _renewing = ShapeRenewer::start(&clients, spec.lease_s);
     let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
     let outcome = |status, reason, seconds, result, output, fidelity| Outcome {
@@ -371,6 +376,56 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         rank0.map(|r| r.output_tail).unwrap_or_default(),
         fidelity,
     ))
+}
+
+/// Renews the shape's lease on the run's nodes from a thread of its own, every quarter of
+/// the lease, until dropped.
+struct ShapeRenewer {
+    stop: std::sync::Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ShapeRenewer {
+    fn start(clients: &[AgentClient], lease_s: f64) -> ShapeRenewer {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let clients = clients.to_vec();
+        let every = Duration::from_secs_f64(lease_s / 4.0);
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut renewed = Instant::now();
+            let mut warned = false;
+            while !stopped.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+                if renewed.elapsed() < every {
+                    continue;
+                }
+                renewed = Instant::now();
+                for c in &clients {
+                    if let Err(e) = c.renew_shape() {
+                        if !std::mem::replace(&mut warned, true) {
+                            crate::note!(
+                                "warning: node `{}` did not renew the run's bandwidth (it may be back to the shape before the run): {e:#}",
+                                c.node()
+                            );
+                        }
+                    }
+                }
+            }
+        });
+        ShapeRenewer {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ShapeRenewer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Poll until done; returns (status, reason, reports).

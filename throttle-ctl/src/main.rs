@@ -63,6 +63,10 @@ enum Command {
     Completions(commands::completions::CompletionsArgs),
     /// Write man pages for throttle-ctl and its commands.
     Man(commands::completions::ManArgs),
+    /// (Internal) the guard of a `run --cmd`: kills the command's processes when the
+    /// controller is gone (external::guard).
+    #[command(name = "__guard", hide = true)]
+    Guard,
 }
 
 fn main() -> ExitCode {
@@ -87,6 +91,10 @@ fn main() -> ExitCode {
         Command::Model(a) => a.exec(&ctx),
         Command::Completions(a) => a.exec::<Cli>(&ctx),
         Command::Man(a) => a.exec::<Cli>(&ctx),
+        Command::Guard => {
+            throttle_ctl::external::guard::watch(std::io::stdin().lock());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

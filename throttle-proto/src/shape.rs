@@ -91,6 +91,10 @@ pub struct ShapeChange {
         deserialize_with = "latency"
     )]
     pub latency_us: Option<u64>,
+    /// Seconds the new shape holds unless renewed (`POST /shape/renew`); then the agent
+    /// goes back to the shape before. Absent: the shape holds until changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_s: Option<f64>,
 }
 
 fn latency<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -114,7 +118,10 @@ impl ShapeChange {
     }
 
     pub fn is_empty(&self) -> bool {
-        *self == ShapeChange::default()
+        ShapeChange {
+            lease_s: None,
+            ..*self
+        } == ShapeChange::default()
     }
 }
 

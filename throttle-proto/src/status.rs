@@ -17,6 +17,10 @@ pub struct Status {
     /// Bytes/s each direction may carry now; `null` when unlimited.
     pub limit_bytes_per_sec: Option<f64>,
     pub latency_us: u64,
+    /// Seconds left of the shape's lease (a run's setting, renewed by its controller);
+    /// absent when the shape holds until changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape_lease_left_s: Option<f64>,
     pub egress: DirectionStatus,
     pub ingress: DirectionStatus,
     pub open_streams: usize,
@@ -56,6 +60,10 @@ pub struct InterceptedStatus {
     /// The preload port, when the agent serves the preload library (`--preload`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preload_port: Option<u16>,
+    /// Other nodes of the directory whose connections are not intercepted (yet): no agent
+    /// proved the cluster token at their address. Asked again in the background.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_proven: Vec<crate::name::Name>,
 }
 
 /// One direction of the link.

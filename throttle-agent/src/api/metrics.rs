@@ -290,6 +290,7 @@ mod tests {
             capacity: Rate::parse("1Gbit").unwrap(),
             limit_bytes_per_sec: Some(31.25e6),
             latency_us: 50,
+            shape_lease_left_s: None,
             egress: DirectionStatus {
                 bytes: 1000,
                 rate_bytes_per_sec: 5.0,
@@ -328,6 +329,7 @@ mod tests {
                 failed: 1,
                 kernel: true,
                 preload_port: None,
+                not_proven: Vec::new(),
             }),
         };
         let text = render(&s);

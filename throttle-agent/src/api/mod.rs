@@ -3,7 +3,8 @@
 //! | method & path            | what                                                   |
 //! |--------------------------|--------------------------------------------------------|
 //! | `GET /status`            | shape, bytes and current rate per direction, streams   |
-//! | `PUT /shape`             | `{"pct": 50 \| "unlimited", "capacity": "1Gbit", "latency_us": 0}` (all optional) |
+//! | `PUT /shape`             | `{"pct": 50 \| "unlimited", "capacity": "1Gbit", "latency_us": 0, "lease_s": 20}` (all optional; with `lease_s` the shape holds that long unless renewed) |
+//! | `POST /shape/renew`      | renew the shape's lease (nothing else changes); 409 when it has none |
 //! | `GET /cluster`, `PUT /cluster` | the directory: `{"nodes":[{"name","data"}]}`     |
 //! | `GET /jobs`              | launched jobs (state, lease) and rank-to-node maps     |
 //! | `PUT /jobs/{job}`, `DELETE /jobs/{job}` | rank-to-node maps: `{"ranks":["n0","n1"]}`; DELETE also kills the job's ranks |
@@ -49,6 +50,7 @@ use crate::directory::{MAX_NODES, MAX_RANKS};
 use crate::jobs::LaunchError;
 use crate::link::pacer::LATE_BUCKETS;
 use crate::link::Port;
+use crate::shape_lease::{MAX_LEASE, MIN_LEASE};
 use crate::state::Agent;
 use crate::transport::forward;
 use crate::transport::wire::Code;
@@ -93,6 +95,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
     Router::new()
         .route("/status", get(status))
         .route("/shape", put(set_shape))
+        .route("/shape/renew", post(renew_shape))
         .route("/cluster", get(get_cluster).put(set_cluster))
         .route("/jobs", get(get_jobs))
         .route(
@@ -170,6 +173,7 @@ pub fn status_of(agent: &Agent) -> Status {
         capacity: shape.capacity(),
         limit_bytes_per_sec: shape.rate(),
         latency_us: shape.latency_us(),
+        shape_lease_left_s: agent.shape_lease.left().map(|l| l.as_secs_f64()),
         egress: direction_status(&agent.link.egress),
         ingress: direction_status(&agent.link.ingress),
         open_streams: agent.link.open_streams(),
@@ -192,6 +196,7 @@ pub fn status_of(agent: &Agent) -> Status {
                 failed: i.failed.load(Relaxed),
                 kernel: i.kernel,
                 preload_port: i.preload_port,
+                not_proven: crate::intercept::members::pending(agent),
             }
         }),
     }
@@ -229,11 +234,28 @@ async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
         &body,
         r#"{"pct": 50, "capacity": "1Gbit", "latency_us": 0}"#,
     )?;
+    let lease = match change.lease_s {
+        None => None,
+        Some(s) => {
+            let lease = std::time::Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|l| (MIN_LEASE..=MAX_LEASE).contains(l))
+                .ok_or_else(|| {
+                    ApiError::bad(format!(
+                        "`lease_s` must be from {} to {} seconds, not {s}",
+                        MIN_LEASE.as_secs(),
+                        MAX_LEASE.as_secs()
+                    ))
+                })?;
+            Some(lease)
+        }
+    };
     let before = agent.link.shape();
     let shape = change
         .apply(before)
         .map_err(|e| ApiError::bad(e.to_string()))?;
     agent.link.set_shape(shape);
+    agent.shape_lease.changed(before, lease);
     tracing::info!(
         pct = %shape.pct(),
         capacity = %shape.capacity(),
@@ -242,6 +264,16 @@ async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
         "shape set"
     );
     Ok(Json(status_of(&agent)).into_response())
+}
+
+async fn renew_shape(State(agent): State<Arc<Agent>>) -> ApiResult {
+    match agent.shape_lease.renew() {
+        Some(_) => Ok(Json(status_of(&agent)).into_response()),
+        None => Err(ApiError(
+            StatusCode::CONFLICT,
+            "the shape has no lease to renew: it was set without one, or the lease ran out and the shape before it is back".into(),
+        )),
+    }
 }
 
 async fn get_cluster(State(agent): State<Arc<Agent>>) -> Json<ClusterNodes> {
@@ -274,19 +306,18 @@ async fn set_cluster(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult 
     }
     agent.directory.set_nodes(&req.nodes);
     tracing::info!(nodes = req.nodes.len(), "cluster directory set");
-    if agent.intercept.is_some() {
-        let agent = agent.clone();
-        tokio::task::spawn_blocking(move || match &agent.intercept {
-            Some(i) => i.update(&agent.here()),
-            None => Ok(()),
-        })
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| {
-            ApiError::internal(format!(
-                "the directory is set, but the interception rules could not follow: {e}"
-            ))
-        })?;
+    if let Some(i) = &agent.intercept {
+        // Only nodes whose agents prove the token at their address are intercepted; the
+        // ones that do not answer in time are asked again in the background.
+        crate::intercept::members::prove(&agent, crate::intercept::members::FIRST_PASS).await;
+        i.directory_changed.notify_one();
+        crate::intercept::members::update_rules(&agent)
+            .await
+            .map_err(|e| {
+                ApiError::internal(format!(
+                    "the directory is set, but the interception rules could not follow: {e}"
+                ))
+            })?;
     }
     Ok(Json(ClusterNodes {
         nodes: agent.directory.nodes(),

@@ -26,12 +26,14 @@
 //! * [`incoming`]: the receiving side, [`incoming::deliver`] (the data port's dispatcher
 //!   calls it).
 //! * [`rules`]: interception's state (plain data the agent's state holds) and the redirect
-//!   written from the directory; [`netfilter`]: the kernel rules; [`sockopt`]: the socket
+//!   written from the directory; [`members`]: which directory entries may be captured
+//!   (nodes whose agents proved the token at their address); [`netfilter`]: the kernel rules; [`sockopt`]: the socket
 //!   options tokio does not wrap.
 //!
 //! The agent's own sockets to other agents carry a mark the redirect skips.
 
 pub mod incoming;
+pub mod members;
 pub mod netfilter;
 pub mod outgoing;
 pub mod preload;

@@ -235,15 +235,18 @@ fn carried_source(
 }
 
 /// What the library sends through the agent: every other node's data address (IPv4 and
-/// IPv6) except their agents' ports, and this node's address for deliveries.
+/// IPv6) whose agent proved the token there, except their agents' ports, and this node's address for deliveries.
 pub fn node_list(agent: &Agent) -> NodeList {
     let own = agent.data_addr.ip().to_canonical();
     let mut list = NodeList {
         own: Some(own),
         ..NodeList::default()
     };
+    let Some(state) = agent.intercept.as_ref() else {
+        return list;
+    };
     for n in agent.directory.nodes() {
-        if n.name == agent.node {
+        if n.name == agent.node || !state.is_proven(&n.name, n.data) {
             continue;
         }
         let ip = n.data.ip().to_canonical();

@@ -42,6 +42,13 @@ pub struct Interception {
     pub incoming: AtomicU64,
     /// Intercepted connections that could not be carried (no such node, peer refused).
     pub failed: AtomicU64,
+    /// The other nodes whose agents proved the cluster token at the data address the
+    /// directory gives them ([`super::members`]): only these are intercepted, so that a
+    /// directory entry (any token holder writes them) cannot make this node capture its
+    /// programs' traffic to a host outside the cluster.
+    proven: std::sync::Mutex<std::collections::HashMap<Name, SocketAddr>>,
+    /// Notified when the directory changes (the background proofs start a pass).
+    pub directory_changed: tokio::sync::Notify,
     /// Held while the kernel rules change: installs, updates and the removal at stop
     /// happen one at a time, each from the directory as it is then; `true` once stopped
     /// (no update may put the rules back after that).
@@ -76,6 +83,18 @@ impl Interception {
         }
     }
 
+    /// Whether `name`'s agent proved the token at `data`.
+    pub fn is_proven(&self, name: &Name, data: SocketAddr) -> bool {
+        let p = self.proven.lock().unwrap_or_else(|e| e.into_inner());
+        p.get(name) == Some(&data)
+    }
+
+    /// Record that `name`'s agent proved the token at `data`.
+    pub fn prove(&self, name: &Name, data: SocketAddr) {
+        let mut p = self.proven.lock().unwrap_or_else(|e| e.into_inner());
+        p.insert(name.clone(), data);
+    }
+
     /// Interception accepting redirected connections on `port` of 127.0.0.1 (kernel
     /// redirect) and/or the preload library's on `preload_port`.
     pub fn new(kernel_port: Option<u16>, preload_port: Option<u16>) -> Interception {
@@ -87,8 +106,8 @@ impl Interception {
         }
     }
 
-    /// The redirect for the current directory: every other node's IPv4 data address,
-    /// except its agent's data port and control API (assumed on the same port as this
+    /// The redirect for the current directory: every other node's IPv4 data address whose
+    /// agent proved the token there, except its agent's data port and control API (assumed on the same port as this
     /// agent's, as deployments use one port for every node).
     pub fn redirect(&self, here: &Here) -> netfilter::Redirect {
         let mut r = netfilter::Redirect {
@@ -96,7 +115,7 @@ impl Interception {
             ..netfilter::Redirect::default()
         };
         for n in here.directory.nodes() {
-            if n.name == *here.node {
+            if n.name == *here.node || !self.is_proven(&n.name, n.data) {
                 continue;
             }
             if let IpAddr::V4(ip) = n.data.ip().to_canonical() {

@@ -55,7 +55,7 @@ async fn connect_from_data_address(
 pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStream, WireError> {
     let mut attempt = 0u32;
     loop {
-        match dial_once(agent, node, want.clone()).await {
+        match dial_once(agent, node, want.clone(), Finish::Stream).await {
             Err(e)
                 if (e.code == Code::Busy || e.code == Code::Refused)
                     && attempt < super::BUSY_RETRIES =>
@@ -68,7 +68,31 @@ pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStrea
     }
 }
 
-async fn dial_once(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStream, WireError> {
+/// Whether `node`'s agent answers at its directory address with a proof that it holds
+/// this cluster's token and is `node`: the handshake up to the peer's proof, no further
+/// (the peer need not know this node yet). What interception asks before it captures
+/// connections to an address ([`crate::intercept::members`]).
+pub async fn prove(agent: &Agent, node: &Name) -> Result<(), WireError> {
+    dial_once(agent, node, PeerWant::Sink, Finish::AtPeersProof)
+        .await
+        .map(drop)
+}
+
+/// How far [`dial_once`] goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    /// The whole handshake: both proofs and the peer's answer.
+    Stream,
+    /// Stop once the peer proved itself.
+    AtPeersProof,
+}
+
+async fn dial_once(
+    agent: &Agent,
+    node: &Name,
+    want: PeerWant,
+    finish: Finish,
+) -> Result<TcpStream, WireError> {
     let addr = agent.directory.data_addr(node)?;
     let unreachable = |e: String| {
         WireError::new(
@@ -128,6 +152,9 @@ async fn dial_once(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStre
                 Code::Unauthorized,
                 "the agent there does not hold this cluster's token (its proof does not match)",
             ));
+        }
+        if finish == Finish::AtPeersProof {
+            return Ok(());
         }
         let proof = agent
             .token

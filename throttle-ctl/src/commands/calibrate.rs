@@ -81,6 +81,7 @@ pub fn calibrate(
                 pct: Some(s.pct),
                 capacity: Some(s.capacity),
                 latency_us: Some(s.latency_us),
+                lease_s: None,
             })
         };
         let measure = |pct: Pct| -> Result<f64> {
@@ -89,6 +90,8 @@ pub fn calibrate(
                     pct: Some(pct),
                     capacity: None,
                     latency_us: Some(0),
+                    // Back to the saved shape by itself if this process is killed.
+                    lease_s: Some(seconds + 60.0),
                 })?;
             }
             Ok(from_c.calibrate(&to.name, seconds)?.achieved_bytes_per_sec)

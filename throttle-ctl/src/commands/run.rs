@@ -78,8 +78,9 @@ pub struct Args {
     /// Seconds before the job is killed.
     #[arg(long, default_value_t = 600.0)]
     time_limit: f64,
-    /// Seconds the agents keep the job alive without hearing from this command (it
-    /// renews while it waits); if throttle-ctl is killed, the job dies this long after.
+    /// Seconds the agents keep the job, and the run's bandwidth, without hearing from this
+    /// command (it renews while it waits); if throttle-ctl is killed, the job dies and the
+    /// bandwidth goes back to what it was this long after.
     #[arg(long, default_value_t = job::DEFAULT_LEASE_S)]
     lease: f64,
     /// Print one JSON object instead of the workload's output.

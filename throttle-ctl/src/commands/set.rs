@@ -38,6 +38,7 @@ impl Args {
             pct: Some(self.pct),
             capacity: self.capacity,
             latency_us: self.latency_us,
+            lease_s: None,
         };
         let cluster = ctx.cluster()?;
         let applied = cluster

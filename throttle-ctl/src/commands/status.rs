@@ -106,7 +106,21 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                     })
                     .unwrap_or_else(|| "-".into()),
                 s.egress.bytes.to_string(),
-                String::new(),
+                s.intercepted
+                    .as_ref()
+                    .filter(|i| !i.not_proven.is_empty())
+                    .map(|i| {
+                        let names: Vec<String> =
+                            i.not_proven.iter().map(|n| n.to_string()).collect();
+                        cut(
+                            &format!(
+                                "not intercepting to {} (no agent proved the token there yet)",
+                                names.join(", ")
+                            ),
+                            90,
+                        )
+                    })
+                    .unwrap_or_default(),
             ]),
             Err(e) => {
                 let mut row = vec![name.clone(), "down".into()];

@@ -15,6 +15,7 @@
 //! output read to its end; [`reap`]: what the command leaves behind, found and killed.
 
 mod capture;
+pub mod guard;
 mod reap;
 mod template;
 
@@ -180,8 +181,10 @@ pub fn run(
     }
     let intercepted_before = intercepted_outgoing(cluster, nodes);
     // Orphans of the command (daemons, processes in their own groups) become children of
-    // this process, not of init, so that they can be found and killed afterwards.
+    // this process, not of init, so that they can be found and killed afterwards; and if
+    // this process is killed outright, the guard kills them (it is spared here).
     let _ = nix::sys::prctl::set_child_subreaper(true);
+    let guard = guard::Guard::start()?;
     let spared = children();
     let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
     let mut command = Command::new("/bin/sh");
@@ -194,6 +197,7 @@ pub fn run(
         .arg("-c")
         .arg(&line)
         .env("THROTTLE_CLUSTER", &cluster_path)
+        .env(guard::MARKER_ENV, guard.marker())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

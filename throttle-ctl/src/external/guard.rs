@@ -1,0 +1,171 @@
+//! What a command started dies with the controller, also when the controller is killed
+//! outright (SIGKILL, OOM): a small guard process watches the controller and, when it is
+//! gone, kills every process of the command.
+//!
+//! The controller is its command's subreaper and kills what the command left behind when
+//! it ends ([`super::reap`]); a SIGKILL runs none of that, and the command's processes
+//! were adopted by init and ran on (`run --cmd 'sleep 123'` outlived its controller). The
+//! guard is `throttle-ctl` itself, started before the command in a process group of its
+//! own (so a Ctrl-C at the terminal does not reach it). Its standard input is a pipe
+//! whose writing end only the controller holds: when that end closes (the controller
+//! exited, however) it kills every process whose environment carries this run's marker,
+//! `THROTTLE_RUN_ID=<random>`, which the command and everything it starts inherit. The
+//! marker comes through the pipe, not the command line, so other users cannot read it.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+/// The environment variable that marks a run's processes.
+pub const MARKER_ENV: &str = "THROTTLE_RUN_ID";
+
+/// The controller's side: the pipe's writing end and the guard process.
+pub struct Guard {
+    pipe: Option<std::fs::File>,
+    child: Child,
+    marker: String,
+}
+
+impl Guard {
+    /// Start a guard for a run marked with a new random marker.
+    pub fn start() -> Result<Guard> {
+        let mut b = [0u8; 16];
+        getrandom::getrandom(&mut b).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+        let marker: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let exe = std::env::current_exe().context("cannot find this program to start its guard")?;
+        // Close-on-exec: neither the guard nor the command may hold the writing end.
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .context("cannot make the guard's pipe")?;
+        let mut child = Command::new(exe)
+            .arg("__guard")
+            .stdin(read)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .context("cannot start the run's guard")?;
+        let mut pipe = std::fs::File::from(write);
+        if let Err(e) = writeln!(pipe, "{marker}") {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e).context("cannot hand the guard its marker");
+        }
+        Ok(Guard {
+            pipe: Some(pipe),
+            child,
+            marker,
+        })
+    }
+
+    /// The marker the command's environment must carry.
+    pub fn marker(&self) -> &str {
+        &self.marker
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // The guard kills whatever still carries the marker, then exits.
+        drop(self.pipe.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The guard's side (`throttle-ctl __guard`): read the marker, wait for the end of the
+/// input, kill the marked processes. Returns how many it killed.
+pub fn watch(mut input: impl Read) -> usize {
+    let mut all = Vec::new();
+    let _ = input.read_to_end(&mut all);
+    let Some(marker) = std::str::from_utf8(&all)
+        .ok()
+        .and_then(|t| t.lines().next())
+        .filter(|m| m.len() == 32 && m.bytes().all(|b| b.is_ascii_hexdigit()))
+    else {
+        return 0;
+    };
+    kill_marked(marker)
+}
+
+/// Kill every process whose environment holds `THROTTLE_RUN_ID=marker` (a few passes:
+/// one may fork while the others die).
+pub fn kill_marked(marker: &str) -> usize {
+    let needle = format!("{MARKER_ENV}={marker}\0").into_bytes();
+    let me = std::process::id() as i32;
+    let mut killed = 0;
+    for _ in 0..10 {
+        let marked = marked_processes(&needle, me);
+        if marked.is_empty() {
+            break;
+        }
+        for pid in marked {
+            if nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+            {
+                killed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    killed
+}
+
+/// Live processes (not zombies) whose environment contains `needle`, except `me`.
+fn marked_processes(needle: &[u8], me: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(true);
+            !zombie
+                && std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_kills_the_marked_processes_and_nothing_else() {
+        let marker = "0123456789abcdef0123456789abcdef";
+        let mut marked = Command::new("sleep")
+            .arg("30")
+            .env(MARKER_ENV, marker)
+            .spawn()
+            .unwrap();
+        let mut other = Command::new("sleep")
+            .arg("30")
+            .env(MARKER_ENV, "ffffffffffffffffffffffffffffffff")
+            .spawn()
+            .unwrap();
+        let killed = watch(format!("{marker}\n").as_bytes());
+        assert_eq!(killed, 1);
+        let status = marked.wait().unwrap();
+        assert!(!status.success(), "the marked process was killed");
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "another run's process lives"
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+        // No marker (or a malformed one): nothing is killed.
+        assert_eq!(watch(&b""[..]), 0);
+        assert_eq!(watch(&b"x\n"[..]), 0);
+    }
+}
