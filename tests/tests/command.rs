@@ -452,3 +452,44 @@ fn a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind() {
     );
     assert_eq!(back, 100.0, "the nodes stayed at the run's bandwidth");
 }
+
+/// The guard (`throttle-ctl __guard`) kills the processes that carry its run's marker when
+/// its input ends, and nothing else; without a well-formed marker it kills nothing.
+#[test]
+fn the_guard_kills_the_marked_processes_and_nothing_else() {
+    let marker = "0123456789abcdef0123456789abcdef";
+    let sleep = |m: &str| {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .env("THROTTLE_RUN_ID", m)
+            .spawn()
+            .unwrap()
+    };
+    let mut marked = sleep(marker);
+    let mut other = sleep("ffffffffffffffffffffffffffffffff");
+    let guard = |input: &str| {
+        use std::io::Write;
+        let mut g = std::process::Command::new(exe())
+            .arg("__guard")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        g.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        assert!(g.wait().unwrap().success());
+    };
+    guard("x\n");
+    guard("");
+    assert!(
+        marked.try_wait().unwrap().is_none(),
+        "no marker, nothing killed"
+    );
+    guard(&format!("{marker}\n"));
+    let status = marked.wait().unwrap();
+    assert!(!status.success(), "the marked process was killed: {status}");
+    assert!(
+        other.try_wait().unwrap().is_none(),
+        "another run's process lives"
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+}

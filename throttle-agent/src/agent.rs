@@ -194,7 +194,15 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     if let Some(i) = &agent.intercept {
         i.install(&agent.here())
             .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
-        // The nodes of a directory given at start are proven (and captured) at once.
+    }
+    // The nodes of a directory given at start are asked before the agent says it is
+    // ready (the ones that are up answer at once), then in the background.
+    if let Some(i) = &agent.intercept {
+        if crate::intercept::members::prove(&agent, Duration::from_secs(1)).await > 0 {
+            crate::intercept::members::update_rules(&agent)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot install the interception rules: {e}"))?;
+        }
         i.directory_changed.notify_one();
     }
 

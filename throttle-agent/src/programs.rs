@@ -6,8 +6,11 @@
 //! `throttle-selftest`); the operator adds more
 //! explicitly (`--allow-program PATH`, `--allow-dir DIR`). Whatever the allow-list says,
 //! the agent never starts itself or the controller (either would hand out a shell through
-//! its own flags), nor a set-user-ID program. Paths are canonicalized, so `..` and
-//! symbolic links cannot leave the allowed places.
+//! its own flags), nor a set-user-ID program: recognised by path, by inode, by content,
+//! and by the text every build of them carries (so an older version or a copy with a
+//! byte changed, in an allowed directory, is refused too). Paths are canonicalized, so
+//! `..` and symbolic links cannot leave the allowed places. Interpreters in an allowed
+//! directory are reported at start, by name or as copies of the system's.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -25,6 +28,11 @@ pub const WORKLOADS: &[&str] = &[
 
 /// Never started, whatever the allow-list says.
 const NEVER: &[&str] = &["throttle-agent", "throttle-ctl"];
+
+/// Text every build of throttle's agent and controller carries (the source paths of their
+/// panic locations) and no workload does: a binary holding one is throttle's own, whatever
+/// its name or version, or a byte changed in it.
+const SIGNATURES: &[&[u8]] = &[b"throttle-agent/src/", b"throttle-ctl/src/"];
 
 /// Programs that give whoever starts them a way to run anything else.
 const INTERPRETERS: &[&str] = &[
@@ -82,6 +90,69 @@ impl Forbidden {
         }
         m.len() == self.size && same_content(&self.path, real)
     }
+}
+
+/// Whether the file at `path` holds one of [`SIGNATURES`] (read through once; the verdict
+/// is kept per file version: device, inode, size and change time).
+fn carries_signature(path: &Path, m: &std::fs::Metadata) -> bool {
+    use std::io::Read;
+    type Key = (u64, u64, u64, i64, i64);
+    static SEEN: std::sync::Mutex<Vec<(Key, bool)>> = std::sync::Mutex::new(Vec::new());
+    let key = (m.dev(), m.ino(), m.len(), m.ctime(), m.ctime_nsec());
+    if let Some((_, v)) = SEEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return *v;
+    }
+    let longest = SIGNATURES.iter().map(|s| s.len()).max().unwrap_or(0);
+    let found = std::fs::File::open(path).is_ok_and(|mut f| {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut kept = 0;
+        loop {
+            let n = match f.read(&mut buf[kept..]) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => n,
+            };
+            let have = kept + n;
+            if SIGNATURES
+                .iter()
+                .any(|sig| buf[..have].windows(sig.len()).any(|w| w == *sig))
+            {
+                return true;
+            }
+            // Keep the tail, where a signature may start.
+            kept = longest.min(have);
+            buf.copy_within(have - kept..have, 0);
+        }
+    });
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.len() >= 256 {
+        seen.clear();
+    }
+    seen.push((key, found));
+    found
+}
+
+/// The system's own interpreters (by [`INTERPRETERS`] name in the usual places), as
+/// binaries to recognise under other names.
+fn system_interpreters() -> Vec<Forbidden> {
+    let mut out = Vec::new();
+    for dir in ["/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin", "/sbin"] {
+        for name in INTERPRETERS {
+            if let Some(f) = Forbidden::of(&Path::new(dir).join(name)) {
+                if !out
+                    .iter()
+                    .any(|o: &Forbidden| o.dev == f.dev && o.ino == f.ino)
+                {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn same_content(a: &Path, b: &Path) -> bool {
@@ -188,12 +259,35 @@ impl ProgramPolicy {
     /// others may write to (a program could be swapped between check and start).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        let system = system_interpreters();
         for d in &self.dirs {
-            let risky: Vec<&str> = INTERPRETERS
+            let mut risky: Vec<String> = INTERPRETERS
                 .iter()
-                .copied()
                 .filter(|i| d.join(i).is_file())
+                .map(|i| i.to_string())
                 .collect();
+            // Renamed copies and links of the system's interpreters (`env` as `myenv`).
+            let files = std::fs::read_dir(d)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .take(10_000);
+            for e in files {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if risky.contains(&name) {
+                    continue;
+                }
+                let path = e.path();
+                let (Ok(real), Ok(m)) = (path.canonicalize(), std::fs::metadata(&path)) else {
+                    continue;
+                };
+                if m.is_file() && system.iter().any(|i| i.matches(&real, &m)) {
+                    risky.push(format!("{name} (a copy of {})", {
+                        let i = system.iter().find(|i| i.matches(&real, &m));
+                        i.map(|i| i.path.display().to_string()).unwrap_or_default()
+                    }));
+                }
+            }
             if !risky.is_empty() {
                 out.push(format!(
                     "--allow-dir {} holds {}: a token holder can run any command through them",
@@ -271,7 +365,10 @@ impl ProgramPolicy {
             .unwrap_or_default();
         let meta = std::fs::metadata(&real).map_err(|e| e.to_string())?;
         let same_as_me = self.own_exe.iter().any(|f| f.matches(&real, &meta));
-        if same_as_me || NEVER.contains(&name.as_str()) {
+        if same_as_me
+            || NEVER.contains(&name.as_str())
+            || (meta.is_file() && carries_signature(&real, &meta))
+        {
             return Err(format!(
                 "{} is throttle's own agent or controller, which is never started as a job",
                 real.display()
@@ -377,6 +474,18 @@ mod tests {
             assert!(p.resolve("hardlink").is_err(), "a hard link to the agent");
         }
         assert!(p.resolve("copy").is_err(), "a copy of the agent");
+        // A copy with a byte changed (another build, an older version) under another name.
+        let mut bytes = std::fs::read(&me).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        let modified = d.join("tool");
+        std::fs::write(&modified, &bytes).unwrap();
+        std::fs::set_permissions(&modified, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let e = p.resolve("tool").unwrap_err().to_string();
+        assert!(
+            e.contains("own agent or controller"),
+            "a modified copy: {e}"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -386,8 +495,21 @@ mod tests {
         exe(&d, "bash", 0o755);
         let mut p = ProgramPolicy::nothing();
         p.allow_dir(&d).unwrap();
+        // A renamed copy of the system's `env`.
+        let env = ["/usr/bin/env", "/bin/env"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file());
+        if let Some(env) = env {
+            std::fs::copy(env, d.join("myenv")).unwrap();
+        }
         let w = p.warnings();
         assert!(w.iter().any(|w| w.contains("bash")), "{w:?}");
+        if env.is_some() {
+            assert!(
+                w.iter().any(|w| w.contains("myenv (a copy of")),
+                "a renamed env: {w:?}"
+            );
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

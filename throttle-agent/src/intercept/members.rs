@@ -7,9 +7,12 @@
 //! answers there to deliver them). So an address joins the redirect and the preload
 //! library's node list only after the agent there answered the handshake with a proof of
 //! the token and of its node name ([`crate::transport::dial::prove`]); a host without an
-//! agent never does. The proof is asked when the directory is set (for at most
-//! [`FIRST_PASS`], so that `PUT /cluster` returns with the rules in place for the nodes that
-//! are up) and again in the background, with backoff, for nodes not proven yet.
+//! agent never does. The proof is asked when the agent starts and when the directory is
+//! set (for at most [`FIRST_PASS`], so that `PUT /cluster` returns with the rules in place
+//! for the nodes that are up), and again in the background, with backoff, for nodes not
+//! proven yet. Asking goes through the whole handshake, so the node asked learns of the
+//! asker too ([`proven_by_peer`]): agents started one after the other know each other as
+//! soon as the second is up.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +79,25 @@ pub async fn prove(agent: &Arc<Agent>, within: Duration) -> usize {
         }
     }
     proven
+}
+
+/// A peer authenticated as `name` from `ip`: when that is the address the directory gives
+/// it, it is proven (and the rules follow, in the background, if that is news).
+pub fn proven_by_peer(agent: &Arc<Agent>, name: &throttle_proto::name::Name, ip: std::net::IpAddr) {
+    let Some(state) = agent.intercept.as_ref() else {
+        return;
+    };
+    let Ok(data) = agent.directory.data_addr(name) else {
+        return;
+    };
+    if data.ip().to_canonical() == ip.to_canonical() && state.prove(name, data) {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            if let Err(e) = update_rules(&agent).await {
+                tracing::warn!(error = %e, "the interception rules could not follow a node's proof");
+            }
+        });
+    }
 }
 
 /// Rewrite the kernel rules from the directory and the proven nodes (blocking: `nft`).

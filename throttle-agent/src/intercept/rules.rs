@@ -89,10 +89,10 @@ impl Interception {
         p.get(name) == Some(&data)
     }
 
-    /// Record that `name`'s agent proved the token at `data`.
-    pub fn prove(&self, name: &Name, data: SocketAddr) {
+    /// Record that `name`'s agent proved the token at `data`; whether that is new.
+    pub fn prove(&self, name: &Name, data: SocketAddr) -> bool {
         let mut p = self.proven.lock().unwrap_or_else(|e| e.into_inner());
-        p.insert(name.clone(), data);
+        p.insert(name.clone(), data) != Some(data)
     }
 
     /// Interception accepting redirected connections on `port` of 127.0.0.1 (kernel

@@ -69,8 +69,8 @@ pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStrea
 }
 
 /// Whether `node`'s agent answers at its directory address with a proof that it holds
-/// this cluster's token and is `node`: the handshake up to the peer's proof, no further
-/// (the peer need not know this node yet). What interception asks before it captures
+/// this cluster's token and is `node`: the handshake up to this node's own proof, whatever
+/// the peer answers then (it need not know this node yet). What interception asks before it captures
 /// connections to an address ([`crate::intercept::members`]).
 pub async fn prove(agent: &Agent, node: &Name) -> Result<(), WireError> {
     dial_once(agent, node, PeerWant::Sink, Finish::AtPeersProof)
@@ -83,7 +83,7 @@ pub async fn prove(agent: &Agent, node: &Name) -> Result<(), WireError> {
 enum Finish {
     /// The whole handshake: both proofs and the peer's answer.
     Stream,
-    /// Stop once the peer proved itself.
+    /// Stop once the peer proved itself and this node's proof is sent.
     AtPeersProof,
 }
 
@@ -153,15 +153,17 @@ async fn dial_once(
                 "the agent there does not hold this cluster's token (its proof does not match)",
             ));
         }
-        if finish == Finish::AtPeersProof {
-            return Ok(());
-        }
         let proof = agent
             .token
             .proof(Side::Client, &nonce, &challenge.nonce, node, &raw);
         s.write_all(&proof)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
+        if finish == Finish::AtPeersProof {
+            // The peer proved itself; it learns of this node from the proof just sent
+            // (whatever it answers: it may not know this node yet).
+            return Ok(());
+        }
         wire::read_reply(&mut s).await?.into_result()
     };
     tokio::time::timeout(agent.register_timeout + HANDSHAKE_TIMEOUT, exchange)

@@ -159,6 +159,10 @@ async fn handle(
         }
     };
     drop(handshake);
+    // A node that proved the token from its own address is one interception may capture.
+    if let Ok(from) = stream.peer_addr() {
+        crate::intercept::members::proven_by_peer(&agent, &req.src_node, from.ip());
+    }
     // Intercepted connections can be opened by any user of any node: they draw from the
     // forwarded connections' pool, never from the rank streams'.
     let pool = match req.want {
