@@ -31,7 +31,8 @@ pub struct Args {
     /// refuses it, instead of storing the failure and going on.
     #[arg(long)]
     fail_fast: bool,
-    /// Seconds the agents keep a job alive without hearing from this sweep.
+    /// Seconds the agents keep a job alive, and a run's bandwidth, without hearing from
+    /// this sweep (if throttle-ctl is killed, both end this long after).
     #[arg(long, default_value_t = job::DEFAULT_LEASE_S)]
     lease: f64,
     /// Print progress as one line per run even on a terminal.
