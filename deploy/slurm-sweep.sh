@@ -6,8 +6,17 @@
 #   sbatch -N 8 --exclusive deploy/slurm-sweep.sh experiments/bfs-sweep.toml 10Gbit
 #
 # Needs throttle-ctl, throttle-agent and the workloads on every node (a shared file
-# system, or BIN pointing at them), and the nodes' addresses resolvable here. Results go
-# to ./throttle-slurm-$SLURM_JOB_ID/.
+# system, or BIN pointing at them). The agents listen at the address Slurm reaches each
+# node at (scontrol's NodeAddr, else the node's name resolved). Results go to
+# ./throttle-slurm-$SLURM_JOB_ID/ (OUT=... to choose).
+#
+# How programs' connections between nodes reach the agents (INTERCEPT=...):
+#   kernel   the agents redirect every TCP connection to the other nodes (needs the job
+#            to run as root: the agents install nftables rules);
+#   preload  the agents serve the preload library (no root); the sweep's [command] must
+#            say intercept = "preload" so that mpirun and the ranks it starts load it;
+#   none     only throttle's own workloads (bfs, pmm, mw) are shaped.
+# Default: kernel as root, preload otherwise.
 set -euo pipefail
 
 SPEC=$(realpath -- "${1:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}")
@@ -20,30 +29,53 @@ cd "$OUT"
 
 # The cluster file and a fresh token (on the shared file system, mode 600).
 "$BIN/throttle-ctl" --cluster cluster.toml cluster init --slurm --capacity "$CAPACITY" \
-  --socket-dir "/tmp/throttle-$SLURM_JOB_ID" --force --json > init.json
+  --socket-dir "/tmp/throttle-$SLURM_JOB_ID" --force > init.txt
+case "${INTERCEPT:-auto}" in
+  auto) if [ "$(id -u)" = 0 ]; then INTERCEPT=kernel; else INTERCEPT=preload; fi ;;
+  kernel|preload|none) ;;
+  *) echo "INTERCEPT must be kernel, preload or none, not $INTERCEPT" >&2; exit 2 ;;
+esac
+case "$INTERCEPT" in
+  kernel) AGENT_FLAGS=--intercept ;;
+  preload) AGENT_FLAGS=--preload ;;
+  none) AGENT_FLAGS= ;;
+esac
+export BIN AGENT_FLAGS
 
 # One agent per node, each with its own line of the cluster file; srun keeps them in the
 # allocation and kills them when this script ends.
 cat > agent.sh <<'AGENT'
 #!/usr/bin/env bash
 set -euo pipefail
-# The node's name as SLURM_JOB_NODELIST has it (the cluster file's), not its hostname.
+# The node's name as SLURM_JOB_NODELIST has it (the cluster file's), not its hostname;
+# its line of init.txt ("  NODE: throttle-agent --node NODE ..."), without the program.
 node=${SLURMD_NODENAME:-$(hostname -s)}
-line=$(python3 -c 'import json,sys
-d = json.load(open(sys.argv[1]))
-m = [a["args"][1:] for a in d["agents"] if a["node"] == sys.argv[2]]
-sys.exit("no node %s in the cluster file" % sys.argv[2]) if not m else print(" ".join(m[0]))' init.json "$node")
-install -d -m 700 "/tmp/throttle-$SLURM_JOB_ID"
-install -m 600 throttle-token "/tmp/throttle-$SLURM_JOB_ID/token"
+line=$(awk -v n="$node:" '$1 == n { $1 = ""; $2 = ""; print }' init.txt)
+if [ -z "$line" ]; then echo "no node $node in init.txt" >&2; exit 1; fi
+# The sockets' directory on this node; the token is read where cluster init wrote it
+# (this directory, mode 600, on the file system the job's nodes share).
+mkdir -p -m 700 "/tmp/throttle-$SLURM_JOB_ID"
 # shellcheck disable=SC2086
-exec "$BIN/throttle-agent" ${line//TOKEN_FILE//tmp/throttle-$SLURM_JOB_ID/token}
+exec "$BIN/throttle-agent" ${line//TOKEN_FILE/$PWD/throttle-token} $AGENT_FLAGS
 AGENT
 chmod +x agent.sh
-# The whole node for the agent and the ranks it launches (a step gets one CPU otherwise).
-BIN=$BIN srun --ntasks-per-node=1 --cpus-per-task="${SLURM_CPUS_ON_NODE:-1}" --mem=0 \
-  --cpu-bind=none --kill-on-bad-exit=1 ./agent.sh > agents.log 2>&1 &
+# One agent per node, in a step that overlaps the others (--overlap): the steps the
+# sweep's programs start (mpirun's orted, srun) get the allocation's CPUs as well, and
+# the agent may run on all of them (--cpu-bind=none).
+srun --overlap --ntasks-per-node=1 --mem=0 --cpu-bind=none --kill-on-bad-exit=1 \
+  ./agent.sh > agents.log 2>&1 &
 AGENTS=$!
-trap 'kill $AGENTS 2>/dev/null || true' EXIT
+# At the end, however it comes: stop the agents (they remove their rules and sockets),
+# then the sockets' directory on every node.
+# (SIGTERM to the agents' step, the job's first: killing srun would SIGKILL them.)
+cleanup() {
+  scancel --signal=TERM "$SLURM_JOB_ID.0" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$AGENTS" 2>/dev/null || break; sleep 0.2; done
+  kill "$AGENTS" 2>/dev/null || true
+  wait "$AGENTS" 2>/dev/null || true
+  srun --overlap --ntasks-per-node=1 rm -rf "/tmp/throttle-$SLURM_JOB_ID" || true
+}
+trap cleanup EXIT
 
 # Wait until every agent answers.
 for _ in $(seq 60); do

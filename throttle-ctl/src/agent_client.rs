@@ -130,6 +130,10 @@ impl AgentClient {
             .map(|_| ())
     }
 
+    pub fn cluster(&self) -> Result<ClusterNodes> {
+        self.get("/cluster")
+    }
+
     pub fn put_cluster(&self, nodes: &ClusterNodes) -> Result<ClusterNodes> {
         self.send("PUT", "/cluster", nodes)
     }

@@ -3,9 +3,10 @@
 //!
 //! * [`commands`]: one module per command, each with its arguments and `exec`.
 //! * [`cluster`]: the cluster file ([`hostlist`]: host lists and hostfiles it is written
-//!   from); [`agent_client`]: the typed client of one agent's
+//!   from; [`slurm`]: the addresses Slurm gives a job's nodes); [`agent_client`]: the typed client of one agent's
 //!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine;
-//!   [`netns`]: its nodes as network namespaces (namespace hosts).
+//!   [`netns`]: its nodes as network namespaces (namespace hosts); [`directory`]: the
+//!   cluster file's nodes given to every agent.
 //! * [`workload`]: a program's options (`throttle_proto::workload`), checked, with a
 //!   command's template parsed; [`job`]: one job on the cluster (launch, wait, renew, clean up; or an
 //!   [`external`] command such as `mpirun` run on this host), the step
@@ -22,6 +23,7 @@ pub mod analysis;
 pub mod certs;
 pub mod cluster;
 pub mod commands;
+pub mod directory;
 pub mod external;
 pub mod fidelity;
 pub mod hostlist;
@@ -35,6 +37,7 @@ pub mod netns;
 pub mod output;
 pub mod progress;
 pub mod report;
+pub mod slurm;
 pub mod store;
 pub mod sweep;
 pub mod table;

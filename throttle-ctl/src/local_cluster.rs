@@ -20,10 +20,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use throttle_proto::cluster::{ClusterNodes, NodeEntry};
 use throttle_proto::{Name, Rate};
 
-use crate::agent_client::AgentClient;
 use crate::cluster::{Cluster, ClusterFile, NamespaceHosts, Node};
 
 /// What `local up` was asked for.
@@ -242,7 +240,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         file.nodes = nodes;
         file.write(cluster_path)?;
         let cluster = Cluster::load(cluster_path)?;
-        push_directory(&cluster)?;
+        crate::directory::push(&cluster)?;
         Ok(cluster)
     });
     if ready.is_err() {
@@ -394,25 +392,6 @@ struct Ready {
     control: std::net::SocketAddr,
     data: std::net::SocketAddr,
     local_socket: PathBuf,
-}
-
-/// Give every agent the list of all nodes and their data addresses.
-pub fn push_directory(cluster: &Cluster) -> Result<()> {
-    let body = ClusterNodes {
-        nodes: cluster
-            .file
-            .nodes
-            .iter()
-            .map(|n| NodeEntry {
-                name: n.name.clone(),
-                data: n.data,
-            })
-            .collect(),
-    };
-    for n in &cluster.file.nodes {
-        AgentClient::new(cluster, n).put_cluster(&body)?;
-    }
-    Ok(())
 }
 
 /// Stop the agents of the local cluster and remove its state. Returns the nodes stopped;

@@ -48,7 +48,8 @@ struct InitArgs {
     /// A hostfile (Open MPI, MPICH or Slurm style).
     #[arg(long, conflicts_with = "slurm")]
     hostfile: Option<PathBuf>,
-    /// The nodes of the Slurm job this runs in (SLURM_JOB_NODELIST, else SLURM_NODELIST).
+    /// The nodes of the Slurm job this runs in (SLURM_JOB_NODELIST, else SLURM_NODELIST),
+    /// at the address Slurm reaches each at (`scontrol show node`: NodeAddr).
     #[arg(long)]
     slurm: bool,
     /// The link capacity of every node (what 100% means), e.g. 10Gbit, 25Gbit.
@@ -239,12 +240,14 @@ impl InitArgs {
             let list = std::env::var("SLURM_JOB_NODELIST")
                 .or_else(|_| std::env::var("SLURM_NODELIST"))
                 .map_err(|_| anyhow!("--slurm: SLURM_JOB_NODELIST is not set: run this inside a Slurm allocation (salloc, sbatch), or list the hosts with --hosts"))?;
+            // The address Slurm reaches each node at (its NodeAddr), where it says.
+            let addrs = crate::slurm::ask_node_addrs();
             hostlist::expand(&list)
                 .with_context(|| format!("SLURM_JOB_NODELIST={list}"))?
                 .into_iter()
                 .map(|h| Listed {
-                    name: h.clone(),
-                    host: h,
+                    host: addrs.get(&h).cloned().unwrap_or_else(|| h.clone()),
+                    name: h,
                 })
                 .collect()
         };
