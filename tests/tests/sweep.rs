@@ -237,7 +237,16 @@ fn a_dead_node_fails_its_points_and_the_sweep_goes_on() {
             }
         }
     }
-    assert!(err.contains("gave up"), "{err}");
+    assert!(err.contains("nodes=2 bw=100% rep=0: gave up"), "{err}");
+    // `retries = 0`: nothing is retried, and no line says so; no internal key is shown.
+    assert!(
+        !err.contains("retrying") && err.contains("no retries left"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("|nodes="),
+        "an internal key reached the user: {err}"
+    );
 
     let out = ctl(
         dir,

@@ -5,14 +5,14 @@
 //! forwards and interception reach a node by it. `local up` gives it when it starts the
 //! agents; agents started any other way (by hand from `cluster init`'s lines, `deploy`,
 //! `srun` in a Slurm job) start with an empty one, and an agent that restarted has lost
-//! it. So every run checks each agent's directory first and gives the cluster file's to
+//! it. So every run checks its nodes' directories first and gives the cluster file's to
 //! those that differ ([`ensure`]).
 
 use anyhow::{Context, Result};
 use throttle_proto::cluster::{ClusterNodes, NodeEntry};
 
 use crate::agent_client::AgentClient;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Node};
 
 /// The directory the cluster file describes.
 pub fn of(cluster: &Cluster) -> ClusterNodes {
@@ -40,16 +40,17 @@ pub fn push(cluster: &Cluster) -> Result<()> {
     Ok(())
 }
 
-/// Give the cluster file's directory to every agent whose directory differs from it (in
-/// any order); returns the nodes that were given it.
-pub fn ensure(cluster: &Cluster) -> Result<Vec<String>> {
+/// Give the cluster file's directory to each agent of `nodes` (a run's) whose directory
+/// differs from it (in any order); returns the nodes that were given it. The other nodes'
+/// agents are not asked: a run does not need them, and one may be down.
+pub fn ensure(cluster: &Cluster, nodes: &[Node]) -> Result<Vec<String>> {
     let mut want = of(cluster).nodes;
     want.sort_by(|a, b| a.name.cmp(&b.name));
     let body = ClusterNodes {
         nodes: want.clone(),
     };
     let mut given = Vec::new();
-    for n in &cluster.file.nodes {
+    for n in nodes {
         let c = AgentClient::new(cluster, n);
         let mut has = c
             .cluster()

@@ -266,9 +266,9 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     }
     spec.workload
         .check_procs(spec.nodes * spec.ranks_per_node)?;
-    // Agents started by hand, by deploy or by Slurm know no other node until told.
-    crate::directory::ensure(cluster)?;
     let nodes = &cluster.file.nodes[..spec.nodes];
+    // Agents started by hand, by deploy or by Slurm know no other node until told.
+    crate::directory::ensure(cluster, nodes)?;
     let clients: Vec<AgentClient> = nodes.iter().map(|n| AgentClient::new(cluster, n)).collect();
     // The run's shape holds only while this process renews it: killed outright, it
     // leaves no node at the run's bandwidth for longer than the lease.

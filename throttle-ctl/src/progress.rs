@@ -79,7 +79,13 @@ impl SweepProgress {
                 point,
                 outcome,
                 eta_s,
+                retry,
             } => {
+                let then = if retry {
+                    "retrying"
+                } else {
+                    "no retries left"
+                };
                 let head = format!(
                     "[{}/{todo}] nodes={} bw={} rep={}",
                     index + 1,
@@ -89,7 +95,7 @@ impl SweepProgress {
                 );
                 if let (RunStatus::Ok, Some(flag)) = (outcome.status, outcome.flag()) {
                     self.line(&format!(
-                        "{head}: {:.3} s but FLAGGED: {flag}; stored, left out of the analysis; retrying",
+                        "{head}: {:.3} s but FLAGGED: {flag}; stored, left out of the analysis; {then}",
                         outcome.seconds
                     ));
                 } else if outcome.status == RunStatus::Ok {
@@ -110,14 +116,14 @@ impl SweepProgress {
                     }
                 } else {
                     self.line(&format!(
-                        "{head}: FAILED ({}), stored; retrying",
+                        "{head}: FAILED ({}), stored; {then}",
                         outcome.reason.as_deref().unwrap_or("unknown")
                     ));
                 }
             }
             SweepEvent::GaveUp { point, attempts } => self.line(&format!(
-                "{}: gave up after {attempts} failed or flagged attempts",
-                point.key
+                "nodes={} bw={} rep={}: gave up after {attempts} failed or flagged attempt(s)",
+                point.nodes, point.bw, point.repeat
             )),
             SweepEvent::WarmingUp { nodes } => {
                 if self.bar.is_none() {

@@ -103,6 +103,8 @@ pub enum SweepEvent<'a> {
         outcome: &'a Outcome,
         /// Estimated seconds for the rest of the sweep.
         eta_s: f64,
+        /// The run failed or was flagged and the point will be run again.
+        retry: bool,
     },
     /// A point failed more often than `retries` allows and is given up.
     GaveUp {
@@ -552,12 +554,14 @@ impl Runner<'_> {
                 flag: outcome.flag(),
             })?;
             let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
+            let good = ok && outcome.flag().is_none();
             on_event(SweepEvent::Finished {
                 index,
                 todo,
                 point: p,
                 outcome: &outcome,
                 eta_s: per * (todo - index - 1) as f64,
+                retry: !good && attempts < spec.retries,
             });
             // A run whose links did not run at their setting is stored (flagged) and
             // retried like a failed one.
