@@ -69,6 +69,33 @@ fn local_cluster_lifecycle_status_set_and_errors() {
         "{table}"
     );
 
+    // A node by its address, as exec and hostfiles name it; a latency that large is
+    // said to be so.
+    let out = ctl(
+        dir,
+        &[
+            "set",
+            "100",
+            "--node",
+            "127.0.5.3",
+            "--latency-us",
+            "10000000",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("adds 10000 ms to every message"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(ctl(
+        dir,
+        &["set", "100", "--node", "n2", "--latency-us", "0"],
+    ));
     for (args, hint) in [
         (&["set", "0"][..], "0.01 to 100"),
         (&["set", "150"][..], "0.01 to 100"),
@@ -101,11 +128,42 @@ fn local_cluster_lifecycle_status_set_and_errors() {
             ][..],
             "NODE:HOST:PORT",
         ),
+        (
+            &["forward", "rm", "--node", "n0", "99"][..],
+            "`throttle-ctl forward list` shows the forwards",
+        ),
     ] {
         let e = err(ctl(dir, args));
         assert!(e.contains(hint), "{args:?}: {e}");
     }
     // Nothing was changed by the refused commands.
+    // A node by its address, as exec and hostfiles name it; a latency that large is
+    // said to be so.
+    let out = ctl(
+        dir,
+        &[
+            "set",
+            "100",
+            "--node",
+            "127.0.5.3",
+            "--latency-us",
+            "10000000",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("adds 10000 ms to every message"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(ctl(
+        dir,
+        &["set", "100", "--node", "n2", "--latency-us", "0"],
+    ));
     let status: serde_json::Value =
         serde_json::from_str(&ok(ctl(dir, &["status", "--json"]))).unwrap();
     assert_eq!(status[0]["pct"], 25.0);

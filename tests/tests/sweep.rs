@@ -193,6 +193,13 @@ fn analyze_reports_bad_csv_rows_and_missing_data() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("run a sweep first"));
     let out = ctl(&dir, &["analyze", "--csv", "bad.csv", "--cti", "5,x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cti"));
+    // A size of 0 processes is no size to project to.
+    let out = ctl(&dir, &["analyze", "--csv", "bad.csv", "--predict", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && err.contains("--predict 0"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -267,9 +267,10 @@ impl Cluster {
     }
 
     /// The nodes a command applies to: one by name, or all.
+    /// One node (by name or address, as `exec` and hostfiles name them), or all of them.
     pub fn select(&self, name: Option<&str>) -> Result<Vec<&Node>> {
         match name {
-            Some(n) => Ok(vec![self.node(n)?]),
+            Some(n) => Ok(vec![self.node_by_name_or_address(n)?]),
             None => Ok(self.file.nodes.iter().collect()),
         }
     }

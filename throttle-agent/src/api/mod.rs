@@ -504,7 +504,7 @@ async fn delete_forward(State(agent): State<Arc<Agent>>, Path(id): Path<String>)
     } else {
         Err(ApiError(
             StatusCode::NOT_FOUND,
-            format!("no forward {id} on this agent; GET /forwards lists them"),
+            format!("no forward {id} on this agent (GET /forwards lists them)"),
         ))
     }
 }

@@ -67,6 +67,11 @@ impl Args {
             Some(p) => parse_list::<u32>(p, "--predict")?,
             None => Vec::new(),
         };
+        if let Some(bad) = predict.iter().find(|p| !(1..=10_000_000).contains(*p)) {
+            anyhow::bail!(
+                "--predict {bad}: a size to project to is a number of processes from 1 up (e.g. --predict 64,256)"
+            );
+        }
         let (obs, capacity, time_source, unit) = match &self.csv {
             Some(f) => {
                 let text = std::fs::read_to_string(f)

@@ -25,26 +25,35 @@ enum ForwardCommand {
         after_help = "Example (iperf3 from n0 to a server on n1, shaped by both links):\n  throttle-ctl forward add --from n0 --listen 127.0.1.1:5201 --to n1:127.0.1.2:5201\n  iperf3 -c 127.0.1.1 -p 5201\n\nHOST:PORT must be an address of node TO (its address in the cluster or one of its interfaces'),\nport 1024 or above: a forward carries traffic between the cluster's nodes, never to another\nhost, nor to a service bound to loopback only or a system port (unless TO's agent runs with\n--open-forwards); LISTEN takes a port from 1024 up on the same terms."
     )]
     Add {
+        /// The node that listens (its name, e.g. n0).
         #[arg(long)]
         from: String,
         /// IP:PORT to listen on, on node FROM (port 0 picks one).
         #[arg(long)]
         listen: String,
-        /// NODE:HOST:PORT
+        /// NODE:HOST:PORT: where each connection goes, as seen from NODE.
         #[arg(long)]
         to: String,
+        /// Print the new forward (its id, listen address, destination) as JSON.
         #[arg(long)]
         json: bool,
     },
     /// List the forwards of every node.
     List {
+        /// Print them as JSON (each with its node).
         #[arg(long)]
         json: bool,
     },
-    /// Remove forward ID from NODE (open connections carry on).
+    /// Remove a forward: `forward rm --node NODE ID` (ID and NODE as `forward list` shows
+    /// them; open connections carry on).
+    #[command(
+        after_help = "Example:\n  throttle-ctl forward list\n  throttle-ctl forward rm --node n0 1"
+    )]
     Rm {
+        /// The node the forward listens on.
         #[arg(long)]
         node: String,
+        /// The forward's id on that node.
         id: u64,
     },
 }
@@ -101,7 +110,13 @@ impl Args {
                 }
             }
             ForwardCommand::Rm { node, id } => {
-                AgentClient::new(&cluster, cluster.node(&node)?).remove_forward(id)?;
+                AgentClient::new(&cluster, cluster.node(&node)?)
+                    .remove_forward(id)
+                    .map_err(|e| {
+                        anyhow!(
+                            "{e:#}; `throttle-ctl forward list` shows the forwards and their ids"
+                        )
+                    })?;
                 output::print(format!("removed forward {id} on {node}\n"))?;
             }
         }

@@ -18,7 +18,7 @@ use crate::output;
 pub struct Args {
     /// Percentage from 0.01 to 100, or `unlimited`.
     pct: Pct,
-    /// Only this node.
+    /// Only this node (its name, or its address as a hostfile lists it).
     #[arg(long)]
     node: Option<String>,
     /// Added one-way latency at egress, microseconds.
@@ -32,6 +32,9 @@ pub struct Args {
     json: bool,
 }
 
+/// An added latency from which `set` says what it means (100 ms).
+const LARGE_LATENCY_US: u64 = 100_000;
+
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
         let change = ShapeChange {
@@ -40,6 +43,12 @@ impl Args {
             latency_us: self.latency_us,
             lease_s: None,
         };
+        if let Some(us) = self.latency_us.filter(|us| *us >= LARGE_LATENCY_US) {
+            crate::note!(
+                "warning: --latency-us {us} adds {:.0} ms to every message each way (and to every new connection between nodes); interconnects add 1-10 us, a WAN tens of ms",
+                us as f64 / 1000.0
+            );
+        }
         let cluster = ctx.cluster()?;
         let applied = cluster
             .select(self.node.as_deref())?
