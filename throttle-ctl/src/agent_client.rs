@@ -28,6 +28,21 @@ pub struct AgentClient {
     http: ureq::Agent,
 }
 
+/// What went wrong underneath a transport error (the system's words: "Connection refused
+/// (os error 111)"), without the URL and the layers ureq wraps around it.
+fn why_unreachable(e: &ureq::Error) -> String {
+    let mut deepest: &dyn std::error::Error = e;
+    while let Some(next) = deepest.source() {
+        deepest = next;
+    }
+    let text = deepest.to_string();
+    if text.is_empty() {
+        e.to_string()
+    } else {
+        text
+    }
+}
+
 impl AgentClient {
     pub fn new(cluster: &Cluster, node: &Node) -> AgentClient {
         Self::with_timeout(cluster, node, Duration::from_secs(10))
@@ -89,9 +104,10 @@ impl AgentClient {
                 Err(anyhow!("node `{}`: {msg}{hint}", self.node))
             }
             Err(e) => Err(anyhow!(
-                "node `{}`: agent at {} is unreachable: {e} (is it running? `throttle-ctl local up` starts a local cluster)",
+                "node `{}`: no agent answers at {}: {} (is it running? `throttle-ctl local up` starts a local cluster)",
                 self.node,
-                self.base
+                self.base,
+                why_unreachable(&e)
             )),
         }
     }

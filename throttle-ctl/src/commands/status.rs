@@ -125,7 +125,12 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
             Err(e) => {
                 let mut row = vec![name.clone(), "down".into()];
                 row.extend(std::iter::repeat_n(String::new(), 8));
-                row.push(cut(&format!("{e:#}"), 90));
+                // The row names the node already.
+                let text = format!("{e:#}");
+                let text = text
+                    .strip_prefix(&format!("node `{name}`: "))
+                    .unwrap_or(&text);
+                row.push(cut(text, 140));
                 t.row(row);
             }
         }
@@ -154,4 +159,27 @@ pub fn to_json(results: &[(String, Result<Status>)]) -> Value {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_that_is_down_says_why_in_full() {
+        let e = anyhow::anyhow!(
+            "node `n1`: no agent answers at http://198.18.60.1:7600: Connection refused (os error 111) (is it running? `throttle-ctl local up` starts a local cluster)"
+        );
+        let table = render(&[("n1".to_string(), Err(e))]);
+        assert!(
+            table.contains(
+                "no agent answers at http://198.18.60.1:7600: Connection refused (os error 111)"
+            ),
+            "{table}"
+        );
+        assert!(
+            !table.contains("node `n1`"),
+            "the row names the node: {table}"
+        );
+    }
 }
