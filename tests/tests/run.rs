@@ -446,3 +446,48 @@ fn every_run_carries_its_proof_and_a_stopped_agent_flags_it() {
     );
     assert!(err.contains("did not run at their setting"), "{err}");
 }
+
+/// Issue 26: `--workload program` on a loopback cluster was refused with "the agent's
+/// operator can add programs with --allow-program", which `local up` did not have. It
+/// passes `--allow-program` and `--allow-dir` to its agents.
+#[test]
+fn local_up_lets_the_agents_launch_the_programs_it_is_given() {
+    let s = scratch("allowprog");
+    let dir = &s.0;
+    let program = dir.join("hello");
+    std::fs::write(
+        &program,
+        "#!/bin/sh\necho 'THROTTLE_RESULT {\"seconds\": 0.25}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = program.display().to_string();
+    let up = |extra: &[&str]| {
+        let mut args = vec!["local", "up", "--nodes", "1", "--base-addr", "127.0.42.1"];
+        args.extend_from_slice(extra);
+        let out = ctl(dir, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let run = || {
+        json_run(
+            dir,
+            &["--workload", "program", "--program", &path, "--nodes", "1"],
+        )
+    };
+    up(&[]);
+    let (ok, _, err) = run();
+    assert!(!ok && err.contains("not allowed on this node"), "{err}");
+    ctl(dir, &["local", "down"]);
+    up(&["--allow-program", "hello"]);
+    let (ok, v, err) = run();
+    assert!(ok, "{v} {err}");
+    assert_eq!(v["result"]["seconds"], 0.25, "{v}");
+}

@@ -26,6 +26,7 @@ enum LocalCommand {
         after_help = "Examples:\n  throttle-ctl local up --nodes 4 --capacity 1Gbit\n  throttle-ctl local up --nodes 2 --tls          HTTPS control APIs with a fresh cluster CA\n  sudo throttle-ctl local up --netns --nodes 4   namespace hosts: throttle unmodified programs\n\nA loopback cluster (the default) shares one network stack: the workloads' rank tunnels\nand `forward` rules are shaped there, nothing else. With --netns (root) every node is a\nnetwork namespace (throttle-TAG-nI) on a bridge (thrTAG), with an address from\n198.18.0.0/15 (.1, .2, ...; this host is .254), and its agent intercepts every TCP\nconnection from that node to another node's address: run programs in a node with\n`throttle-ctl exec NODE -- CMD`, or mpirun with `--mca plm_rsh_agent \"throttle-ctl exec\"`."
     )]
     Up {
+        /// How many nodes (agents) to start.
         #[arg(long, default_value_t = 4)]
         nodes: usize,
         /// Emulated link capacity per node and direction (payload): 1Gbit, 10Gbit, 125MB.
@@ -71,6 +72,15 @@ enum LocalCommand {
         /// cores (less timing noise; commands run with `run --cmd` are not pinned).
         #[arg(long)]
         pin: bool,
+        /// Let the agents launch this program too (`run --workload program --program
+        /// PATH`; throttle-agent --allow-program); repeatable. Only throttle's workloads
+        /// are allowed otherwise.
+        #[arg(long = "allow-program", value_name = "PATH")]
+        allow_programs: Vec<PathBuf>,
+        /// Let the agents launch every program in this directory (throttle-agent
+        /// --allow-dir; never one holding a shell or one others can write to); repeatable.
+        #[arg(long = "allow-dir", value_name = "DIR")]
+        allow_dirs: Vec<PathBuf>,
         /// Print the cluster as JSON instead of the cluster file.
         #[arg(long)]
         json: bool,
@@ -99,6 +109,8 @@ impl Args {
                 subnet,
                 intercept,
                 pin,
+                allow_programs,
+                allow_dirs,
                 json,
             } => {
                 let netns = match (netns, subnet) {
@@ -122,6 +134,18 @@ impl Args {
                 ];
                 if pin {
                     agent_args.extend(local_cluster::pin_args()?);
+                }
+                // The agents run elsewhere (their state directory): absolute paths.
+                for (flag, paths) in [
+                    ("--allow-program", &allow_programs),
+                    ("--allow-dir", &allow_dirs),
+                ] {
+                    for p in paths {
+                        let abs = std::path::absolute(p)
+                            .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", p.display()))?;
+                        agent_args.push(flag.into());
+                        agent_args.push(abs.display().to_string());
+                    }
                 }
                 let req = LocalUp {
                     nodes,
