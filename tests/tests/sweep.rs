@@ -193,6 +193,15 @@ fn analyze_reports_bad_csv_rows_and_missing_data() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("run a sweep first"));
     let out = ctl(&dir, &["analyze", "--csv", "bad.csv", "--cti", "5,x"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cti"));
+    // No runs at all: the message says where runs come from.
+    std::fs::write(
+        dir.join("empty.csv"),
+        "workload,nodes,procs,bw_pct,repeat,seconds\n",
+    )
+    .unwrap();
+    let out = ctl(&dir, &["analyze", "--csv", "empty.csv"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("throttle-ctl sweep SPEC.toml"), "{err}");
     // A size of 0 processes is no size to project to.
     let out = ctl(&dir, &["analyze", "--csv", "bad.csv", "--predict", "0"]);
     let err = String::from_utf8_lossy(&out.stderr).to_string();

@@ -89,7 +89,9 @@ fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> 
             }
             s.clone()
         }
-        (None, 0) => bail!("no runs to analyze"),
+        (None, 0) => bail!(
+            "no runs to analyze: the data holds no completed run (failed and flagged runs are left out); a sweep stores them (`throttle-ctl sweep SPEC.toml --db FILE`), `throttle-ctl export` lists what is stored"
+        ),
         (None, 1) => series
             .keys()
             .next()

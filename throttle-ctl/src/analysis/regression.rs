@@ -27,6 +27,23 @@ pub struct Regression {
     pub n: usize,
 }
 
+impl Regression {
+    /// `T(p) = C0 + C1/p + C2/sqrt(p)` with the coefficients as `number` writes them and
+    /// each term's sign in front of it (`- 0.2267/sqrt(p)`, never `+ -0.2267/sqrt(p)`).
+    pub fn formula(&self, number: impl Fn(f64) -> String) -> String {
+        let term = |v: f64, per: &str| {
+            let sign = if v < 0.0 { '-' } else { '+' };
+            format!(" {sign} {}{per}", number(v.abs()))
+        };
+        format!(
+            "T(p) = {}{}{}",
+            number(self.c0),
+            term(self.c1, "/p"),
+            term(self.c2, "/sqrt(p)")
+        )
+    }
+}
+
 fn features(p: f64) -> [f64; 3] {
     [1.0, 1.0 / p, 1.0 / p.sqrt()]
 }
@@ -148,6 +165,26 @@ pub fn regress(points: &[(f64, f64)]) -> Option<Regression> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_formula_puts_each_sign_in_front_of_its_term() {
+        let r = Regression {
+            c0: 1.5,
+            c1: 20.0,
+            c2: -0.2267,
+            r2: 1.0,
+            mse: 0.0,
+            adj_r2: None,
+            loo_rmse: None,
+            loso_rmse: None,
+            crossover_procs: None,
+            n: 3,
+        };
+        assert_eq!(
+            r.formula(|v| format!("{v:.4}")),
+            "T(p) = 1.5000 + 20.0000/p - 0.2267/sqrt(p)"
+        );
+    }
 
     #[test]
     fn recovers_the_papers_scale_27_coefficients_and_crossover() {

@@ -151,10 +151,8 @@ fn regression(out: &mut String, a: &Analysis) {
     };
     let f = |v: f64| a.time_unit.format(v);
     out.push_str(&format!(
-        "strong scaling at 100%   T(p) = {} + {}/p + {}/sqrt(p)   R^2 {:.3}  adj R^2 {}  MSE {:.3e}\n  leave-one-out RMSE {}  leave-one-size-out RMSE {}\n",
-        f(r.c0),
-        f(r.c1),
-        f(r.c2),
+        "strong scaling at 100%   {}   R^2 {:.3}  adj R^2 {}  MSE {:.3e}\n  leave-one-out RMSE {}  leave-one-size-out RMSE {}\n",
+        r.formula(f),
         r.r2,
         r.adj_r2.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into()),
         r.mse,

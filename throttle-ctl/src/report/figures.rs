@@ -149,10 +149,8 @@ where
     plot_with(
         &top,
         &format!(
-            "strong scaling at 100%: T(p) = {} + {}/p + {}/sqrt(p), R^2 {:.2}",
-            a.time_unit.format(r.c0),
-            a.time_unit.format(r.c1),
-            a.time_unit.format(r.c2),
+            "strong scaling at 100%: {}, R^2 {:.2}",
+            r.formula(|v| a.time_unit.format(v)),
             r.r2
         ),
         ("processes (log scale)", &y_label),

@@ -61,10 +61,8 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
     let mut out = String::new();
     if let Some(r) = &a.regression {
         out.push_str(&format!(
-            "<h3>Strong scaling at 100%</h3><p>T(p) = {:.4} + {:.4}/p + {:.4}/sqrt(p); R² {:.3}, MSE {:.3e}{}</p>\n",
-            r.c0,
-            r.c1,
-            r.c2,
+            "<h3>Strong scaling at 100%</h3><p>{}; R² {:.3}, MSE {:.3e}{}</p>\n",
+            r.formula(|v| format!("{v:.4}")),
             r.r2,
             r.mse,
             r.crossover_procs
