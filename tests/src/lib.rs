@@ -18,7 +18,7 @@ pub struct Scratch(pub PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = ctl(&self.0, &["local", "down"]);
+        let _ = ctl(&self.0, &["local", "down", "--force"]);
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

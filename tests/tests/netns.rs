@@ -191,6 +191,50 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
     signal(again.id() as i32, nix::sys::signal::Signal::SIGKILL);
     let _ = again.wait();
 
+    // Issue 26: while a program runs in a node, `down` refuses and says what runs (an
+    // mpirun on the host would hang); --force ends it; --keep-logs keeps the agents' logs.
+    let mut sleeper = std::process::Command::new(exe())
+        .args(["exec", "n1", "--", "sleep", "77.5"])
+        .current_dir(&s.0)
+        .env_remove("THROTTLE_CLUSTER")
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !in_ns(&netns_of(&s.0, 1), &["ps", "-e", "-o", "args"]).contains("sleep 77.5") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "sleep did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = ctl(&s.0, &["local", "down"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success()
+            && err.contains("n1: ")
+            && err.contains("sleep)")
+            && err.contains("--force"),
+        "{err}"
+    );
+    assert!(
+        sleeper.try_wait().unwrap().is_none(),
+        "a refused down changes nothing"
+    );
+    let out = ctl(&s.0, &["local", "down", "--force", "--keep-logs"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sleeper.wait().unwrap().success(), "the program was ended");
+    let kept = std::fs::read_to_string(s.0.join("throttle-local-logs/n0.log")).unwrap();
+    assert!(kept.contains("agent started"), "{kept}");
+    assert!(namespaces_named(&tag).is_empty(), "namespaces left");
+    let s = up_netns("netns-life2", 2, "198.18.61.0/24");
+    let ns0 = netns_of(&s.0, 0);
+    let tag = ns0.trim_end_matches("-n0").to_string();
+    let bridge = format!("thr{}", tag.trim_start_matches("throttle-"));
+
     // Agents killed hard: down still removes namespaces, links and the bridge; twice is fine.
     for n in cluster(&s.0)["node"].as_array().unwrap() {
         let pid = n["pid"].as_integer().unwrap() as i32;

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use throttle_proto::{Name, Rate};
 
+use crate::agent_client::AgentClient;
 use crate::cluster::{Cluster, ClusterFile, NamespaceHosts, Node};
 
 /// What `local up` was asked for.
@@ -396,7 +397,80 @@ struct Ready {
 
 /// Stop the agents of the local cluster and remove its state. Returns the nodes stopped;
 /// `None` when there is no cluster file (nothing to do: running `down` twice is fine).
+/// How `local down` treats what still runs on the nodes, and the agents' logs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Down {
+    /// End the programs still running in the nodes (else `down` refuses while any run).
+    pub force: bool,
+    /// Keep the agents' logs: copied to `throttle-local-logs/` beside the cluster file.
+    pub keep_logs: bool,
+}
+
+/// What still runs on the nodes besides their agents: a line per busy node ("n1: 2
+/// processes (orted, mpitest)", "n0: 1 job"). On namespace hosts the processes in the
+/// node's namespace; on a loopback cluster the jobs each agent says it runs.
+fn still_running(file: &ClusterFile, cluster_path: &Path) -> Vec<String> {
+    let mut busy = Vec::new();
+    if let Some(ns) = &file.namespaces {
+        if !crate::netns::is_tag(&ns.tag) {
+            return busy;
+        }
+        let layout = crate::netns::Layout {
+            tag: ns.tag.clone(),
+            subnet: ns.subnet,
+            nodes: ns.nodes,
+        };
+        for (i, n) in file.nodes.iter().enumerate() {
+            let agent = n.pid.map(|p| p as i32);
+            let others: Vec<String> = crate::netns::pids(&layout.namespace(i))
+                .into_iter()
+                .filter(|p| Some(*p) != agent)
+                .map(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/comm"))
+                        .map(|c| c.trim().to_string())
+                        .unwrap_or_else(|_| p.to_string())
+                })
+                .collect();
+            if !others.is_empty() {
+                busy.push(format!(
+                    "{}: {} process(es) ({})",
+                    n.name,
+                    others.len(),
+                    others.join(", ")
+                ));
+            }
+        }
+        return busy;
+    }
+    let Ok(cluster) = Cluster::load(cluster_path) else {
+        return busy;
+    };
+    for n in &file.nodes {
+        if !n.pid.is_some_and(alive) {
+            continue;
+        }
+        if let Ok(s) = AgentClient::with_timeout(&cluster, n, Duration::from_secs(2)).status() {
+            if s.running_jobs > 0 {
+                busy.push(format!("{}: {} job(s)", n.name, s.running_jobs));
+            }
+        }
+    }
+    busy
+}
+
 pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
+    down_with(
+        cluster_path,
+        Down {
+            force: true,
+            keep_logs: false,
+        },
+    )
+}
+
+/// Stop the local cluster (see [`down`]); while programs still run on its nodes, refuse
+/// unless `how.force`, which ends them first.
+pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> {
     let text = match std::fs::read_to_string(cluster_path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -414,6 +488,47 @@ pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
             cluster_path.display()
         );
     };
+    let busy = still_running(&file, cluster_path);
+    if !busy.is_empty() {
+        if !how.force {
+            bail!(
+                "programs still run on the cluster's nodes ({}): stopping the agents now would cut them off (an mpirun on this host then hangs); wait for them, or `throttle-ctl local down --force` to end them first",
+                busy.join("; ")
+            );
+        }
+        crate::note!("ending what still runs on the nodes: {}", busy.join("; "));
+        if let Some(ns) = &file.namespaces {
+            if crate::netns::is_tag(&ns.tag) {
+                let layout = crate::netns::Layout {
+                    tag: ns.tag.clone(),
+                    subnet: ns.subnet,
+                    nodes: ns.nodes,
+                };
+                let agents: Vec<i32> = file
+                    .nodes
+                    .iter()
+                    .filter_map(|n| n.pid.map(|p| p as i32))
+                    .collect();
+                crate::netns::end_programs(&layout, &agents);
+            }
+        }
+    }
+    if how.keep_logs {
+        let keep = cluster_path
+            .parent()
+            .map(|p| p.join("throttle-local-logs"))
+            .unwrap_or_else(|| PathBuf::from("throttle-local-logs"));
+        std::fs::create_dir_all(&keep)
+            .map_err(|e| anyhow!("cannot create {}: {e}", keep.display()))?;
+        for n in &file.nodes {
+            let from = dir.join(format!("{}.log", n.name));
+            if from.is_file() {
+                std::fs::copy(&from, keep.join(format!("{}.log", n.name)))
+                    .map_err(|e| anyhow!("cannot keep {}: {e}", from.display()))?;
+            }
+        }
+        crate::note!("the agents' logs are in {}", keep.display());
+    }
     let mut stopped = Vec::new();
     for n in &file.nodes {
         let Some(pid) = n.pid else { continue };

@@ -194,6 +194,38 @@ pub fn create(layout: &Layout) -> Result<()> {
     Ok(())
 }
 
+/// The processes in the network namespace `ns`.
+pub fn pids(ns: &str) -> Vec<i32> {
+    ip_output(&["netns", "pids", ns])
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .collect()
+}
+
+/// End the programs in the namespaces except `spared` (the agents): SIGTERM, then SIGKILL
+/// to what is left after two seconds.
+pub fn end_programs(layout: &Layout, spared: &[i32]) {
+    let others = || -> Vec<i32> {
+        (0..layout.nodes)
+            .flat_map(|i| pids(&layout.namespace(i)))
+            .filter(|p| !spared.contains(p))
+            .collect()
+    };
+    for sig in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGKILL,
+    ] {
+        for p in others() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), sig);
+        }
+        let start = std::time::Instant::now();
+        while !others().is_empty() && start.elapsed() < std::time::Duration::from_secs(2) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
 /// Remove the namespaces (killing what still runs in them) and the bridge. What is
 /// already gone is no error; running it twice is fine.
 pub fn remove(layout: &Layout) {

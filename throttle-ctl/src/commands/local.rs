@@ -87,7 +87,18 @@ enum LocalCommand {
     },
     /// Stop the local cluster's agents and remove its state and cluster file (nothing to
     /// do, and no error, when there is none).
+    #[command(
+        after_help = "While programs still run on the nodes (an mpirun's ranks in namespace hosts, a job\nthe agents launched), `down` refuses: stopping the agents would cut them off. --force\nends them first (SIGTERM, then SIGKILL after 2 s)."
+    )]
     Down {
+        /// End the programs still running on the nodes, then stop.
+        #[arg(long)]
+        force: bool,
+        /// Keep the agents' logs: copied to throttle-local-logs/ beside the cluster file
+        /// (the state directory, where they are, is removed).
+        #[arg(long)]
+        keep_logs: bool,
+        /// Print what was stopped as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -172,8 +183,15 @@ impl Args {
                     output::print(std::fs::read_to_string(&ctx.cluster_path)?)?;
                 }
             }
-            LocalCommand::Down { json } => {
-                let stopped = local_cluster::down(&ctx.cluster_path)?;
+            LocalCommand::Down {
+                force,
+                keep_logs,
+                json,
+            } => {
+                let stopped = local_cluster::down_with(
+                    &ctx.cluster_path,
+                    local_cluster::Down { force, keep_logs },
+                )?;
                 if json {
                     output::print_json(&json!({
                         "cluster_file": ctx.cluster_path,
