@@ -47,7 +47,6 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
     let s = up_netns("netns-life", 2, "198.18.61.0/24");
     let ns0 = netns_of(&s.0, 0);
     let tag = ns0.trim_end_matches("-n0").to_string();
-    let bridge = format!("thr{}", tag.trim_start_matches("throttle-"));
 
     // exec runs inside the node (by name, by address), with ssh's one-line semantics.
     let out = ctl(
