@@ -491,3 +491,58 @@ fn local_up_lets_the_agents_launch_the_programs_it_is_given() {
     assert!(ok, "{v} {err}");
     assert_eq!(v["result"]["seconds"], 0.25, "{v}");
 }
+
+/// Issue 26: an agent killed with -9 could not be started again (`local up` refuses:
+/// already up). `local restart NODE` starts it with its flags and addresses, and the
+/// cluster runs jobs across it again.
+#[test]
+fn a_killed_agent_is_restarted_and_the_cluster_runs_again() {
+    let c = up("restart", 2, "1Gbit", "127.0.43.1");
+    let dir = &c.0;
+    let before = agent_pid(dir, "n1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(before),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let status = String::from_utf8_lossy(&ctl(dir, &["status"]).stdout).to_string();
+    assert!(status.contains("down"), "{status}");
+    let out = ctl(dir, &["local", "restart", "n1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = agent_pid(dir, "n1");
+    assert_ne!(before, after, "a new agent");
+    let out = ctl(dir, &["status", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, v, err) = json_run(
+        dir,
+        &[
+            "--workload",
+            "bfs",
+            "--nodes",
+            "2",
+            "--",
+            "--scale",
+            "8",
+            "--keys",
+            "2",
+        ],
+    );
+    assert!(ok, "{v} {err}");
+    assert!(
+        std::fs::read_to_string(dir.join(".throttle-local/n1.log"))
+            .unwrap()
+            .matches("agent started")
+            .count()
+            >= 2,
+        "the log goes on in the same file"
+    );
+}

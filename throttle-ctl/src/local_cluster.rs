@@ -326,6 +326,15 @@ fn start_agents(
             // Own process group: a Ctrl-C aimed at throttle-ctl leaves the agents running.
             cmd.process_group(0);
         }
+        // The command line, for `local restart` (the ports are the ones it got then).
+        let argv: Vec<String> = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        std::fs::write(
+            dir.join(format!("{name}.command.json")),
+            serde_json::to_string(&argv)?,
+        )?;
         let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -385,6 +394,98 @@ fn start_agents(
         });
     }
     Ok(nodes)
+}
+
+/// Start node `name`'s agent again, with the command line `local up` gave it and the
+/// addresses it had (an agent killed or crashed; a running one is stopped first), then
+/// give it the cluster's directory. Its log goes on in the same file.
+pub fn restart(cluster_path: &Path, name: &str) -> Result<Node> {
+    let mut cluster = Cluster::load(cluster_path)?;
+    let Some(dir) = cluster.file.local_dir.clone() else {
+        bail!(
+            "{} describes a real cluster (no local_dir); `local restart` restarts agents of a local cluster (elsewhere: `deploy start`, or the agent line `cluster init` printed)",
+            cluster_path.display()
+        );
+    };
+    let node = cluster.node(name)?.clone();
+    let saved = dir.join(format!("{}.command.json", node.name));
+    let mut argv: Vec<String> = std::fs::read_to_string(&saved)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| serde_json::from_str(&t).map_err(anyhow::Error::from))
+        .map_err(|e| {
+            anyhow!(
+                "cannot read how node `{name}`'s agent was started ({}: {e}); `local down` and `local up` start every agent again",
+                saved.display()
+            )
+        })?;
+    if let Some(pid) = node.pid.filter(|p| alive(*p)) {
+        let p = nix::unistd::Pid::from_raw(pid as i32);
+        let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM);
+        let start = Instant::now();
+        while alive(pid) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if alive(pid) {
+            let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    // The addresses it had, whatever ports it picked the first time.
+    for (flag, addr) in [("--control", node.control), ("--data", node.data)] {
+        if let Some(i) = argv.iter().position(|a| a == flag) {
+            if let Some(v) = argv.get_mut(i + 1) {
+                *v = addr.to_string();
+            }
+        }
+    }
+    let ready = dir.join(format!("{}.ready", node.name));
+    let _ = std::fs::remove_file(&ready);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{}.log", node.name)))?;
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| anyhow!("{} is empty", saved.display()))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow!("cannot start {program}: {e}"))?;
+    let start = Instant::now();
+    while !ready.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let text =
+                std::fs::read_to_string(dir.join(format!("{}.log", node.name))).unwrap_or_default();
+            bail!(
+                "agent {} exited ({status}) before it was ready:\n{}",
+                node.name,
+                tail(&text, 10)
+            );
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("agent {} did not become ready within 15 s", node.name);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = child.id();
+    for n in cluster.file.nodes.iter_mut() {
+        if n.name == node.name {
+            n.pid = Some(pid);
+        }
+    }
+    cluster.file.write(cluster_path)?;
+    let cluster = Cluster::load(cluster_path)?;
+    crate::directory::push(&cluster)?;
+    Ok(cluster.node(name)?.clone())
 }
 
 /// What an agent writes to its ready file (`--ready-file`).

@@ -85,6 +85,16 @@ enum LocalCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Start one node's agent again (killed, crashed, or running: stopped first), with the
+    /// flags and addresses `local up` gave it; its log goes on in the same file.
+    #[command(after_help = "Example:\n  throttle-ctl local restart n1\n  throttle-ctl status")]
+    Restart {
+        /// The node whose agent to restart.
+        node: String,
+        /// Print the node's new entry as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the local cluster's agents and remove its state and cluster file (nothing to
     /// do, and no error, when there is none).
     #[command(
@@ -181,6 +191,20 @@ impl Args {
                         ctx.cluster_path.display()
                     );
                     output::print(std::fs::read_to_string(&ctx.cluster_path)?)?;
+                }
+            }
+            LocalCommand::Restart { node, json } => {
+                let n = local_cluster::restart(&ctx.cluster_path, &node)?;
+                if json {
+                    output::print_json(&n)?;
+                } else {
+                    output::print(format!(
+                        "restarted node {}'s agent (pid {}), control {}, data {}\n",
+                        n.name,
+                        n.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
+                        n.control,
+                        n.data
+                    ))?;
                 }
             }
             LocalCommand::Down {
