@@ -493,3 +493,43 @@ fn the_guard_kills_the_marked_processes_and_nothing_else() {
     let _ = other.kill();
     let _ = other.wait();
 }
+
+/// A run whose bandwidth did not hold (here: someone set another one while it ran, which
+/// ends the run's lease) is a failed run with the reason, not a result at the wrong
+/// bandwidth.
+#[test]
+fn a_run_whose_bandwidth_did_not_hold_fails() {
+    let c = up("cmdlapse", 1, "1Gbit", "127.0.44.1");
+    let dir = c.0.clone();
+    let setter = std::thread::spawn({
+        let dir = dir.clone();
+        move || {
+            std::thread::sleep(Duration::from_millis(700));
+            ctl(&dir, &["set", "50"])
+        }
+    });
+    let (ok, v, err) = json_run(
+        &dir,
+        &[
+            "--nodes",
+            "1",
+            "--bw",
+            "10",
+            "--lease",
+            "2",
+            "--cmd",
+            "sleep 2.5",
+        ],
+    );
+    let set = setter.join().unwrap();
+    assert!(set.status.success());
+    assert!(!ok, "{v} {err}");
+    assert_eq!(v["status"], "failed", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did not renew the run's bandwidth"),
+        "{v}"
+    );
+}

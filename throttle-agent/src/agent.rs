@@ -235,8 +235,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
                             agent.directory.remove_job(&job);
                             tracing::warn!(%job, "job lease expired: its controller stopped renewing; ranks killed");
                         }
-                        if let Some(back) = agent.shape_lease.expired() {
-                            agent.link.set_shape(back);
+                        if let Some(back) = agent.shape_lease.expire(&agent.link) {
                             tracing::warn!(pct = %back.pct(), "shape lease expired: its controller stopped renewing; the link is back to the shape before the run");
                         }
                     }

@@ -63,6 +63,9 @@ struct Waiting {
     eviction: Arc<Eviction>,
     /// Whether its permit came from the reserve.
     reserve: bool,
+    /// Its source, when known at admission (a newcomer evicts its own source's oldest
+    /// first).
+    source: Option<Source>,
 }
 
 /// Set when a connection is evicted; its task is woken to close it.
@@ -123,23 +126,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Permit {
-    /// Count this connection against `source`'s share as well (the preload port learns
-    /// its client's user after admitting it); `false`, and nothing counted, when that
-    /// share is used up.
-    pub fn charge(&mut self, pool: &Pool, source: Source) -> bool {
-        if self.source.is_some() {
-            return true;
-        }
-        let mut m = lock(&pool.by_source);
-        let held = m.get(&source).copied().unwrap_or(0);
-        if held >= pool.per_source {
-            return false;
-        }
-        m.insert(source, held + 1);
-        self.source = Some((source, pool.by_source.clone()));
-        true
-    }
-
     /// The handle that marks this connection proven, where it may be evicted.
     pub fn proof(&self) -> Option<Proof> {
         self.pending.clone()
@@ -226,11 +212,12 @@ impl Pool {
         }
     }
 
-    /// A semaphore permit for a newcomer: from the pool, from the reserve (trusted only),
-    /// or the place of the oldest unproven connection (evicted; trusted newcomers may
-    /// take a reserve place, others only a pool place). The permit and whether it is a
-    /// reserve one.
-    fn place(&self, trusted: bool) -> Option<(OwnedSemaphorePermit, bool)> {
+    /// A semaphore permit for a newcomer from `source`: from the pool, from the reserve
+    /// (trusted only), or the place of an unproven connection (evicted): the oldest of
+    /// the newcomer's own source if it has one waiting, else the oldest of all (trusted
+    /// newcomers may take a reserve place, others only a pool place). The permit and
+    /// whether it is a reserve one.
+    fn place(&self, trusted: bool, source: Option<Source>) -> Option<(OwnedSemaphorePermit, bool)> {
         if let Ok(p) = self.sem.clone().try_acquire_owned() {
             return Some((p, false));
         }
@@ -239,12 +226,18 @@ impl Pool {
                 return Some((p, true));
             }
         }
+        self.evict(|w| (trusted || !w.reserve) && (source.is_some() && w.source == source))
+            .or_else(|| self.evict(|w| trusted || !w.reserve))
+    }
+
+    /// Evict the oldest unproven connection `eligible` allows; its place, taken at once.
+    fn evict(&self, eligible: impl Fn(&Waiting) -> bool) -> Option<(OwnedSemaphorePermit, bool)> {
         let unproven = self.unproven.as_ref()?;
         let mut u = lock(unproven);
         let victim = u
             .waiting
             .iter()
-            .find(|(_, w)| trusted || !w.reserve)
+            .find(|(_, w)| eligible(w))
             .map(|(id, _)| *id)?;
         let w = u.waiting.remove(&victim)?;
         w.eviction.evicted.store(true, Ordering::Release);
@@ -261,6 +254,7 @@ impl Pool {
         &self,
         place: (OwnedSemaphorePermit, bool),
         source: Option<(Source, BySource)>,
+        from: Option<Source>,
     ) -> Permit {
         let (permit, reserve) = place;
         let pending = self.unproven.as_ref().map(|unproven| {
@@ -273,6 +267,7 @@ impl Pool {
                 Waiting {
                     eviction: eviction.clone(),
                     reserve,
+                    source: from,
                 },
             );
             Proof {
@@ -288,30 +283,40 @@ impl Pool {
         }
     }
 
-    /// A permit for a trusted client: from the pool, the reserve, or an evicted
-    /// connection's place; no per-source share.
-    pub fn try_enter_trusted(&self) -> Option<Permit> {
-        let place = self.place(true)?;
-        Some(self.permit(place, None))
+    /// A permit for a trusted client (from `source`, when known): from the pool, the
+    /// reserve, or an evicted connection's place; no per-source share.
+    pub fn try_enter_trusted(&self, source: Option<IpAddr>) -> Option<Permit> {
+        let from = source.map(|ip| Source::Addr(source_key(ip)));
+        let place = self.place(true, from)?;
+        Some(self.permit(place, None, from))
     }
 
     /// A permit, or `None` when the pool (or this source's share of it) is used up and no
-    /// unproven connection can be evicted. `source` is the client's address; `None` for
-    /// Unix sockets, authenticated streams and the preload port (charged by user later).
+    /// unproven connection can be evicted. A source whose share is used up takes the
+    /// place of its own oldest unproven connection: a client that shares its address with
+    /// a flood (another user on its host) still gets in by proving itself at once.
+    /// `source` is the client's address; `None` for Unix sockets, authenticated streams
+    /// and the preload port (which enters by user, [`Pool::try_enter_from`]).
     pub fn try_enter(&self, source: Option<IpAddr>) -> Option<Permit> {
-        let Some(key) = source.map(|ip| Source::Addr(source_key(ip))) else {
-            let place = self.place(false)?;
-            return Some(self.permit(place, None));
+        self.try_enter_from(source.map(|ip| Source::Addr(source_key(ip))))
+    }
+
+    /// [`Pool::try_enter`] for a source given as such (the preload port's users).
+    pub fn try_enter_from(&self, source: Option<Source>) -> Option<Permit> {
+        let Some(key) = source else {
+            let place = self.place(false, None)?;
+            return Some(self.permit(place, None, None));
         };
         let mut m = lock(&self.by_source);
         let held = m.get(&key).copied().unwrap_or(0);
-        if held >= self.per_source {
-            return None;
-        }
-        let place = self.place(false)?;
+        let place = if held >= self.per_source {
+            self.evict(|w| !w.reserve && w.source == Some(key))?
+        } else {
+            self.place(false, Some(key))?
+        };
         m.insert(key, held + 1);
         drop(m);
-        Some(self.permit(place, Some((key, self.by_source.clone()))))
+        Some(self.permit(place, Some((key, self.by_source.clone())), Some(key)))
     }
 
     pub fn size(&self) -> usize {
@@ -491,7 +496,7 @@ mod tests {
             })
             .collect();
         assert!(p.try_enter(Some("198.18.1.1".parse().unwrap())).is_none());
-        assert!(p.try_enter_trusted().is_some(), "the reserve");
+        assert!(p.try_enter_trusted(None).is_some(), "the reserve");
         drop(held);
         let a: IpAddr = "2001:db8::1".parse().unwrap();
         let b: IpAddr = "2001:db8::2".parse().unwrap();
@@ -508,12 +513,12 @@ mod tests {
     #[test]
     fn a_full_pool_evicts_its_oldest_unproven_connection_never_a_proven_one() {
         let p = Pool::evicting(4);
-        let controller = p.try_enter_trusted().unwrap();
+        let controller = p.try_enter_trusted(None).unwrap();
         controller.proof().unwrap().prove();
         // A flood from the controller's own address (another user there) fills the rest.
-        let flood: Vec<Permit> = (0..4).map(|_| p.try_enter_trusted().unwrap()).collect();
+        let flood: Vec<Permit> = (0..4).map(|_| p.try_enter_trusted(None).unwrap()).collect();
         // The controller comes back with a second connection: the oldest unproven one goes.
-        let again = p.try_enter_trusted().expect("a place made by eviction");
+        let again = p.try_enter_trusted(None).expect("a place made by eviction");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -540,7 +545,7 @@ mod tests {
         assert_eq!(p.reserve.available_permits(), 1);
         // An untrusted newcomer takes only a pool place, not a trusted client's reserve.
         let held: Vec<Permit> = (0..4).map(|_| p.try_enter(None).unwrap()).collect();
-        let r = p.try_enter_trusted().unwrap();
+        let r = p.try_enter_trusted(None).unwrap();
         for h in &held {
             h.proof().unwrap().prove();
         }
@@ -556,26 +561,61 @@ mod tests {
     }
 
     #[test]
-    fn a_user_is_charged_its_share_once_known() {
+    fn a_source_over_its_share_takes_the_place_of_its_own_oldest_unproven() {
+        // Another user on the controller's host (same address, not trusted yet) holds
+        // that address's whole share; the controller still gets in, at the flood's cost.
         let p = Pool::evicting(8);
-        let mut held = Vec::new();
-        for _ in 0..2 {
-            let mut permit = p.try_enter(None).unwrap();
-            assert!(permit.charge(&p, Source::Uid(1000)));
-            held.push(permit);
-        }
-        let mut third = p.try_enter(None).unwrap();
-        assert!(!third.charge(&p, Source::Uid(1000)), "a quarter of 8 each");
-        assert!(
-            third.charge(&p, Source::Uid(0)),
-            "another user still gets in"
-        );
-        drop(held);
-        let mut again = p.try_enter(None).unwrap();
-        assert!(
-            again.charge(&p, Source::Uid(1000)),
-            "shares come back on drop"
-        );
+        let host: IpAddr = "198.18.0.1".parse().unwrap();
+        let other: IpAddr = "198.18.0.2".parse().unwrap();
+        let bystander = p.try_enter(Some(other)).unwrap();
+        let flood: Vec<Permit> = (0..2).map(|_| p.try_enter(Some(host)).unwrap()).collect();
+        let controller = p
+            .try_enter(Some(host))
+            .expect("its own source's oldest makes room");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert!(
+                tokio::time::timeout(Duration::from_millis(50), flood[0].evicted())
+                    .await
+                    .is_ok(),
+                "the flood's oldest goes"
+            );
+            assert!(
+                tokio::time::timeout(Duration::from_millis(50), bystander.evicted())
+                    .await
+                    .is_err(),
+                "another source's connection stays"
+            );
+        });
+        controller.proof().unwrap().prove();
+        drop(flood);
+        drop(controller);
+        drop(bystander);
+        assert_eq!(p.sem.available_permits(), 8, "every place came back");
+    }
+
+    #[test]
+    fn a_user_over_its_share_gives_way_to_itself_only() {
+        let p = Pool::evicting(8);
+        let (u, v) = (Source::Uid(1000), Source::Uid(0));
+        let other = p.try_enter_from(Some(v)).unwrap();
+        let held: Vec<Permit> = (0..2).map(|_| p.try_enter_from(Some(u)).unwrap()).collect();
+        let third = p.try_enter_from(Some(u)).expect("its own oldest gives way");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for (c, evicted) in [(&held[0], true), (&held[1], false), (&other, false)] {
+                let r = tokio::time::timeout(Duration::from_millis(30), c.evicted()).await;
+                assert_eq!(r.is_ok(), evicted);
+            }
+        });
+        drop((held, third, other));
+        assert_eq!(p.sem.available_permits(), 8);
     }
 
     #[test]

@@ -890,4 +890,27 @@ fn a_flood_from_a_trusted_address_cannot_lock_out_clients_that_prove_themselves(
         .count();
     assert!(closed >= 1, "nothing was evicted");
     drop(held);
+
+    // Before the controller ever presented the token (a fresh agent: its address is not
+    // trusted yet), the flood from its host holds that address's whole share; the
+    // controller's connection takes the place of the flood's oldest.
+    let b = spawn_agent_with(&Scratch::new("trustflood-b"), "n0", &[], Some(1024));
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        held.extend(connect_from("127.0.0.1", &b.control));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, body) = http_within(
+        &b.control,
+        "GET",
+        "/status",
+        Some(TOKEN),
+        None,
+        Duration::from_secs(3),
+    );
+    assert_eq!(
+        code, 200,
+        "a controller not yet trusted was locked out by its own host: {body}"
+    );
+    drop(held);
 }

@@ -281,7 +281,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     for c in &clients {
         shape = Some(c.set_shape(&change)?);
     }
-    let _renewing = ShapeRenewer::start(&clients, spec.lease_s);
+    let renewing = ShapeRenewer::start(&clients, spec.lease_s);
     let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
     let outcome = |status, reason, seconds, result, output, fidelity| Outcome {
@@ -326,14 +326,14 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
             (false, true) => RunStatus::Interrupted,
             (false, false) => RunStatus::Failed,
         };
-        return Ok(outcome(
+        return Ok(renewing.judge(outcome(
             status,
             ended.reason,
             ended.wall_seconds,
             ended.result,
             ended.output,
             fidelity,
-        ));
+        )));
     };
     let ranks: Vec<Name> = (0..spec.nodes * spec.ranks_per_node)
         .map(|r| nodes[r / spec.ranks_per_node].name.clone())
@@ -367,7 +367,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         .flat_map(|r| r.ranks.iter())
         .find(|r| r.rank == 0)
         .cloned();
-    Ok(outcome(
+    Ok(renewing.judge(outcome(
         status,
         reason,
         rank0
@@ -377,25 +377,27 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         rank0.as_ref().and_then(|r| r.result.clone()),
         rank0.map(|r| r.output_tail).unwrap_or_default(),
         fidelity,
-    ))
+    )))
 }
 
 /// Renews the shape's lease on the run's nodes from a thread of its own, every quarter of
 /// the lease, until dropped.
 struct ShapeRenewer {
     stop: std::sync::Arc<AtomicBool>,
+    /// The first node that did not renew, and why.
+    failed: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ShapeRenewer {
     fn start(clients: &[AgentClient], lease_s: f64) -> ShapeRenewer {
         let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
         let clients = clients.to_vec();
         let every = Duration::from_secs_f64(lease_s / 4.0);
-        let stopped = stop.clone();
+        let (stopped, failure) = (stop.clone(), failed.clone());
         let thread = std::thread::spawn(move || {
             let mut renewed = Instant::now();
-            let mut warned = false;
             while !stopped.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(50));
                 if renewed.elapsed() < every {
@@ -404,11 +406,16 @@ impl ShapeRenewer {
                 renewed = Instant::now();
                 for c in &clients {
                     if let Err(e) = c.renew_shape() {
-                        if !std::mem::replace(&mut warned, true) {
+                        let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+                        if f.is_none() {
                             crate::note!(
                                 "warning: node `{}` did not renew the run's bandwidth (it may be back to the shape before the run): {e:#}",
                                 c.node()
                             );
+                            *f = Some(format!(
+                                "node `{}` did not renew the run's bandwidth, which may have gone back to the shape before the run while it ran: {e:#}",
+                                c.node()
+                            ));
                         }
                     }
                 }
@@ -416,8 +423,23 @@ impl ShapeRenewer {
         });
         ShapeRenewer {
             stop,
+            failed,
             thread: Some(thread),
         }
+    }
+
+    /// A run that ended well while its bandwidth may not have held is a failed run.
+    fn judge(&self, mut o: Outcome) -> Outcome {
+        let failed = self
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let (RunStatus::Ok, Some(why)) = (o.status, failed) {
+            o.status = RunStatus::Failed;
+            o.reason = Some(why);
+        }
+        o
     }
 }
 

@@ -103,8 +103,8 @@ fn trusted_listener(addr: SocketAddr) -> Result<(), NoAgent> {
         Some(uid) => Err(NoAgent(format!(
             "the listener there belongs to uid {uid}, not to this user ({me}) or root: not an agent this program trusts"
         ))),
-        // Not in the table (another network namespace's view, a race): the connect will tell.
-        None => Ok(()),
+        // No listener there (none of any user's, the kernel says): no agent to trust.
+        None => Err(NoAgent(format!("nothing listens at {addr}"))),
     }
 }
 

@@ -122,31 +122,53 @@ pub fn listener_owner_in(text: &str, dst: SocketAddr) -> Option<u32> {
 }
 
 /// The owner of the established connection from `local` to `remote` (as seen from
-/// `local`'s side), asked of the kernel for that one socket.
+/// `local`'s side), asked of the kernel for that one socket. A socket bound to a device
+/// (`SO_BINDTODEVICE`) is not found this way: `None`, which every caller refuses.
 pub fn connection_owner(local: SocketAddr, remote: SocketAddr) -> Option<u32> {
+    if !diag::works() {
+        return connection_owner_in(&read(), local, remote);
+    }
     match diag::lookup(local, remote, ESTABLISHED) {
         Ok(found) => found,
         Err(diag::Unavailable) => connection_owner_in(&read(), local, remote),
     }
 }
 
-/// The owner of the socket that would take a connection to `dst` (a listener on `dst`
-/// or on the wildcard address, as the kernel chooses), asked of the kernel.
+/// The owner of the socket listening for connections to `dst` (bound to `dst` itself or
+/// to the wildcard address; the specific address wins, as the kernel chooses), from the
+/// kernel's list of listening sockets, those bound to a device included.
 pub fn listener_owner(dst: SocketAddr) -> Option<u32> {
-    // As if a connection came to `dst` from port 0 of its own address: no connection
-    // has that remote end, so the kernel's lookup falls through to the listeners.
-    let from = SocketAddr::new(dst.ip(), 0);
-    match diag::lookup(dst, from, LISTEN) {
-        Ok(found) => found,
+    if !diag::works() {
+        return listener_owner_in(&read(), dst);
+    }
+    match diag::listeners(dst.ip().to_canonical().is_ipv4()) {
+        Ok(all) => {
+            let dst = canonical(dst);
+            let rows: Vec<Row> = all
+                .into_iter()
+                .filter(|r| {
+                    let l = canonical(r.local);
+                    l.port() == dst.port() && (l.ip() == dst.ip() || l.ip().is_unspecified())
+                })
+                .collect();
+            rows.iter()
+                .find(|r| canonical(r.local).ip() == dst.ip())
+                .or(rows.first())
+                .map(|r| r.uid)
+        }
         Err(diag::Unavailable) => listener_owner_in(&read(), dst),
     }
 }
 
 /// The kernel's socket lookup over netlink (`sock_diag(7)`): a request without
-/// `NLM_F_DUMP` names one socket by its four-tuple and gets back that socket alone.
+/// `NLM_F_DUMP` names one socket by its four-tuple and gets back that socket alone; a
+/// dump of the listening sockets lists them all (a few, whatever the connections).
 mod diag {
-    use std::net::{IpAddr, SocketAddr};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::sync::OnceLock;
+
+    use super::{Row, LISTEN};
 
     /// The kernel cannot answer this way (no `inet_diag`, netlink refused): read the
     /// table instead.
@@ -155,25 +177,44 @@ mod diag {
 
     const SOCK_DIAG_BY_FAMILY: u16 = 20;
     const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_DUMP: u16 = 0x300;
     const NLMSG_ERROR: u16 = 2;
+    const NLMSG_DONE: u16 = 3;
     const NLMSG_HDR: usize = 16;
     /// `struct inet_diag_sockid`: ports, two 16-byte addresses, interface, cookie.
     const SOCKID: usize = 48;
     /// `struct inet_diag_msg` up to and including `idiag_uid`.
     const MSG_UID_END: usize = 4 + SOCKID + 12 + 4;
 
+    /// Whether this kernel answers socket lookups (checked once per process on a
+    /// listener of its own: a kernel without `tcp_diag` answers "no such socket" to
+    /// every lookup, which must not be taken for the truth).
+    pub fn works() -> bool {
+        static WORKS: OnceLock<bool> = OnceLock::new();
+        *WORKS.get_or_init(|| {
+            let Ok(l) = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)) else {
+                return false;
+            };
+            let Ok(at) = l.local_addr() else {
+                return false;
+            };
+            matches!(lookup(at, SocketAddr::new(at.ip(), 0), LISTEN), Ok(Some(_)))
+        })
+    }
+
+    fn bytes(ip: IpAddr) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        match ip {
+            IpAddr::V4(v4) => b[..4].copy_from_slice(&v4.octets()),
+            IpAddr::V6(v6) => b = v6.octets(),
+        }
+        b
+    }
+
     /// The addresses as the kernel's lookup takes them: both of one family, an IPv4
     /// address in the first word (also for a v4-mapped IPv6 one: IPv4 sockets and dual-stack
     /// sockets on IPv4 addresses are all in the IPv4 lookup).
     fn family_and_words(local: IpAddr, remote: IpAddr) -> Option<(u8, [u8; 16], [u8; 16])> {
-        let bytes = |ip: IpAddr| -> [u8; 16] {
-            let mut b = [0u8; 16];
-            match ip {
-                IpAddr::V4(v4) => b[..4].copy_from_slice(&v4.octets()),
-                IpAddr::V6(v6) => b = v6.octets(),
-            }
-            b
-        };
         match (local.to_canonical(), remote.to_canonical()) {
             (l @ IpAddr::V4(_), r @ IpAddr::V4(_)) => {
                 Some((libc::AF_INET as u8, bytes(l), bytes(r)))
@@ -185,44 +226,75 @@ mod diag {
         }
     }
 
-    /// The request for the socket bound to `local` whose remote end is `remote`.
-    fn request(local: SocketAddr, remote: SocketAddr) -> Option<Vec<u8>> {
-        let (family, src, dst) = family_and_words(local.ip(), remote.ip())?;
-        let mut m = Vec::with_capacity(NLMSG_HDR + 8 + SOCKID);
+    /// A `SOCK_DIAG_BY_FAMILY` request: header, `struct inet_diag_req_v2`.
+    fn request(
+        flags: u16,
+        family: u8,
+        states: u32,
+        ports: (u16, u16),
+        addrs: ([u8; 16], [u8; 16]),
+    ) -> Vec<u8> {
         let len = (NLMSG_HDR + 8 + SOCKID) as u32;
+        let mut m = Vec::with_capacity(len as usize);
         m.extend_from_slice(&len.to_ne_bytes());
         m.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-        m.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+        m.extend_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
         m.extend_from_slice(&1u32.to_ne_bytes()); // sequence
         m.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel's
-                                                  // struct inet_diag_req_v2
         m.push(family);
         m.push(libc::IPPROTO_TCP as u8);
         m.push(0); // no extensions
         m.push(0);
-        m.extend_from_slice(&u32::MAX.to_ne_bytes()); // every state
-        m.extend_from_slice(&local.port().to_be_bytes());
-        m.extend_from_slice(&remote.port().to_be_bytes());
-        m.extend_from_slice(&src);
-        m.extend_from_slice(&dst);
+        m.extend_from_slice(&states.to_ne_bytes());
+        m.extend_from_slice(&ports.0.to_be_bytes());
+        m.extend_from_slice(&ports.1.to_be_bytes());
+        m.extend_from_slice(&addrs.0);
+        m.extend_from_slice(&addrs.1);
         m.extend_from_slice(&0u32.to_ne_bytes()); // any interface
         m.extend_from_slice(&u32::MAX.to_ne_bytes()); // INET_DIAG_NOCOOKIE
         m.extend_from_slice(&u32::MAX.to_ne_bytes());
-        Some(m)
+        m
+    }
+
+    fn word(b: &[u8], at: usize) -> Option<u32> {
+        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    }
+
+    /// One `inet_diag_msg` (after its netlink header): local address, state, owner.
+    fn message(family: u8, m: &[u8]) -> Option<Row> {
+        if m.len() < MSG_UID_END {
+            return None;
+        }
+        let port = u16::from_be_bytes([m[4], m[5]]);
+        let rport = u16::from_be_bytes([m[6], m[7]]);
+        let addr = |at: usize| -> Option<IpAddr> {
+            Some(if family == libc::AF_INET as u8 {
+                IpAddr::V4(Ipv4Addr::from(
+                    <[u8; 4]>::try_from(m.get(at..at + 4)?).ok()?,
+                ))
+            } else {
+                IpAddr::V6(Ipv6Addr::from(
+                    <[u8; 16]>::try_from(m.get(at..at + 16)?).ok()?,
+                ))
+            })
+        };
+        Some(Row {
+            local: SocketAddr::new(addr(8)?, port),
+            remote: SocketAddr::new(addr(24)?, rport),
+            state: m[1],
+            uid: word(m, MSG_UID_END - 4)?,
+        })
     }
 
     /// The owner in a reply, if it names a socket in `state`; `Ok(None)` for "no such
     /// socket", `Err` for an answer that says the kernel cannot look sockets up this way.
     pub(super) fn parse(reply: &[u8], state: u8) -> Result<Option<u32>, Unavailable> {
-        let word = |at: usize| -> Option<u32> {
-            Some(u32::from_ne_bytes(reply.get(at..at + 4)?.try_into().ok()?))
-        };
         let kind = reply
             .get(4..6)
             .map(|b| u16::from_ne_bytes([b[0], b[1]]))
             .ok_or(Unavailable)?;
         if kind == NLMSG_ERROR {
-            let errno = -(word(NLMSG_HDR).ok_or(Unavailable)? as i32);
+            let errno = -(word(reply, NLMSG_HDR).ok_or(Unavailable)? as i32);
             return match errno {
                 libc::ENOENT => Ok(None),
                 _ => Err(Unavailable),
@@ -232,22 +304,13 @@ mod diag {
             return Err(Unavailable);
         }
         let found_state = reply[NLMSG_HDR + 1];
-        let uid = word(NLMSG_HDR + MSG_UID_END - 4).ok_or(Unavailable)?;
+        let uid = word(reply, NLMSG_HDR + MSG_UID_END - 4).ok_or(Unavailable)?;
         Ok((found_state == state).then_some(uid))
     }
 
-    /// Ask the kernel for the socket bound to `local` with remote end `remote`; its owner
-    /// when it is in `state`.
-    pub fn lookup(
-        local: SocketAddr,
-        remote: SocketAddr,
-        state: u8,
-    ) -> Result<Option<u32>, Unavailable> {
-        let Some(req) = request(local, remote) else {
-            return Ok(None);
-        };
-        // SAFETY: plain system calls on a descriptor this function owns, with buffers of
-        // the lengths passed.
+    /// A netlink socket to the kernel's socket diagnostics, with a 1 s receive limit.
+    fn open() -> Result<OwnedFd, Unavailable> {
+        // SAFETY: plain system calls; the descriptor is owned from here on.
         unsafe {
             let fd = libc::socket(
                 libc::AF_NETLINK,
@@ -269,26 +332,115 @@ mod diag {
                 (&limit as *const libc::timeval).cast(),
                 std::mem::size_of::<libc::timeval>() as libc::socklen_t,
             );
+            Ok(fd)
+        }
+    }
+
+    fn send(fd: &OwnedFd, req: &[u8]) -> Result<(), Unavailable> {
+        // SAFETY: a zeroed sockaddr_nl with its family set (the kernel), and a buffer of
+        // the length passed.
+        let sent = unsafe {
             let mut kernel: libc::sockaddr_nl = std::mem::zeroed();
             kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-            let sent = libc::sendto(
+            libc::sendto(
                 fd.as_raw_fd(),
                 req.as_ptr().cast(),
                 req.len(),
                 0,
                 (&kernel as *const libc::sockaddr_nl).cast(),
                 std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            );
-            if sent != req.len() as isize {
-                return Err(Unavailable);
-            }
-            let mut buf = [0u8; 1024];
-            let got = libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0);
-            if got <= 0 {
-                return Err(Unavailable);
-            }
-            parse(&buf[..got as usize], state)
+            )
+        };
+        if sent == req.len() as isize {
+            Ok(())
+        } else {
+            Err(Unavailable)
         }
+    }
+
+    fn recv(fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, Unavailable> {
+        loop {
+            // SAFETY: a buffer of the length passed.
+            let got = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if got > 0 {
+                return Ok(got as usize);
+            }
+            if got < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(Unavailable);
+        }
+    }
+
+    /// Ask the kernel for the socket bound to `local` with remote end `remote`; its owner
+    /// when it is in `state`.
+    pub fn lookup(
+        local: SocketAddr,
+        remote: SocketAddr,
+        state: u8,
+    ) -> Result<Option<u32>, Unavailable> {
+        let Some((family, src, dst)) = family_and_words(local.ip(), remote.ip()) else {
+            return Ok(None);
+        };
+        let fd = open()?;
+        send(
+            &fd,
+            &request(
+                0,
+                family,
+                u32::MAX,
+                (local.port(), remote.port()),
+                (src, dst),
+            ),
+        )?;
+        let mut buf = [0u8; 1024];
+        let got = recv(&fd, &mut buf)?;
+        parse(&buf[..got], state)
+    }
+
+    /// Every listening TCP socket that could take an IPv4 connection (`v4`: the IPv4
+    /// ones and the IPv6 ones, which may be dual-stack) or an IPv6 one.
+    pub fn listeners(v4: bool) -> Result<Vec<Row>, Unavailable> {
+        let mut out = Vec::new();
+        let families: &[u8] = if v4 {
+            &[libc::AF_INET as u8, libc::AF_INET6 as u8]
+        } else {
+            &[libc::AF_INET6 as u8]
+        };
+        for &family in families {
+            let fd = open()?;
+            send(
+                &fd,
+                &request(NLM_F_DUMP, family, 1 << LISTEN, (0, 0), ([0; 16], [0; 16])),
+            )?;
+            let mut buf = vec![0u8; 32 * 1024];
+            'replies: loop {
+                let got = recv(&fd, &mut buf)?;
+                let mut at = 0;
+                while at + NLMSG_HDR <= got {
+                    let len = word(&buf, at).ok_or(Unavailable)? as usize;
+                    let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+                    if len < NLMSG_HDR || at + len > got {
+                        return Err(Unavailable);
+                    }
+                    match kind {
+                        NLMSG_DONE => break 'replies,
+                        NLMSG_ERROR => return Err(Unavailable),
+                        SOCK_DIAG_BY_FAMILY => {
+                            if let Some(r) = message(family, &buf[at + NLMSG_HDR..at + len]) {
+                                if r.state == LISTEN {
+                                    out.push(r);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    // Messages are 4-byte aligned.
+                    at += (len + 3) & !3;
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -363,6 +515,11 @@ mod tests {
             );
             assert_eq!(connection_owner(c.local_addr().unwrap(), at), Some(me));
             assert_eq!(listener_owner(at), Some(me), "{any}: the listener");
+            assert_eq!(
+                diag::lookup(at, SocketAddr::new(at.ip(), 0), LISTEN).unwrap(),
+                Some(me),
+                "{any}: the exact lookup"
+            );
             let other = SocketAddr::new(at.ip(), from.port().wrapping_add(1).max(1));
             assert_eq!(diag::lookup(other, at, ESTABLISHED).unwrap(), None);
             drop(l);
@@ -379,6 +536,31 @@ mod tests {
             l.local_addr().unwrap().port(),
         );
         assert_eq!(listener_owner(mapped), Some(me));
+    }
+
+    #[test]
+    fn listeners_are_found_also_when_bound_to_a_device() {
+        let me = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+        assert!(diag::works(), "this kernel answers socket lookups");
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&l);
+        // SAFETY: setsockopt on a socket this test owns, with a NUL-terminated name.
+        let bound = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_BINDTODEVICE,
+                c"lo".as_ptr().cast(),
+                3,
+            )
+        };
+        if bound != 0 {
+            eprintln!("SO_BINDTODEVICE refused here: only the plain listener is checked");
+        }
+        assert_eq!(listener_owner(at), Some(me), "a listener bound to lo");
+        drop(l);
+        assert_eq!(listener_owner(at), None);
     }
 
     #[test]

@@ -250,12 +250,10 @@ async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
             Some(lease)
         }
     };
-    let before = agent.link.shape();
-    let shape = change
-        .apply(before)
+    let (before, shape) = agent
+        .shape_lease
+        .change(&agent.link, |before| change.apply(before), lease)
         .map_err(|e| ApiError::bad(e.to_string()))?;
-    agent.link.set_shape(shape);
-    agent.shape_lease.changed(before, lease);
     tracing::info!(
         pct = %shape.pct(),
         capacity = %shape.capacity(),

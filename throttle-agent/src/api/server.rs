@@ -104,7 +104,7 @@ pub async fn serve(
         // without it cannot lock the controller out.
         let pool = &agent.limits.control;
         let permit = if agent.limits.is_trusted(from.ip()) {
-            pool.try_enter_trusted()
+            pool.try_enter_trusted(Some(from.ip()))
         } else {
             pool.try_enter(Some(from.ip()))
         };

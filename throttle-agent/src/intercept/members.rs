@@ -55,14 +55,15 @@ pub async fn prove(agent: &Arc<Agent>, within: Duration) -> usize {
     for (name, data) in unproven(agent) {
         let agent = agent.clone();
         asks.spawn(async move {
-            let r = tokio::time::timeout(within, crate::transport::dial::prove(&agent, &name))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(crate::transport::wire::WireError::new(
-                        crate::transport::wire::Code::PeerUnreachable,
-                        "no answer in time",
-                    ))
-                });
+            let r =
+                tokio::time::timeout(within, crate::transport::dial::prove(&agent, &name, data))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(crate::transport::wire::WireError::new(
+                            crate::transport::wire::Code::PeerUnreachable,
+                            "no answer in time",
+                        ))
+                    });
             (name, data, r)
         });
     }

@@ -36,11 +36,37 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// then reports a timed-out connect, or an unreachable agent for its node list).
 pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown) {
     let admitting = agent.clone();
-    let admit = move |client: &TcpStream, _: SocketAddr| {
-        let permit = admitting.limits.preload_handshakes.try_enter(None);
-        if permit.is_none() {
+    let admit = move |client: &TcpStream, from: SocketAddr| {
+        // The client socket's owner, asked of the kernel for that one socket (before
+        // anything else: the share, and whom a full port evicts, depend on it). A user is
+        // served only by its own agent, or a root one.
+        let me = nix::unistd::geteuid().as_raw();
+        let owner = client
+            .local_addr()
+            .ok()
+            .and_then(|local| socket_table::connection_owner(from, local));
+        let refuse = |why: std::fmt::Arguments<'_>| {
             admitting.limits.note_refused();
+            admitting.limits.warn_refusal(why);
             crate::transport::socket::reset_on_close(client.as_raw_fd());
+        };
+        let uid = match owner {
+            Some(uid) if me == 0 || uid == me => uid,
+            _ => {
+                refuse(format_args!(
+                    "preload connection from {from} refused: its socket belongs to uid {owner:?}, this agent serves uid {me} only"
+                ));
+                return None;
+            }
+        };
+        let permit = admitting
+            .limits
+            .preload_handshakes
+            .try_enter_from(Some(Source::Uid(uid)));
+        if permit.is_none() {
+            refuse(format_args!(
+                "preload connection from {from} refused: the preload port is full, and uid {uid} has no connection of its own waiting there to give way"
+            ));
         }
         permit
     };
@@ -82,36 +108,12 @@ async fn handle(
     mut client: TcpStream,
     from: SocketAddr,
     local: SocketAddr,
-    mut handshake: Permit,
+    handshake: Permit,
 ) -> std::io::Result<()> {
     let Some(state) = agent.intercept.as_ref() else {
         return Ok(());
     };
-    // The client socket's owner, asked of the kernel for that one socket: a user is
-    // served only by its own agent (or a root one), and holds at most a share of the
-    // port's places while in its request.
-    let me = nix::unistd::geteuid().as_raw();
     let owner = socket_table::connection_owner(from, local);
-    let allowed = match owner {
-        Some(uid) if me == 0 || uid == me => {
-            handshake.charge(&agent.limits.preload_handshakes, Source::Uid(uid))
-        }
-        _ => false,
-    };
-    if !allowed {
-        match owner {
-            Some(uid) if me == 0 || uid == me => agent.limits.warn_refusal(format_args!(
-                "preload connection from {from} refused: uid {uid} already holds its share ({}) of the preload port's places",
-                agent.limits.preload_handshakes.per_source()
-            )),
-            _ => agent.limits.warn_refusal(format_args!(
-                "preload connection from {from} refused: its socket belongs to uid {owner:?}, this agent serves uid {me} only"
-            )),
-        }
-        agent.limits.note_refused();
-        crate::transport::socket::reset_on_close(client.as_raw_fd());
-        return Ok(());
-    }
     let mut buf = [0u8; REQUEST_LEN];
     match handshake
         .unless_evicted(tokio::time::timeout(

@@ -4,6 +4,8 @@
 //! link. Every service that sends a stream to another node uses this; the data port's
 //! server side is [`super::peer`].
 
+use std::net::SocketAddr;
+
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -72,8 +74,8 @@ pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStrea
 /// this cluster's token and is `node`: the handshake up to this node's own proof, whatever
 /// the peer answers then (it need not know this node yet). What interception asks before it captures
 /// connections to an address ([`crate::intercept::members`]).
-pub async fn prove(agent: &Agent, node: &Name) -> Result<(), WireError> {
-    dial_once(agent, node, PeerWant::Sink, Finish::AtPeersProof)
+pub async fn prove(agent: &Agent, node: &Name, at: SocketAddr) -> Result<(), WireError> {
+    dial_once(agent, node, PeerWant::Sink, Finish::AtPeersProof(at))
         .await
         .map(drop)
 }
@@ -81,10 +83,13 @@ pub async fn prove(agent: &Agent, node: &Name) -> Result<(), WireError> {
 /// How far [`dial_once`] goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Finish {
-    /// The whole handshake: both proofs and the peer's answer.
+    /// The whole handshake, with the node at its directory address: both proofs and the
+    /// peer's answer.
     Stream,
-    /// Stop once the peer proved itself and this node's proof is sent.
-    AtPeersProof,
+    /// With the node at this address (the one to be recorded as proven, whatever the
+    /// directory says meanwhile): stop once the peer proved itself and this node's proof
+    /// is sent.
+    AtPeersProof(SocketAddr),
 }
 
 async fn dial_once(
@@ -93,7 +98,10 @@ async fn dial_once(
     want: PeerWant,
     finish: Finish,
 ) -> Result<TcpStream, WireError> {
-    let addr = agent.directory.data_addr(node)?;
+    let addr = match finish {
+        Finish::AtPeersProof(at) => at,
+        Finish::Stream => agent.directory.data_addr(node)?,
+    };
     let unreachable = |e: String| {
         WireError::new(
             Code::PeerUnreachable,
@@ -159,7 +167,7 @@ async fn dial_once(
         s.write_all(&proof)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
-        if finish == Finish::AtPeersProof {
+        if matches!(finish, Finish::AtPeersProof(_)) {
             // The peer proved itself; it learns of this node from the proof just sent
             // (whatever it answers: it may not know this node yet).
             return Ok(());

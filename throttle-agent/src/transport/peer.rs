@@ -38,7 +38,7 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown)
         // pool; any other source gets at most a quarter of it.
         let pool = &admitting.limits.data_handshakes;
         let permit = if admitting.directory.is_node_ip(from.ip()) {
-            pool.try_enter_trusted()
+            pool.try_enter_trusted(Some(from.ip()))
         } else {
             pool.try_enter(Some(from.ip()))
         };

@@ -63,6 +63,31 @@ fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
     sum
 }
 
+/// An error when a node of the run intercepts but does not yet capture connections to
+/// another node of the run (no agent proved the cluster token at its address): that
+/// traffic would pass unshaped.
+fn check_members(cluster: &Cluster, nodes: &[Node]) -> Result<()> {
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut missing = Vec::new();
+    for n in nodes {
+        let Ok(status) = crate::agent_client::AgentClient::new(cluster, n).status() else {
+            continue;
+        };
+        for other in status.intercepted.map(|i| i.not_proven).unwrap_or_default() {
+            if names.contains(&other.as_str()) {
+                missing.push(format!("{} -> {other}", n.name));
+            }
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "connections {} would not be intercepted: no agent has proven the cluster token at those nodes' addresses yet (is their agent up? `throttle-ctl status` shows it); the agents ask again every few seconds",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Why a command's traffic between the first `nodes` nodes of `cluster` cannot be shaped,
 /// where that is known before it runs: on a loopback cluster (`local up` without
 /// `--netns`) every node is this host, the command's processes talk over loopback, and no
@@ -179,6 +204,7 @@ pub fn run(
             );
         }
     }
+    check_members(cluster, nodes)?;
     let intercepted_before = intercepted_outgoing(cluster, nodes);
     // Orphans of the command (daemons, processes in their own groups) become children of
     // this process, not of init, so that they can be found and killed afterwards; and if
