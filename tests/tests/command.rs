@@ -185,6 +185,13 @@ fn a_command_leaves_nothing_running_and_any_output_is_read() {
     );
     assert!(ok, "{v} {err}");
     assert_eq!(v["result"]["seconds"], 1.5, "{v}");
+    // The whole output is kept (it is under the cap), the line that is not UTF-8 too.
+    let lines = v["output"].as_array().unwrap();
+    assert_eq!(lines.len(), 100_002, "{:?}", &lines[..3.min(lines.len())]);
+    assert_eq!(
+        (&lines[1], &lines[100_000]),
+        (&"1".into(), &"100000".into())
+    );
     let pid = alive_after(&pidfile);
     assert!(pid.is_none(), "the command's daemon {pid:?} outlived it");
 }
@@ -216,6 +223,69 @@ fn a_sweep_of_a_command_is_stored_and_analyzed() {
     let text = String::from_utf8_lossy(&out.stdout);
     // CTI at 25% = 1.4 / 1.1 - 1 = 27.27%.
     assert!(text.contains("27.27"), "{text}");
+}
+
+/// A command's whole output is kept: the terminal shows its last lines (all with
+/// --verbose), a sweep stores it with the run, and `output JOB` prints it back.
+#[test]
+fn a_commands_whole_output_is_kept_with_its_run() {
+    let c = up("cmdout", 1, "1Gbit", "127.0.26.1");
+    let dir = &c.0;
+    let run = |verbose: bool| {
+        let mut args = vec!["run", "--nodes", "1", "--cmd", "seq 1 30"];
+        if verbose {
+            args.push("--verbose");
+        }
+        let out = ctl(dir, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let text = run(false);
+    assert!(
+        text.starts_with("[10 earlier line(s) of output not shown: --verbose prints them]\n11\n"),
+        "{text}"
+    );
+    let text = run(true);
+    assert!(text.starts_with("1\n2\n"), "{text}");
+    assert!(text.contains("\n30\n"), "{text}");
+
+    // A sweep stores each run's output; its line for a failed run names the job.
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"command\"\nnodes = [1]\nbandwidths = [100]\nrepeats = 1\nretries = 0\nsettle = 0\nwarmup = false\n\
+         [command]\nrun = \"echo first line; seq 1 50; printf 'bell\\\\007\\\\n'; exit 3\"\n",
+    )
+    .unwrap();
+    let out = ctl(dir, &["sweep", "spec.toml", "--db", "o.db"]);
+    let err =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{err}");
+    let job = err
+        .split("stored as job ")
+        .nth(1)
+        .and_then(|t| t.split(';').next())
+        .unwrap_or_else(|| panic!("no job named: {err}"));
+    let out = ctl(dir, &["output", job, "--db", "o.db"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.starts_with("first line\n1\n2\n"), "{text}");
+    // The bell from the stored text is written out, not rung.
+    assert!(text.ends_with("\n50\nbell\\u{7}\n"), "{text}");
+    let out = ctl(dir, &["output", "no-such-job", "--db", "o.db"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no run of job no-such-job") && err.contains("throttle-ctl export"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -55,6 +55,8 @@ enum Command {
     Demo(commands::demo::Args),
     /// Write every stored run as CSV.
     Export(commands::export::Args),
+    /// Print the output a stored run kept (a --cmd's whole output), by its job name.
+    Output(commands::output::Args),
     /// Measure what each link really carries at 100%, and what this host can carry at all.
     Calibrate(commands::calibrate::Args),
     /// The other seed papers' models against the emulator: Fox PMM, master/worker, LogGPS.
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => a.exec(&ctx),
         Command::Demo(a) => a.exec(&ctx),
         Command::Export(a) => a.exec(&ctx),
+        Command::Output(a) => a.exec(&ctx),
         Command::Calibrate(a) => a.exec(&ctx),
         Command::Model(a) => a.exec(&ctx),
         Command::Completions(a) => a.exec::<Cli>(&ctx),

@@ -116,8 +116,9 @@ impl SweepProgress {
                     }
                 } else {
                     self.line(&format!(
-                        "{head}: FAILED ({}), stored; {then}",
-                        outcome.reason.as_deref().unwrap_or("unknown")
+                        "{head}: FAILED ({}), stored as job {}; {then}",
+                        outcome.reason.as_deref().unwrap_or("unknown"),
+                        outcome.job
                     ));
                 }
             }

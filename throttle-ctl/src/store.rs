@@ -11,6 +11,11 @@
 //! fidelity (`fidelity`: the proof that its links ran at their setting, and `flag`: why
 //! not, when not). Opening an older store adds the new columns (NULL in old rows)
 //! and nothing is rewritten; a store from a newer throttle is refused, not guessed at.
+//!
+//! Each run's output (a command's whole output, up to [`crate::external`]'s cap; rank 0's
+//! last lines for a built-in workload) is kept in a table of its own, `outputs`, keyed by
+//! the run's row: the `runs` rows stay small for the analysis, and a store without the
+//! table (an older throttle's) gets it when opened, with no change to its version.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -173,6 +178,10 @@ impl Store {
                 master_send_overhead REAL NOT NULL,
                 master_recv_overhead REAL NOT NULL,
                 detail TEXT NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS outputs (
+                run_id INTEGER PRIMARY KEY,
+                text TEXT NOT NULL
             );",
         )
         .with_context(|| format!("{} is not a throttle results database", path.display()))?;
@@ -181,6 +190,46 @@ impl Store {
     }
 
     pub fn insert(&self, r: &RunRow) -> Result<()> {
+        self.insert_row(r).map(|_| ())
+    }
+
+    /// Store a run and its output (lines, joined), together or not at all.
+    pub fn insert_with_output(&self, r: &RunRow, output: &[String]) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        let id = self.insert_row(r)?;
+        if !output.is_empty() {
+            let mut text = output.join("\n");
+            text.push('\n');
+            self.conn.execute(
+                "INSERT INTO outputs (run_id, text) VALUES (?1, ?2)",
+                params![id, text],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The stored output of each run of job `job` (a retry is a run of its own job; a
+    /// name matches one run unless a store was merged by hand), oldest first.
+    pub fn outputs_of(&self, job: &str) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare(
+            "SELECT o.text FROM runs r JOIN outputs o ON o.run_id = r.id WHERE r.job = ?1 ORDER BY r.id",
+        )?;
+        let rows = st.query_map([job], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Whether a run of job `job` is stored (with or without an output).
+    pub fn has_job(&self, job: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM runs WHERE job = ?1", [job], |r| {
+                r.get::<_, i64>(0)
+            })?
+            > 0)
+    }
+
+    fn insert_row(&self, r: &RunRow) -> Result<i64> {
         self.conn.execute(
             &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"),
             params![
@@ -191,7 +240,7 @@ impl Store {
                 r.cpu_busy_before, r.cpu_steal, r.metrics, r.fidelity, r.flag
             ],
         )?;
-        Ok(())
+        Ok(self.conn.last_insert_rowid())
     }
 
     /// Points with a successful run that was not flagged.
@@ -539,6 +588,31 @@ mod tests {
                '2026-11-01T08:00:00Z', 1.25, NULL, NULL, 'ok', NULL, 'h', '0.1.0', 'j');",
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_runs_output_is_stored_with_it_and_found_by_its_job() {
+        let path =
+            std::env::temp_dir().join(format!("throttle-store-out-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        // An older store (no outputs table) gets the table when opened.
+        version_0(&path);
+        let s = Store::open(&path).unwrap();
+        let lines: Vec<String> = (1..=100).map(|i| format!("line {i}")).collect();
+        let mut r = row("k", RunStatus::Ok);
+        r.job = "sw1-command-1".into();
+        s.insert_with_output(&r, &lines).unwrap();
+        r.job = "sw1-command-2".into();
+        s.insert_with_output(&r, &[]).unwrap();
+        let out = s.outputs_of("sw1-command-1").unwrap();
+        assert_eq!(out.len(), 1);
+        assert!(out[0].starts_with("line 1\nline 2\n"), "{}", &out[0][..20]);
+        assert!(out[0].ends_with("line 100\n"));
+        assert!(s.outputs_of("sw1-command-2").unwrap().is_empty());
+        assert!(s.has_job("sw1-command-2").unwrap());
+        assert!(!s.has_job("nothing").unwrap());
+        assert_eq!(s.rows().unwrap().len(), 3);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

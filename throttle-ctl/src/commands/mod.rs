@@ -13,6 +13,7 @@ pub mod export;
 pub mod forward;
 pub mod local;
 pub mod model;
+pub mod output;
 pub mod run;
 pub mod set;
 pub mod status;

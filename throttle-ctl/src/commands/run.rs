@@ -28,6 +28,9 @@ enum WorkloadKind {
     Program,
 }
 
+/// Lines of output printed without --verbose.
+const SHOWN_LINES: usize = 20;
+
 #[derive(ClapArgs, Debug)]
 #[command(
     after_help = "Examples:\n  throttle-ctl run --workload bfs --scale 16 --nodes 4 --ranks-per-node 1 --bw 50\n  throttle-ctl run --workload pmm --size 2048 --bcast pipelined --nodes 4 --bw 30 --json\n  throttle-ctl run --workload mw --volume 16000000 --compute-seconds 2 --nodes 5 --bw 20\n  throttle-ctl run --workload program --program my-app --nodes 2 --bw 100 -- --iterations 10\n  throttle-ctl run --nodes 4 --bw 30 --cmd 'mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile {hostfile} -np {procs} ./app' --time-regex 'elapsed: ([0-9.]+)'\n\nThe bandwidth of the nodes used is set to --bw for the run and put back as it was\nafterwards (also after a failure or Ctrl-C). Exits with 1 when the job fails.\n\n--cmd runs a command on this host with /bin/sh -c, in its own process group (killed at\nthe time limit), with THROTTLE_CLUSTER set. Placeholders: {nodes}, {procs},\n{ranks_per_node}, {bw} (a number, or `unlimited`) and {hostfile} (written for the chosen\nnodes: `ADDRESS slots=R` per line). Its completion time is its wall time, or the number\n--time-regex captures (the last match in stdout or stderr), or the inverse of the rate\n--rate-regex captures (a TEPS or FLOPS figure: CTI is the same). Any other {word} of lowercase\nletters is refused as a likely typo (write awk's {print} as { print })."
@@ -83,9 +86,14 @@ pub struct Args {
     /// bandwidth goes back to what it was this long after.
     #[arg(long, default_value_t = job::DEFAULT_LEASE_S)]
     lease: f64,
-    /// Print one JSON object instead of the workload's output.
+    /// Print one JSON object instead of the workload's output (its `output` holds every
+    /// line kept).
     #[arg(long)]
     json: bool,
+    /// Print the whole output kept (a --cmd's output whole up to 4 MiB, then its last
+    /// lines), not only its last 20 lines.
+    #[arg(long, short)]
+    verbose: bool,
     /// Arguments for --workload program.
     #[arg(last = true)]
     args: Vec<String>,
@@ -146,7 +154,21 @@ impl Args {
         if self.json {
             output::print(format!("{}\n", serde_json::to_string(&outcome)?))?;
         } else {
-            let mut text: String = outcome.output.iter().map(|l| format!("{l}\n")).collect();
+            let hidden = if self.verbose {
+                0
+            } else {
+                outcome.output.len().saturating_sub(SHOWN_LINES)
+            };
+            let mut text = String::new();
+            if hidden > 0 {
+                text.push_str(&format!(
+                    "[{hidden} earlier line(s) of output not shown: --verbose prints them]\n"
+                ));
+            }
+            for l in &outcome.output[hidden..] {
+                text.push_str(l);
+                text.push('\n');
+            }
             text.push_str(&format!(
                 "job {}: {} on {} procs ({} nodes x {}), bw {}: {} in {:.3} s\n",
                 outcome.job,

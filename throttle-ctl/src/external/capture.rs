@@ -1,5 +1,6 @@
-//! An external command's stdout and stderr, read to their end by a thread each: the last
-//! lines kept for the report, and the last number the time regex captured.
+//! An external command's stdout and stderr, read to their end by a thread each: the
+//! output kept (all of it up to [`MAX_KEPT`] bytes, then its last lines) for the store and
+//! the terminal, and the last number the time regex captured.
 
 use std::io::{BufRead, BufReader, Read};
 use std::sync::{Arc, Mutex};
@@ -7,16 +8,61 @@ use std::time::{Duration, Instant};
 
 use super::TimeRegex;
 
-/// Lines of output kept for the report and the failure reason.
-const TAIL_LINES: usize = 20;
+/// Bytes of output kept whole (Graph500's per-search times, IMB's tables); past them,
+/// only the last [`TAIL_LINES`] lines, after a line saying what was left out.
+pub const MAX_KEPT: usize = 4 << 20;
+/// Lines kept after the output passed [`MAX_KEPT`].
+const TAIL_LINES: usize = 200;
 /// Longest line looked at (a longer one is taken in pieces of this size).
 const MAX_LINE: u64 = 64 * 1024;
 
-/// The command's stdout and stderr, read to the end by a thread each: the last
-/// [`TAIL_LINES`] lines kept, and the last number the time regex captured.
+/// The lines kept so far, in the order they arrived from either pipe.
+#[derive(Default)]
+struct Kept {
+    head: Vec<String>,
+    head_bytes: usize,
+    /// Lines that came after the head was full: the last [`TAIL_LINES`] of them.
+    tail: std::collections::VecDeque<String>,
+    /// Lines (and their bytes) that came after the head was full and left the tail.
+    dropped: (usize, usize),
+}
+
+impl Kept {
+    fn push(&mut self, line: String) {
+        if self.tail.is_empty() && self.head_bytes + line.len() < MAX_KEPT {
+            self.head_bytes += line.len() + 1;
+            self.head.push(line);
+            return;
+        }
+        self.tail.push_back(line);
+        if self.tail.len() > TAIL_LINES {
+            if let Some(l) = self.tail.pop_front() {
+                self.dropped.0 += 1;
+                self.dropped.1 += l.len() + 1;
+            }
+        }
+    }
+
+    fn lines(self) -> Vec<String> {
+        let mut all = self.head;
+        if self.dropped.0 > 0 {
+            all.push(format!(
+                "[throttle: {} line(s), {} bytes, of output left out here: {} MiB are kept whole, then the last {TAIL_LINES} lines]",
+                self.dropped.0,
+                self.dropped.1,
+                MAX_KEPT >> 20
+            ));
+        }
+        all.extend(self.tail);
+        all
+    }
+}
+
+/// The command's stdout and stderr, read to the end by a thread each: its lines kept (see
+/// [`Kept`]), and the last number the time regex captured.
 pub(super) struct Capture {
     readers: Vec<std::thread::JoinHandle<()>>,
-    tail: Arc<Mutex<std::collections::VecDeque<String>>>,
+    kept: Arc<Mutex<Kept>>,
     captured: Arc<Mutex<Option<Result<f64, String>>>>,
 }
 
@@ -25,7 +71,7 @@ impl Capture {
         child: &mut std::process::Child,
         time_regex: Option<&TimeRegex>,
     ) -> Capture {
-        let tail = Arc::new(Mutex::new(std::collections::VecDeque::new()));
+        let kept = Arc::new(Mutex::new(Kept::default()));
         let captured: Arc<Mutex<Option<Result<f64, String>>>> = Arc::new(Mutex::new(None));
         let readers = [
             child
@@ -40,7 +86,7 @@ impl Capture {
         .into_iter()
         .flatten()
         .map(|pipe| {
-            let (tail, captured, re) = (tail.clone(), captured.clone(), time_regex.cloned());
+            let (kept, captured, re) = (kept.clone(), captured.clone(), time_regex.cloned());
             std::thread::spawn(move || {
                 // Read to the end whatever comes (bytes that are not UTF-8, endless
                 // lines): stopping early would make the command's next write fail.
@@ -60,23 +106,19 @@ impl Capture {
                             *captured.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
                         }
                     }
-                    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
-                    t.push_back(l);
-                    if t.len() > TAIL_LINES {
-                        t.pop_front();
-                    }
+                    kept.lock().unwrap_or_else(|e| e.into_inner()).push(l);
                 }
             })
         })
         .collect();
         Capture {
             readers,
-            tail,
+            kept,
             captured,
         }
     }
 
-    /// The last lines and the captured number, once the readers ended (or after 2 s: a
+    /// The lines kept and the captured number, once the readers ended (or after 2 s: a
     /// daemon that left the group with setsid may hold the pipe).
     pub(super) fn finish(self) -> (Vec<String>, Option<Result<f64, String>>) {
         let waited = Instant::now();
@@ -88,18 +130,59 @@ impl Capture {
                 let _ = r.join();
             }
         }
-        let output = self
-            .tail
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let output =
+            std::mem::take(&mut *self.kept.lock().unwrap_or_else(|e| e.into_inner())).lines();
         let captured = self
             .captured
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         (output, captured)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_kept_whole_up_to_the_cap_then_its_last_lines() {
+        let mut k = Kept::default();
+        for i in 0..1000 {
+            k.push(format!("line {i}"));
+        }
+        let lines = k.lines();
+        assert_eq!(lines.len(), 1000);
+        assert_eq!(
+            (lines[0].as_str(), lines[999].as_str()),
+            ("line 0", "line 999")
+        );
+
+        let mut k = Kept::default();
+        let long = "x".repeat(1023);
+        let n = 2 * MAX_KEPT / 1024;
+        for i in 0..n {
+            k.push(format!("{i:06} {long}"));
+        }
+        let lines = k.lines();
+        let marker = lines
+            .iter()
+            .position(|l| l.starts_with("[throttle: "))
+            .unwrap();
+        // The head: the first lines, in order, as many as fit in the cap.
+        for (i, l) in lines[..marker].iter().enumerate() {
+            assert!(l.starts_with(&format!("{i:06} ")));
+        }
+        let head_bytes = marker * 1031;
+        assert!(
+            head_bytes <= MAX_KEPT && head_bytes + 1031 > MAX_KEPT,
+            "{marker}"
+        );
+        // Then the last lines, and the marker counts the ones between.
+        assert_eq!(lines.len() - marker - 1, TAIL_LINES);
+        assert!(lines[lines.len() - 1].starts_with(&format!("{:06} ", n - 1)));
+        assert!(
+            lines[marker].starts_with(&format!("[throttle: {} line(s)", n - marker - TAIL_LINES))
+        );
     }
 }

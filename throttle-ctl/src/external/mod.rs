@@ -44,7 +44,8 @@ pub struct Ended {
     pub wall_seconds: f64,
     /// What the time regex captured (last match), when one was given and matched.
     pub result: Option<WorkloadResult>,
-    /// The output's last lines.
+    /// The output, stdout and stderr lines as they came (whole up to a cap, then its last
+    /// lines: `capture::MAX_KEPT`).
     pub output: Vec<String>,
 }
 

@@ -518,41 +518,44 @@ impl Runner<'_> {
             let traffic = outcome.fidelity.as_ref().map(|f| f.traffic());
             self.ran += 1;
             let ok = outcome.status == RunStatus::Ok;
-            self.store.insert(&RunRow {
-                point_key: p.key.clone(),
-                series: self.sweep.series.clone(),
-                workload: spec.workload.clone(),
-                options: self.sweep.options.to_string(),
-                nodes: p.nodes as u32,
-                ranks_per_node: spec.ranks_per_node as u32,
-                procs: outcome.procs as u32,
-                bw_pct: p.bw,
-                capacity: outcome.capacity_bytes_per_sec,
-                latency_us: outcome.latency_us,
-                repeat: p.repeat,
-                started_at,
-                seconds: ok.then_some(outcome.seconds),
-                kernel_seconds: outcome.kernel_seconds(),
-                teps: outcome.teps(),
-                status: outcome.status,
-                reason: outcome.reason.clone(),
-                host: self.host.clone(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                job: outcome.job.clone(),
-                bytes_sent: traffic.map(|t| t.0),
-                bytes_received: traffic.map(|t| t.1),
-                cpu_busy_before: busy,
-                cpu_steal: steal,
-                metrics: outcome
-                    .result
-                    .as_ref()
-                    .and_then(|r| serde_json::to_string(&r.metrics).ok()),
-                fidelity: outcome
-                    .fidelity
-                    .as_ref()
-                    .and_then(|f| serde_json::to_string(f).ok()),
-                flag: outcome.flag(),
-            })?;
+            self.store.insert_with_output(
+                &RunRow {
+                    point_key: p.key.clone(),
+                    series: self.sweep.series.clone(),
+                    workload: spec.workload.clone(),
+                    options: self.sweep.options.to_string(),
+                    nodes: p.nodes as u32,
+                    ranks_per_node: spec.ranks_per_node as u32,
+                    procs: outcome.procs as u32,
+                    bw_pct: p.bw,
+                    capacity: outcome.capacity_bytes_per_sec,
+                    latency_us: outcome.latency_us,
+                    repeat: p.repeat,
+                    started_at,
+                    seconds: ok.then_some(outcome.seconds),
+                    kernel_seconds: outcome.kernel_seconds(),
+                    teps: outcome.teps(),
+                    status: outcome.status,
+                    reason: outcome.reason.clone(),
+                    host: self.host.clone(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    job: outcome.job.clone(),
+                    bytes_sent: traffic.map(|t| t.0),
+                    bytes_received: traffic.map(|t| t.1),
+                    cpu_busy_before: busy,
+                    cpu_steal: steal,
+                    metrics: outcome
+                        .result
+                        .as_ref()
+                        .and_then(|r| serde_json::to_string(&r.metrics).ok()),
+                    fidelity: outcome
+                        .fidelity
+                        .as_ref()
+                        .and_then(|f| serde_json::to_string(f).ok()),
+                    flag: outcome.flag(),
+                },
+                &outcome.output,
+            )?;
             let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
             let good = ok && outcome.flag().is_none();
             on_event(SweepEvent::Finished {
