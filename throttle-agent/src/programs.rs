@@ -107,6 +107,8 @@ fn carries_signature(path: &Path, m: &std::fs::Metadata) -> bool {
     {
         return *v;
     }
+    let finders: Vec<memchr::memmem::Finder> =
+        SIGNATURES.iter().map(memchr::memmem::Finder::new).collect();
     let longest = SIGNATURES.iter().map(|s| s.len()).max().unwrap_or(0);
     let found = std::fs::File::open(path).is_ok_and(|mut f| {
         let mut buf = vec![0u8; 1 << 20];
@@ -117,10 +119,7 @@ fn carries_signature(path: &Path, m: &std::fs::Metadata) -> bool {
                 Ok(n) => n,
             };
             let have = kept + n;
-            if SIGNATURES
-                .iter()
-                .any(|sig| buf[..have].windows(sig.len()).any(|w| w == *sig))
-            {
+            if finders.iter().any(|f| f.find(&buf[..have]).is_some()) {
                 return true;
             }
             // Keep the tail, where a signature may start.
