@@ -227,8 +227,9 @@ fn preloaded_programs_go_through_the_agents_and_see_their_real_peers() {
     );
 
     // The preload port admits a bounded number of connections in their request (each
-    // may read the socket table): a flood of idle ones is refused at once and counted,
-    // and the agent keeps answering. Without the cap all of them were held.
+    // may read the socket table): past it, a flood of idle ones evicts its own oldest
+    // (they are turned away and counted as refused), and the agent keeps answering.
+    // Without the cap all of them were held.
     let before = status_json(&s.0)[0]["refused_connections"]
         .as_u64()
         .unwrap();

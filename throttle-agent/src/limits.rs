@@ -94,6 +94,9 @@ pub struct Pool {
     /// it connects), whatever the attacker's address (the controller's own host, a node
     /// of the cluster).
     unproven: Option<Arc<Mutex<Unproven>>>,
+    /// Unproven connections evicted to make room: turned away like refused ones, and
+    /// counted with them ([`Limits::refused`]), so that a flood shows in the status.
+    evictions: AtomicU64,
 }
 
 /// Held while a connection is served; returns its place in the pool when dropped.
@@ -200,6 +203,7 @@ impl Pool {
             per_source: (size / 4).max(1),
             by_source: Arc::new(Mutex::new(HashMap::new())),
             unproven: None,
+            evictions: AtomicU64::new(0),
         }
     }
 
@@ -240,6 +244,7 @@ impl Pool {
             .find(|(_, w)| eligible(w))
             .map(|(id, _)| *id)?;
         let w = u.waiting.remove(&victim)?;
+        self.evictions.fetch_add(1, Ordering::Relaxed);
         w.eviction.evicted.store(true, Ordering::Release);
         w.eviction.wake.notify_one();
         // The victim forgets its permit when it ends (see `Permit`'s drop); its place is
@@ -401,9 +406,19 @@ impl Limits {
         self.refused.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Connections refused so far because a pool was full.
+    /// Connections refused so far because a pool was full, or evicted from a full pool
+    /// before they proved themselves.
     pub fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
+        [
+            &self.control,
+            &self.data_handshakes,
+            &self.local_handshakes,
+            &self.preload_handshakes,
+        ]
+        .iter()
+        .map(|p| p.evictions.load(Ordering::Relaxed))
+        .sum::<u64>()
+            + self.refused.load(Ordering::Relaxed)
     }
 
     /// Remember that `ip` presented the token.

@@ -32,7 +32,8 @@ pub struct Status {
     pub running_jobs: usize,
     pub splice: bool,
     pub uptime_seconds: f64,
-    /// Connections refused because a limit was reached.
+    /// Connections refused because a limit was reached, or evicted from a full pool
+    /// before they proved themselves (a flood of idle connections shows here).
     pub refused_connections: u64,
     /// Whether the control API speaks TLS.
     pub tls: bool,

@@ -237,7 +237,7 @@ pub fn render(s: &Status) -> String {
     );
     r.register(
         "throttle_refused_connections",
-        "Connections refused because a limit was reached",
+        "Connections refused because a limit was reached, or evicted unproven from a full pool",
         counter(s.refused_connections),
     );
     if let Some(i) = &s.intercepted {
