@@ -85,7 +85,9 @@ fn a_dead_node_stays_in_the_status_table_and_json() {
         "{table}"
     );
     assert!(
-        lines[2].starts_with("n1") && lines[2].contains("down") && lines[2].contains("unreachable"),
+        lines[2].starts_with("n1")
+            && lines[2].contains("down")
+            && lines[2].contains("no agent answers at http://127.0.19.2:"),
         "{table}"
     );
     let out = ctl(&c.0, &["status", "--json"]);

@@ -65,7 +65,7 @@ pub fn collect(cluster: &Cluster) -> Vec<(String, Result<Status>)> {
     })
 }
 
-/// The table; a node that did not answer shows `down` and its error, cut to fit.
+/// The table; a node that did not answer shows `down` and its whole error.
 pub fn render(results: &[(String, Result<Status>)]) -> String {
     let mut t = Table::new(&[
         "node",
@@ -130,7 +130,8 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                 let text = text
                     .strip_prefix(&format!("node `{name}`: "))
                     .unwrap_or(&text);
-                row.push(cut(text, 140));
+                // The last column: whole, however long (the hint at its end included).
+                row.push(text.to_string());
                 t.row(row);
             }
         }
@@ -168,12 +169,12 @@ mod tests {
     #[test]
     fn a_node_that_is_down_says_why_in_full() {
         let e = anyhow::anyhow!(
-            "node `n1`: no agent answers at http://198.18.60.1:7600: Connection refused (os error 111) (is it running? `throttle-ctl local up` starts a local cluster)"
+            "node `n1`: no agent answers at http://198.18.160.122:34719: Connection refused (os error 111) (is it running? `throttle-ctl local up` starts a local cluster)"
         );
         let table = render(&[("n1".to_string(), Err(e))]);
         assert!(
             table.contains(
-                "no agent answers at http://198.18.60.1:7600: Connection refused (os error 111)"
+                "no agent answers at http://198.18.160.122:34719: Connection refused (os error 111) (is it running? `throttle-ctl local up` starts a local cluster)"
             ),
             "{table}"
         );
