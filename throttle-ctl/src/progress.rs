@@ -1,6 +1,7 @@
 //! A sweep's progress: a bar with an ETA that updates in place when standard error is a
 //! terminal, one line per run when it is not (a log file, CI), so long sweeps never look
-//! stuck and logs stay readable.
+//! stuck and logs stay readable. What repeats on every run (a busy machine) is said once,
+//! and counted at the end.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -11,7 +12,14 @@ use crate::job::RunStatus;
 use crate::sweep::SweepEvent;
 
 pub struct SweepProgress {
+    /// On a terminal: the bar, made when the first run starts (before, it has no length
+    /// and would show `0/0 runs`).
     bar: Option<ProgressBar>,
+    terminal: bool,
+    /// Where lines go without a bar: standard error (a buffer in the tests).
+    out: Box<dyn Write + Send>,
+    /// Runs that started on a busy machine: the first is warned about, all are counted.
+    busy_runs: usize,
 }
 
 /// `1h02m`, `3m05s`, `12s`.
@@ -29,8 +37,25 @@ pub fn eta_text(secs: f64) -> String {
 impl SweepProgress {
     /// A bar on a terminal, lines otherwise (or always lines with `plain`).
     pub fn new(plain: bool) -> SweepProgress {
-        let bar = (!plain && std::io::stderr().is_terminal()).then(|| {
-            let b = ProgressBar::new(0);
+        SweepProgress::to(
+            !plain && std::io::stderr().is_terminal(),
+            Box::new(std::io::stderr()),
+        )
+    }
+
+    fn to(terminal: bool, out: Box<dyn Write + Send>) -> SweepProgress {
+        SweepProgress {
+            bar: None,
+            terminal,
+            out,
+            busy_runs: 0,
+        }
+    }
+
+    /// The bar, made for `todo` runs the first time (on a terminal only).
+    fn bar_for(&mut self, todo: usize) -> Option<&ProgressBar> {
+        if self.bar.is_none() && self.terminal {
+            let b = ProgressBar::new(todo as u64);
             b.set_style(
                 ProgressStyle::with_template(
                     "{spinner} [{bar:30}] {pos}/{len} runs  {elapsed} elapsed, ETA {eta}  {msg}",
@@ -39,18 +64,18 @@ impl SweepProgress {
                 .progress_chars("=> "),
             );
             b.enable_steady_tick(Duration::from_millis(200));
-            b
-        });
-        SweepProgress { bar }
+            self.bar = Some(b);
+        }
+        self.bar.as_ref()
     }
 
-    fn line(&self, text: &str) {
+    fn line(&mut self, text: &str) {
         match &self.bar {
             Some(b) => b.println(text),
             // A closed standard error (`2>&1 | head`) must not stop the sweep: the
             // bandwidth is put back and the runs stored whatever becomes of the output.
             None => {
-                let _ = writeln!(std::io::stderr(), "{text}");
+                let _ = writeln!(self.out, "{text}");
             }
         }
     }
@@ -64,7 +89,7 @@ impl SweepProgress {
                 "resuming: {stored} of {total} points already stored"
             )),
             SweepEvent::Starting { index, todo, point } => {
-                if let Some(b) = &self.bar {
+                if let Some(b) = self.bar_for(todo) {
                     b.set_length(todo as u64);
                     b.set_position(index as u64);
                     b.set_message(format!(
@@ -131,13 +156,18 @@ impl SweepProgress {
                     self.line(&format!("warm-up run on {nodes} node(s), not stored"))
                 }
             }
-            SweepEvent::Busy { point, busy } => self.line(&format!(
-                "warning: nodes={} bw={} rep={}: the machine was {:.0}% busy before this run started (something else is running; its time is suspect)",
-                point.nodes,
-                point.bw,
-                point.repeat,
-                busy * 100.0
-            )),
+            SweepEvent::Busy { point, busy } => {
+                self.busy_runs += 1;
+                if self.busy_runs == 1 {
+                    self.line(&format!(
+                        "warning: nodes={} bw={} rep={}: the machine was {:.0}% busy before this run started (something else is running; its time is suspect). Later busy runs are counted, not each named: the store keeps each run's share (`export`: cpu_busy_before)",
+                        point.nodes,
+                        point.bw,
+                        point.repeat,
+                        busy * 100.0
+                    ))
+                }
+            }
             SweepEvent::MoreRepeats { round, points } => self.line(&format!(
                 "repeats=auto, round {round}: {points} point(s) not yet within the precision asked get another run"
             )),
@@ -188,9 +218,93 @@ impl SweepProgress {
         }
     }
 
-    pub fn finish(&self) {
-        if let Some(b) = &self.bar {
+    pub fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
             b.finish_and_clear();
         }
+        if self.busy_runs > 0 {
+            let n = self.busy_runs;
+            self.line(&format!(
+                "warning: {n} run(s) of this sweep started on a busy machine; their times are suspect"
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::SweepPoint;
+    use std::sync::{Arc, Mutex};
+    use throttle_proto::Pct;
+
+    /// Lines written, shared with the test.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Lines {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    fn point(repeat: u32) -> SweepPoint {
+        SweepPoint::new("s", 2, 1, Pct::new(50.0).unwrap(), repeat)
+    }
+
+    #[test]
+    fn a_busy_machine_is_warned_about_once_and_counted_at_the_end() {
+        let lines = Lines::default();
+        let mut p = SweepProgress::to(false, Box::new(lines.clone()));
+        for r in 0..16 {
+            p.event(SweepEvent::Busy {
+                point: &point(r),
+                busy: 0.6,
+            });
+        }
+        p.finish();
+        let text = lines.text();
+        assert_eq!(
+            text.matches("busy before this run started").count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("nodes=2 bw=50% rep=0: the machine was 60% busy"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("warning: 16 run(s) of this sweep started on a busy machine; their times are suspect\n"),
+            "{text}"
+        );
+        // A sweep on a quiet machine says nothing of it.
+        let lines = Lines::default();
+        let mut p = SweepProgress::to(false, Box::new(lines.clone()));
+        p.finish();
+        assert_eq!(lines.text(), "");
+    }
+
+    #[test]
+    fn the_bar_is_made_when_the_first_run_starts_with_its_length() {
+        let mut p = SweepProgress::to(true, Box::new(Lines::default()));
+        assert!(p.bar.is_none(), "a bar before any run would show 0/0 runs");
+        p.event(SweepEvent::Starting {
+            index: 0,
+            todo: 12,
+            point: &point(0),
+        });
+        let bar = p.bar.as_ref().unwrap();
+        assert_eq!((bar.length(), bar.position()), (Some(12), 0));
+        p.finish();
     }
 }

@@ -112,18 +112,7 @@ pub fn calibrate(
         let host_max = host.unwrap_or(Ok(0.0))?;
         let capacity = saved[0].capacity.bytes_per_sec();
         let error = achieved / capacity - 1.0;
-        let warning = if host_max < capacity * 1.02 {
-            Some(format!(
-                "this host carries at most {} between agents, not the {} asked for: lower the capacity to about {}",
-                format_bits_per_sec(host_max),
-                format_bits_per_sec(capacity),
-                format_bits_per_sec(host_max * 0.9)
-            ))
-        } else if error.abs() > 0.02 {
-            Some(format!("achieved rate is off by {:+.1}%", error * 100.0))
-        } else {
-            None
-        };
+        let warning = warning(capacity, achieved, host_max);
         out.push(LinkCalibration {
             from: n.name.clone(),
             to: to.name.clone(),
@@ -159,4 +148,66 @@ pub fn render(results: &[LinkCalibration]) -> String {
         }
     }
     format!("{}{warnings}", t.render())
+}
+
+/// What a user should do about a link that is not what its setting says, or `None` when it
+/// is within 2%.
+fn warning(capacity: f64, achieved: f64, host_max: f64) -> Option<String> {
+    let error = achieved / capacity - 1.0;
+    let rate = format_bits_per_sec;
+    if host_max < capacity * 1.02 {
+        Some(format!(
+            "this host carries at most {} between agents, not the {} asked for: lower the capacity to about {}",
+            rate(host_max),
+            rate(capacity),
+            rate(host_max * 0.9)
+        ))
+    } else if error < -0.02 {
+        Some(format!(
+            "achieved rate is off by {:+.1}%: the agents carried {} where {} is set, though this host carries {}. \
+             A busy machine does this (something else running, or ranks that busy-poll: `status` shows each agent's CPU): \
+             run calibrate again when it is quiet. If it stays, lower the capacity to {} (`local up --capacity`, or \
+             `capacity` in the cluster file), so that every percentage is of what the link really carries",
+            error * 100.0,
+            rate(achieved),
+            rate(capacity),
+            rate(host_max),
+            rate(achieved)
+        ))
+    } else if error > 0.02 {
+        Some(format!(
+            "achieved rate is off by {:+.1}%: the agents let {} through where {} is set, more than the setting: \
+             runs are not at their bandwidth; please report it with `status --json` of the nodes",
+            error * 100.0,
+            rate(achieved),
+            rate(capacity)
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_off_its_setting_comes_with_what_to_do() {
+        let (cap, host) = (125e6, 4e9);
+        assert_eq!(warning(cap, cap * 0.99, host), None);
+        let slow = warning(cap, cap * 0.922, host).unwrap();
+        assert!(slow.starts_with("achieved rate is off by -7.8%"), "{slow}");
+        assert!(
+            slow.contains("run calibrate again when it is quiet"),
+            "{slow}"
+        );
+        assert!(slow.contains("lower the capacity to 922 Mbit/s"), "{slow}");
+        let fast = warning(cap, cap * 1.05, host).unwrap();
+        assert!(fast.contains("more than the setting"), "{fast}");
+        let small_host = warning(cap, cap * 0.5, cap * 0.6).unwrap();
+        assert!(
+            small_host.starts_with("this host carries at most"),
+            "{small_host}"
+        );
+    }
 }

@@ -63,6 +63,21 @@ impl SweepPoint {
     }
 }
 
+/// The longest series name a spec may give.
+const MAX_NAME: usize = 80;
+
+/// A spec's `name`, checked: printable, short, and without the point keys' separator.
+fn series_name(name: &str) -> Result<String> {
+    let trimmed = name.trim();
+    if trimmed.is_empty() || trimmed.chars().count() > MAX_NAME {
+        bail!("`name` must be 1 to {MAX_NAME} characters");
+    }
+    if trimmed.chars().any(|c| c.is_control() || c == '|') {
+        bail!("`name` must not contain control characters or `|`");
+    }
+    Ok(trimmed.to_string())
+}
+
 /// A parsed, checked sweep.
 pub struct Sweep {
     pub spec: SweepSpec,
@@ -131,18 +146,21 @@ impl Sweep {
                 bail!("`bandwidths` has no 100% step: a [search] measures every CTI against the 100% baseline, add 100");
             }
         }
-        let series = format!(
-            "{} {}",
-            workload.name(),
-            options
-                .as_object()
-                .map(|m| m
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" "))
-                .unwrap_or_default()
-        );
+        let series = match &spec.name {
+            Some(name) => series_name(name)?,
+            None => format!(
+                "{} {}",
+                workload.name(),
+                options
+                    .as_object()
+                    .map(|m| m
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" "))
+                    .unwrap_or_default()
+            ),
+        };
         let mut points = Vec::new();
         for &n in &spec.nodes {
             for bw in &bws {
@@ -257,6 +275,37 @@ fn emulated_pmm_seconds(size: usize, procs: usize, gflops: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::store::RunRow;
+
+    #[test]
+    fn a_spec_may_name_its_series() {
+        let spec = |name: &str| {
+            format!(
+                "workload = \"command\"\nname = {name}\nnodes = [2]\nbandwidths = [100, 50]\n\
+                 [command]\nrun = \"mpirun --mca btl tcp,self --hostfile {{hostfile}} -np {{procs}} ./IMB-MPI1 Allreduce\"\n"
+            )
+        };
+        let named = Sweep::new(toml::from_str(&spec("\"imb-allreduce\"")).unwrap()).unwrap();
+        assert_eq!(named.series, "imb-allreduce");
+        assert!(
+            named.points[0].key.starts_with("imb-allreduce|nodes=2|"),
+            "{}",
+            named.points[0].key
+        );
+        for bad in [
+            "\"\"",
+            "\"a|b\"",
+            "\"bell\\u0007\"",
+            &format!("\"{}\"", "x".repeat(81)),
+        ] {
+            let e = Sweep::new(toml::from_str(&spec(bad)).unwrap())
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("`name`")),
+                "{bad}: {e:?}"
+            );
+        }
+    }
 
     #[test]
     fn points_are_every_combination_in_a_seeded_order() {

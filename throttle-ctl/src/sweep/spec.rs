@@ -20,6 +20,9 @@ macro_rules! sweep_keys_help {
   workload = "pmm"          bfs, pmm, mw, program or command; its options go in the
                             table of the same name ([pmm] ...; `throttle-ctl run --help`
                             lists them), a table for another workload is an error
+  name = "imb-allreduce"    the series' name in the store and the analysis [the
+                            workload and its options, e.g. a command's whole line];
+                            the same name resumes, another starts a new series
   nodes = [4, 9, 16]        node counts; each must suit the workload (pmm: squares)
   ranks_per_node = 1        [1]
   bandwidths = [100, 50, "40:20:-5", "unlimited"]
@@ -72,6 +75,10 @@ pub const KEYS_HELP: &str = sweep_keys_help!();
 pub struct SweepSpec {
     /// bfs, pmm, mw, program, or command (a command of the user's run on this host).
     pub workload: String,
+    /// The series' name (the store's key for its runs) instead of the workload and its
+    /// options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub nodes: Vec<usize>,
     #[serde(default = "one")]
     pub ranks_per_node: usize,
@@ -126,6 +133,7 @@ impl SweepSpec {
     pub fn new(workload: Options, nodes: Vec<usize>, bandwidths: Vec<toml::Value>) -> SweepSpec {
         let mut spec = SweepSpec {
             workload: workload.name().to_string(),
+            name: None,
             nodes,
             ranks_per_node: one(),
             bandwidths,
@@ -359,6 +367,7 @@ mod tests {
             vec![toml::Value::Integer(100)],
         );
         spec.search = Some(Search::default());
+        spec.name = Some("a name".into());
         let text = toml::to_string(&spec).unwrap();
         let table: toml::Table = toml::from_str(&text).unwrap();
         for (key, value) in &table {
