@@ -154,15 +154,15 @@ for line in open(f"{work}/cases"):
             def inside(lo, hi):
                 return {"none": lo <= m <= hi, "below": lo <= m, "above": hi >= m}[cen]
             i = p["interval"]
-            n = p["bw_pct_ci"]
+            n = p["noise_interval"]
             pts.append(dict(case=case, model=name, procs=p["procs"], cti=p["cti"],
                             proj=p["bw_pct"], meas=m, cen=cen, err=p["bw_pct"] - m,
                             inside=None if i is None else inside(i["low"], i["high"]),
                             width=None if i is None else i["high"] - i["low"],
                             trusted=bool(a["bottom_line"]["trusted"])
                                 and a["bottom_line"]["model"] == name.lower(),
-                            noise_inside=None if n is None else inside(n[0], n[1]),
-                            noise_width=None if n is None else n[1] - n[0]))
+                            noise_inside=None if n is None else inside(n["low"], n["high"]),
+                            noise_width=None if n is None else n["high"] - n["low"]))
     rows += pts
     per_case[case] = (fitted_runs, flagged, int(secs), a["bottom_line"])
 

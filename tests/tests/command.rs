@@ -229,7 +229,7 @@ fn a_sweep_of_a_command_is_stored_and_analyzed() {
 /// --verbose), a sweep stores it with the run, and `output JOB` prints it back.
 #[test]
 fn a_commands_whole_output_is_kept_with_its_run() {
-    let c = up("cmdout", 1, "1Gbit", "127.0.26.1");
+    let c = up("cmdout", 1, "1Gbit", "127.0.50.1");
     let dir = &c.0;
     let run = |verbose: bool| {
         let mut args = vec!["run", "--nodes", "1", "--cmd", "seq 1 30"];

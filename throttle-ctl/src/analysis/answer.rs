@@ -58,11 +58,10 @@ pub struct MedianPoint {
     pub bw_pct: f64,
     pub n: usize,
     pub median: f64,
-    /// Order-statistic interval of the median; its exact coverage is `ci_coverage`
+    /// Order-statistic interval of the median; its exact coverage is `coverage`
     /// (with 3 runs it is their range, which covers 75%, not 95%).
-    pub ci_low: f64,
-    pub ci_high: f64,
-    pub ci_coverage: f64,
+    pub interval: Interval,
+    pub coverage: f64,
     pub cv: f64,
     /// The fastest and slowest run.
     pub min: f64,
@@ -115,7 +114,7 @@ pub struct ModelError {
     /// Doublings of the size from the largest fitted one to this one.
     pub doublings: f64,
     /// What the projection's interval covers, in words.
-    pub covers: String,
+    pub in_words: String,
 }
 
 impl ModelError {
@@ -144,7 +143,7 @@ pub struct Projection {
     pub cti: f64,
     pub bw_pct: f64,
     /// 90% bootstrap interval over runs: run-to-run noise only.
-    pub bw_pct_ci: Option<(f64, f64)>,
+    pub noise_interval: Option<Interval>,
     /// The interval the answer uses: run-to-run noise and the model's error (see
     /// `model_error`); null where either cannot be estimated.
     pub interval: Option<Interval>,
@@ -166,8 +165,12 @@ pub struct Projection {
 #[derive(Clone, Debug, Serialize)]
 pub struct Saturation {
     pub cti: f64,
-    pub procs: f64,
-    /// 90% bootstrap interval over runs.
+    /// The smallest whole number of processes at which the projected demand reaches 100%
+    /// (null when that is beyond 2^32).
+    pub procs: Option<u32>,
+    /// Where the projection crosses 100%, fractional (the curve's own crossing point).
+    pub crossing: f64,
+    /// 90% bootstrap interval of `crossing` over runs.
     pub interval: Option<Interval>,
     /// Computed from a censored demand at p*: a bound at best.
     pub from_censored: bool,
@@ -226,7 +229,7 @@ pub struct Analysis {
     pub demand: Vec<Demand>,
     pub dc: Option<f64>,
     /// 90% bootstrap interval of DC over runs.
-    pub dc_ci: Option<(f64, f64)>,
+    pub dc_interval: Option<Interval>,
     pub dc_pairs: Vec<DcPair>,
     pub dc_pairs_censored: usize,
     pub p_star: Option<u32>,

@@ -23,11 +23,65 @@ use super::traffic::Volumes;
 /// The interval's nominal coverage.
 pub const LEVEL: f64 = 0.90;
 
-/// The interval of one number.
+/// The interval of one number: every interval of the analysis's JSON has this one shape.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Interval {
     pub low: f64,
     pub high: f64,
+    /// What it accounts for.
+    pub covers: Covers,
+}
+
+/// What an interval accounts for (`covers` in the JSON).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Covers {
+    /// Run-to-run noise: the 90% bootstrap interval over runs.
+    Noise,
+    /// Run-to-run noise and the model's error (a projection's `model_error` says how).
+    NoiseAndModelError,
+    /// The lowest and highest projection of the models about as good as the chosen one.
+    CloseModels,
+    /// A median's order-statistic interval (its exact coverage beside it: `coverage`).
+    Median,
+}
+
+impl Interval {
+    /// The 90% bootstrap interval over runs.
+    pub fn noise(low: f64, high: f64) -> Interval {
+        Interval {
+            low,
+            high,
+            covers: Covers::Noise,
+        }
+    }
+
+    /// An interval widened by the model's error.
+    pub fn with_model_error(low: f64, high: f64) -> Interval {
+        Interval {
+            low,
+            high,
+            covers: Covers::NoiseAndModelError,
+        }
+    }
+
+    /// A median's order-statistic interval.
+    pub fn of_median(low: f64, high: f64) -> Interval {
+        Interval {
+            low,
+            high,
+            covers: Covers::Median,
+        }
+    }
+
+    /// The spread of the close models' projections.
+    pub fn of_close_models(low: f64, high: f64) -> Interval {
+        Interval {
+            low,
+            high,
+            covers: Covers::CloseModels,
+        }
+    }
 }
 
 /// A number's resampled values, summarised.
@@ -69,10 +123,7 @@ fn spread(mut values: Vec<f64>, resamples: usize) -> Spread {
         |q: f64| values[((q * (values.len() - 1) as f64).round() as usize).min(values.len() - 1)];
     let tail = (1.0 - LEVEL) / 2.0;
     Spread {
-        interval: Some(Interval {
-            low: at(tail),
-            high: at(1.0 - tail),
-        }),
+        interval: Some(Interval::noise(at(tail), at(1.0 - tail))),
         share,
     }
 }

@@ -261,7 +261,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         noise,
         demand,
         dc: answer.dc,
-        dc_ci: spread.dc.and_then(|s| s.interval).map(|i| (i.low, i.high)),
+        dc_interval: spread.dc.and_then(|s| s.interval),
         dc_pairs: figures.dc_pairs(),
         dc_pairs_censored: answer.dc_pairs_left_out,
         p_star: answer.p_star,
@@ -346,15 +346,14 @@ fn median_points(
         .iter()
         .map(|(&(p, bw), times)| {
             let base = medians.get(&(p, FULL)).copied();
-            let (ci_low, ci_high, ci_coverage) = stats::median_interval(times);
+            let (low, high, coverage) = stats::median_interval(times);
             MedianPoint {
                 procs: p,
                 bw_pct: bw_of(bw),
                 n: times.len(),
                 median: medians[&(p, bw)],
-                ci_low,
-                ci_high,
-                ci_coverage,
+                interval: Interval::of_median(low, high),
+                coverage,
                 cv: stats::cv(times),
                 min: times.iter().copied().fold(f64::INFINITY, f64::min),
                 max: times.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -486,12 +485,12 @@ impl Figures<'_> {
         let mut error = answer::ModelError {
             down: (bw - lo).max(0.0).max(g),
             up: (hi - bw).max(0.0).max(g),
-            spread: spread.map(|(low, high)| Interval { low, high }),
+            spread: spread.map(|(low, high)| Interval::of_close_models(low, high)),
             growth,
             doublings,
-            covers: String::new(),
+            in_words: String::new(),
         };
-        error.covers = error.describe();
+        error.in_words = error.describe();
         Some(error)
     }
 
@@ -511,17 +510,17 @@ impl Figures<'_> {
         // quadrature, each side on its own. No program needs less than nothing: the
         // low end stops at 0 (the high end may pass 100%: the link saturates).
         let both = match (noise, &model_error) {
-            (Some(n), Some(m)) => Some(Interval {
-                low: (bw - (bw - n.low).max(0.0).hypot(m.down)).max(0.0),
-                high: bw + (n.high - bw).max(0.0).hypot(m.up),
-            }),
+            (Some(n), Some(m)) => Some(Interval::with_model_error(
+                (bw - (bw - n.low).max(0.0).hypot(m.down)).max(0.0),
+                bw + (n.high - bw).max(0.0).hypot(m.up),
+            )),
             _ => None,
         };
         Projection {
             procs: p,
             cti: self.cti[li],
             bw_pct: bw,
-            bw_pct_ci: noise.map(|i| (i.low, i.high)),
+            noise_interval: noise,
             interval: both,
             model_error,
             measured_bw_pct: measured.map(|m| m.0),
@@ -570,9 +569,11 @@ impl Figures<'_> {
         self.answer
             .saturation
             .iter()
-            .map(|(&li, &(procs, from_censored))| Saturation {
+            .map(|(&li, &(crossing, from_censored))| Saturation {
                 cti: self.cti[li],
-                procs,
+                procs: (crossing.is_finite() && crossing.ceil() <= u32::MAX as f64)
+                    .then(|| crossing.ceil().max(1.0) as u32),
+                crossing,
                 interval: self
                     .spread
                     .saturation

@@ -77,8 +77,12 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
             format!("{}", p.bw_pct),
             p.n.to_string(),
             u.format(p.median),
-            format!("[{}, {}]", u.format(p.ci_low), u.format(p.ci_high)),
-            format!("{:.0}%", p.ci_coverage * 100.0),
+            format!(
+                "[{}, {}]",
+                u.format(p.interval.low),
+                u.format(p.interval.high)
+            ),
+            format!("{:.0}%", p.coverage * 100.0),
             format!("{:.3}", p.cv),
             p.cti
                 .map(|c| format!("{c:.1}"))
@@ -91,8 +95,8 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     match a.dc {
         Some(dc) => out.push_str(&format!(
             "demand constant DC = {dc:.3}{}  ({} pairs{})\n",
-            a.dc_ci
-                .map(|(l, h)| format!(" [{l:.3}-{h:.3}]"))
+            a.dc_interval
+                .map(|i| format!(" [{:.3}-{:.3}]", i.low, i.high))
                 .unwrap_or_else(|| " [no interval: too often unavailable in resamples]".into()),
             a.dc_pairs.len(),
             if a.dc_pairs_censored > 0 {
@@ -111,7 +115,7 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
         out.push_str(&format!(
             "link saturates (demand = 100%) at {}about {:.0} processes{} for CTI {}%{}\n",
             if s.from_censored { "(bound) " } else { "" },
-            s.procs,
+            s.crossing,
             interval(s.interval.map(|i| (i.low, i.high))),
             s.cti,
             if s.from_censored {
@@ -364,7 +368,7 @@ fn covers(projection: &[super::Projection]) -> String {
             let m = p.model_error.as_ref()?;
             Some(format!(
                 "  [a-b] at {} procs, CTI {}%, covers {}\n",
-                p.procs, p.cti, m.covers
+                p.procs, p.cti, m.in_words
             ))
         })
         .unwrap_or_default()
@@ -394,9 +398,9 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
                             ""
                         },
                         x.bw_pct,
-                        match (x.interval, x.bw_pct_ci) {
+                        match (x.interval, x.noise_interval) {
                             (Some(i), _) => interval(Some((i.low, i.high))),
-                            (None, Some(n)) => format!("{}*", interval(Some(n))),
+                            (None, Some(n)) => format!("{}*", interval(Some((n.low, n.high)))),
                             (None, None) => String::new(),
                         }
                     )

@@ -341,7 +341,8 @@ fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_mode
         .find(|p| p.procs == 24 && p.cti == 10.0)
         .unwrap();
     let truth = p24.measured_bw_pct.unwrap();
-    let (nl, nh) = p24.bw_pct_ci.unwrap();
+    let n = p24.noise_interval.unwrap();
+    let (nl, nh) = (n.low, n.high);
     assert!(
         !(nl <= truth && truth <= nh),
         "the noise interval alone should miss: {p24:?}"

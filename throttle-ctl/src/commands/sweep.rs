@@ -116,11 +116,11 @@ impl Args {
         Ok(match end {
             SweepEnd::Complete {
                 ran,
-                skipped,
+                already_stored,
                 gave_up,
             } => {
                 if !self.json {
-                    output::print(format!("sweep complete: {ran} runs now, {skipped} already stored, {gave_up} points given up; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
+                    output::print(format!("sweep complete: {ran} runs now, {already_stored} already stored, {gave_up} points given up; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
                 }
                 if gave_up > 0 {
                     ExitCode::from(1)

@@ -248,7 +248,7 @@ fn x_extent(series: &[Series]) -> Option<(f64, f64)> {
 /// The interval a projection is drawn with: noise and model error where known, else
 /// the run-to-run interval.
 fn interval_of(p: &crate::analysis::Projection) -> Option<(f64, f64)> {
-    p.interval.map(|i| (i.low, i.high)).or(p.bw_pct_ci)
+    p.interval.or(p.noise_interval).map(|i| (i.low, i.high))
 }
 
 /// Demand against the size, one colour per CTI level: what was measured (censored
@@ -398,7 +398,11 @@ where
 {
     match name {
         "time_vs_bandwidth" => {
-            let mut s = per_size(a, |p| Some(p.median), Some(|p| (p.ci_low, p.ci_high)));
+            let mut s = per_size(
+                a,
+                |p| Some(p.median),
+                Some(|p| (p.interval.low, p.interval.high)),
+            );
             let x = log_bandwidth(&mut s);
             plot(
                 area,

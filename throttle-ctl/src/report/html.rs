@@ -95,10 +95,10 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
                 a.time_unit.format(p.median),
                 format!(
                     "{} – {}",
-                    a.time_unit.format(p.ci_low),
-                    a.time_unit.format(p.ci_high)
+                    a.time_unit.format(p.interval.low),
+                    a.time_unit.format(p.interval.high)
                 ),
-                format!("{:.0}%", p.ci_coverage * 100.0),
+                format!("{:.0}%", p.coverage * 100.0),
                 format!("{:.3}", p.cv),
                 p.cti
                     .map(|c| format!("{c:.1}"))
@@ -138,9 +138,11 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         })
         .collect();
     out.push_str(&html_table(&header, &rows));
-    out.push_str(&match (a.dc, a.dc_ci) {
-        (Some(dc), Some((l, h))) => format!(
-            "<p>Demand constant DC = {dc:.3} (90% bootstrap interval over runs {l:.3} – {h:.3}, {} pairs).</p>\n",
+    out.push_str(&match (a.dc, a.dc_interval) {
+        (Some(dc), Some(i)) => format!(
+            "<p>Demand constant DC = {dc:.3} (90% bootstrap interval over runs {:.3} – {:.3}, {} pairs).</p>\n",
+            i.low,
+            i.high,
             a.dc_pairs.len()
         ),
         (Some(dc), None) => format!("<p>Demand constant DC = {dc:.3}.</p>\n"),
@@ -195,7 +197,14 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         let rows: Vec<Vec<String>> = a
             .saturation
             .iter()
-            .map(|s| vec![format!("{}%", s.cti), format!("{:.0}", s.procs)])
+            .map(|s| {
+                vec![
+                    format!("{}%", s.cti),
+                    s.procs
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| format!("{:.0}", s.crossing)),
+                ]
+            })
             .collect();
         out.push_str(&html_table(
             &["CTI".to_string(), "processes at 100% demand".to_string()],
@@ -223,9 +232,9 @@ fn projection_table(
                 proj.iter()
                     .find(|p| p.procs == t && p.cti == c)
                     .map(|p| {
-                        let ci = match (p.interval, p.bw_pct_ci) {
+                        let ci = match (p.interval, p.noise_interval) {
                             (Some(i), _) => format!(" [{:.1} – {:.1}]", i.low, i.high),
-                            (None, Some((l, h))) => format!(" [{l:.1} – {h:.1}]*"),
+                            (None, Some(n)) => format!(" [{:.1} – {:.1}]*", n.low, n.high),
                             (None, None) => String::new(),
                         };
                         let m = p

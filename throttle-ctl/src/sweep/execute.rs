@@ -73,7 +73,8 @@ pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
 pub enum SweepEnd {
     Complete {
         ran: usize,
-        skipped: usize,
+        /// Points stored by earlier runs of the sweep, not run again.
+        already_stored: usize,
         gave_up: usize,
     },
     Interrupted {
@@ -342,7 +343,7 @@ impl Sweep {
         }
         Ok(SweepEnd::Complete {
             ran: runner.ran,
-            skipped,
+            already_stored: skipped,
             gave_up: runner.gave_up,
         })
     }
