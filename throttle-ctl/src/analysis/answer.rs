@@ -249,3 +249,15 @@ pub struct Analysis {
     pub supported: String,
     pub warnings: Vec<String>,
 }
+
+impl Analysis {
+    /// How the demand at p* for CTI level `cti` is censored: a projection from it is a
+    /// bound on the same side.
+    pub fn censored_at_star(&self, cti: f64) -> Censored {
+        self.demand
+            .iter()
+            .find(|d| Some(d.procs) == self.p_star && d.cti == cti)
+            .map(|d| d.censored)
+            .unwrap_or(Censored::None)
+    }
+}

@@ -1,13 +1,23 @@
 //! The analysis as the tables a person reads (`analyze` without `--json`, and `demo`).
 //!
-//! Every figure is printed with what bounds it: `<`/`>` for censored demands (and errors
-//! computed against them, which are bounds too), `~` for levels below the noise floor,
-//! and each interval with what it is.
+//! Every figure is printed with what bounds it: `<`/`>` for censored demands (and for
+//! errors computed against them and projections from them, which are bounds too),
+//! `(noise)` after levels below the noise floor, and each interval with what it is.
 
 use super::backtest::{Check, Model, Verdict};
 use super::demand::Censored;
 use super::Analysis;
 use crate::table::Table;
+
+/// A demand as the tables write it: its censoring mark in front (`<`, `>`), `(noise)`
+/// after it when the level is below the size's noise floor.
+pub fn level(v: f64, censored: Censored, below_noise: bool) -> String {
+    format!(
+        "{}{v:.1}{}",
+        censored.mark(),
+        if below_noise { " (noise)" } else { "" }
+    )
+}
 
 fn interval(i: Option<(f64, f64)>) -> String {
     i.map(|(l, h)| format!(" [{l:.1}-{h:.1}]"))
@@ -201,7 +211,7 @@ fn noise(out: &mut String, a: &Analysis) {
 
 fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>) {
     out.push_str(&format!(
-        "\nbandwidth demand (% of {}) to stay within a completion-time increment, read along\n{}; (A-B): the measured steps around the level\n  (<B censored below: the lowest step B sufficed; >B censored above: even the highest\n   throttled step B was too slow, the demand is only known to exceed it;\n   ~ below the noise floor: not a measurement, left out of DC and projection)\n",
+        "\nbandwidth demand (% of {}) to stay within a completion-time increment, read along\n{}; (A-B): the measured steps around the level\n  (<B censored below: the lowest step B sufficed; >B censored above: even the highest\n   throttled step B was too slow, the demand is only known to exceed it;\n   (noise): below the noise floor: not a measurement, left out of DC and projection)\n",
         capacity.unwrap_or("the link"),
         a.interpolation.describe()
     ));
@@ -227,17 +237,17 @@ fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>
                     .iter()
                     .find(|d| d.procs == p && d.cti == c)
                     .map(|d| {
-                        let noise = if d.below_noise { "~" } else { "" };
+                        let noise = if d.below_noise { " (noise)" } else { "" };
                         match (d.bound, d.between) {
                             // A censored demand is the bound it is, not an extrapolation.
-                            (Some(b), _) => format!("{noise}{}{b:.1}", d.censored.mark()),
+                            (Some(b), _) => level(b, d.censored, d.below_noise),
                             (None, Some([lo, hi])) => format!(
-                                "{noise}{:.1}{} ({})",
+                                "{:.1}{} ({}){noise}",
                                 d.bw_pct,
                                 interval(d.interval.map(|i| (i.low, i.high))),
                                 steps(lo, hi)
                             ),
-                            (None, None) => format!("{noise}{:.1}", d.bw_pct),
+                            (None, None) => level(d.bw_pct, Censored::None, d.below_noise),
                         }
                     })
                     .unwrap_or_else(|| "-".into()),
@@ -257,7 +267,13 @@ fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
         a.p_star.unwrap_or(0),
         doubt(&a.verdict)
     ));
-    out.push_str(&projection_table(&a.projection, levels));
+    // A projection from a censored demand at p* is a bound the same way.
+    out.push_str(&projection_table(&a.projection, levels, |c| {
+        a.censored_at_star(c)
+    }));
+    if a.projection.iter().any(|p| p.from_censored) {
+        out.push_str("  <B, >B: a bound, projected from a demand at p* that is itself censored\n");
+    }
     out.push_str(&covers(&a.projection));
 }
 
@@ -331,7 +347,7 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
             "projection from traffic (T(w) = T(100%) + k V/C (1/w - 1)){}\n",
             doubt(&t.verdict)
         ));
-        out.push_str(&projection_table(&t.projection, levels));
+        out.push_str(&projection_table(&t.projection, levels, |_| Censored::None));
         out.push_str(&covers(&t.projection));
     }
 }
@@ -374,7 +390,12 @@ fn covers(projection: &[super::Projection]) -> String {
         .unwrap_or_default()
 }
 
-fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String {
+/// `at_star`: how the demand each projection of a level starts from is censored.
+fn projection_table(
+    projection: &[super::Projection],
+    levels: &[f64],
+    at_star: impl Fn(f64) -> Censored,
+) -> String {
     let mut targets: Vec<u32> = projection.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
     targets.dedup();
@@ -390,13 +411,15 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
             let pr = projection.iter().find(|x| x.procs == p && x.cti == c);
             row.push(
                 pr.map(|x| {
+                    // From a censored demand: a bound, marked as the demand is (a bound
+                    // of unknown side, should the demand not say, as `(bound)`).
+                    let mark = match (x.from_censored, at_star(c)) {
+                        (false, _) => String::new(),
+                        (true, Censored::None) => "(bound) ".into(),
+                        (true, m) => m.mark().into(),
+                    };
                     format!(
-                        "{}{:.1}{}",
-                        if x.from_censored {
-                            "(from censored) "
-                        } else {
-                            ""
-                        },
+                        "{mark}{:.1}{}",
                         x.bw_pct,
                         match (x.interval, x.noise_interval) {
                             (Some(i), _) => interval(Some((i.low, i.high))),
@@ -411,16 +434,20 @@ fn projection_table(projection: &[super::Projection], levels: &[f64]) -> String 
                 pr.and_then(|x| {
                     let m = x.measured_bw_pct?;
                     any_measured = true;
-                    let f = x.measured_censored.unwrap_or(Censored::None).mark();
-                    let noise = if x.measured_below_noise { "~" } else { "" };
+                    let censored = x.measured_censored.unwrap_or(Censored::None);
+                    let shown = level(m, censored, x.measured_below_noise);
                     let err = x.bw_pct - m;
                     Some(if x.error_is_bound {
                         // m is the bound: against `>m` the truth is above it, so the error
                         // is at most err; against `<m` below it, so at least err.
-                        let side = if f == ">" { "<=" } else { ">=" };
-                        format!("{noise}{f}{m:.1} ({side} {err:+.1} pp)")
+                        let side = if censored == Censored::Above {
+                            "<="
+                        } else {
+                            ">="
+                        };
+                        format!("{shown} ({side} {err:+.1} pp)")
                     } else {
-                        format!("{noise}{m:.1} ({err:+.1} pp)")
+                        format!("{shown} ({err:+.1} pp)")
                     })
                 })
                 .unwrap_or_else(|| "-".into()),
@@ -492,12 +519,7 @@ fn check_row(c: &Check) -> Vec<String> {
             c.projected,
             interval(c.interval.map(|i| (i.low, i.high)))
         ),
-        format!(
-            "{}{}{:.1}",
-            if c.below_noise { "~" } else { "" },
-            c.measured_censored.mark(),
-            c.measured
-        ),
+        level(c.measured, c.measured_censored, c.below_noise),
         format!("{bound}{:+.1}", c.error_pp),
         format!("{bound}{:+.0}", c.error_rel * 100.0),
         match c.inside_interval {
@@ -511,6 +533,32 @@ fn check_row(c: &Check) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounds_and_noise_are_written_after_their_kind_not_stacked_in_front() {
+        assert_eq!(level(91.4, Censored::Above, true), ">91.4 (noise)");
+        assert_eq!(level(12.0, Censored::None, false), "12.0");
+        let p = |from_censored, measured: Option<f64>| super::super::Projection {
+            procs: 64,
+            cti: 10.0,
+            bw_pct: 121.0,
+            noise_interval: None,
+            interval: None,
+            model_error: None,
+            measured_bw_pct: measured,
+            measured_censored: measured.map(|_| Censored::Below),
+            measured_below_noise: measured.is_some(),
+            error_pp: measured.map(|m| 121.0 - m),
+            error_is_bound: measured.is_some(),
+            from_censored,
+        };
+        // From a demand at p* censored above: the projection is more than 121.
+        let t = projection_table(&[p(true, None)], &[10.0], |_| Censored::Above);
+        assert!(t.contains(">121.0") && !t.contains("censored"), "{t}");
+        let t = projection_table(&[p(false, Some(30.0))], &[10.0], |_| Censored::None);
+        assert!(t.contains("121.0") && !t.contains(">121.0"), "{t}");
+        assert!(t.contains("<30.0 (noise) (>= +91.0 pp)"), "{t}");
+    }
 
     #[test]
     fn a_projection_says_how_much_its_backtest_rests_on() {

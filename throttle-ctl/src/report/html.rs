@@ -108,7 +108,7 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         .collect();
     out.push_str(&html_table(&header, &rows));
     out.push_str(&format!(
-        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%); ~ below the noise floor (not used).</p>\n",
+        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%); (noise): below the noise floor (not used).</p>\n",
         escape(capacity.unwrap_or("the link"))
     ));
     let mut header = vec!["procs".to_string()];
@@ -124,14 +124,7 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
                 a.demand
                     .iter()
                     .find(|d| d.procs == p && d.cti == c)
-                    .map(|d| {
-                        format!(
-                            "{}{}{:.1}",
-                            if d.below_noise { "~" } else { "" },
-                            d.censored.mark(),
-                            d.bw_pct
-                        )
-                    })
+                    .map(|d| crate::analysis::render::level(d.bw_pct, d.censored, d.below_noise))
                     .unwrap_or_else(|| "–".into())
             }));
             row
@@ -153,7 +146,9 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
             "<h3>Projection from p* = {} procs (DC model, demand ~ DC × sqrt(p))</h3>\n",
             a.p_star.unwrap_or(0)
         ));
-        out.push_str(&projection_table(&a.projection, levels, &header));
+        out.push_str(&projection_table(&a.projection, levels, &header, |c| {
+            a.censored_at_star(c)
+        }));
     }
     if let Some(t) = &a.traffic {
         if let Some(f) = &t.fit {
@@ -189,7 +184,9 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         }
         if !t.projection.is_empty() {
             out.push_str("<h3>Projection from traffic</h3>\n");
-            out.push_str(&projection_table(&t.projection, levels, &header));
+            out.push_str(&projection_table(&t.projection, levels, &header, |_| {
+                Censored::None
+            }));
         }
     }
     if !a.saturation.is_empty() {
@@ -220,6 +217,7 @@ fn projection_table(
     proj: &[crate::analysis::Projection],
     levels: &[f64],
     header: &[String],
+    at_star: impl Fn(f64) -> Censored,
 ) -> String {
     let mut targets: Vec<u32> = proj.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
@@ -248,15 +246,13 @@ fn projection_table(
                                 )
                             })
                             .unwrap_or_default();
-                        format!(
-                            "{}{:.1}{ci}{m}",
-                            if p.from_censored {
-                                "(from censored) "
-                            } else {
-                                ""
-                            },
-                            p.bw_pct
-                        )
+                        // From a censored demand at p*: a bound on the same side.
+                        let mark = match (p.from_censored, at_star(c)) {
+                            (false, _) => "",
+                            (true, Censored::None) => "(bound) ",
+                            (true, m) => m.mark(),
+                        };
+                        format!("{mark}{:.1}{ci}{m}", p.bw_pct)
                     })
                     .unwrap_or_else(|| "–".into())
             }));
