@@ -467,8 +467,10 @@ fn a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind() {
     let c = up("cmdkill", 1, "1Gbit", "127.0.41.1");
     let dir = &c.0;
     let (daemon, child) = (dir.join("daemon.pid"), dir.join("child.pid"));
+    let hostfile = dir.join("hostfile.path");
     let cmd = format!(
-        "setsid sleep 300 > /dev/null 2>&1 & echo $! > {}; sleep 301 & echo $! > {}; wait",
+        "echo {{hostfile}} > {}; setsid sleep 300 > /dev/null 2>&1 & echo $! > {}; sleep 301 & echo $! > {}; wait",
+        hostfile.display(),
         daemon.display(),
         child.display()
     );
@@ -521,6 +523,16 @@ fn a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind() {
         "the command's processes {left:?} outlived their controller"
     );
     assert_eq!(back, 100.0, "the nodes stayed at the run's bandwidth");
+    // The run's directory (its hostfile) is gone too.
+    let run_dir = std::path::PathBuf::from(std::fs::read_to_string(&hostfile).unwrap().trim())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        run_dir.starts_with(std::env::temp_dir()) && !run_dir.exists(),
+        "{} outlived its controller",
+        run_dir.display()
+    );
 }
 
 /// The guard (`throttle-ctl __guard`) kills the processes that carry its run's marker when

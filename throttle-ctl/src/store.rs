@@ -219,6 +219,15 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Whether any run of series `series` is stored.
+    pub fn has_series(&self, series: &str) -> Result<bool> {
+        Ok(self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE series = ?1)",
+            [series],
+            |r| r.get::<_, bool>(0),
+        )?)
+    }
+
     /// Whether a run of job `job` is stored (with or without an output).
     pub fn has_job(&self, job: &str) -> Result<bool> {
         Ok(self

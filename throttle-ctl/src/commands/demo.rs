@@ -304,7 +304,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
     let (spec, what) = opts.spec(&sizes)?;
     let spec_text = toml::to_string(&spec)?;
-    let sweep = Sweep::new(spec)?;
+    let mut sweep = Sweep::new(spec)?;
     std::fs::create_dir_all(&opts.dir)?;
     let dir = opts.dir.canonicalize()?;
     let cluster_path = dir.join("throttle-cluster.toml");
@@ -355,6 +355,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         crate::note!("warning: {w}");
     }
     let store = Store::open(&db)?;
+    sweep.resume_as_stored(&store)?;
     let options = sweep::SweepOptions {
         job_prefix: sweep::job_prefix(&db, &sweep.series),
         lease_s: crate::job::DEFAULT_LEASE_S,

@@ -45,7 +45,7 @@ pub struct Args {
 
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
-        let sweep = Sweep::load(&self.spec)?;
+        let mut sweep = Sweep::load(&self.spec)?;
         let cluster = ctx.cluster()?;
         // Checked before the database is created or a node touched.
         sweep.check_cluster(&cluster)?;
@@ -60,6 +60,7 @@ impl Args {
         }
         let db = self.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         let store = Store::open(&db)?;
+        sweep.resume_as_stored(&store)?;
         let options = SweepOptions {
             job_prefix: sweep::job_prefix(&db, &sweep.series),
             lease_s: self.lease,

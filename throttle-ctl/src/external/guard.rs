@@ -11,9 +11,12 @@
 //! exited, however) it kills every process whose environment carries this run's marker,
 //! `THROTTLE_RUN_ID=<random>`, which the command and everything it starts inherit. The
 //! marker comes through the pipe, not the command line, so other users cannot read it.
+//! Then it removes the run's directory (the hostfile), which the controller's own
+//! cleanup would have removed.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -30,8 +33,9 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Start a guard for a run marked with a new random marker.
-    pub fn start() -> Result<Guard> {
+    /// Start a guard for a run marked with a new random marker, whose directory is
+    /// `run_dir` (see [`super::RUN_DIR_PREFIX`]).
+    pub fn start(run_dir: &Path) -> Result<Guard> {
         let mut b = [0u8; 16];
         getrandom::getrandom(&mut b).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
         let marker: String = b.iter().map(|x| format!("{x:02x}")).collect();
@@ -48,7 +52,7 @@ impl Guard {
             .spawn()
             .context("cannot start the run's guard")?;
         let mut pipe = std::fs::File::from(write);
-        if let Err(e) = writeln!(pipe, "{marker}") {
+        if let Err(e) = writeln!(pipe, "{marker}\n{}", run_dir.display()) {
             let _ = child.kill();
             let _ = child.wait();
             return Err(e).context("cannot hand the guard its marker");
@@ -75,19 +79,43 @@ impl Drop for Guard {
 }
 
 /// The guard's side (`throttle-ctl __guard`; tested through the binary in
-/// `tests/tests/command.rs`, where no other test reaps this process's children): read the marker, wait for the end of the
-/// input, kill the marked processes. Returns how many it killed.
+/// `tests/tests/command.rs`, where no other test reaps this process's children): read the
+/// marker and the run's directory, wait for the end of the input, kill the marked
+/// processes, remove the directory. Returns how many processes it killed.
 pub fn watch(mut input: impl Read) -> usize {
     let mut all = Vec::new();
     let _ = input.read_to_end(&mut all);
-    let Some(marker) = std::str::from_utf8(&all)
-        .ok()
-        .and_then(|t| t.lines().next())
+    let text = std::str::from_utf8(&all).unwrap_or("");
+    let mut lines = text.lines();
+    let Some(marker) = lines
+        .next()
         .filter(|m| m.len() == 32 && m.bytes().all(|b| b.is_ascii_hexdigit()))
     else {
         return 0;
     };
-    kill_marked(marker)
+    let killed = kill_marked(marker);
+    if let Some(dir) = lines.next() {
+        remove_run_dir(Path::new(dir));
+    }
+    killed
+}
+
+/// Remove `dir` if it is a run's directory of this user: `throttle-run-<hex>` directly in
+/// the temporary directory, a directory (not a link), owned by this user. Anything else
+/// is left alone: the path comes from a pipe, and a mistake must not delete a user's files.
+fn remove_run_dir(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let shaped = dir.parent() == Some(std::env::temp_dir().as_path())
+        && dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(super::RUN_DIR_PREFIX))
+            .is_some_and(|hex| hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    let mine = std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::getuid().as_raw());
+    if shaped && mine {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Kill every process whose environment holds `THROTTLE_RUN_ID=marker` (a few passes:
@@ -136,4 +164,33 @@ fn marked_processes(needle: &[u8], me: i32) -> Vec<i32> {
                     .is_ok_and(|env| env.windows(needle.len()).any(|w| w == needle))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_run_directory_of_this_user_is_removed() {
+        let tmp = std::env::temp_dir();
+        let pid = std::process::id();
+        let run = tmp.join(format!("{}{:012x}", super::super::RUN_DIR_PREFIX, pid));
+        std::fs::create_dir_all(run.join("sub")).unwrap();
+        remove_run_dir(&run);
+        assert!(!run.exists(), "a run's directory stays");
+        // Not a run's name, a link to a directory, a run's name elsewhere: left alone.
+        let other = tmp.join(format!("throttle-guard-other-{pid}"));
+        std::fs::create_dir_all(&other).unwrap();
+        remove_run_dir(&other);
+        let link = tmp.join(format!("{}{:012x}", super::super::RUN_DIR_PREFIX, pid + 1));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+        remove_run_dir(&link);
+        let nested = other.join(format!("{}{:012x}", super::super::RUN_DIR_PREFIX, pid));
+        std::fs::create_dir_all(&nested).unwrap();
+        remove_run_dir(&nested);
+        assert!(other.exists() && link.exists() && nested.exists());
+        let _ = std::fs::remove_file(&link);
+        let _ = std::fs::remove_dir_all(&other);
+    }
 }

@@ -35,6 +35,10 @@ use crate::cluster::{Cluster, Node};
 use capture::Capture;
 use reap::{children, kill_descendants};
 
+/// The name of a run's directory (its hostfile) in the temporary directory, before 12
+/// hex digits.
+const RUN_DIR_PREFIX: &str = "throttle-run-";
+
 /// How an external command ended.
 pub struct Ended {
     pub ok: bool,
@@ -185,7 +189,7 @@ pub fn run(
         let mut b = [0u8; 6];
         let _ = getrandom::getrandom(&mut b);
         let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        let d = std::env::temp_dir().join(format!("throttle-run-{hex}"));
+        let d = std::env::temp_dir().join(format!("{RUN_DIR_PREFIX}{hex}"));
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -211,7 +215,7 @@ pub fn run(
     // this process, not of init, so that they can be found and killed afterwards; and if
     // this process is killed outright, the guard kills them (it is spared here).
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let guard = guard::Guard::start()?;
+    let guard = guard::Guard::start(&dir.0)?;
     let spared = children();
     let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
     let mut command = Command::new("/bin/sh");

@@ -63,6 +63,22 @@ impl SweepPoint {
     }
 }
 
+/// A series named after its workload and options: `command run="..." time_regex="..."`;
+/// with `with_nulls`, as throttle before 0.3 wrote it (every option, unset ones as
+/// `key=null`).
+fn default_series(workload: &str, options: &serde_json::Value, with_nulls: bool) -> String {
+    let parts: Vec<String> = options
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, v)| with_nulls || !v.is_null())
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{workload} {}", parts.join(" "))
+}
+
 /// The longest series name a spec may give.
 const MAX_NAME: usize = 80;
 
@@ -83,6 +99,9 @@ pub struct Sweep {
     pub spec: SweepSpec,
     pub workload: Workload,
     pub series: String,
+    /// The name earlier versions gave the same sweep, where it differs (see
+    /// [`Sweep::resume_as_stored`]).
+    legacy_series: Option<String>,
     pub options: serde_json::Value,
     /// The spec's bandwidth steps, expanded.
     pub steps: Vec<Pct>,
@@ -146,21 +165,17 @@ impl Sweep {
                 bail!("`bandwidths` has no 100% step: a [search] measures every CTI against the 100% baseline, add 100");
             }
         }
-        let series = match &spec.name {
-            Some(name) => series_name(name)?,
-            None => format!(
-                "{} {}",
-                workload.name(),
-                options
-                    .as_object()
-                    .map(|m| m
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(" "))
-                    .unwrap_or_default()
+        // The series is the workload and the options it was given (not the ones left
+        // unset); before 0.3 unset ones were written as `key=null`: that name is kept to
+        // resume a store an earlier throttle wrote ([`Sweep::resume_as_stored`]).
+        let (series, legacy_series) = match &spec.name {
+            Some(name) => (series_name(name)?, None),
+            None => (
+                default_series(workload.name(), &options, false),
+                Some(default_series(workload.name(), &options, true)),
             ),
         };
+        let legacy_series = legacy_series.filter(|l| *l != series);
         let mut points = Vec::new();
         for &n in &spec.nodes {
             for bw in &bws {
@@ -187,6 +202,7 @@ impl Sweep {
             spec,
             workload,
             series,
+            legacy_series,
             options,
             steps: bws,
             points,
@@ -195,6 +211,23 @@ impl Sweep {
 }
 
 impl Sweep {
+    /// Resume a store an earlier throttle wrote under this sweep's older name (unset
+    /// options written as `key=null`): when `store` holds runs of that name and none of
+    /// the current one, the sweep takes that name, so that what is stored counts.
+    pub fn resume_as_stored(&mut self, store: &crate::store::Store) -> Result<()> {
+        let Some(legacy) = &self.legacy_series else {
+            return Ok(());
+        };
+        if store.has_series(legacy)? && !store.has_series(&self.series)? {
+            self.series = legacy.clone();
+            let rpn = self.spec.ranks_per_node;
+            for p in &mut self.points {
+                p.key = SweepPoint::new(&self.series, p.nodes, rpn, p.bw, p.repeat).key;
+            }
+        }
+        Ok(())
+    }
+
     /// Under `repeats = "auto"`: the next repeat of every point whose median is not yet
     /// within `precision` and that has repeats left, in a seeded shuffled order.
     /// `searched`: the points the demand search added, whose steps are repeated alike.
@@ -305,6 +338,39 @@ mod tests {
                 "{bad}: {e:?}"
             );
         }
+    }
+
+    #[test]
+    fn unset_options_stay_out_of_the_series_and_older_stores_resume() {
+        let text = "workload = \"command\"\nnodes = [2]\nbandwidths = [100, 50]\n\
+                    [command]\nrun = \"./app {procs}\"\ntime_regex = 't=([0-9.]+)'\n";
+        let mut sweep = Sweep::new(toml::from_str(text).unwrap()).unwrap();
+        assert_eq!(
+            sweep.series,
+            r#"command run="./app {procs}" time_regex="t=([0-9.]+)""#
+        );
+        let legacy = r#"command intercept=null rate_regex=null run="./app {procs}" time_regex="t=([0-9.]+)""#;
+        // A store an earlier throttle wrote under the old name: the sweep takes it.
+        let path = std::env::temp_dir().join(format!("throttle-legacy-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = crate::store::Store::open(&path).unwrap();
+        let key = SweepPoint::new(legacy, 2, 1, Pct::FULL, 0).key;
+        let mut row = RunRow::for_test(&key, legacy, Pct::FULL, 0);
+        store.insert(&row).unwrap();
+        sweep.resume_as_stored(&store).unwrap();
+        assert_eq!(sweep.series, legacy);
+        assert!(
+            sweep.points.iter().any(|p| p.key == row.point_key),
+            "{:?}",
+            sweep.points
+        );
+        // A store that holds the new name (or nothing of this sweep) keeps it.
+        let mut fresh = Sweep::new(toml::from_str(text).unwrap()).unwrap();
+        row.series = fresh.series.clone();
+        store.insert(&row).unwrap();
+        fresh.resume_as_stored(&store).unwrap();
+        assert!(!fresh.series.contains("null"), "{}", fresh.series);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
