@@ -7,6 +7,7 @@
 //! (`target/<profile>/`): the packages that own them have integration tests of their own,
 //! which makes cargo build them.
 
+pub mod json_doc;
 pub mod namespace;
 
 use std::path::{Path, PathBuf};

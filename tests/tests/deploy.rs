@@ -137,6 +137,7 @@ fn deploy_starts_checks_and_stops_agents_over_ssh_and_reports_a_dead_host() {
     assert_eq!(started.status.code(), Some(1), "{}", text(&started));
     let r = rows(&started);
     assert_eq!(r.len(), 3);
+    throttle_tests::json_doc::check("deploy", &serde_json::Value::Array(r.clone()), false);
     assert!(
         r[0]["ok"].as_bool().unwrap() && r[1]["ok"].as_bool().unwrap(),
         "{r:?}"

@@ -1,74 +1,11 @@
-//! Every field the `--json` outputs a script reads most (`analyze`, `run`, `sweep`,
-//! `status`) print is named in `docs/json.md`, in the section of its command, and every
-//! interval has the one shape the document gives.
+//! Every field the `--json` outputs print is named in `docs/json.md`, in the section of
+//! its command, and every interval has the one shape the document gives (the models'
+//! outputs are checked in `models.rs`, where their data is made).
 
 use std::fmt::Write as _;
 
+use throttle_tests::json_doc::check;
 use throttle_tests::*;
-
-/// The section of docs/json.md headed with `command`'s `--json`, after the conventions
-/// every output shares.
-fn section(command: &str) -> String {
-    let doc =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/json.md")).unwrap();
-    let head = format!("## `throttle-ctl {command} --json`");
-    let from = doc
-        .find(&head)
-        .unwrap_or_else(|| panic!("docs/json.md has no section {head}"));
-    let common = &doc[..doc.find("\n## ").unwrap()];
-    let rest = &doc[from + head.len()..];
-    format!(
-        "{common}{}",
-        &rest[..rest.find("\n## ").unwrap_or(rest.len())]
-    )
-}
-
-/// Keys of `v` not named (as `` `key` ``, or `` `key[]` `` for an array) in the section; with `deep`, of every object
-/// inside it too, except the free-form ones (`metrics`, `detail`, `fidelity`).
-fn undocumented(v: &serde_json::Value, section: &str, deep: bool, out: &mut Vec<String>) {
-    match v {
-        serde_json::Value::Object(m) => {
-            if let (Some(_), Some(_), Some(c)) = (m.get("low"), m.get("high"), m.get("covers")) {
-                assert_eq!(
-                    m.len(),
-                    3,
-                    "an interval with more than low, high, covers: {v}"
-                );
-                let c = c.as_str().unwrap();
-                assert!(
-                    section.contains(&format!("`\"{c}\"`")),
-                    "covers {c:?} not described"
-                );
-            }
-            for (k, x) in m {
-                let named =
-                    section.contains(&format!("`{k}`")) || section.contains(&format!("`{k}[]`"));
-                if !named && !out.contains(k) {
-                    out.push(k.clone());
-                }
-                if deep && !["metrics", "detail", "fidelity"].contains(&k.as_str()) {
-                    undocumented(x, section, deep, out);
-                }
-            }
-        }
-        serde_json::Value::Array(a) => {
-            for x in a {
-                undocumented(x, section, deep, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn check(command: &str, v: &serde_json::Value, deep: bool) {
-    let s = section(command);
-    let mut missing = Vec::new();
-    undocumented(v, &s, deep, &mut missing);
-    assert!(
-        missing.is_empty(),
-        "`{command} --json` prints fields docs/json.md does not name: {missing:?}"
-    );
-}
 
 fn json(out: &std::process::Output) -> serde_json::Value {
     assert!(
@@ -148,4 +85,65 @@ fn every_json_field_is_documented() {
 
     let st = json(&ctl(dir, &["status", "--json"]));
     check("status", &st, false);
+    // `set` prints the nodes' status after the change (its section says so).
+    check("status", &json(&ctl(dir, &["set", "40", "--json"])), false);
+    let f = json(&ctl(
+        dir,
+        &[
+            "forward",
+            "add",
+            "--from",
+            "n0",
+            "--listen",
+            "127.0.51.1:5400",
+            "--to",
+            "n1:127.0.51.2:5401",
+            "--json",
+        ],
+    ));
+    check("forward", &f, false);
+    check(
+        "forward",
+        &json(&ctl(dir, &["forward", "list", "--json"])),
+        false,
+    );
+    let c = json(&ctl(dir, &["calibrate", "--seconds", "0.5", "--json"]));
+    check("calibrate", &c, false);
+
+    // A cluster of its own for local up and down, and a cluster file of a real one.
+    let other = scratch("jsonlocal");
+    let up = json(&ctl(
+        &other.0,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            "1",
+            "--base-addr",
+            "127.0.52.1",
+            "--json",
+        ],
+    ));
+    check("local up", &up, false);
+    check("local up", &up["cluster"], false);
+    check("local up", &up["cluster"]["node"], false);
+    check(
+        "local down",
+        &json(&ctl(&other.0, &["local", "down", "--json"])),
+        false,
+    );
+    let init = json(&ctl(
+        &other.0,
+        &[
+            "cluster",
+            "init",
+            "--hosts",
+            "n0=198.18.70.1,n1=198.18.70.2",
+            "--capacity",
+            "1Gbit",
+            "--json",
+        ],
+    ));
+    check("cluster init", &init, false);
+    check("cluster init", &init["agents"], false);
 }

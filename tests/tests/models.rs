@@ -2,6 +2,7 @@
 //! the agents (G must match the setting), stored, then used by `model pmm` and `model mw`
 //! on runs from real sweeps.
 
+use throttle_tests::json_doc::check;
 use throttle_tests::*;
 
 fn ok(out: &std::process::Output) -> serde_json::Value {
@@ -41,6 +42,10 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
         ],
     ));
     assert_eq!(v["measurements"].as_array().unwrap().len(), 4, "{v}");
+    check("model loggps", &v, false);
+    check("model loggps", &v["measurements"], false);
+    check("model loggps", &v["fit"], false);
+    check("model loggps", &v["fit"]["settings"], false);
     for s in v["fit"]["settings"].as_array().unwrap() {
         let e = s["error"].as_f64().unwrap();
         assert!(e.abs() <= 0.02, "G off by {e}: {s}");
@@ -82,6 +87,8 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
             "pmm-report",
         ],
     ));
+    check("model pmm", &p, false);
+    check("model pmm", &p["rows"], false);
     let rows = p["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "{p}");
     for r in rows {
@@ -115,6 +122,7 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
     let w = ok(&ctl(dir, &["model", "mw", "--db", "m.db", "--json"]));
+    check("model mw", &w, false);
     let points = w[0]["points"].as_array().unwrap();
     assert_eq!(points.len(), 2, "{w}");
     assert!(
