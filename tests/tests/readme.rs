@@ -38,8 +38,11 @@ fn run_blocks(kind: &str, tag: &str) {
     );
     for (i, block) in blocks.iter().enumerate() {
         let dir = scratch(&format!("{tag}{i}"));
+        // What the block left in the background (a server waiting for its client) ends
+        // with it, also when the block fails.
+        let script = format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{block}");
         let out = Command::new("bash")
-            .args(["-euo", "pipefail", "-c", block])
+            .args(["-euo", "pipefail", "-c", &script])
             .current_dir(&dir.0)
             .env("PATH", &path)
             .env_remove("THROTTLE_CLUSTER")
@@ -65,6 +68,33 @@ fn needs(test: &str, tool: &str, arg: &str) -> bool {
     }
     eprintln!("SKIPPED {test}: needs {tool}");
     false
+}
+
+/// Every code block of the README is closed by a bare fence before another opens: an
+/// unclosed one swallows the sections after it (and hides a runnable block from the
+/// tests below).
+#[test]
+fn the_readmes_code_blocks_are_closed() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let mut open: Option<usize> = None;
+    for (i, line) in readme.lines().enumerate() {
+        match open {
+            None if line.starts_with("```") => open = Some(i + 1),
+            Some(_) if line == "```" => open = None,
+            Some(from) if line.starts_with("```") => {
+                panic!(
+                    "README.md:{}: a block opens inside the block of line {from}",
+                    i + 1
+                )
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        open, None,
+        "README.md: the block of this line is never closed"
+    );
 }
 
 #[test]

@@ -101,7 +101,7 @@ pub struct Outcome {
     pub seconds: f64,
     /// Rank 0's result line: the workload's own time, check and metrics.
     pub result: Option<WorkloadResult>,
-    /// The output kept: a command's lines as they came (whole up to 4 MiB, then its last
+    /// The output kept: a command's lines as they came (whole up to 1 MiB, then its last
     /// lines); rank 0's last lines for a workload the agents launch.
     pub output: Vec<String>,
     /// Whether the nodes' links ran at their setting meanwhile (`None` when an agent did

@@ -140,10 +140,14 @@ impl SweepProgress {
                         )),
                     }
                 } else {
+                    let job = if outcome.job.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" as job {}", outcome.job)
+                    };
                     self.line(&format!(
-                        "{head}: FAILED ({}), stored as job {}; {then}",
+                        "{head}: FAILED ({}), stored{job}; {then}",
                         outcome.reason.as_deref().unwrap_or("unknown"),
-                        outcome.job
                     ));
                 }
             }

@@ -197,6 +197,10 @@ impl Store {
     pub fn insert_with_output(&self, r: &RunRow, output: &[String]) -> Result<()> {
         let tx = self.conn.unchecked_transaction()?;
         let id = self.insert_row(r)?;
+        // A row id SQLite reuses (newest rows deleted by hand) or an `outputs` row put
+        // there by someone else must not become this run's output, nor block its own.
+        self.conn
+            .execute("DELETE FROM outputs WHERE run_id = ?1", params![id])?;
         if !output.is_empty() {
             let mut text = output.join("\n");
             text.push('\n');
@@ -226,6 +230,15 @@ impl Store {
             [series],
             |r| r.get::<_, bool>(0),
         )?)
+    }
+
+    /// The (workload, options) of the stored runs of series `series`, each once.
+    pub fn settings_of(&self, series: &str) -> Result<Vec<(String, String)>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT DISTINCT workload, options FROM runs WHERE series = ?1")?;
+        let rows = st.query_map([series], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Whether a run of job `job` is stored (with or without an output).

@@ -251,13 +251,24 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// How the demand at p* for CTI level `cti` is censored: a projection from it is a
-    /// bound on the same side.
-    pub fn censored_at_star(&self, cti: f64) -> Censored {
+    /// The demand at p* for CTI level `cti`, which the projections of that level start
+    /// from.
+    pub fn demand_at_star(&self, cti: f64) -> Option<&Demand> {
         self.demand
             .iter()
             .find(|d| Some(d.procs) == self.p_star && d.cti == cti)
-            .map(|d| d.censored)
-            .unwrap_or(Censored::None)
+    }
+}
+
+/// How a projection from a censored demand at p* is written: `<X` when that demand was
+/// censored below (it starts from the lowest step, which the demand is at most, so the
+/// projection is at most X too); `X (from >B)` when censored above (it starts from a value
+/// read up to 100%, not from the bound B the demand is known to exceed: not a bound).
+pub fn projected_from(x: f64, from_censored: bool, at_star: Option<&Demand>) -> String {
+    match (from_censored, at_star) {
+        (false, _) => format!("{x:.1}"),
+        (true, Some(d)) if d.censored == Censored::Below => format!("<{x:.1}"),
+        (true, Some(Demand { bound: Some(b), .. })) => format!("{x:.1} (from >{b:.1})"),
+        (true, _) => format!("{x:.1} (from a censored demand)"),
     }
 }

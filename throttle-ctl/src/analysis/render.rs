@@ -123,8 +123,11 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     projection(&mut out, a, levels);
     for s in &a.saturation {
         out.push_str(&format!(
-            "link saturates (demand = 100%) at {}about {:.0} processes{} for CTI {}%{}\n",
+            "link saturates (demand = 100%) at {}{} processes (the projection crosses 100% at {:.1}){} for CTI {}%{}\n",
             if s.from_censored { "(bound) " } else { "" },
+            s.procs
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| format!("about {:.0}", s.crossing)),
             s.crossing,
             interval(s.interval.map(|i| (i.low, i.high))),
             s.cti,
@@ -267,12 +270,12 @@ fn projection(out: &mut String, a: &Analysis, levels: &[f64]) {
         a.p_star.unwrap_or(0),
         doubt(&a.verdict)
     ));
-    // A projection from a censored demand at p* is a bound the same way.
+    // A projection from a censored demand at p* says so (answer::projected_from).
     out.push_str(&projection_table(&a.projection, levels, |c| {
-        a.censored_at_star(c)
+        a.demand_at_star(c)
     }));
     if a.projection.iter().any(|p| p.from_censored) {
-        out.push_str("  <B, >B: a bound, projected from a demand at p* that is itself censored\n");
+        out.push_str("  <X: at most X, projected from a demand at p* censored below; X (from >B): projected from a demand at p* known only to exceed B, not a bound\n");
     }
     out.push_str(&covers(&a.projection));
 }
@@ -347,7 +350,7 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
             "projection from traffic (T(w) = T(100%) + k V/C (1/w - 1)){}\n",
             doubt(&t.verdict)
         ));
-        out.push_str(&projection_table(&t.projection, levels, |_| Censored::None));
+        out.push_str(&projection_table(&t.projection, levels, |_| None));
         out.push_str(&covers(&t.projection));
     }
 }
@@ -390,11 +393,11 @@ fn covers(projection: &[super::Projection]) -> String {
         .unwrap_or_default()
 }
 
-/// `at_star`: how the demand each projection of a level starts from is censored.
-fn projection_table(
+/// `at_star`: the demand at p* each projection of a level starts from.
+fn projection_table<'a>(
     projection: &[super::Projection],
     levels: &[f64],
-    at_star: impl Fn(f64) -> Censored,
+    at_star: impl Fn(f64) -> Option<&'a super::Demand>,
 ) -> String {
     let mut targets: Vec<u32> = projection.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
@@ -411,16 +414,9 @@ fn projection_table(
             let pr = projection.iter().find(|x| x.procs == p && x.cti == c);
             row.push(
                 pr.map(|x| {
-                    // From a censored demand: a bound, marked as the demand is (a bound
-                    // of unknown side, should the demand not say, as `(bound)`).
-                    let mark = match (x.from_censored, at_star(c)) {
-                        (false, _) => String::new(),
-                        (true, Censored::None) => "(bound) ".into(),
-                        (true, m) => m.mark().into(),
-                    };
                     format!(
-                        "{mark}{:.1}{}",
-                        x.bw_pct,
+                        "{}{}",
+                        super::answer::projected_from(x.bw_pct, x.from_censored, at_star(c)),
                         match (x.interval, x.noise_interval) {
                             (Some(i), _) => interval(Some((i.low, i.high))),
                             (None, Some(n)) => format!("{}*", interval(Some((n.low, n.high)))),
@@ -552,10 +548,29 @@ mod tests {
             error_is_bound: measured.is_some(),
             from_censored,
         };
-        // From a demand at p* censored above: the projection is more than 121.
-        let t = projection_table(&[p(true, None)], &[10.0], |_| Censored::Above);
-        assert!(t.contains(">121.0") && !t.contains("censored"), "{t}");
-        let t = projection_table(&[p(false, Some(30.0))], &[10.0], |_| Censored::None);
+        // From a demand at p* censored below: at most 121. From one censored above: not
+        // a bound, and said so with the bound the demand is known to exceed.
+        let star = |censored, bound| super::super::Demand {
+            procs: 16,
+            cti: 10.0,
+            bw_pct: 88.0,
+            censored,
+            bound,
+            between: None,
+            below_noise: false,
+            interval: None,
+            held_out: false,
+        };
+        let below = star(Censored::Below, Some(20.0));
+        let t = projection_table(&[p(true, None)], &[10.0], |_| Some(&below));
+        assert!(t.contains("<121.0") && !t.contains("censored"), "{t}");
+        let above = star(Censored::Above, Some(40.0));
+        let t = projection_table(&[p(true, None)], &[10.0], |_| Some(&above));
+        assert!(
+            t.contains("121.0 (from >40.0)") && !t.contains(">121"),
+            "{t}"
+        );
+        let t = projection_table(&[p(false, Some(30.0))], &[10.0], |_| None);
         assert!(t.contains("121.0") && !t.contains(">121.0"), "{t}");
         assert!(t.contains("<30.0 (noise) (>= +91.0 pp)"), "{t}");
     }

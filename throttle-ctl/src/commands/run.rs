@@ -90,7 +90,7 @@ pub struct Args {
     /// line kept).
     #[arg(long)]
     json: bool,
-    /// Print the whole output kept (a --cmd's output whole up to 4 MiB, then its last
+    /// Print the whole output kept (a --cmd's output whole up to 1 MiB, then its last
     /// lines), not only its last 20 lines.
     #[arg(long, short)]
     verbose: bool,

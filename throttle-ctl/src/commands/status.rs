@@ -65,7 +65,8 @@ pub fn collect(cluster: &Cluster) -> Vec<(String, Result<Status>)> {
     })
 }
 
-/// The table; a node that did not answer shows `down` and its whole error.
+/// The table; a node that did not answer shows `down` and its error (whole, unless far
+/// longer than any of ours).
 pub fn render(results: &[(String, Result<Status>)]) -> String {
     let mut t = Table::new(&[
         "node",
@@ -130,8 +131,10 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                 let text = text
                     .strip_prefix(&format!("node `{name}`: "))
                     .unwrap_or(&text);
-                // The last column: whole, however long (the hint at its end included).
-                row.push(text.to_string());
+                // The last column: whole with its hint, up to a length no message of ours
+                // reaches (whatever answers at a dead agent's address writes part of it),
+                // and with control characters written out.
+                row.push(cut(&crate::analysis::observation::printable(text), 600));
                 t.row(row);
             }
         }
@@ -182,5 +185,13 @@ mod tests {
             !table.contains("node `n1`"),
             "the row names the node: {table}"
         );
+        // What a stranger at a dead agent's address wrote cannot drive the terminal.
+        let e = anyhow::anyhow!("node `n1`: \u{1b}]0;owned\u{7}{}", "x".repeat(5000));
+        let table = render(&[("n1".to_string(), Err(e))]);
+        assert!(
+            !table.contains('\u{1b}') && table.contains("\\u{1b}]0;owned"),
+            "{table}"
+        );
+        assert!(table.len() < 1000, "{}", table.len());
     }
 }

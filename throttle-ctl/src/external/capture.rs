@@ -8,11 +8,15 @@ use std::time::{Duration, Instant};
 
 use super::TimeRegex;
 
-/// Bytes of output kept whole (Graph500's per-search times, IMB's tables); past them,
-/// only the last [`TAIL_LINES`] lines, after a line saying what was left out.
-pub const MAX_KEPT: usize = 4 << 20;
-/// Lines kept after the output passed [`MAX_KEPT`].
+/// Bytes of output kept whole (Graph500's per-search times, IMB's tables); past them (or
+/// past [`MAX_KEPT_LINES`]), only the last lines, after a line saying what was left out.
+pub const MAX_KEPT: usize = 1 << 20;
+/// Lines kept whole at most (a million one-character lines would cost far more memory
+/// than their bytes).
+const MAX_KEPT_LINES: usize = 200_000;
+/// Lines, and bytes, kept after the output passed what is kept whole.
 const TAIL_LINES: usize = 200;
+const TAIL_BYTES: usize = 256 << 10;
 /// Longest line looked at (a longer one is taken in pieces of this size).
 const MAX_LINE: u64 = 64 * 1024;
 
@@ -21,25 +25,33 @@ const MAX_LINE: u64 = 64 * 1024;
 struct Kept {
     head: Vec<String>,
     head_bytes: usize,
-    /// Lines that came after the head was full: the last [`TAIL_LINES`] of them.
+    /// Lines that came after the head was full: the last [`TAIL_LINES`] of them, at most
+    /// [`TAIL_BYTES`].
     tail: std::collections::VecDeque<String>,
+    tail_bytes: usize,
     /// Lines (and their bytes) that came after the head was full and left the tail.
     dropped: (usize, usize),
 }
 
 impl Kept {
     fn push(&mut self, line: String) {
-        if self.tail.is_empty() && self.head_bytes + line.len() < MAX_KEPT {
+        if self.tail.is_empty()
+            && self.head_bytes + line.len() < MAX_KEPT
+            && self.head.len() < MAX_KEPT_LINES
+        {
             self.head_bytes += line.len() + 1;
             self.head.push(line);
             return;
         }
+        self.tail_bytes += line.len() + 1;
         self.tail.push_back(line);
-        if self.tail.len() > TAIL_LINES {
-            if let Some(l) = self.tail.pop_front() {
-                self.dropped.0 += 1;
-                self.dropped.1 += l.len() + 1;
-            }
+        while self.tail.len() > TAIL_LINES || self.tail_bytes > TAIL_BYTES {
+            let Some(l) = self.tail.pop_front() else {
+                break;
+            };
+            self.tail_bytes -= l.len() + 1;
+            self.dropped.0 += 1;
+            self.dropped.1 += l.len() + 1;
         }
     }
 
@@ -47,10 +59,11 @@ impl Kept {
         let mut all = self.head;
         if self.dropped.0 > 0 {
             all.push(format!(
-                "[throttle: {} line(s), {} bytes, of output left out here: {} MiB are kept whole, then the last {TAIL_LINES} lines]",
+                "[throttle: {} line(s), {} bytes, of output left out here: {} MiB ({MAX_KEPT_LINES} lines) are kept whole, then the last {TAIL_LINES} lines ({} KiB)]",
                 self.dropped.0,
                 self.dropped.1,
-                MAX_KEPT >> 20
+                MAX_KEPT >> 20,
+                TAIL_BYTES >> 10
             ));
         }
         all.extend(self.tail);
@@ -183,6 +196,33 @@ mod tests {
         assert!(lines[lines.len() - 1].starts_with(&format!("{:06} ", n - 1)));
         assert!(
             lines[marker].starts_with(&format!("[throttle: {} line(s)", n - marker - TAIL_LINES))
+        );
+
+        // Many short lines: the head stops at its line count, the tail keeps its last.
+        let mut k = Kept::default();
+        for i in 0..MAX_KEPT_LINES + 1003 {
+            k.push((i % 10).to_string());
+        }
+        let lines = k.lines();
+        assert_eq!(lines.len(), MAX_KEPT_LINES + 1 + TAIL_LINES);
+        assert!(lines[MAX_KEPT_LINES].starts_with("[throttle: 803 line(s)"));
+        assert_eq!(lines.last().unwrap(), "2");
+
+        // Long lines past the cap: the tail stops at its bytes.
+        let mut k = Kept::default();
+        let huge = "y".repeat(60 << 10);
+        for _ in 0..(MAX_KEPT / huge.len() + 50) {
+            k.push(huge.clone());
+        }
+        let lines = k.lines();
+        let marker = lines
+            .iter()
+            .position(|l| l.starts_with("[throttle: "))
+            .unwrap();
+        let tail: usize = lines[marker + 1..].iter().map(|l| l.len() + 1).sum();
+        assert!(
+            tail <= TAIL_BYTES && tail + huge.len() + 1 > TAIL_BYTES,
+            "{tail}"
         );
     }
 }

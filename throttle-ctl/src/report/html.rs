@@ -147,8 +147,11 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
             a.p_star.unwrap_or(0)
         ));
         out.push_str(&projection_table(&a.projection, levels, &header, |c| {
-            a.censored_at_star(c)
+            a.demand_at_star(c)
         }));
+        if a.projection.iter().any(|p| p.from_censored) {
+            out.push_str("<p>&lt;X: at most X, projected from a demand at p* censored below; X (from &gt;B): projected from a demand at p* known only to exceed B, not a bound.</p>\n");
+        }
     }
     if let Some(t) = &a.traffic {
         if let Some(f) = &t.fit {
@@ -184,9 +187,7 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         }
         if !t.projection.is_empty() {
             out.push_str("<h3>Projection from traffic</h3>\n");
-            out.push_str(&projection_table(&t.projection, levels, &header, |_| {
-                Censored::None
-            }));
+            out.push_str(&projection_table(&t.projection, levels, &header, |_| None));
         }
     }
     if !a.saturation.is_empty() {
@@ -213,11 +214,11 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
 
 /// A projection table: each target's demand per level with the interval the answer uses
 /// (noise and model error; `*`: noise only) and, at a held-out size, the measurement.
-fn projection_table(
+fn projection_table<'a>(
     proj: &[crate::analysis::Projection],
     levels: &[f64],
     header: &[String],
-    at_star: impl Fn(f64) -> Censored,
+    at_star: impl Fn(f64) -> Option<&'a crate::analysis::Demand>,
 ) -> String {
     let mut targets: Vec<u32> = proj.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
@@ -246,13 +247,12 @@ fn projection_table(
                                 )
                             })
                             .unwrap_or_default();
-                        // From a censored demand at p*: a bound on the same side.
-                        let mark = match (p.from_censored, at_star(c)) {
-                            (false, _) => "",
-                            (true, Censored::None) => "(bound) ",
-                            (true, m) => m.mark(),
-                        };
-                        format!("{mark}{:.1}{ci}{m}", p.bw_pct)
+                        let value = crate::analysis::answer::projected_from(
+                            p.bw_pct,
+                            p.from_censored,
+                            at_star(c),
+                        );
+                        format!("{value}{ci}{m}")
                     })
                     .unwrap_or_else(|| "–".into())
             }));

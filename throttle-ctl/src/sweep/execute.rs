@@ -263,10 +263,10 @@ impl Sweep {
             .iter()
             .filter(|p| !done.contains(&p.key))
             .collect();
-        let skipped = self.points.len() - todo.len();
-        if skipped > 0 {
+        let already_stored = self.points.len() - todo.len();
+        if already_stored > 0 {
             on_event(SweepEvent::Resuming {
-                stored: skipped,
+                stored: already_stored,
                 total: self.points.len(),
             });
         }
@@ -343,7 +343,7 @@ impl Sweep {
         }
         Ok(SweepEnd::Complete {
             ran: runner.ran,
-            already_stored: skipped,
+            already_stored,
             gave_up: runner.gave_up,
         })
     }

@@ -11,6 +11,7 @@ use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
 use super::spec::{expand_bandwidths, Repeats, SweepSpec, AUTO_FIRST};
+use crate::analysis::observation::printable;
 use crate::analysis::stats::Rng;
 use crate::job::RunStatus;
 use crate::store::Store;
@@ -64,7 +65,7 @@ impl SweepPoint {
 }
 
 /// A series named after its workload and options: `command run="..." time_regex="..."`;
-/// with `with_nulls`, as throttle before 0.3 wrote it (every option, unset ones as
+/// with `with_nulls`, as throttle wrote it until 2026-11-27 (every option, unset ones as
 /// `key=null`).
 fn default_series(workload: &str, options: &serde_json::Value, with_nulls: bool) -> String {
     let parts: Vec<String> = options
@@ -166,7 +167,7 @@ impl Sweep {
             }
         }
         // The series is the workload and the options it was given (not the ones left
-        // unset); before 0.3 unset ones were written as `key=null`: that name is kept to
+        // unset); until 2026-11-27 unset ones were written as `key=null`: that name is kept to
         // resume a store an earlier throttle wrote ([`Sweep::resume_as_stored`]).
         let (series, legacy_series) = match &spec.name {
             Some(name) => (series_name(name)?, None),
@@ -211,19 +212,46 @@ impl Sweep {
 }
 
 impl Sweep {
-    /// Resume a store an earlier throttle wrote under this sweep's older name (unset
-    /// options written as `key=null`): when `store` holds runs of that name and none of
-    /// the current one, the sweep takes that name, so that what is stored counts.
-    pub fn resume_as_stored(&mut self, store: &crate::store::Store) -> Result<()> {
-        let Some(legacy) = &self.legacy_series else {
-            return Ok(());
-        };
-        if store.has_series(legacy)? && !store.has_series(&self.series)? {
-            self.series = legacy.clone();
-            let rpn = self.spec.ranks_per_node;
-            for p in &mut self.points {
-                p.key = SweepPoint::new(&self.series, p.nodes, rpn, p.bw, p.repeat).key;
+    /// Match the sweep with what `store` holds of it. A store an earlier throttle wrote
+    /// under this sweep's older name (unset options written as `key=null`), and nothing
+    /// under the current one, is resumed under that name, so that what is stored counts.
+    /// A store whose runs of this series are of another workload or other options (a
+    /// `name` kept for a changed sweep) is refused: its points would count as done.
+    pub fn resume_as_stored(&mut self, store: &Store) -> Result<()> {
+        if let Some(legacy) = &self.legacy_series {
+            if store.has_series(legacy)? && !store.has_series(&self.series)? {
+                self.series = legacy.clone();
+                let rpn = self.spec.ranks_per_node;
+                for p in &mut self.points {
+                    p.key = SweepPoint::new(&self.series, p.nodes, rpn, p.bw, p.repeat).key;
+                }
             }
+        }
+        // Options compared without the unset ones: a store from before an option existed
+        // is the same sweep.
+        let set = |v: &serde_json::Value| -> serde_json::Value {
+            match v {
+                serde_json::Value::Object(m) => serde_json::Value::Object(
+                    m.iter()
+                        .filter(|(_, x)| !x.is_null())
+                        .map(|(k, x)| (k.clone(), x.clone()))
+                        .collect(),
+                ),
+                other => other.clone(),
+            }
+        };
+        let mine = set(&self.options);
+        if let Some((workload, options)) =
+            store.settings_of(&self.series)?.into_iter().find(|(w, o)| {
+                w != self.workload.name()
+                    || serde_json::from_str(o).map(|o| set(&o)).ok().as_ref() != Some(&mine)
+            })
+        {
+            bail!(
+                "the store already holds runs of series `{}` with other settings ({workload} {}): give this sweep its own `name`, or use another --db",
+                printable(&self.series),
+                printable(&options)
+            );
         }
         Ok(())
     }
@@ -356,6 +384,8 @@ mod tests {
         let store = crate::store::Store::open(&path).unwrap();
         let key = SweepPoint::new(legacy, 2, 1, Pct::FULL, 0).key;
         let mut row = RunRow::for_test(&key, legacy, Pct::FULL, 0);
+        row.workload = "command".into();
+        row.options = sweep.options.to_string();
         store.insert(&row).unwrap();
         sweep.resume_as_stored(&store).unwrap();
         assert_eq!(sweep.series, legacy);
@@ -370,6 +400,24 @@ mod tests {
         store.insert(&row).unwrap();
         fresh.resume_as_stored(&store).unwrap();
         assert!(!fresh.series.contains("null"), "{}", fresh.series);
+        // A name kept for another command: refused, its points would count as done.
+        let named = |run: &str| {
+            let t = format!("workload = \"command\"\nname = \"app\"\nnodes = [2]\nbandwidths = [100]\n[command]\nrun = \"{run}\"\n");
+            Sweep::new(toml::from_str(&t).unwrap()).unwrap()
+        };
+        let first = named("./app-1");
+        row.series = "app".into();
+        row.options = first.options.to_string();
+        store.insert(&row).unwrap();
+        named("./app-1").resume_as_stored(&store).unwrap();
+        let e = named("./app-2")
+            .resume_as_stored(&store)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("series `app` with other settings") && e.contains("app-1"),
+            "{e}"
+        );
         let _ = std::fs::remove_file(&path);
     }
 
