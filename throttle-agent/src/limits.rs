@@ -526,6 +526,22 @@ mod tests {
     }
 
     #[test]
+    fn an_eviction_counts_as_a_refusal() {
+        let l = Limits::new(4, 4, 4);
+        let ip: IpAddr = "198.18.0.9".parse().unwrap();
+        // One source's share is a quarter of the pool: the second connection from it
+        // takes the place of its first.
+        let first = l.control.try_enter(Some(ip)).unwrap();
+        assert_eq!(l.refused(), 0);
+        let second = l
+            .control
+            .try_enter(Some(ip))
+            .expect("its own oldest made room");
+        assert_eq!(l.refused(), 1, "the evicted connection was turned away");
+        drop((first, second));
+    }
+
+    #[test]
     fn a_full_pool_evicts_its_oldest_unproven_connection_never_a_proven_one() {
         let p = Pool::evicting(4);
         let controller = p.try_enter_trusted(None).unwrap();
