@@ -60,23 +60,8 @@ fn undocumented(v: &serde_json::Value, section: &str, deep: bool, out: &mut Vec<
 /// named in the command's section: at every depth with `deep`, else the top level (of
 /// the value, or of each object of an array).
 pub fn check(command: &str, v: &serde_json::Value, deep: bool) {
-    let s = section(command);
     let mut missing = Vec::new();
-    match (v, deep) {
-        (serde_json::Value::Array(items), false) => {
-            for item in items {
-                if let serde_json::Value::Object(m) = item {
-                    let top = serde_json::Value::Object(
-                        m.iter()
-                            .map(|(k, _)| (k.clone(), serde_json::Value::Null))
-                            .collect(),
-                    );
-                    undocumented(&top, &s, false, &mut missing);
-                }
-            }
-        }
-        _ => undocumented(v, &s, deep, &mut missing),
-    }
+    undocumented(v, &section(command), deep, &mut missing);
     assert!(
         missing.is_empty(),
         "`{command} --json` prints fields docs/json.md does not name: {missing:?}"

@@ -108,6 +108,17 @@ pub fn up(tag: &str, nodes: usize, capacity: &str, base: &str) -> Scratch {
     s
 }
 
+/// The JSON a command printed, after checking that it succeeded.
+pub fn json_of(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// `throttle-ctl run --json ARGS` in `dir`: (exit success, the JSON printed, stderr).
 pub fn json_run(dir: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
     let mut a = vec!["run", "--json"];

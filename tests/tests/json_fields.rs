@@ -7,15 +7,6 @@ use std::fmt::Write as _;
 use throttle_tests::json_doc::check;
 use throttle_tests::*;
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn every_json_field_is_documented() {
     let c = up("jsonfields", 2, "1Gbit", "127.0.51.1");
@@ -34,7 +25,7 @@ fn every_json_field_is_documented() {
         }
     }
     std::fs::write(dir.join("a.csv"), csv).unwrap();
-    let a = json(&ctl(
+    let a = json_of(&ctl(
         dir,
         &[
             "analyze",
@@ -79,15 +70,19 @@ fn every_json_field_is_documented() {
         "workload = \"command\"\nname = \"echo\"\nnodes = [1]\nbandwidths = [100]\nrepeats = 1\nwarmup = false\nsettle = 0\n[command]\nrun = \"true\"\n",
     )
     .unwrap();
-    let s = json(&ctl(dir, &["sweep", "spec.toml", "--db", "s.db", "--json"]));
+    let s = json_of(&ctl(dir, &["sweep", "spec.toml", "--db", "s.db", "--json"]));
     assert_eq!(s["result"]["ran"], 1, "{s}");
     check("sweep", &s, true);
 
-    let st = json(&ctl(dir, &["status", "--json"]));
+    let st = json_of(&ctl(dir, &["status", "--json"]));
     check("status", &st, false);
     // `set` prints the nodes' status after the change (its section says so).
-    check("status", &json(&ctl(dir, &["set", "40", "--json"])), false);
-    let f = json(&ctl(
+    check(
+        "status",
+        &json_of(&ctl(dir, &["set", "40", "--json"])),
+        false,
+    );
+    let f = json_of(&ctl(
         dir,
         &[
             "forward",
@@ -104,15 +99,15 @@ fn every_json_field_is_documented() {
     check("forward", &f, false);
     check(
         "forward",
-        &json(&ctl(dir, &["forward", "list", "--json"])),
+        &json_of(&ctl(dir, &["forward", "list", "--json"])),
         false,
     );
-    let c = json(&ctl(dir, &["calibrate", "--seconds", "0.5", "--json"]));
+    let c = json_of(&ctl(dir, &["calibrate", "--seconds", "0.5", "--json"]));
     check("calibrate", &c, false);
 
     // A cluster of its own for local up and down, and a cluster file of a real one.
     let other = scratch("jsonlocal");
-    let up = json(&ctl(
+    let up = json_of(&ctl(
         &other.0,
         &[
             "local",
@@ -129,10 +124,10 @@ fn every_json_field_is_documented() {
     check("local up", &up["cluster"]["node"], false);
     check(
         "local down",
-        &json(&ctl(&other.0, &["local", "down", "--json"])),
+        &json_of(&ctl(&other.0, &["local", "down", "--json"])),
         false,
     );
-    let init = json(&ctl(
+    let init = json_of(&ctl(
         &other.0,
         &[
             "cluster",

@@ -5,23 +5,13 @@
 use throttle_tests::json_doc::check;
 use throttle_tests::*;
 
-fn ok(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
     let c = up("models", 4, "200Mbit", "127.0.26.1");
     let dir = &c.0;
 
     // LogGPS at two settings and two process counts; G is the emulator's own check.
-    let v = ok(&ctl(
+    let v = json_of(&ctl(
         dir,
         &[
             "model",
@@ -57,7 +47,7 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
     }
     assert!(v["fit"]["recv"]["b"].is_number(), "{v}");
     // Stored: readable again without measuring.
-    let again = ok(&ctl(
+    let again = json_of(&ctl(
         dir,
         &["model", "loggps", "--db", "m.db", "--stored", "--json"],
     ));
@@ -75,7 +65,7 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let p = ok(&ctl(
+    let p = json_of(&ctl(
         dir,
         &[
             "model",
@@ -121,7 +111,7 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let w = ok(&ctl(dir, &["model", "mw", "--db", "m.db", "--json"]));
+    let w = json_of(&ctl(dir, &["model", "mw", "--db", "m.db", "--json"]));
     check("model mw", &w, false);
     let points = w[0]["points"].as_array().unwrap();
     assert_eq!(points.len(), 2, "{w}");

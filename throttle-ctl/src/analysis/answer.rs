@@ -259,16 +259,3 @@ impl Analysis {
             .find(|d| Some(d.procs) == self.p_star && d.cti == cti)
     }
 }
-
-/// How a projection from a censored demand at p* is written: `<X` when that demand was
-/// censored below (it starts from the lowest step, which the demand is at most, so the
-/// projection is at most X too); `X (from >B)` when censored above (it starts from a value
-/// read up to 100%, not from the bound B the demand is known to exceed: not a bound).
-pub fn projected_from(x: f64, from_censored: bool, at_star: Option<&Demand>) -> String {
-    match (from_censored, at_star) {
-        (false, _) => format!("{x:.1}"),
-        (true, Some(d)) if d.censored == Censored::Below => format!("<{x:.1}"),
-        (true, Some(Demand { bound: Some(b), .. })) => format!("{x:.1} (from >{b:.1})"),
-        (true, _) => format!("{x:.1} (from a censored demand)"),
-    }
-}

@@ -6,7 +6,7 @@
 
 use super::backtest::{Check, Model, Verdict};
 use super::demand::Censored;
-use super::Analysis;
+use super::{Analysis, Demand};
 use crate::table::Table;
 
 /// A demand as the tables write it: its censoring mark in front (`<`, `>`), `(noise)`
@@ -17,6 +17,19 @@ pub fn level(v: f64, censored: Censored, below_noise: bool) -> String {
         censored.mark(),
         if below_noise { " (noise)" } else { "" }
     )
+}
+
+/// How a projection from a censored demand at p* is written: `<X` when that demand was
+/// censored below (it starts from the lowest step, which the demand is at most, so the
+/// projection is at most X too); `X (from >B)` when censored above (it starts from a value
+/// read up to 100%, not from the bound B the demand is known to exceed: not a bound).
+pub fn projected_from(x: f64, from_censored: bool, at_star: Option<&Demand>) -> String {
+    match (from_censored, at_star) {
+        (false, _) => format!("{x:.1}"),
+        (true, Some(d)) if d.censored == Censored::Below => format!("<{x:.1}"),
+        (true, Some(Demand { bound: Some(b), .. })) => format!("{x:.1} (from >{b:.1})"),
+        (true, _) => format!("{x:.1} (from a censored demand)"),
+    }
 }
 
 fn interval(i: Option<(f64, f64)>) -> String {
@@ -397,7 +410,7 @@ fn covers(projection: &[super::Projection]) -> String {
 fn projection_table<'a>(
     projection: &[super::Projection],
     levels: &[f64],
-    at_star: impl Fn(f64) -> Option<&'a super::Demand>,
+    at_star: impl Fn(f64) -> Option<&'a Demand>,
 ) -> String {
     let mut targets: Vec<u32> = projection.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
@@ -416,7 +429,7 @@ fn projection_table<'a>(
                 pr.map(|x| {
                     format!(
                         "{}{}",
-                        super::answer::projected_from(x.bw_pct, x.from_censored, at_star(c)),
+                        projected_from(x.bw_pct, x.from_censored, at_star(c)),
                         match (x.interval, x.noise_interval) {
                             (Some(i), _) => interval(Some((i.low, i.high))),
                             (None, Some(n)) => format!("{}*", interval(Some((n.low, n.high)))),
@@ -550,7 +563,7 @@ mod tests {
         };
         // From a demand at p* censored below: at most 121. From one censored above: not
         // a bound, and said so with the bound the demand is known to exceed.
-        let star = |censored, bound| super::super::Demand {
+        let star = |censored, bound| Demand {
             procs: 16,
             cti: 10.0,
             bw_pct: 88.0,

@@ -247,7 +247,7 @@ fn projection_table<'a>(
                                 )
                             })
                             .unwrap_or_default();
-                        let value = crate::analysis::answer::projected_from(
+                        let value = crate::analysis::render::projected_from(
                             p.bw_pct,
                             p.from_censored,
                             at_star(c),

@@ -64,20 +64,28 @@ impl SweepPoint {
     }
 }
 
-/// A series named after its workload and options: `command run="..." time_regex="..."`;
-/// with `with_nulls`, as throttle wrote it until 2026-11-27 (every option, unset ones as
-/// `key=null`).
-fn default_series(workload: &str, options: &serde_json::Value, with_nulls: bool) -> String {
+/// A series named after its workload and options: `command run="..." time_regex="..."`
+/// (given [`options_set`]), or with every option, unset ones as `key=null`, as throttle
+/// wrote it until 2026-11-27.
+fn default_series(workload: &str, options: &serde_json::Value) -> String {
     let parts: Vec<String> = options
         .as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(_, v)| with_nulls || !v.is_null())
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect()
-        })
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={v}")).collect())
         .unwrap_or_default();
     format!("{workload} {}", parts.join(" "))
+}
+
+/// A workload's options without the unset ones (`null`): what tells two sweeps apart.
+fn options_set(options: &serde_json::Value) -> serde_json::Value {
+    match options {
+        serde_json::Value::Object(m) => serde_json::Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// The longest series name a spec may give.
@@ -172,8 +180,8 @@ impl Sweep {
         let (series, legacy_series) = match &spec.name {
             Some(name) => (series_name(name)?, None),
             None => (
-                default_series(workload.name(), &options, false),
-                Some(default_series(workload.name(), &options, true)),
+                default_series(workload.name(), &options_set(&options)),
+                Some(default_series(workload.name(), &options)),
             ),
         };
         let legacy_series = legacy_series.filter(|l| *l != series);
@@ -227,24 +235,16 @@ impl Sweep {
                 }
             }
         }
-        // Options compared without the unset ones: a store from before an option existed
-        // is the same sweep.
-        let set = |v: &serde_json::Value| -> serde_json::Value {
-            match v {
-                serde_json::Value::Object(m) => serde_json::Value::Object(
-                    m.iter()
-                        .filter(|(_, x)| !x.is_null())
-                        .map(|(k, x)| (k.clone(), x.clone()))
-                        .collect(),
-                ),
-                other => other.clone(),
-            }
-        };
-        let mine = set(&self.options);
+        // Options compared as set: a store from before an option existed is the same sweep.
+        let mine = options_set(&self.options);
         if let Some((workload, options)) =
             store.settings_of(&self.series)?.into_iter().find(|(w, o)| {
                 w != self.workload.name()
-                    || serde_json::from_str(o).map(|o| set(&o)).ok().as_ref() != Some(&mine)
+                    || serde_json::from_str(o)
+                        .map(|o| options_set(&o))
+                        .ok()
+                        .as_ref()
+                        != Some(&mine)
             })
         {
             bail!(
