@@ -219,6 +219,30 @@ impl SweepProgress {
                     each.join(", ")
                 ))
             }
+            SweepEvent::Until {
+                round,
+                next,
+                spent,
+                budget,
+            } => {
+                use crate::sweep::until::Next;
+                let what = match next {
+                    Next::Reached { width } => format!(
+                        "done: the answer is {width:.1} pp wide at its widest, within the width asked"
+                    ),
+                    Next::Size { nodes } => {
+                        format!("measuring {nodes} node(s), which narrows the answer most")
+                    }
+                    Next::Repeats { points } => format!(
+                        "one more repeat of {} point(s) (each size's baseline and the steps around each demand)",
+                        points.len()
+                    ),
+                    Next::Stuck { why, .. } => format!("stopping: {why}"),
+                };
+                self.line(&format!(
+                    "[until] round {round} ({spent} of {budget} runs spent): {what}"
+                ))
+            }
         }
     }
 

@@ -4,9 +4,10 @@
 
 use serde::Serialize;
 
-use super::backtest::{Check, Growth, Model, Verdict};
+use super::backtest::{Check, Model, Verdict};
 use super::bootstrap::Interval;
 use super::demand::{Censored, Interp};
+use super::model_error::ErrorModel;
 use super::noise::Floor;
 use super::regression::Regression;
 use super::traffic;
@@ -103,16 +104,21 @@ pub struct DcPair {
 #[derive(Clone, Debug, Serialize)]
 pub struct ModelError {
     /// How far below and above the projection the model's error reaches, points of
-    /// bandwidth: the larger of the spread and the backtest's growth times the distance.
+    /// bandwidth (its 90% half-width, `half_width_logit`, mapped back from logit units).
     pub down: f64,
     pub up: f64,
-    /// The lowest and highest projection of the models about as good as the chosen one
-    /// (traffic model only).
-    pub spread: Option<Interval>,
-    /// How the backtest's error grew with the distance projected.
-    pub growth: Option<Growth>,
+    /// The 90% half-width in logit units of the demand: Student's t times the lack of fit
+    /// and the growth over `doublings`, with the forms' disagreement (`selection`).
+    pub half_width_logit: f64,
+    /// What the backtest and the fit say of the model's error.
+    pub estimate: ErrorModel,
     /// Doublings of the size from the largest fitted one to this one.
     pub doublings: f64,
+    /// The lack of fit expected at this size (one standard deviation, logit units).
+    pub lack_of_fit: f64,
+    /// How far the averaged forms disagree here (traffic model; one standard deviation,
+    /// logit units).
+    pub selection: Option<f64>,
     /// What the projection's interval covers, in words.
     pub in_words: String,
 }
@@ -120,20 +126,16 @@ pub struct ModelError {
 impl ModelError {
     /// What the interval of a projection with this model error covers, in words.
     pub fn describe(&self) -> String {
-        let mut parts = vec!["run-to-run noise (90% bootstrap)".to_string()];
-        if let Some(s) = self.spread {
-            parts.push(format!(
-                "the spread of the close models and of the chosen ones' errors on left-out sizes ({:.1}-{:.1})",
-                s.low, s.high
-            ));
+        let e = &self.estimate;
+        let mut s = format!(
+            "run-to-run noise (90% bootstrap) and the model's error (90%: t {:.2} for {} check(s) on {} size(s) x sqrt(lack of fit {:.3}^2 + ({:.3} per doubling x {:.2} doublings)^2), logit units",
+            e.t, e.checks, e.sizes, self.lack_of_fit, e.per_doubling, self.doublings
+        );
+        if let Some(sel) = self.selection {
+            s.push_str(&format!(", with the averaged forms' disagreement {sel:.3}"));
         }
-        if let Some(g) = self.growth {
-            parts.push(format!(
-                "the backtest's error growth (90% bound {:.1} pp per doubling of the size, worst seen {:.1}, from {} check(s) on {} size(s)) over {:.2} doubling(s)",
-                g.pp_per_doubling, g.worst_per_doubling, g.checks, g.sizes, self.doublings
-            ));
-        }
-        parts.join(", ")
+        s.push(')');
+        s
     }
 }
 
@@ -141,7 +143,10 @@ impl ModelError {
 pub struct Projection {
     pub procs: u32,
     pub cti: f64,
+    /// The projected demand, percent of the link; at or past 100 (`saturates`) no
+    /// demand: the link saturates before this size.
     pub bw_pct: f64,
+    pub saturates: bool,
     /// 90% bootstrap interval over runs: run-to-run noise only.
     pub noise_interval: Option<Interval>,
     /// The interval the answer uses: run-to-run noise and the model's error (see
@@ -162,15 +167,25 @@ pub struct Projection {
     pub from_censored: bool,
 }
 
+/// Where the link saturates at one CTI level, by one model.
 #[derive(Clone, Debug, Serialize)]
 pub struct Saturation {
+    /// The model it comes from, and whether that model's backtest makes it trusted.
+    pub model: Model,
+    pub trusted: bool,
     pub cti: f64,
-    /// The smallest whole number of processes at which the projected demand reaches 100%
-    /// (null when that is beyond 2^32).
+    /// The smallest whole number of processes at which it saturates (null when it does
+    /// not within reach, or beyond 2^32).
     pub procs: Option<u32>,
-    /// Where the projection crosses 100%, fractional (the curve's own crossing point).
-    pub crossing: f64,
+    /// Where the curve crosses, fractional processes (null when it does not within
+    /// reach): DC: where the projected demand reaches 100% of the link; traffic: where
+    /// even the full link makes the program `cti` percent slower than an unlimited
+    /// network (docs/method.md).
+    pub crossing: Option<f64>,
     /// 90% bootstrap interval of `crossing` over runs.
+    pub noise_interval: Option<Interval>,
+    /// The interval with the model's error as well (as the projections'); null where
+    /// the model error cannot be estimated.
     pub interval: Option<Interval>,
     /// Computed from a censored demand at p*: a bound at best.
     pub from_censored: bool,
@@ -188,6 +203,21 @@ pub struct TrafficAnswer {
     pub fit: Option<traffic::Fit>,
     pub projection: Vec<Projection>,
     pub verdict: Verdict,
+    /// How far its model may be off (from its backtest and fit).
+    pub error: Option<ErrorModel>,
+    /// How stable the choice of each part's form is: per part (`T(100%)`, `V`, `k`), each
+    /// form that was the best one in some resample of the runs, and in how many.
+    pub stability: Vec<Stability>,
+}
+
+/// How often one part's forms won over the resamples.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stability {
+    pub part: String,
+    /// The resamples that fitted the part.
+    pub resamples: usize,
+    /// (form, resamples in which it was the best), most often first.
+    pub forms: Vec<(String, usize)>,
 }
 
 /// What the bottom line says ([`super::bottom_line`] builds it).
@@ -199,8 +229,37 @@ pub struct BottomLine {
     pub trusted: bool,
     /// One sentence per CTI level (or one saying why there is no answer).
     pub lines: Vec<String>,
-    /// What to measure next, when that would make the answer (more) trustworthy.
+    /// The figures the sentences state, one per (size, level), with their flags.
+    pub figures: Vec<Figure>,
+    /// What to measure next, when that would make the answer (more) trustworthy or
+    /// narrower, and what it costs.
     pub next: Option<String>,
+    /// Where the answer's width comes from and what would narrow it (null without a
+    /// projection with its model error).
+    pub advice: Option<super::narrow::Advice>,
+}
+
+/// One figure of the bottom line.
+#[derive(Clone, Debug, Serialize)]
+pub struct Figure {
+    pub procs: u32,
+    pub cti: f64,
+    /// The demand, percent of the link; null when no number can be given (`why`).
+    pub bw_pct: Option<f64>,
+    /// Its interval (noise and model error for a projection, noise for a measurement).
+    pub interval: Option<Interval>,
+    /// Projected (true) or measured at that size (false).
+    pub projected: bool,
+    /// The level lies below the size's noise floor: not a measurement (measured
+    /// figures only; such a figure has no number).
+    pub below_noise: bool,
+    /// The link saturates at or before this size at this level (the projection reaches
+    /// 100% of the link): no number.
+    pub saturates: bool,
+    /// A measured figure censored: `bw_pct` is the bound.
+    pub censored: Censored,
+    /// Why there is no number, when there is none.
+    pub why: Option<String>,
 }
 
 /// The whole answer; `analyze --json` prints it.
@@ -243,6 +302,8 @@ pub struct Analysis {
     pub backtest: Vec<Check>,
     /// Whether the backtest supports the DC projection.
     pub verdict: Verdict,
+    /// How far the DC projection's model may be off (from its backtest and fit).
+    pub dc_error: Option<ErrorModel>,
     /// The traffic model's answer, where the runs' bytes were recorded.
     pub traffic: Option<TrafficAnswer>,
     /// Which projection the backtest supports, in words.

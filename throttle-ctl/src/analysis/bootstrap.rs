@@ -15,10 +15,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::cells::BwKey;
-use super::chain;
-use super::demand::{Censored, Interp};
+use super::chain::{self, Inputs};
+use super::demand::Censored;
 use super::stats::{self, Rng};
-use super::traffic::Volumes;
 
 /// The interval's nominal coverage.
 pub const LEVEL: f64 = 0.90;
@@ -40,8 +39,6 @@ pub enum Covers {
     Noise,
     /// Run-to-run noise and the model's error (a projection's `model_error` says how).
     NoiseAndModelError,
-    /// The lowest and highest projection of the models about as good as the chosen one.
-    CloseModels,
     /// A median's order-statistic interval (its exact coverage beside it: `coverage`).
     Median,
 }
@@ -73,15 +70,6 @@ impl Interval {
             covers: Covers::Median,
         }
     }
-
-    /// The spread of the close models' projections.
-    pub fn of_close_models(low: f64, high: f64) -> Interval {
-        Interval {
-            low,
-            high,
-            covers: Covers::CloseModels,
-        }
-    }
 }
 
 /// A number's resampled values, summarised.
@@ -102,6 +90,10 @@ pub struct Intervals {
     pub projection: BTreeMap<(u32, usize), Spread>,
     pub saturation: BTreeMap<usize, Spread>,
     pub traffic_projection: BTreeMap<(u32, usize), Spread>,
+    pub traffic_saturation: BTreeMap<usize, Spread>,
+    /// How often each form was the traffic model's best one for each part (`T(100%)`,
+    /// `V`, `k`), over the resamples that fitted it: how stable the model choice is.
+    pub forms: BTreeMap<&'static str, BTreeMap<String, usize>>,
 }
 
 /// How many resamples for `runs` runs: 1,000, fewer for very large data (at least 100),
@@ -128,18 +120,14 @@ fn spread(mut values: Vec<f64>, resamples: usize) -> Spread {
     }
 }
 
-/// Bootstrap `chain::run` with the same levels, floors, fitted sizes and targets. The
-/// traffic volumes stay at their medians (the bytes a deterministic program sends vary
-/// far less than its times).
-#[allow(clippy::too_many_arguments)]
+/// Bootstrap `chain::run` with the same inputs, fitted sizes and targets. The traffic
+/// volumes stay at their medians (the bytes a deterministic program sends vary far less
+/// than its times), and so does each size's noise.
 pub fn intervals(
+    inputs: &Inputs,
     cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
-    levels: &[f64],
-    interp: Interp,
-    floors: &BTreeMap<u32, f64>,
     fit: &[u32],
     targets: &[u32],
-    volumes: Option<&Volumes>,
     resamples: usize,
 ) -> Intervals {
     let mut rng = Rng::new(0xB007_5742);
@@ -148,6 +136,8 @@ pub fn intervals(
     let mut projection: BTreeMap<(u32, usize), Vec<f64>> = BTreeMap::new();
     let mut saturation: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut by_traffic: BTreeMap<(u32, usize), Vec<f64>> = BTreeMap::new();
+    let mut traffic_saturation: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut forms: BTreeMap<&'static str, BTreeMap<String, usize>> = BTreeMap::new();
     let mut draw = Vec::new();
     for _ in 0..resamples {
         let medians: BTreeMap<(u32, BwKey), f64> = cells
@@ -158,7 +148,7 @@ pub fn intervals(
                 (k, stats::median(&draw))
             })
             .collect();
-        let c = chain::run(&medians, levels, interp, floors, fit, targets, volumes);
+        let c = chain::run(inputs, &medians, fit, targets);
         // A censored figure is a bound, not a value: a resample where it is censored
         // counts as one where the value does not exist.
         for (k, n) in c.demand {
@@ -182,6 +172,22 @@ pub fn intervals(
         for (k, v) in c.traffic_projection {
             by_traffic.entry(k).or_default().push(v);
         }
+        for (k, v) in c.traffic_saturation {
+            traffic_saturation.entry(k).or_default().push(v);
+        }
+        if let Some(f) = &c.traffic {
+            for (part, found) in [
+                ("T(100%)", &f.baseline),
+                ("V", &f.volume),
+                ("k", &f.exposed),
+            ] {
+                *forms
+                    .entry(part)
+                    .or_default()
+                    .entry(found.best.form.name())
+                    .or_default() += 1;
+            }
+        }
     }
     Intervals {
         resamples,
@@ -202,6 +208,11 @@ pub fn intervals(
             .into_iter()
             .map(|(k, v)| (k, spread(v, resamples)))
             .collect(),
+        traffic_saturation: traffic_saturation
+            .into_iter()
+            .map(|(k, v)| (k, spread(v, resamples)))
+            .collect(),
+        forms,
     }
 }
 
@@ -209,6 +220,7 @@ pub fn intervals(
 mod tests {
     use super::*;
     use crate::analysis::cells::{bw_key, FULL};
+    use crate::analysis::demand::Interp;
 
     /// Two sizes whose CTI(bw) = k (40 - bw) below 40%, with multiplicative noise.
     fn cells(noise: f64, runs: usize, seed: u64) -> BTreeMap<(u32, BwKey), Vec<f64>> {
@@ -235,42 +247,20 @@ mod tests {
 
     #[test]
     fn intervals_widen_with_noise_and_cover_the_noise_free_answer() {
-        let levels = [10.0];
         let none = BTreeMap::new();
-        let truth = chain::run(
-            &cells(0.0, 1, 1)
-                .into_iter()
-                .map(|(k, v)| (k, v[0]))
-                .collect(),
-            &levels,
-            Interp::default(),
-            &none,
-            &[4, 16],
-            &[64],
-            None,
-        )
-        .projection[&(64, 0)]
-            .0;
-        let quiet = intervals(
-            &cells(0.01, 9, 7),
-            &levels,
-            Interp::default(),
-            &none,
-            &[4, 16],
-            &[64],
-            None,
-            400,
-        );
-        let loud = intervals(
-            &cells(0.05, 9, 7),
-            &levels,
-            Interp::default(),
-            &none,
-            &[4, 16],
-            &[64],
-            None,
-            400,
-        );
+        let inputs = Inputs {
+            levels: &[10.0],
+            interp: Interp::default(),
+            noise: &none,
+            volumes: None,
+        };
+        let medians = cells(0.0, 1, 1)
+            .into_iter()
+            .map(|(k, v)| (k, v[0]))
+            .collect();
+        let truth = chain::run(&inputs, &medians, &[4, 16], &[64]).projection[&(64, 0)].0;
+        let quiet = intervals(&inputs, &cells(0.01, 9, 7), &[4, 16], &[64], 400);
+        let loud = intervals(&inputs, &cells(0.05, 9, 7), &[4, 16], &[64], 400);
         let width = |s: &Spread| s.interval.map(|i| i.high - i.low).unwrap();
         let (q, l) = (quiet.projection[&(64, 0)], loud.projection[&(64, 0)]);
         assert!(width(&l) > 2.0 * width(&q), "{q:?} {l:?}");
@@ -282,16 +272,7 @@ mod tests {
         // the time (a percentile bootstrap of medians of 9 undercovers somewhat).
         let covered = (0..40u64)
             .filter(|&seed| {
-                let i = intervals(
-                    &cells(0.05, 9, seed),
-                    &levels,
-                    Interp::default(),
-                    &none,
-                    &[4, 16],
-                    &[64],
-                    None,
-                    300,
-                );
+                let i = intervals(&inputs, &cells(0.05, 9, seed), &[4, 16], &[64], 300);
                 let iv = i.projection[&(64, 0)].interval.unwrap();
                 iv.low <= truth && truth <= iv.high
             })
@@ -309,16 +290,14 @@ mod tests {
         c.insert((4, bw_key(25.0)), vec![10.0, 10.0, 20.0]);
         c.insert((4, bw_key(20.0)), vec![10.0, 10.0, 20.0]);
         c.insert((4, FULL), vec![10.0, 10.0, 10.0]);
-        let i = intervals(
-            &c,
-            &[10.0],
-            Interp::Linear,
-            &BTreeMap::new(),
-            &[4, 16],
-            &[64],
-            None,
-            400,
-        );
+        let none = BTreeMap::new();
+        let inputs = Inputs {
+            levels: &[10.0],
+            interp: Interp::Linear,
+            noise: &none,
+            volumes: None,
+        };
+        let i = intervals(&inputs, &c, &[4, 16], &[64], 400);
         let dc = i.dc.unwrap();
         assert!(dc.share < LEVEL && dc.interval.is_none(), "{dc:?}");
     }

@@ -1,17 +1,22 @@
 //! The answer in a few sentences, printed before every table: at P procs, staying within
 //! c% of the full-bandwidth time needs X% of the link [interval], by which projection
-//! and on what backtest; or why no number can be given, and what to measure next.
+//! and on what backtest, where the link saturates by the same projection; or why no
+//! number can be given; and what would narrow the answer most.
 //!
 //! The projection it uses is one whose backtest did not fail: passed on two sizes
 //! (trusted) before passed on one (given, marked not trusted), the smaller worst error
 //! between equals. A projection refuted by a measured size is never the answer. A
 //! projection without an interval that covers its model error (no backtest check, or no
-//! run-to-run interval) gives no number. Without sizes to project to, the answer is the
-//! demand measured at the largest size.
+//! run-to-run interval) gives no number, nor one at or past the link (the link saturates
+//! first). Without sizes to project to, the answer is the demand measured at the largest
+//! size, never a level below that size's noise floor.
 
-use super::answer::{BottomLine, Demand, Projection};
+use std::collections::BTreeMap;
+
+use super::answer::{BottomLine, Demand, Figure, Projection, Saturation};
 use super::backtest::{Model, Verdict};
 use super::demand::Censored;
+use super::narrow;
 use super::render::steps;
 
 /// How a verdict ranks as a basis for the answer (lower first); `None`: not a basis.
@@ -32,35 +37,47 @@ fn name(m: Model) -> &'static str {
     }
 }
 
-/// The bottom line of an analysis: `candidates` are each model with its verdict and
-/// projections; `demand` the measured demands; `largest` the largest measured size that
-/// is not held out; `capacity` the link in words; `asked`: sizes to project to were
-/// given.
-pub fn bottom_line(
-    candidates: &[(Model, &Verdict, &[Projection])],
-    demand: &[Demand],
-    levels: &[f64],
-    largest: Option<u32>,
-    capacity: Option<&str>,
-    asked: bool,
-) -> BottomLine {
-    let link = capacity.map_or("the link".to_string(), |c| format!("a {c} link"));
-    let any_projection = candidates.iter().any(|c| !c.2.is_empty());
+/// What the bottom line is drawn from.
+pub struct Basis<'a> {
+    /// Each model with its verdict and projections.
+    pub candidates: &'a [(Model, &'a Verdict, &'a [Projection])],
+    /// The measured demands.
+    pub demand: &'a [Demand],
+    /// Both models' saturation sizes.
+    pub saturation: &'a [Saturation],
+    pub levels: &'a [f64],
+    /// The sizes the projections are fitted on (held-out ones not among them).
+    pub fitted: &'a [u32],
+    /// The good runs each size took (what narrowing the answer costs).
+    pub runs_per_size: &'a BTreeMap<u32, usize>,
+    /// The link in words.
+    pub capacity: Option<&'a str>,
+}
+
+/// The bottom line of an analysis; `asked`: sizes to project to were given.
+pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
+    let link = b
+        .capacity
+        .map_or("the link".to_string(), |c| format!("a {c} link"));
+    let largest = b.fitted.iter().copied().max();
+    let any_projection = b.candidates.iter().any(|c| !c.2.is_empty());
     if !any_projection {
-        let mut b = measured(demand, levels, largest, &link);
+        let mut out = measured(b.demand, b.levels, largest, &link);
         if asked {
-            b.next = Some("nothing could be projected to the sizes asked: a projection needs demands (uncensored, above the noise) at two or more sizes that are not held out".into());
+            out.next = Some("nothing could be projected to the sizes asked: a projection needs demands (uncensored, above the noise) at two or more sizes that are not held out".into());
         }
-        return b;
+        return out;
     }
-    let best = candidates
+    let best = b
+        .candidates
         .iter()
         .filter(|c| !c.2.is_empty())
         .filter_map(|c| Some((rank(c.1)?, c)))
         .min_by(|a, b| a.0 .0.cmp(&b.0 .0).then(a.0 .1.total_cmp(&b.0 .1)))
         .map(|(_, c)| c);
     let Some(&(model, verdict, projections)) = best else {
-        let why: Vec<String> = candidates
+        let why: Vec<String> = b
+            .candidates
             .iter()
             .filter(|c| !c.2.is_empty())
             .map(|c| format!("{}: {}", name(c.0), c.1.text()))
@@ -70,13 +87,15 @@ pub fn bottom_line(
                 "NO ANSWER for the sizes asked: no projection passed its backtest ({})",
                 why.join("; ")
             )],
-            next: Some(next_for_failure(candidates, largest)),
+            next: Some(next_for_failure(b.candidates, largest)),
             ..Default::default()
         };
     };
-    let trusted = matches!(verdict, Verdict::Passed { .. });
+    let trusted = verdict.trusted();
     let target = projections.iter().map(|p| p.procs).max().unwrap_or(0);
+    let saturation: Vec<&Saturation> = b.saturation.iter().filter(|s| s.model == model).collect();
     let mut lines = Vec::new();
+    let mut figures = Vec::new();
     // Held-out sizes first (the projection against what was measured there), then the
     // largest size asked.
     let mut held: Vec<u32> = projections
@@ -87,11 +106,14 @@ pub fn bottom_line(
     held.sort_unstable();
     held.dedup();
     for t in held.into_iter().chain([target]) {
-        for &c in levels {
+        for &c in b.levels {
             let Some(p) = projections.iter().find(|p| p.procs == t && p.cti == c) else {
                 continue;
             };
-            lines.push(statement(p, model, &link));
+            let sat = saturation.iter().find(|s| s.cti == c).copied();
+            let (line, figure) = statement(p, model, &link, sat);
+            lines.push(line);
+            figures.push(figure);
         }
     }
     if lines.is_empty() {
@@ -99,6 +121,9 @@ pub fn bottom_line(
             "NO ANSWER at {target} procs: {} projects no level there",
             name(model)
         ));
+    }
+    if let Some(s) = saturates(&saturation, model) {
+        lines.push(s);
     }
     let basis = match verdict {
         Verdict::Passed { sizes, worst_pp, .. } => format!(
@@ -116,11 +141,11 @@ pub fn bottom_line(
         _ => String::new(),
     };
     lines.push(format!("  by {}; {basis}", name(model)));
-    BottomLine {
-        model: Some(model),
-        trusted,
-        lines,
-        next: (!trusted).then(|| match verdict {
+    let advice = narrow::advice(projections, b.fitted, b.runs_per_size);
+    let next = if trusted {
+        advice.as_ref().map(narrow::Advice::text)
+    } else {
+        let first = match verdict {
             Verdict::Unmodelled { part, .. } => format!(
                 "no model of {part} describes the measured sizes: measure nearer to the size you need (above {}), where less is extrapolated",
                 largest.map_or("the largest".into(), |l| l.to_string())
@@ -129,52 +154,143 @@ pub fn bottom_line(
                 "measure one more size above {} (throttled steps around the demand) so the projection is checked on a second size",
                 largest.map_or("the largest".into(), |l| l.to_string())
             ),
-        }),
+        };
+        Some(match &advice {
+            Some(a) => format!("{first}; {}", a.text()),
+            None => first,
+        })
+    };
+    BottomLine {
+        model: Some(model),
+        trusted,
+        lines,
+        figures,
+        next,
+        advice,
     }
 }
 
-/// One projected level as a sentence, or why it gives no number.
-fn statement(p: &Projection, model: Model, link: &str) -> String {
+/// Where the answer's model says the link saturates, in one line.
+fn saturates(saturation: &[&Saturation], model: Model) -> Option<String> {
+    let parts: Vec<String> = saturation
+        .iter()
+        .filter(|s| !s.from_censored)
+        .map(|s| match (s.procs, s.interval) {
+            (Some(p), Some(i)) => format!(
+                "CTI {}% from {p} procs [{:.0}-{}]",
+                s.cti,
+                i.low.floor(),
+                if i.high.is_finite() {
+                    format!("{:.0}", i.high.ceil())
+                } else {
+                    "beyond reach".into()
+                }
+            ),
+            (Some(p), None) => format!("CTI {}% from {p} procs (no interval)", s.cti),
+            (None, _) => format!("CTI {}%: not within 2^20 procs", s.cti),
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(match model {
+        Model::Dc => format!(
+            "the link saturates (the projected demand reaches 100% of the link): {}",
+            parts.join(", ")
+        ),
+        Model::Traffic => format!(
+            "the network, not the CPUs, limits the program (from that size on even the full link makes it slower than an unlimited network by more than the level): {}",
+            parts.join(", ")
+        ),
+    })
+}
+
+/// One projected level as a sentence and its figure, or why it gives no number.
+fn statement(
+    p: &Projection,
+    model: Model,
+    link: &str,
+    saturation: Option<&Saturation>,
+) -> (String, Figure) {
     let head = format!("at {} procs, staying within CTI {}%", p.procs, p.cti);
+    let mut figure = Figure {
+        procs: p.procs,
+        cti: p.cti,
+        bw_pct: None,
+        interval: None,
+        projected: true,
+        below_noise: false,
+        saturates: false,
+        censored: Censored::None,
+        why: None,
+    };
+    let no_number = |why: String, mut figure: Figure| {
+        figure.why = Some(why.clone());
+        (format!("{head}: no number: {why}"), figure)
+    };
     if p.from_censored {
-        return format!(
-            "{head}: no number (the demand {} projects from is censored)",
-            name(model)
+        return no_number(
+            format!("the demand {} projects from is censored", name(model)),
+            figure,
+        );
+    }
+    if p.saturates {
+        figure.saturates = true;
+        let at = saturation
+            .and_then(|s| Some((s.procs?, s.interval)))
+            .map(|(n, i)| {
+                format!(
+                    " (at {n} procs{})",
+                    i.map(|i| format!(" [{:.0}-{:.0}]", i.low.floor(), i.high.ceil()))
+                        .unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        return no_number(
+            format!(
+                "the link saturates before this size{at}: the projection reaches {:.0}% of the link",
+                p.bw_pct
+            ),
+            figure,
         );
     }
     let Some(i) = p.interval else {
-        return format!(
-            "{head}: no number: its model error cannot be estimated (no measured size was projected to, or no run-to-run interval)"
-        );
+        return no_number("its model error cannot be estimated (no measured size was projected to, or no run-to-run interval)".into(), figure);
     };
+    figure.bw_pct = Some(p.bw_pct);
+    figure.interval = Some(i);
     let mut s = format!(
         "{head} needs {:.1}% of {link} [{:.1}-{:.1}: run-to-run noise and model error]",
         p.bw_pct, i.low, i.high
     );
-    if p.bw_pct > 100.0 {
-        s.push_str(": more than the link");
-    }
     if let Some(m) = p.measured_bw_pct {
         let mark = p.measured_censored.unwrap_or(Censored::None);
-        let inside = match mark {
-            Censored::None => i.low <= m && m <= i.high,
-            Censored::Below => i.low <= m,
-            Censored::Above => i.high >= m,
-        };
-        s.push_str(&format!(
-            "; measured there (held out): {}{m:.1}, {}",
-            mark.mark(),
-            if inside {
-                "inside the interval"
-            } else {
-                "OUTSIDE the interval"
-            }
-        ));
+        if p.measured_below_noise {
+            s.push_str(
+                "; measured there (held out): below that size's noise floor, not a measurement",
+            );
+        } else {
+            let inside = match mark {
+                Censored::None => i.low <= m && m <= i.high,
+                Censored::Below => i.low <= m,
+                Censored::Above => i.high >= m,
+            };
+            s.push_str(&format!(
+                "; measured there (held out): {}{m:.1}, {}",
+                mark.mark(),
+                if inside {
+                    "inside the interval"
+                } else {
+                    "OUTSIDE the interval"
+                }
+            ));
+        }
     }
-    s
+    (s, figure)
 }
 
-/// No projection to answer with: the demand measured at the largest size.
+/// No projection to answer with: the demand measured at the largest size; a level below
+/// its noise floor is said to be no measurement.
 fn measured(demand: &[Demand], levels: &[f64], largest: Option<u32>, link: &str) -> BottomLine {
     let Some(p) = largest else {
         return BottomLine {
@@ -183,35 +299,60 @@ fn measured(demand: &[Demand], levels: &[f64], largest: Option<u32>, link: &str)
         };
     };
     let mut lines = Vec::new();
+    let mut figures = Vec::new();
     for &c in levels {
         let Some(d) = demand.iter().find(|d| d.procs == p && d.cti == c) else {
             continue;
         };
         let head = format!("measured at {p} procs, staying within CTI {c}%");
-        lines.push(match (d.bound, d.between, d.interval) {
-            (Some(b), _, _) => format!(
-                "{head} needs {}{b:.1}% of {link} (a bound: {})",
-                d.censored.mark(),
-                if d.censored == Censored::Above {
-                    "add steps above it"
-                } else {
-                    "the lowest step sufficed"
-                }
-            ),
-            (None, Some([lo, hi]), i) => format!(
-                "{head} needs {:.1}% of {link}{} (between the steps {})",
-                d.bw_pct,
-                i.map(|i| format!(" [{:.1}-{:.1}]", i.low, i.high))
-                    .unwrap_or_default(),
-                steps(lo, hi)
-            ),
-            (None, None, _) => format!("{head} needs {:.1}% of {link}", d.bw_pct),
-        });
+        let mut figure = Figure {
+            procs: p,
+            cti: c,
+            bw_pct: None,
+            interval: None,
+            projected: false,
+            below_noise: d.below_noise,
+            saturates: false,
+            censored: d.censored,
+            why: None,
+        };
+        let line = if d.below_noise {
+            let why = format!(
+                "CTI {c}% is below the noise floor of {p} procs (its runs vary by more than that), so the demand read there is not a measurement; more repeats lower the floor"
+            );
+            figure.why = Some(why.clone());
+            format!("{head}: no number: {why}")
+        } else {
+            figure.bw_pct = Some(d.bound.unwrap_or(d.bw_pct));
+            figure.interval = d.interval;
+            match (d.bound, d.between, d.interval) {
+                (Some(bound), _, _) => format!(
+                    "{head} needs {}{bound:.1}% of {link} (a bound: {})",
+                    d.censored.mark(),
+                    if d.censored == Censored::Above {
+                        "add steps above it"
+                    } else {
+                        "the lowest step sufficed"
+                    }
+                ),
+                (None, Some([lo, hi]), i) => format!(
+                    "{head} needs {:.1}% of {link}{} (between the steps {})",
+                    d.bw_pct,
+                    i.map(|i| format!(" [{:.1}-{:.1}]", i.low, i.high))
+                        .unwrap_or_default(),
+                    steps(lo, hi)
+                ),
+                (None, None, _) => format!("{head} needs {:.1}% of {link}", d.bw_pct),
+            }
+        };
+        lines.push(line);
+        figures.push(figure);
     }
     BottomLine {
         lines,
+        figures,
         next: Some(
-            "to project to a larger size, give --predict with it (and measure at least three sizes so the projection can be backtested)".into(),
+            "to project to a larger size, give --predict with it (and measure at least four sizes so the projection can be backtested on two)".into(),
         ),
         ..Default::default()
     }
@@ -244,6 +385,7 @@ mod tests {
             procs,
             cti: 10.0,
             bw_pct: bw,
+            saturates: bw >= 100.0,
             noise_interval: interval.map(|(low, high)| Interval::noise(low, high)),
             interval: interval.map(|(low, high)| Interval::with_model_error(low, high)),
             model_error: None,
@@ -256,11 +398,47 @@ mod tests {
         }
     }
 
+    /// A basis of these candidates and measured demands, at levels `levels`, fitted on
+    /// 4-16 procs.
+    fn answer(
+        candidates: &[(Model, &Verdict, &[Projection])],
+        demand: &[Demand],
+        saturation: &[Saturation],
+        levels: &[f64],
+        asked: bool,
+    ) -> BottomLine {
+        let runs = BTreeMap::from([(4, 30), (9, 30), (16, 30)]);
+        bottom_line(
+            &Basis {
+                candidates,
+                demand,
+                saturation,
+                levels,
+                fitted: &[4, 9, 16],
+                runs_per_size: &runs,
+                capacity: Some("100 Mbit/s"),
+            },
+            asked,
+        )
+    }
+
+    fn passed() -> Verdict {
+        Verdict::Passed {
+            checks: 4,
+            sizes: 2,
+            misses: 0,
+            rms_pp: 1.0,
+            worst_pp: 2.0,
+        }
+    }
+
     #[test]
     fn a_model_that_misses_its_own_sizes_ranks_after_one_checked_on_too_few() {
         let thin = Verdict::Thin {
             checks: 1,
             procs: 16,
+            misses: 0,
+            rms_pp: 1.0,
             worst_pp: 4.0,
         };
         let unmodelled = Verdict::Unmodelled {
@@ -271,12 +449,11 @@ mod tests {
         };
         let dc = [projection(50, 60.0, Some((50.0, 70.0)))];
         let tr = [projection(50, 40.0, Some((35.0, 45.0)))];
-        let b = bottom_line(
+        let b = answer(
             &[(Model::Dc, &thin, &dc), (Model::Traffic, &unmodelled, &tr)],
             &[],
+            &[],
             &[10.0],
-            Some(16),
-            Some("100 Mbit/s"),
             true,
         );
         assert_eq!(b.model, Some(Model::Dc), "{b:?}");
@@ -287,25 +464,21 @@ mod tests {
             ),
             "{b:?}"
         );
+        assert_eq!(b.figures[0].bw_pct, Some(60.0));
     }
 
     #[test]
     fn no_number_without_an_interval_from_a_censored_demand_or_a_basis() {
-        let passed = Verdict::Passed {
-            checks: 4,
-            sizes: 2,
-            worst_pp: 2.0,
-        };
+        let passed = passed();
         let mut censored = projection(50, 60.0, Some((50.0, 70.0)));
         censored.from_censored = true;
         let mut both = [projection(50, 60.0, None), censored];
         both[1].cti = 20.0;
-        let b = bottom_line(
+        let b = answer(
             &[(Model::Dc, &passed, &both)],
             &[],
+            &[],
             &[10.0, 20.0],
-            Some(16),
-            None,
             true,
         );
         assert!(b.trusted, "{b:?}");
@@ -320,38 +493,91 @@ mod tests {
             b.lines[0].contains("no number: its model error cannot be estimated"),
             "{b:?}"
         );
-        assert!(b.lines[1].contains("no number (the demand"), "{b:?}");
+        assert!(b.lines[1].contains("no number: the demand"), "{b:?}");
+        assert!(b
+            .figures
+            .iter()
+            .all(|f| f.bw_pct.is_none() && f.why.is_some()));
         // Refuted or untested: NO ANSWER, and what to measure.
         let failed = Verdict::Failed {
             why: "off".into(),
+            misses: 3,
+            checks: 8,
             worst_pp: 9.0,
         };
-        let b = bottom_line(
-            &[(Model::Dc, &failed, &both)],
-            &[],
-            &[10.0],
-            Some(16),
-            None,
-            true,
-        );
+        let b = answer(&[(Model::Dc, &failed, &both)], &[], &[], &[10.0], true);
         assert!(
             b.lines[0].starts_with("NO ANSWER") && b.model.is_none(),
             "{b:?}"
         );
         assert!(b.next.unwrap().contains("miss the measured sizes"));
         // Sizes asked, nothing projected: the answer is what was measured, and why.
-        let b = bottom_line(
-            &[(Model::Dc, &failed, &[])],
-            &[],
-            &[10.0],
-            Some(16),
-            None,
-            true,
-        );
+        let b = answer(&[(Model::Dc, &failed, &[])], &[], &[], &[10.0], true);
         assert!(
             b.next.unwrap().contains("nothing could be projected"),
             "{:?}",
             b.lines
         );
+    }
+
+    /// A projection at or past the link is no number: the link saturates before that
+    /// size, and the line says where, by the same model.
+    #[test]
+    fn past_the_link_the_answer_is_where_it_saturates() {
+        let passed = passed();
+        let proj = [projection(64, 121.0, Some((110.0, 130.0)))];
+        let sat = Saturation {
+            model: Model::Dc,
+            trusted: true,
+            cti: 10.0,
+            procs: Some(37),
+            crossing: Some(36.2),
+            noise_interval: Some(Interval::noise(34.0, 39.0)),
+            interval: Some(Interval::with_model_error(30.0, 45.0)),
+            from_censored: false,
+        };
+        let b = answer(&[(Model::Dc, &passed, &proj)], &[], &[sat], &[10.0], true);
+        assert!(
+            b.lines[0]
+                .contains("no number: the link saturates before this size (at 37 procs [30-45])"),
+            "{b:?}"
+        );
+        assert!(b.figures[0].saturates && b.figures[0].bw_pct.is_none());
+        assert!(
+            b.lines[1].contains("the link saturates")
+                && b.lines[1].contains("CTI 10% from 37 procs [30-45]"),
+            "{b:?}"
+        );
+    }
+
+    /// A measured demand below its size's noise floor is never stated as a measurement.
+    #[test]
+    fn a_level_in_the_noise_is_no_measurement() {
+        let demand = |cti: f64, below_noise| Demand {
+            procs: 16,
+            cti,
+            bw_pct: 67.9,
+            censored: Censored::None,
+            bound: None,
+            between: Some([60.0, 70.0]),
+            below_noise,
+            interval: None,
+            held_out: false,
+        };
+        let b = answer(
+            &[],
+            &[demand(5.0, true), demand(10.0, false)],
+            &[],
+            &[5.0, 10.0],
+            false,
+        );
+        assert!(
+            b.lines[0].contains("no number: CTI 5% is below the noise floor")
+                && !b.lines[0].contains("67.9"),
+            "{b:?}"
+        );
+        assert!(b.figures[0].below_noise && b.figures[0].bw_pct.is_none());
+        assert!(b.lines[1].contains("needs 67.9%"), "{b:?}");
+        assert!(!b.figures[1].below_noise && b.figures[1].bw_pct == Some(67.9));
     }
 }

@@ -10,7 +10,24 @@ use std::collections::BTreeMap;
 
 use super::cells::{bw_of, BwKey, FULL};
 use super::demand::{self, Censored, CtiCurve, Interp};
+use super::noise::Floor;
 use super::traffic::{self, Volumes};
+
+/// What every run of the chain shares: the question and what the data say of their own
+/// noise and traffic. Only the medians, the fitted sizes and the targets change between
+/// the answer, a resample and a backtest check.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    /// CTI levels, percent.
+    pub levels: &'a [f64],
+    /// How demand is read between steps.
+    pub interp: Interp,
+    /// Each size's noise: its floor marks levels too small to resolve, its spread weighs
+    /// the traffic model's values.
+    pub noise: &'a BTreeMap<u32, Floor>,
+    /// The runs' traffic, for the traffic model beside DC.
+    pub volumes: Option<&'a Volumes>,
+}
 
 /// One demand figure of the chain.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,6 +82,9 @@ pub struct Chain {
     pub traffic: Option<traffic::Fit>,
     /// (target procs, level index) -> the traffic model's projected demand.
     pub traffic_projection: BTreeMap<(u32, usize), f64>,
+    /// level index -> where the link saturates by the traffic model (processes,
+    /// fractional; [`traffic::saturation`]).
+    pub traffic_saturation: BTreeMap<usize, f64>,
     /// (procs, level index) -> the bound a censored demand is known to be beyond.
     pub bounds: BTreeMap<(u32, usize), f64>,
 }
@@ -89,27 +109,27 @@ pub fn curves(medians: &BTreeMap<(u32, BwKey), f64>) -> BTreeMap<u32, CtiCurve> 
     out
 }
 
-/// Run the chain. `floors`: each size's noise floor (CTI percent); `fit`: the sizes the
-/// demand constant is fitted on (p* is the largest of them with a curve); `targets`: the
-/// sizes to project to; `volumes`: the runs' traffic, for the traffic model beside DC;
-/// `interp`: how demand is read between steps.
-#[allow(clippy::too_many_arguments)]
+/// Run the chain on `medians`: `fit` are the sizes the models are fitted on (p* is the
+/// largest of them with a curve); `targets` the sizes to project to.
 pub fn run(
+    inputs: &Inputs,
     medians: &BTreeMap<(u32, BwKey), f64>,
-    levels: &[f64],
-    interp: Interp,
-    floors: &BTreeMap<u32, f64>,
     fit: &[u32],
     targets: &[u32],
-    volumes: Option<&Volumes>,
 ) -> Chain {
+    let Inputs {
+        levels,
+        interp,
+        noise,
+        volumes,
+    } = *inputs;
     let mut chain = Chain::default();
     let curves = curves(medians);
     for (&p, curve) in &curves {
         if curve.monotone().2 {
             chain.pooled.push(p);
         }
-        let floor = floors.get(&p).copied().unwrap_or(0.0);
+        let floor = noise.get(&p).map_or(0.0, |f| f.cti_pct);
         for (li, &level) in levels.iter().enumerate() {
             if let Some(r) = curve.demand(level, interp) {
                 if let Some(b) = bound(curve, r.censored) {
@@ -167,13 +187,16 @@ pub fn run(
     }
     if let Some(v) = volumes {
         let reach = targets.iter().copied().max().unwrap_or(0) as f64;
-        chain.traffic = traffic::fit(medians, v, &fitted, reach);
-        if let Some(f) = &chain.traffic {
+        chain.traffic = traffic::fit(medians, v, &fitted, reach, noise);
+        if let (Some(f), Some(&smallest)) = (&chain.traffic, fitted.first()) {
             for (li, &level) in levels.iter().enumerate() {
                 for &t in targets {
                     if let Some(d) = traffic::project(v, f, t, level) {
                         chain.traffic_projection.insert((t, li), d);
                     }
+                }
+                if let Some(s) = traffic::saturation(v, f, smallest as f64, level, |_| 0.0) {
+                    chain.traffic_saturation.insert(li, s);
                 }
             }
         }
@@ -202,15 +225,14 @@ mod tests {
     #[test]
     fn fits_only_the_sizes_asked_and_projects_from_the_largest() {
         let m = medians(&[(4, 1.0), (16, 2.0), (64, 4.0)]);
-        let c = run(
-            &m,
-            &[10.0],
-            Interp::Linear,
-            &BTreeMap::new(),
-            &[4, 16],
-            &[64],
-            None,
-        );
+        let none = BTreeMap::new();
+        let inputs = Inputs {
+            levels: &[10.0],
+            interp: Interp::Linear,
+            noise: &none,
+            volumes: None,
+        };
+        let c = run(&inputs, &m, &[4, 16], &[64]);
         assert_eq!(c.p_star, Some(16));
         // BW(10, p) = 40 - 10/k: 30 at 4 procs, 35 at 16: DC = 35/30 * sqrt(4/16).
         assert_eq!(c.dc_pairs.len(), 1);
@@ -225,16 +247,14 @@ mod tests {
     #[test]
     fn a_level_below_the_noise_enters_neither_the_constant_nor_the_projection() {
         let m = medians(&[(4, 1.0), (16, 2.0)]);
-        let floors = BTreeMap::from([(4, 12.0), (16, 3.0)]);
-        let c = run(
-            &m,
-            &[10.0, 15.0],
-            Interp::Linear,
-            &floors,
-            &[4, 16],
-            &[64],
-            None,
-        );
+        let floors = BTreeMap::from([(4, Floor::of(4, 12.0)), (16, Floor::of(16, 3.0))]);
+        let inputs = |noise| Inputs {
+            levels: &[10.0, 15.0],
+            interp: Interp::Linear,
+            noise,
+            volumes: None,
+        };
+        let c = run(&inputs(&floors), &m, &[4, 16], &[64]);
         assert!(c.demand[&(4, 0)].below_noise && !c.demand[&(4, 1)].below_noise);
         // Level 10 is hidden at 4 procs: only level 15's pair is used.
         assert_eq!(c.dc_pairs.len(), 1);
@@ -242,16 +262,8 @@ mod tests {
         assert_eq!(c.dc_pairs_left_out, 1);
         // At p* = 16 level 10 is resolvable: projected with the constant from level 15.
         assert!(c.projection.contains_key(&(64, 0)));
-        let floors = BTreeMap::from([(16, 12.0)]);
-        let c = run(
-            &m,
-            &[10.0, 15.0],
-            Interp::Linear,
-            &floors,
-            &[4, 16],
-            &[64],
-            None,
-        );
+        let floors = BTreeMap::from([(16, Floor::of(16, 12.0))]);
+        let c = run(&inputs(&floors), &m, &[4, 16], &[64]);
         assert!(!c.projection.contains_key(&(64, 0)));
         assert!(!c.saturation.contains_key(&0));
     }

@@ -153,6 +153,21 @@ impl CtiCurve {
     }
 }
 
+/// The logit of a demand `pct` (percent of the link): ln(w / (1 - w)), with w clamped to
+/// 0.05-99.95% (a projection at or past the link counts as 99.95%: its error is then a
+/// bound). Errors and intervals of projections are added up on this scale, where a
+/// relative error of the transfer's share R is an additive error and no interval leaves
+/// 0-100%.
+pub fn logit(pct: f64) -> f64 {
+    let w = pct.clamp(0.05, 99.95) / 100.0;
+    (w / (1.0 - w)).ln()
+}
+
+/// The demand (percent) whose logit is `x`.
+pub fn from_logit(x: f64) -> f64 {
+    100.0 / (1.0 + (-x).exp())
+}
+
 /// DC(c, p1, p2) = (BW(c,p1) / BW(c,p2)) * sqrt(p2 / p1), for p1 > p2.
 pub fn demand_constant(bw_p1: f64, bw_p2: f64, p1: f64, p2: f64) -> f64 {
     bw_p1 / bw_p2 * (p2 / p1).sqrt()
@@ -166,6 +181,27 @@ pub fn project(bw_star: f64, dc: f64, p_star: f64, p_new: f64) -> f64 {
 /// p_sat = p* * (100 / (DC * BW(c, p*)))^2: where the projected demand reaches 100%.
 pub fn saturation(bw_star: f64, dc: f64, p_star: f64) -> f64 {
     p_star * (100.0 / (dc * bw_star)).powi(2)
+}
+
+/// The first size from `from` up to 2^20 processes where `gap` (of the size) reaches 0,
+/// fractional: between the two sizes of a grid of 64 per doubling where it changes sign,
+/// straight in log p. `None` when it does not, or when `gap` has no value first.
+pub fn first_crossing(from: f64, gap: impl Fn(f64) -> Option<f64>) -> Option<f64> {
+    let mut last = (from, gap(from)?);
+    if last.1 >= 0.0 {
+        return Some(from);
+    }
+    let steps = ((1u64 << 20) as f64 / from).log2().max(0.0) * 64.0;
+    for i in 1..=steps.ceil() as usize {
+        let p = from * 2f64.powf(i as f64 / 64.0);
+        let g = gap(p)?;
+        if g >= 0.0 {
+            let f = -last.1 / (g - last.1);
+            return Some((last.0.ln() + f * (p.ln() - last.0.ln())).exp());
+        }
+        last = (p, g);
+    }
+    None
 }
 
 #[cfg(test)]

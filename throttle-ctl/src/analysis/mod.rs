@@ -10,8 +10,12 @@
 //! * [`noise`]: the smallest CTI each size's repeats can resolve.
 //! * [`bootstrap`]: intervals of every derived number, resampling runs.
 //! * [`traffic`]: a projection from the bytes the agents counted, beside DC's.
+//! * [`normal_form`]: the model search the traffic model's parts are chosen by.
 //! * [`backtest`]: each measured size projected from the smaller ones by both, and the
 //!   verdicts.
+//! * [`model_error`]: how far each model may be off beyond the noise, from its backtest.
+//! * `compose`: every figure with the intervals it is stated with.
+//! * [`bottom_line`]: the answer first, and what would narrow it.
 //! * [`render`]: the tables a person reads.
 //! * [`observation`]: one run as the analysis sees it, and what makes it no run.
 //! * [`csv`]: data measured with any tool.
@@ -25,8 +29,11 @@ pub mod bootstrap;
 pub mod bottom_line;
 pub mod cells;
 pub mod chain;
+mod compose;
 pub mod csv;
 pub mod demand;
+pub mod model_error;
+pub mod narrow;
 pub mod noise;
 pub mod normal_form;
 pub mod observation;
@@ -43,7 +50,7 @@ use anyhow::{bail, Result};
 use backtest::Model;
 use bootstrap::Interval;
 use cells::{bw_key, bw_of, BwKey, FULL};
-use demand::{Censored, Interp};
+use demand::Interp;
 
 pub use answer::{
     Analysis, DcPair, Demand, MedianPoint, Projection, Saturation, TimeUnit, TrafficAnswer,
@@ -148,60 +155,56 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             (None, false)
         }
     };
+    let inputs = chain::Inputs {
+        levels: &req.cti,
+        interp: req.interp,
+        noise: &floors,
+        volumes: volumes.as_ref(),
+    };
     // The chain on the measured medians: fitted on every size not held out.
     let fit: Vec<u32> = sizes
         .iter()
         .copied()
         .filter(|p| !held_out.contains(p))
         .collect();
-    let answer = chain::run(
-        &medians,
-        &req.cti,
-        req.interp,
-        &floors,
-        &fit,
-        &req.predict,
-        volumes.as_ref(),
-    );
+    let answer = chain::run(&inputs, &medians, &fit, &req.predict);
     let resamples = bootstrap::resamples_for(runs.good.len());
-    let spread = bootstrap::intervals(
-        &cells,
-        &req.cti,
-        req.interp,
-        &floors,
-        &fit,
-        &req.predict,
-        volumes.as_ref(),
-        resamples,
-    );
+    let spread = bootstrap::intervals(&inputs, &cells, &fit, &req.predict, resamples);
     warnings.extend(warnings::chain(&answer, &req.cti, &medians, fit.len()));
     // The backtest over every measured size. Held-out sizes are shown but neither judged
     // nor fitted on: the verdict (and which model the data favour) must not know the
     // measurement the projection is then compared with.
-    let all = chain::run(&medians, &req.cti, req.interp, &floors, &sizes, &[], None);
+    let demands_only = chain::Inputs {
+        volumes: None,
+        ..inputs
+    };
+    let all = chain::run(&demands_only, &medians, &sizes, &[]);
     let backtest = backtest::run(
+        &inputs,
         &cells,
         &medians,
-        &req.cti,
-        req.interp,
-        &floors,
         &all,
-        volumes.as_ref(),
+        &spread.demand,
         &held_out,
         resamples,
     );
+    // How wrong each model has been: at its own fitted sizes, and projected.
+    let insample = chain::run(&inputs, &medians, &fit, &fit);
+    let [dc_residuals, traffic_residuals] = compose::residuals(&insample, &answer, &spread, &fit);
+    let error = [
+        model_error::estimate(&backtest, Model::Dc, &dc_residuals),
+        model_error::estimate(&backtest, Model::Traffic, &traffic_residuals),
+    ];
     let verdict = backtest::verdict(&backtest, Model::Dc);
-    let figures = Figures {
+    let figures = compose::Figures {
         answer: &answer,
         spread: &spread,
         cti: &req.cti,
         held_out: &held_out,
-        largest_fitted: fit.iter().copied().max().unwrap_or(1),
+        smallest_fitted: fit.first().copied().unwrap_or(1),
+        largest_fitted: fit.last().copied().unwrap_or(1),
         volumes: volumes.as_ref(),
-        growth: [
-            backtest::growth(&backtest, Model::Dc),
-            backtest::growth(&backtest, Model::Traffic),
-        ],
+        error,
     };
     let projection = figures.dc_projections();
     if !projection.is_empty() {
@@ -216,6 +219,8 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             backtest::verdict(&backtest, Model::Traffic),
             answer.traffic.as_ref(),
         ),
+        error: error[1],
+        stability: stability(&spread),
     });
     if volumes.is_none() && traffic_recorded {
         warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());
@@ -230,19 +235,31 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             " (but the traffic projection's model of {part} does not describe the measured sizes: see its verdict)"
         ));
     }
+    let untested = backtest::Verdict::Untested { why: String::new() };
+    let saturation =
+        figures.saturations([&verdict, traffic.as_ref().map_or(&untested, |t| &t.verdict)]);
     let demand = figures.demands();
     let mut candidates = vec![(Model::Dc, &verdict, &projection[..])];
     if let Some(t) = &traffic {
         candidates.push((Model::Traffic, &t.verdict, &t.projection[..]));
     }
+    let runs_per_size = cells.iter().fold(BTreeMap::new(), |mut m, (&(p, _), t)| {
+        *m.entry(p).or_insert(0usize) += t.len();
+        m
+    });
     let bottom_line = bottom_line::bottom_line(
-        &candidates,
-        &demand,
-        &req.cti,
-        fit.iter().copied().max(),
-        req.capacity
-            .map(throttle_proto::rate::format_bits_per_sec)
-            .as_deref(),
+        &bottom_line::Basis {
+            candidates: &candidates,
+            demand: &demand,
+            saturation: &saturation,
+            levels: &req.cti,
+            fitted: &fit,
+            runs_per_size: &runs_per_size,
+            capacity: req
+                .capacity
+                .map(throttle_proto::rate::format_bits_per_sec)
+                .as_deref(),
+        },
         !req.predict.is_empty(),
     );
     Ok(Analysis {
@@ -266,7 +283,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         dc_pairs_censored: answer.dc_pairs_left_out,
         p_star: answer.p_star,
         projection,
-        saturation: figures.saturations(),
+        saturation,
         held_out,
         intervals: format!(
             "{:.0}% percentile bootstrap over runs ({resamples} resamples): run-to-run noise only",
@@ -275,10 +292,29 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         resamples,
         backtest,
         verdict,
+        dc_error: error[0],
         traffic,
         supported,
         warnings,
     })
+}
+
+/// How often each form of the traffic model's parts won over the resamples.
+fn stability(spread: &bootstrap::Intervals) -> Vec<answer::Stability> {
+    spread
+        .forms
+        .iter()
+        .map(|(part, counts)| {
+            let mut forms: Vec<(String, usize)> =
+                counts.iter().map(|(f, &n)| (f.clone(), n)).collect();
+            forms.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            answer::Stability {
+                part: part.to_string(),
+                resamples: forms.iter().map(|f| f.1).sum(),
+                forms,
+            }
+        })
+        .collect()
 }
 
 /// The runs of the chosen series, sorted by what the analysis does with them.
@@ -394,196 +430,6 @@ fn volumes(good: &[&Observation], capacity: Option<f64>) -> (Option<traffic::Vol
         _ => None,
     };
     (volumes, !per_node.is_empty())
-}
-
-/// The chain's figures with their bootstrap intervals, as the answer states them.
-struct Figures<'a> {
-    answer: &'a chain::Chain,
-    spread: &'a bootstrap::Intervals,
-    cti: &'a [f64],
-    held_out: &'a [u32],
-    /// The largest size the projections are fitted on.
-    largest_fitted: u32,
-    /// The runs' traffic, for the traffic model's spread.
-    volumes: Option<&'a traffic::Volumes>,
-    /// The backtest's error growth of the DC and the traffic projection.
-    growth: [Option<backtest::Growth>; 2],
-}
-
-impl Figures<'_> {
-    fn dc_pairs(&self) -> Vec<DcPair> {
-        self.answer
-            .dc_pairs
-            .iter()
-            .map(|&(li, p1, p2, dc)| DcPair {
-                cti: self.cti[li],
-                p1,
-                p2,
-                dc,
-            })
-            .collect()
-    }
-
-    fn demands(&self) -> Vec<Demand> {
-        self.answer
-            .demand
-            .iter()
-            .map(|(&(p, li), n)| Demand {
-                procs: p,
-                cti: self.cti[li],
-                bw_pct: n.bw_pct,
-                censored: n.censored,
-                bound: self.answer.bounds.get(&(p, li)).copied(),
-                between: n.between.map(|(a, b)| [a, b]),
-                below_noise: n.below_noise,
-                // A censored demand is a bound: no noise interval around it.
-                interval: self
-                    .spread
-                    .demand
-                    .get(&(p, li))
-                    .and_then(|s| s.interval)
-                    .filter(|_| n.censored == Censored::None),
-                held_out: self.held_out.contains(&p),
-            })
-            .collect()
-    }
-
-    /// A held-out size's measured demand: the value, or the bound a censored one is
-    /// known to be beyond; its censoring; whether the level is below its noise floor.
-    fn measured_at(&self, p: u32, li: usize) -> Option<(f64, Censored, bool)> {
-        let n = self
-            .answer
-            .demand
-            .get(&(p, li))
-            .filter(|_| self.held_out.contains(&p))?;
-        let value = self
-            .answer
-            .bounds
-            .get(&(p, li))
-            .copied()
-            .unwrap_or(n.bw_pct);
-        Some((value, n.censored, n.below_noise))
-    }
-
-    /// The model error of a projection to `p` at `bw`: the close models' `spread` and
-    /// the backtest's error growth over the distance, whichever reaches further; `None`
-    /// with neither.
-    fn model_error(
-        &self,
-        p: u32,
-        bw: f64,
-        spread: Option<(f64, f64)>,
-        growth: Option<backtest::Growth>,
-    ) -> Option<answer::ModelError> {
-        // Both ways: a size below the largest fitted one is a projection too (DC's from
-        // p* certainly).
-        let doublings = (p as f64 / self.largest_fitted.max(1) as f64).log2().abs();
-        // Without a backtest check there is no measure of how wrong the model has been:
-        // no model error, and so no number as the answer.
-        let g = growth?.pp_per_doubling * doublings;
-        let (lo, hi) = spread.unwrap_or((bw, bw));
-        let mut error = answer::ModelError {
-            down: (bw - lo).max(0.0).max(g),
-            up: (hi - bw).max(0.0).max(g),
-            spread: spread.map(|(low, high)| Interval::of_close_models(low, high)),
-            growth,
-            doublings,
-            in_words: String::new(),
-        };
-        error.in_words = error.describe();
-        Some(error)
-    }
-
-    /// One projected figure, with its intervals and, at a held-out size, the measurement.
-    fn projected(
-        &self,
-        (p, li): (u32, usize),
-        bw: f64,
-        interval: Option<Interval>,
-        from_censored: bool,
-        model_error: Option<answer::ModelError>,
-    ) -> Projection {
-        let measured = self.measured_at(p, li);
-        // A projection from a censored demand is a bound, not a value with noise.
-        let noise = interval.filter(|_| !from_censored);
-        // Noise and model error taken as independent: their half-widths add in
-        // quadrature, each side on its own. No program needs less than nothing: the
-        // low end stops at 0 (the high end may pass 100%: the link saturates).
-        let both = match (noise, &model_error) {
-            (Some(n), Some(m)) => Some(Interval::with_model_error(
-                (bw - (bw - n.low).max(0.0).hypot(m.down)).max(0.0),
-                bw + (n.high - bw).max(0.0).hypot(m.up),
-            )),
-            _ => None,
-        };
-        Projection {
-            procs: p,
-            cti: self.cti[li],
-            bw_pct: bw,
-            noise_interval: noise,
-            interval: both,
-            model_error,
-            measured_bw_pct: measured.map(|m| m.0),
-            measured_censored: measured.map(|m| m.1),
-            measured_below_noise: measured.is_some_and(|m| m.2),
-            error_pp: measured.map(|m| bw - m.0),
-            error_is_bound: measured.is_some_and(|m| m.1 != Censored::None),
-            from_censored,
-        }
-    }
-
-    fn dc_projections(&self) -> Vec<Projection> {
-        self.answer
-            .projection
-            .iter()
-            .map(|(&key, &(bw, from_censored))| {
-                let interval = self.spread.projection.get(&key).and_then(|s| s.interval);
-                let error = self.model_error(key.0, bw, None, self.growth[0]);
-                self.projected(key, bw, interval, from_censored, error)
-            })
-            .collect()
-    }
-
-    fn traffic_projections(&self) -> Vec<Projection> {
-        self.answer
-            .traffic_projection
-            .iter()
-            .map(|(&key, &bw)| {
-                let interval = self
-                    .spread
-                    .traffic_projection
-                    .get(&key)
-                    .and_then(|s| s.interval);
-                // The model spread, once, on the answer (the bootstrap has no use for it).
-                let band = match (&self.answer.traffic, self.volumes) {
-                    (Some(f), Some(v)) => traffic::band(v, f, key.0, self.cti[key.1]),
-                    _ => None,
-                };
-                let error = self.model_error(key.0, bw, band, self.growth[1]);
-                self.projected(key, bw, interval, false, error)
-            })
-            .collect()
-    }
-
-    fn saturations(&self) -> Vec<Saturation> {
-        self.answer
-            .saturation
-            .iter()
-            .map(|(&li, &(crossing, from_censored))| Saturation {
-                cti: self.cti[li],
-                procs: (crossing.is_finite() && crossing.ceil() <= u32::MAX as f64)
-                    .then(|| crossing.ceil().max(1.0) as u32),
-                crossing,
-                interval: self
-                    .spread
-                    .saturation
-                    .get(&li)
-                    .and_then(|s| s.interval)
-                    .filter(|_| !from_censored),
-                from_censored,
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -90,9 +90,33 @@ pub fn floors(cells: &BTreeMap<(u32, BwKey), Vec<f64>>) -> Vec<Floor> {
     out
 }
 
-/// The floors as a map for the chain.
-pub fn by_size(floors: &[Floor]) -> BTreeMap<u32, f64> {
-    floors.iter().map(|f| (f.procs, f.cti_pct)).collect()
+impl Floor {
+    /// The standard error of the median of `n` runs of about `value`, from this size's
+    /// pooled spread.
+    pub fn median_se(&self, value: f64, n: usize) -> f64 {
+        MEDIAN_EFFICIENCY * self.run_cv * value.abs() / (n.max(1) as f64).sqrt()
+    }
+}
+
+#[cfg(test)]
+impl Floor {
+    /// A floor of `cti_pct` at `procs`, with no spread behind it (tests).
+    pub fn of(procs: u32, cti_pct: f64) -> Floor {
+        Floor {
+            procs,
+            run_cv: 0.0,
+            runs: 0,
+            cells: 0,
+            baseline_repeats: 3,
+            step_repeats: 3,
+            cti_pct,
+        }
+    }
+}
+
+/// The floors by size, for the chain.
+pub fn by_size(floors: &[Floor]) -> BTreeMap<u32, Floor> {
+    floors.iter().map(|f| (f.procs, f.clone())).collect()
 }
 
 #[cfg(test)]

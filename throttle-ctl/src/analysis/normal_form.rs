@@ -2,28 +2,81 @@
 //! performance-model normal form ("Using automated performance modeling to find
 //! scalability bugs in complex codes", Calotoiu et al., SC13): candidate functions
 //! f(p) = c0 + c1 p^i log2(p)^j (and c1 p^i log2(p)^j without c0), i from a set of
-//! fractions, j in 0..=2, each fitted by least squares, and ranked by how well each one
-//! predicts a size left out of its fit (leave-one-size-out). Two more candidates carry
-//! the forms the rest of the analysis used before: a power law a p^b with b fitted, and
-//! the strong-scaling regression C0 + C1/p + C2/sqrt(p) of the ICPE 2016 paper. Beyond
-//! Extra-P's set, a few forms take the number of peers each process has, p - 1, for p:
-//! c0 + c1 (p-1)^i with i in {-1, -1/2, 1/2, 1}. A master with p - 1 workers divides its
-//! work by p - 1, an all-to-all exchange sends (p - 1)/p of each node's data; no sum of
-//! powers of p matches 1/(p - 1) over 2-6 nodes and still extrapolates it (the power law
-//! through them was 20% low at 10 nodes for the master/worker benchmark).
+//! fractions, j in 0..=2. Two more candidates carry the forms the rest of the analysis
+//! used before: a power law a p^b with b fitted, and the strong-scaling regression
+//! C0 + C1/p + C2/sqrt(p) of the ICPE 2016 paper. Beyond Extra-P's set, a few forms take
+//! the number of peers each process has, p - 1, for p: c0 + c1 (p-1)^i with i in
+//! {-1, -1/2, 1/2, 1}. A master with p - 1 workers divides its work by p - 1, an
+//! all-to-all exchange sends (p - 1)/p of each node's data; no sum of powers of p matches
+//! 1/(p - 1) over 2-6 nodes and still extrapolates it (the power law through them was 20%
+//! low at 10 nodes for the master/worker benchmark).
 //!
-//! With n sizes only forms with at most n - 2 coefficients are judged (each is fitted on
-//! n - 1 of them and must leave a residual there): with three sizes, one coefficient;
-//! with four, two; the paper's T(p) with five. A form
-//! that goes to zero or below anywhere between the smallest size and the farthest
-//! target is no model of a time, a byte count or a weight, and is not a candidate; nor
-//! is one that turns against the measured trend there (values that fall at every
-//! measured step may not rise again before the target: a curve bent to fit a few sizes
-//! is not evidence of a minimum nobody measured).
+//! **How a form is chosen, and why it does not flip.** Each value comes with its standard
+//! error from run-to-run noise ([`Sample::se`]), widened by [`REL_FLOOR`] of the value
+//! (no form of a handful of sizes describes a program to better than that). Every form is
+//! fitted by weighted least squares and scored by the small-sample Akaike information
+//! criterion on the weighted residuals, AICc = chi^2 + 2k + 2k(k+1)/(n-k-1) with k
+//! coefficients and n sizes: a form with one more coefficient must explain the data
+//! better by more than the noise does (with four sizes a second coefficient costs 12 in
+//! chi^2, about a 3.5 standard-error improvement). A form needs n - k - 1 >= 1 (with three
+//! sizes one coefficient, with four two, the paper's T(p) with five). A form's shape costs
+//! too: [`SHAPE_COST`] per unit of |i| + j, so that p^2 log2(p)^2 must fit 16 better
+//! than a constant to be believed 3 times beyond the data (a weight k fitted as
+//! 0.64 - 0.002 p^2 log2(p)^2 on 2-6 nodes of a loaded machine, the 6-node value 5% low,
+//! halved the demand projected to 16). The answer is not
+//! the single best form but the average of the forms within [`WINDOW`] of the best
+//! (Occam's window), each weighted by its Akaike weight exp(-dAICc/2), averaged in log
+//! space: two forms that the data cannot tell apart share the answer instead of taking
+//! it in turns from one resample to the next, and how far they disagree at a target is
+//! the projection's model-selection spread ([`Found::log_spread`]).
+//!
+//! A form that goes to zero or below anywhere between the smallest size and the farthest
+//! target is no model of a time, a byte count or a weight, and is not a candidate; nor is
+//! one that turns against the measured trend there (values that fall at every measured
+//! step may not rise again before the target: a curve bent to fit a few sizes is not
+//! evidence of a minimum nobody measured).
 
 use serde::Serialize;
 
-use super::regression;
+/// One measured value of a quantity at one size, with its standard error from the runs'
+/// noise (0 where the value is exact, as a byte count nearly is).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub p: f64,
+    pub value: f64,
+    pub se: f64,
+}
+
+impl Sample {
+    /// A value with no noise of its own (its weight then comes from [`REL_FLOOR`]).
+    pub fn exact(p: f64, value: f64) -> Sample {
+        Sample { p, value, se: 0.0 }
+    }
+
+    /// The standard deviation the fit weighs this value by: its noise, and at least
+    /// [`REL_FLOOR`] of it.
+    fn sigma(&self) -> f64 {
+        self.se.hypot(REL_FLOOR * self.value.abs())
+    }
+}
+
+/// No form describes a quantity measured at a few sizes to better than this share of its
+/// value: a fit is not rewarded for following the data more closely than that (a byte
+/// count that grows by 0.1% over 2-6 nodes is a constant). 1% was too coarse: the
+/// master/worker time at 100%, measured to 0.1%, then took c1 (p-1)^-1 (2-3% off at every
+/// size, 13% off at 16) over c0 + c1 (p-1)^-1 (exact).
+pub const REL_FLOOR: f64 = 0.002;
+
+/// The forms whose AICc is within this of the best one's are averaged (Occam's window:
+/// beyond 4, a form has less than a seventh of the best one's weight).
+pub const WINDOW: f64 = 4.0;
+
+/// What each unit of a form's shape, |i| + j of p^i log2(p)^j, adds to its criterion:
+/// as much as a coefficient. Forms far from a constant need more evidence.
+pub const SHAPE_COST: f64 = 2.0;
+
+/// At most this many forms are averaged.
+const MAX_CLOSE: usize = 8;
 
 /// The exponents i of p (as fractions: numerator, denominator).
 const EXPONENTS: [(i8, u8); 16] = [
@@ -68,6 +121,15 @@ pub enum Form {
     Paper,
 }
 
+/// The constant: one coefficient, no shape.
+pub const CONSTANT: Form = Form::Term {
+    num: 0,
+    den: 1,
+    log: 0,
+    constant: false,
+    peers: false,
+};
+
 impl Form {
     /// How many coefficients the fit has.
     pub fn coefficients(self) -> usize {
@@ -91,6 +153,22 @@ impl Form {
                 x.powf(num as f64 / den as f64) * x.log2().powi(log as i32)
             }
             _ => f64::NAN,
+        }
+    }
+
+    /// The functions of p whose coefficients a fit finds (a power law's, of ln p, for
+    /// ln of the value).
+    fn basis(self, p: f64) -> Vec<f64> {
+        match self {
+            Form::Term { constant, .. } => {
+                if constant {
+                    vec![1.0, self.term(p)]
+                } else {
+                    vec![self.term(p)]
+                }
+            }
+            Form::Power => vec![1.0, p.ln()],
+            Form::Paper => vec![1.0, 1.0 / p, 1.0 / p.sqrt()],
         }
     }
 
@@ -130,9 +208,17 @@ impl Form {
         out
     }
 
+    /// |i| + j of its term (0 for the constant and the fitted forms, whose shape is a
+    /// coefficient).
+    fn shape(self) -> f64 {
+        match self {
+            Form::Term { num, den, log, .. } => (num as f64 / den as f64).abs() + log as f64,
+            Form::Power | Form::Paper => 0.0,
+        }
+    }
+
     /// How simple the form is (lower first): fewer coefficients, then smaller |i|, then
-    /// smaller j, then p before p - 1. Breaks ties between forms that predict equally
-    /// well.
+    /// smaller j, then p before p - 1. Breaks ties between forms that score equally.
     fn simplicity(self) -> (usize, u32, u8, bool) {
         match self {
             Form::Term {
@@ -151,6 +237,44 @@ impl Form {
             Form::Paper => (3, 0, 0, false),
         }
     }
+
+    /// The form with its coefficients as names (`c0 + c1 (p-1)^-1`): how the stability
+    /// count over resamples tells forms apart.
+    pub fn name(self) -> String {
+        match self {
+            Form::Term {
+                num,
+                den,
+                log,
+                constant,
+                peers,
+            } => {
+                let x = if peers { "(p-1)" } else { "p" };
+                let mut t = "c1".to_string();
+                if num != 0 {
+                    if den == 1 {
+                        t.push_str(&format!(" {x}^{num}"));
+                    } else {
+                        t.push_str(&format!(" {x}^({num}/{den})"));
+                    }
+                }
+                match log {
+                    0 => {}
+                    1 => t.push_str(&format!(" log2({x})")),
+                    l => t.push_str(&format!(" log2({x})^{l}")),
+                }
+                if constant {
+                    format!("c0 + {t}")
+                } else if num == 0 && log == 0 {
+                    "c (a constant)".into()
+                } else {
+                    t
+                }
+            }
+            Form::Power => "a p^b".into(),
+            Form::Paper => "C0 + C1/p + C2/sqrt(p)".into(),
+        }
+    }
 }
 
 /// A form with its coefficients, fitted on some sizes.
@@ -161,8 +285,13 @@ pub struct Model {
     /// The coefficients: c0, c1 (`Term`; c0 is 0 without a constant), a, b (`Power`),
     /// C0, C1, C2 (`Paper`).
     pub coef: Vec<f64>,
-    /// Mean relative error predicting each fitted size from the others (leave one size
-    /// out), as a fraction; `None` for a model fitted only to project.
+    /// Its criterion on the fitted sizes, AICc with the shape's cost; `None` where it was
+    /// not judged (two sizes).
+    pub aicc: Option<f64>,
+    /// Its Akaike weight among the averaged forms (they sum to 1).
+    pub weight: Option<f64>,
+    /// Mean relative error predicting each fitted size from a fit on the others (leave
+    /// one size out), as a fraction: on the best form only.
     pub loso: Option<f64>,
 }
 
@@ -234,81 +363,129 @@ impl Model {
             v.is_finite() && v > 0.0 && !against
         })
     }
+
+    /// chi^2 of the model on `pts`: the squared residuals in units of each value's
+    /// [`Sample::sigma`].
+    fn chi2(&self, pts: &[Sample]) -> f64 {
+        pts.iter()
+            .map(|s| ((s.value - self.at(s.p)) / s.sigma()).powi(2))
+            .sum()
+    }
 }
 
-/// Least-squares fit of `form` to `pts` (p, value); `None` when the points cannot
-/// determine it.
-pub fn fit(form: Form, pts: &[(f64, f64)]) -> Option<Model> {
-    let n = pts.len();
+/// Weighted least squares: the coefficients minimising sum w (y - b . x)^2 over `rows`
+/// of (x, y, w); `None` when the rows cannot determine them.
+fn wls(rows: &[(Vec<f64>, f64, f64)]) -> Option<Vec<f64>> {
+    let k = rows.first()?.0.len();
+    if rows.len() < k {
+        return None;
+    }
+    // Columns scaled to unit weighted RMS, so that the pivot test means the same for
+    // 1/p as for p^2.
+    let scale: Vec<f64> = (0..k)
+        .map(|j| {
+            let s = rows.iter().map(|r| r.2 * r.0[j] * r.0[j]).sum::<f64>();
+            if s > 0.0 && s.is_finite() {
+                s.sqrt()
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    if scale.contains(&0.0) {
+        return None;
+    }
+    let mut a = vec![vec![0.0f64; k + 1]; k];
+    for (x, y, w) in rows {
+        for i in 0..k {
+            let xi = x[i] / scale[i];
+            for j in 0..k {
+                a[i][j] += w * xi * x[j] / scale[j];
+            }
+            a[i][k] += w * xi * y;
+        }
+    }
+    // Gaussian elimination with partial pivoting.
+    for c in 0..k {
+        let pivot = (c..k).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        // NaN fails this too.
+        if a[pivot][c].abs().partial_cmp(&1e-10) != Some(std::cmp::Ordering::Greater) {
+            return None;
+        }
+        a.swap(c, pivot);
+        let pivot_row = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != c {
+                let f = row[c] / pivot_row[c];
+                for (x, p) in row.iter_mut().zip(&pivot_row).skip(c) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    let coef: Vec<f64> = (0..k).map(|i| a[i][k] / a[i][i] / scale[i]).collect();
+    coef.iter().all(|c| c.is_finite()).then_some(coef)
+}
+
+/// Weighted least-squares fit of `form` to `pts`, each value weighed by 1/sigma^2
+/// ([`Sample::sigma`]); `None` when the points cannot determine it.
+pub fn fit(form: Form, pts: &[Sample]) -> Option<Model> {
+    if pts.iter().any(|s| s.sigma().is_nan() || s.sigma() <= 0.0) {
+        return None;
+    }
     let coef = match form {
         Form::Term { constant, .. } => {
-            let xs: Vec<f64> = pts.iter().map(|&(p, _)| form.term(p)).collect();
+            let rows: Vec<(Vec<f64>, f64, f64)> = pts
+                .iter()
+                .map(|s| (form.basis(s.p), s.value, s.sigma().powi(-2)))
+                .collect();
+            if rows.iter().any(|r| r.0.iter().any(|x| !x.is_finite())) {
+                return None;
+            }
+            let c = wls(&rows)?;
             if constant {
-                if n < 2 {
-                    return None;
-                }
-                let mx = xs.iter().sum::<f64>() / n as f64;
-                let my = pts.iter().map(|p| p.1).sum::<f64>() / n as f64;
-                let (mut sxy, mut sxx) = (0.0, 0.0);
-                for (x, &(_, y)) in xs.iter().zip(pts) {
-                    sxy += (x - mx) * (y - my);
-                    sxx += (x - mx) * (x - mx);
-                }
-                if sxx.is_nan() || sxx <= 1e-12 * mx.abs().max(1.0).powi(2) {
-                    return None;
-                }
-                let c1 = sxy / sxx;
-                vec![my - c1 * mx, c1]
+                c
             } else {
-                let (mut sxy, mut sxx) = (0.0, 0.0);
-                for (x, &(_, y)) in xs.iter().zip(pts) {
-                    sxy += x * y;
-                    sxx += x * x;
-                }
-                if sxx.is_nan() || sxx <= 0.0 {
-                    return None;
-                }
-                vec![0.0, sxy / sxx]
+                vec![0.0, c[0]]
             }
         }
         Form::Power => {
-            if n < 2 || pts.iter().any(|&(p, v)| p <= 0.0 || v <= 0.0) {
+            if pts.iter().any(|s| s.p <= 0.0 || s.value <= 0.0) {
                 return None;
             }
-            let logs: Vec<(f64, f64)> = pts.iter().map(|&(p, v)| (p.ln(), v.ln())).collect();
-            let mx = logs.iter().map(|l| l.0).sum::<f64>() / n as f64;
-            let my = logs.iter().map(|l| l.1).sum::<f64>() / n as f64;
-            let (mut sxy, mut sxx) = (0.0, 0.0);
-            for &(x, y) in &logs {
-                sxy += (x - mx) * (y - my);
-                sxx += (x - mx) * (x - mx);
-            }
-            if sxx.is_nan() || sxx <= 1e-12 {
-                return None;
-            }
-            let b = sxy / sxx;
-            vec![(my - b * mx).exp(), b]
+            // ln y = ln a + b ln p; sd(ln y) = sigma / y.
+            let rows: Vec<(Vec<f64>, f64, f64)> = pts
+                .iter()
+                .map(|s| (form.basis(s.p), s.value.ln(), (s.value / s.sigma()).powi(2)))
+                .collect();
+            let c = wls(&rows)?;
+            vec![c[0].exp(), c[1]]
         }
         Form::Paper => {
-            let r = regression::regress(pts)?;
-            vec![r.c0, r.c1, r.c2]
+            let rows: Vec<(Vec<f64>, f64, f64)> = pts
+                .iter()
+                .map(|s| (form.basis(s.p), s.value, s.sigma().powi(-2)))
+                .collect();
+            wls(&rows)?
         }
     };
     coef.iter().all(|c| c.is_finite()).then_some(Model {
         form,
         coef,
+        aicc: None,
+        weight: None,
         loso: None,
     })
 }
 
 /// The direction the values take as p grows, when every step takes it (by more than a
 /// part in 1000: a flat series has none): 1.0 rising, -1.0 falling.
-fn trend(pts: &[(f64, f64)]) -> Option<f64> {
+fn trend(pts: &[Sample]) -> Option<f64> {
     let mut sorted = pts.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    sorted.sort_by(|a, b| a.p.total_cmp(&b.p));
     let steps: Vec<f64> = sorted
         .windows(2)
-        .map(|w| (w[1].1 - w[0].1) / w[0].1.abs().max(f64::MIN_POSITIVE))
+        .map(|w| (w[1].value - w[0].value) / w[0].value.abs().max(f64::MIN_POSITIVE))
         .collect();
     if steps.is_empty() {
         None
@@ -321,30 +498,37 @@ fn trend(pts: &[(f64, f64)]) -> Option<f64> {
     }
 }
 
+/// Whether `form` can be judged on `n` sizes: its fit must leave residuals (n - k - 1 at
+/// least 1, where AICc's small-sample term is finite).
+fn judgeable(form: Form, n: usize) -> bool {
+    n >= form.coefficients() + 2
+}
+
+/// AICc of a fit with `k` coefficients and `chi2` on `n` values.
+fn aicc(chi2: f64, k: usize, n: usize) -> f64 {
+    let (k, n) = (k as f64, n as f64);
+    chi2 + 2.0 * k + 2.0 * k * (k + 1.0) / (n - k - 1.0)
+}
+
 /// Mean relative error predicting each size of `pts` from a fit on the others; `None`
-/// when a fit on the others is not determined (the form has as many coefficients as
-/// there are sizes left).
-fn loso(form: Form, pts: &[(f64, f64)]) -> Option<f64> {
-    // Each fit on the others must leave a residual: a form fitted exactly through the
-    // sizes left is judged on interpolation alone, and picking the best of ~100 such
-    // fits is fitting the noise (a review's simulation: with 3 sizes a two-coefficient
-    // form won 94% of trials on data that had one, and erred by 11% at p = 20).
-    if pts.len() < form.coefficients() + 2 {
+/// when a fit on the others is not determined.
+fn loso(form: Form, pts: &[Sample]) -> Option<f64> {
+    if !judgeable(form, pts.len()) {
         return None;
     }
     let mut sum = 0.0;
-    for (i, &(p, v)) in pts.iter().enumerate() {
-        let rest: Vec<(f64, f64)> = pts
+    for (i, s) in pts.iter().enumerate() {
+        let rest: Vec<Sample> = pts
             .iter()
             .enumerate()
             .filter(|&(k, _)| k != i)
             .map(|(_, &x)| x)
             .collect();
         let m = fit(form, &rest)?;
-        let at = m.at(p);
+        let at = m.at(s.p);
         // A prediction of zero or below is as wrong as a value can be.
         let err = if at.is_finite() && at > 0.0 {
-            ((at - v) / v).abs().min(1.0)
+            ((at - s.value) / s.value).abs().min(1.0)
         } else {
             1.0
         };
@@ -356,85 +540,122 @@ fn loso(form: Form, pts: &[(f64, f64)]) -> Option<f64> {
 /// What the search found for one quantity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Found {
-    /// The chosen model: the smallest leave-one-size-out error, the simplest among equals.
+    /// The form with the most weight (the lowest AICc, the simplest among equals).
     pub best: Model,
-    /// The models (best first) whose error is about as small as the best one's: at most
-    /// twice it, or within 2 points of it. They disagree further out; how far is the
-    /// model part of a projection's uncertainty.
+    /// The forms averaged (best first), each with its Akaike weight: those within
+    /// [`WINDOW`] of the best one's AICc. How far they disagree further out is the
+    /// model-selection part of a projection's uncertainty.
     pub close: Vec<Model>,
     /// How many forms could be judged.
     pub judged: usize,
 }
 
-/// Search `forms` for the model of `pts` (one value per size), keeping those positive
-/// from the smallest size to `reach`; `fallback` (the paper's form for the quantity),
-/// fitted on every size, joins the close alternatives, and is the model, unjudged, where
-/// nothing can be judged (two sizes). `None` with fewer than two sizes, or when nothing
-/// can be fitted.
-pub fn search_or(pts: &[(f64, f64)], forms: &[Form], reach: f64, fallback: Form) -> Option<Found> {
-    let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
-    let hi = reach.max(pts.iter().map(|p| p.0).fold(0.0, f64::max));
-    let fallback = fit(fallback, pts).filter(|m| m.admissible(lo, hi, trend(pts)));
-    let mut found = match search(pts, forms, reach) {
-        Some(f) => f,
-        // Nothing could be judged (two sizes): the fallback, unjudged.
-        None => {
-            let best = fallback?;
-            return Some(Found {
-                best: best.clone(),
-                close: vec![best],
-                judged: 0,
-            });
+impl Found {
+    /// The averaged models' value at `p`: their weighted mean in log space; `None` where
+    /// the best one has no positive finite value there.
+    pub fn at(&self, p: f64) -> Option<f64> {
+        let best = self.best.at(p);
+        if !(best.is_finite() && best > 0.0) {
+            return None;
         }
-    };
-    // The fallback (the paper's form) is always among the close alternatives: what the
-    // search prefers must be weighed against it further out.
-    if let Some(f) = fallback {
-        if !found.close.iter().any(|m| m.form == f.form) {
-            found.close.push(f);
+        let (mut num, mut den) = (0.0, 0.0);
+        for m in &self.close {
+            let (v, w) = (m.at(p), m.weight.unwrap_or(0.0));
+            if v.is_finite() && v > 0.0 && w > 0.0 {
+                num += w * v.ln();
+                den += w;
+            }
         }
+        (den > 0.0).then(|| (num / den).exp())
     }
-    Some(found)
+
+    /// How far the averaged models disagree at `p`: the weighted standard deviation of
+    /// their ln values about the average (0 with one model).
+    pub fn log_spread(&self, p: f64) -> Option<f64> {
+        let centre = self.at(p)?.ln();
+        let (mut ss, mut den) = (0.0, 0.0);
+        for m in &self.close {
+            let (v, w) = (m.at(p), m.weight.unwrap_or(0.0));
+            if v.is_finite() && v > 0.0 && w > 0.0 {
+                ss += w * (v.ln() - centre).powi(2);
+                den += w;
+            }
+        }
+        (den > 0.0).then(|| (ss / den).sqrt())
+    }
 }
 
 /// Search `forms` for the model of `pts` (one value per size), keeping those positive
-/// from the smallest size to `reach`. `None` with fewer than two sizes or no form that
-/// can be judged.
-pub fn search(pts: &[(f64, f64)], forms: &[Form], reach: f64) -> Option<Found> {
-    if pts.len() < 2 || pts.iter().any(|&(p, v)| !(p >= 1.0 && v.is_finite())) {
+/// from the smallest size to `reach`; `fallback` (the paper's form for the quantity),
+/// fitted on every size, is the model, unjudged, where nothing can be judged (two
+/// sizes). `None` with fewer than two sizes, or when nothing can be fitted.
+pub fn search_or(pts: &[Sample], forms: &[Form], reach: f64, fallback: Form) -> Option<Found> {
+    if let Some(found) = search(pts, forms, reach) {
+        return Some(found);
+    }
+    let lo = pts.iter().map(|s| s.p).fold(f64::INFINITY, f64::min);
+    let hi = reach.max(pts.iter().map(|s| s.p).fold(0.0, f64::max));
+    let mut best = fit(fallback, pts).filter(|m| m.admissible(lo, hi, trend(pts)))?;
+    best.weight = Some(1.0);
+    Some(Found {
+        best: best.clone(),
+        close: vec![best],
+        judged: 0,
+    })
+}
+
+/// Search `forms` for the model of `pts` (one value per size), keeping those positive
+/// from the smallest size to `reach`. `None` with fewer than three sizes (nothing can be
+/// judged) or no admissible form.
+pub fn search(pts: &[Sample], forms: &[Form], reach: f64) -> Option<Found> {
+    let n = pts.len();
+    if n < 3 || pts.iter().any(|s| !(s.p >= 1.0 && s.value.is_finite())) {
         return None;
     }
-    let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
-    let hi = reach.max(pts.iter().map(|p| p.0).fold(0.0, f64::max));
+    let lo = pts.iter().map(|s| s.p).fold(f64::INFINITY, f64::min);
+    let hi = reach.max(pts.iter().map(|s| s.p).fold(0.0, f64::max));
     let trend = trend(pts);
-    let mut judged: Vec<(f64, Form)> = forms
+    let mut judged: Vec<(f64, Model)> = forms
         .iter()
-        .filter_map(|&f| Some((loso(f, pts)?, f)))
+        .filter(|f| judgeable(**f, n))
+        .filter_map(|&f| {
+            let m = fit(f, pts)?;
+            let score = aicc(m.chi2(pts), f.coefficients(), n) + SHAPE_COST * f.shape();
+            score.is_finite().then_some((score, m))
+        })
         .collect();
     judged.sort_by(|a, b| {
         a.0.total_cmp(&b.0)
-            .then(a.1.simplicity().cmp(&b.1.simplicity()))
+            .then(a.1.form.simplicity().cmp(&b.1.form.simplicity()))
     });
-    let n = judged.len();
-    // Best first; positivity is checked only as far as the close ones go (it is the
+    let count = judged.len();
+    // Best first; admissibility is checked only as far as the window goes (it is the
     // costly part, and the search runs once per bootstrap resample).
     let mut close: Vec<Model> = Vec::new();
-    for (e, f) in judged {
-        if let Some(b) = close.first().and_then(|b| b.loso) {
-            if e > (2.0 * b).max(b + 0.02) || close.len() == 8 {
+    for (score, mut m) in judged {
+        if let Some(b) = close.first().and_then(|b| b.aicc) {
+            if score - b > WINDOW || close.len() == MAX_CLOSE {
                 break;
             }
         }
-        let Some(mut m) = fit(f, pts) else { continue };
         if m.admissible(lo, hi, trend) {
-            m.loso = Some(e);
+            m.aicc = Some(score);
             close.push(m);
         }
     }
+    let best_score = close.first()?.aicc?;
+    let total: f64 = close
+        .iter()
+        .map(|m| (-(m.aicc.unwrap_or(best_score) - best_score) / 2.0).exp())
+        .sum();
+    for m in &mut close {
+        m.weight = Some((-(m.aicc.unwrap_or(best_score) - best_score) / 2.0).exp() / total);
+    }
+    close[0].loso = loso(close[0].form, pts);
     Some(Found {
-        best: close.first()?.clone(),
+        best: close[0].clone(),
         close,
-        judged: n,
+        judged: count,
     })
 }
 
@@ -442,8 +663,8 @@ pub fn search(pts: &[(f64, f64)], forms: &[Form], reach: f64) -> Option<Found> {
 mod tests {
     use super::*;
 
-    fn pts(sizes: &[f64], f: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
-        sizes.iter().map(|&p| (p, f(p))).collect()
+    fn pts(sizes: &[f64], f: impl Fn(f64) -> f64) -> Vec<Sample> {
+        sizes.iter().map(|&p| Sample::exact(p, f(p))).collect()
     }
 
     #[test]
@@ -500,14 +721,13 @@ mod tests {
         );
         assert!(search(&data[..2], &Form::all(), 25.0).is_none());
         // Asked for a fallback, two sizes get it, fitted through both and not judged;
-        // with more sizes it is among the close alternatives.
+        // with more sizes the search judges.
         let data = pts(&[4.0, 9.0, 16.0], |p| 3.0 * p.powf(0.8));
         let f = search_or(&data[..2], &Form::all(), 25.0, Form::Power).unwrap();
-        assert_eq!((f.best.form, f.best.loso), (Form::Power, None));
+        assert_eq!((f.best.form, f.best.aicc), (Form::Power, None));
         assert!((f.best.at(25.0) - 3.0 * 25f64.powf(0.8)).abs() < 1e-9);
         let f = search_or(&data, &Form::all(), 25.0, Form::Power).unwrap();
-        assert!(f.best.form.coefficients() == 1, "{f:?}");
-        assert!(f.close.iter().any(|m| m.form == Form::Power), "{f:?}");
+        assert!(f.best.form.coefficients() == 1 && f.judged > 0, "{f:?}");
     }
 
     #[test]
@@ -547,8 +767,14 @@ mod tests {
 
     #[test]
     fn equally_good_forms_are_kept_as_close_ones() {
-        // Noise-free data on sizes too close together to tell p^(1/2) from p^(1/3).
-        let data = pts(&[8.0, 9.0, 10.0], |p| p.sqrt());
+        // Data 5% noisy on sizes too close together to tell p^(1/2) from p^(1/3).
+        let data: Vec<Sample> = pts(&[8.0, 9.0, 10.0], |p| p.sqrt())
+            .into_iter()
+            .map(|s| Sample {
+                se: 0.05 * s.value,
+                ..s
+            })
+            .collect();
         let f = search(&data, &Form::all(), 100.0).unwrap();
         assert!(f.close.len() > 1, "{:?}", f.close);
         let far: Vec<f64> = f.close.iter().map(|m| m.at(100.0)).collect();

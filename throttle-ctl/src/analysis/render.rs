@@ -134,27 +134,16 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
         None => out.push_str("demand constant: not available\n"),
     }
     projection(&mut out, a, levels);
-    for s in &a.saturation {
+    if !a.saturation.is_empty() {
         out.push_str(&format!(
-            "link saturates (demand = 100%) at {}{} processes (the projection crosses 100% at {:.1}){} for CTI {}%{}\n",
-            if s.from_censored { "(bound) " } else { "" },
-            s.procs
-                .map(|p| p.to_string())
-                .unwrap_or_else(|| format!("about {:.0}", s.crossing)),
-            s.crossing,
-            interval(s.interval.map(|i| (i.low, i.high))),
-            s.cti,
-            if s.from_censored {
-                ": from a censored demand at p*, a bound at best"
-            } else {
-                ""
-            }
+            "\nsaturation, by each projection with its verdict ({SATURATION_MEANING})\n"
         ));
+        out.push_str(&saturation_table(a).render());
     }
     traffic(&mut out, a, levels);
     backtest(&mut out, a, detail);
     out.push_str(&format!(
-        "intervals [a-b]: {}; a projection's [a-b] adds its model error (the spread of the close models and the backtest's error growth with the distance; --json: model_error), [a-b]* is run-to-run noise only (no model error could be estimated)\n",
+        "intervals [a-b]: {}; a projection's [a-b] adds its model error (its lack of fit, the backtest's error growth with the distance, the averaged forms' disagreement; --json: model_error), [a-b]* is run-to-run noise only (no model error could be estimated)\n",
         a.intervals
     ));
     if !a.warnings.is_empty() {
@@ -164,6 +153,61 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
         }
     }
     out
+}
+
+/// What a saturation size means, by model.
+pub const SATURATION_MEANING: &str = "DC: where the projected demand reaches 100% of the link; traffic: where even the full link makes the program slower by the level than an unlimited network would; [a-b]: run-to-run noise and model error";
+
+/// The saturation sizes, one row per model and level: the terminal and the report show
+/// this one table.
+pub fn saturation_table(a: &Analysis) -> Table {
+    let mut t = Table::new(&["model", "verdict", "CTI %", "procs", "interval"]);
+    let verdict = |m: Model| match m {
+        Model::Dc => &a.verdict,
+        Model::Traffic => a.traffic.as_ref().map_or(&a.verdict, |t| &t.verdict),
+    };
+    for s in &a.saturation {
+        t.row(vec![
+            match s.model {
+                Model::Dc => "DC".into(),
+                Model::Traffic => "traffic".into(),
+            },
+            verdict_word(verdict(s.model)).into(),
+            format!("{}", s.cti),
+            match (s.procs, s.from_censored) {
+                (Some(p), false) => p.to_string(),
+                (Some(p), true) => format!("{p} (from a censored demand: a bound at best)"),
+                (None, _) => "not within 2^20".into(),
+            },
+            match (s.interval, s.noise_interval) {
+                (Some(i), _) => format!(
+                    "[{:.0}-{}]",
+                    i.low.floor(),
+                    if i.high.is_finite() {
+                        format!("{:.0}", i.high.ceil())
+                    } else {
+                        "beyond reach".into()
+                    }
+                ),
+                (None, Some(n)) => {
+                    format!("[{:.0}-{:.0}]* (noise only)", n.low.floor(), n.high.ceil())
+                }
+                (None, None) => "-".into(),
+            },
+        ]);
+    }
+    t
+}
+
+/// A verdict in one word or two, for a table.
+pub fn verdict_word(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Passed { .. } => "TRUSTED",
+        Verdict::Thin { .. } => "NOT YET TRUSTED",
+        Verdict::Failed { .. } => "FAILED",
+        Verdict::Unmodelled { .. } => "NOT TRUSTED",
+        Verdict::Untested { .. } => "untested",
+    }
 }
 
 fn regression(out: &mut String, a: &Analysis) {
@@ -333,24 +377,43 @@ fn traffic(out: &mut String, a: &Analysis, levels: &[f64]) {
         .map(|(p, k)| format!("{p}: {k:.2}"))
         .collect();
     out.push_str(
-        "traffic model, each part chosen among c0 + c1 p^i log2(p)^j, c0 + c1 (p-1)^i, a p^b and the paper's T(p) by the error predicting each fitted size from the others:\n",
+        "traffic model, each part's forms (c0 + c1 p^i log2(p)^j, c0 + c1 (p-1)^i, a p^b, the paper's T(p)) weighed by their fit beyond the noise (AICc, with a cost for the shape) and averaged; the best form, its weight, and how often it was the best over resampled runs:\n",
     );
-    for (what, found) in [
-        ("T(100%)", &f.baseline),
-        ("bytes V", &f.volume),
-        ("weight k", &f.exposed),
+    for (what, part, found) in [
+        ("T(100%)", "T(100%)", &f.baseline),
+        ("bytes V", "V", &f.volume),
+        ("weight k", "k", &f.exposed),
     ] {
+        let stable = t
+            .stability
+            .iter()
+            .find(|s| s.part == part)
+            .and_then(|s| {
+                let name = found.best.form.name();
+                let won = s.forms.iter().find(|f| f.0 == name).map_or(0, |f| f.1);
+                (s.resamples > 0).then(|| {
+                    format!(
+                        "best in {:.0}% of {} resamples",
+                        100.0 * won as f64 / s.resamples as f64,
+                        s.resamples
+                    )
+                })
+            })
+            .unwrap_or_default();
         out.push_str(&format!(
             "  {what:<17} = {:<36} {}\n",
             found.best.text(coefficient),
-            match found.best.loso {
-                Some(e) => format!(
-                    "off by {:.1}% left out ({} forms judged); {} alternative(s) kept",
-                    e * 100.0,
-                    found.judged,
-                    found.close.len() - 1
+            match found.best.weight {
+                Some(w) if found.judged > 0 => format!(
+                    "weight {w:.2}{} ({} forms judged); {stable}",
+                    if found.close.len() > 1 {
+                        format!(" of {} averaged", found.close.len())
+                    } else {
+                        String::new()
+                    },
+                    found.judged
                 ),
-                None => "not judged: two sizes (the paper's form)".into(),
+                _ => "not judged: two sizes (the paper's form)".into(),
             }
         ));
     }
@@ -498,8 +561,8 @@ pub fn backtest_table(a: &Analysis) -> Table {
         "projected",
         "measured",
         "error pp",
-        "error %",
-        "in interval",
+        "noise +-pp",
+        "agrees",
     ]);
     for c in &a.backtest {
         t.row(check_row(c));
@@ -528,13 +591,22 @@ fn check_row(c: &Check) -> Vec<String> {
             c.projected,
             interval(c.interval.map(|i| (i.low, i.high)))
         ),
-        level(c.measured, c.measured_censored, c.below_noise),
+        format!(
+            "{}{}",
+            level(c.measured, c.measured_censored, c.below_noise),
+            interval(c.measured_interval.map(|i| (i.low, i.high)))
+        ),
         format!("{bound}{:+.1}", c.error_pp),
-        format!("{bound}{:+.0}", c.error_rel * 100.0),
-        match c.inside_interval {
-            Some(true) => "yes".into(),
-            Some(false) => "NO".into(),
-            None => "-".into(),
+        format!("{:.1}", 1.645 * c.noise_pp),
+        if c.within_noise {
+            "within noise".into()
+        } else if c.miss {
+            format!(
+                "MISS (beyond {} pp and noise)",
+                super::backtest::TOLERANCE_PP
+            )
+        } else {
+            format!("within {} pp", super::backtest::TOLERANCE_PP)
         },
     ]
 }
@@ -551,6 +623,7 @@ mod tests {
             procs: 64,
             cti: 10.0,
             bw_pct: 121.0,
+            saturates: true,
             noise_interval: None,
             interval: None,
             model_error: None,
@@ -593,12 +666,16 @@ mod tests {
         let passed = |sizes| Verdict::Passed {
             checks: 5,
             sizes,
+            misses: 0,
+            rms_pp: 1.0,
             worst_pp: -3.4,
         };
         assert_eq!(doubt(&passed(2)), "");
         let thin = Verdict::Thin {
             checks: 5,
             procs: 16,
+            misses: 0,
+            rms_pp: 1.0,
             worst_pp: -3.4,
         };
         assert!(doubt(&thin).contains("NOT TRUSTED"), "{}", doubt(&thin));
@@ -609,6 +686,8 @@ mod tests {
         );
         let failed = Verdict::Failed {
             why: "x".into(),
+            misses: 3,
+            checks: 8,
             worst_pp: 9.0,
         };
         assert!(doubt(&failed).contains("NOT TRUSTED"));

@@ -350,7 +350,7 @@ fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_mode
     let i = p24.interval.unwrap();
     assert!(i.low <= truth && truth <= i.high, "{p24:?}");
     let m = p24.model_error.as_ref().unwrap();
-    assert!(m.growth.is_some() && m.doublings > 0.9, "{m:?}");
+    assert!(m.estimate.checks > 0 && m.doublings > 0.9, "{m:?}");
     // The bottom line: the traffic projection at 48, first in the text.
     let b = &a.bottom_line;
     assert_eq!(b.model, Some(Model::Traffic), "{b:?}");
@@ -464,23 +464,32 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
 }
 
 #[test]
-fn no_projection_interval_reaches_below_zero() {
+fn no_projection_interval_leaves_the_link() {
     // A weight that drifts, checked on one size (6 from 2 and 4: a wide error bound),
     // projected down to one node, whose demand is small, and far out: the model error's
-    // reach below the projection is more than the projection, and the interval stops
-    // at 0.
+    // reach below the projection is more than the projection, and above it more than
+    // the rest of the link; the interval stays within 0-100% (logit units).
     let req = question(&[10.0, 50.0], &[1, 512], Some(125e6));
     let obs = traffic_study_with(&[2, 4, 6], |p| 0.3 + 0.1 * p.log2());
     let a = analyze(&obs, &req).unwrap();
     let t = a.traffic.as_ref().unwrap();
-    let lows: Vec<f64> = a
+    let intervals: Vec<(f64, f64, f64)> = a
         .projection
         .iter()
         .chain(&t.projection)
-        .filter_map(|p| p.interval.map(|i| i.low))
+        .filter_map(|p| p.interval.map(|i| (i.low, p.bw_pct, i.high)))
         .collect();
-    assert!(lows.iter().all(|&l| l >= 0.0), "{lows:?}");
-    assert!(lows.contains(&0.0), "no interval reached 0 here: {lows:?}");
+    assert!(!intervals.is_empty());
+    assert!(
+        intervals.iter().all(|&(l, _, h)| l > 0.0 && h < 100.0),
+        "{intervals:?}"
+    );
+    // The model error reaches further than the projection below it somewhere: the
+    // interval stops short of 0 instead of passing it.
+    assert!(
+        intervals.iter().any(|&(l, bw, _)| l < 0.2 * bw),
+        "{intervals:?}"
+    );
 }
 
 #[test]

@@ -98,7 +98,7 @@ pub(crate) fn regression(r: Option<&Regression>) -> Vec<String> {
 pub(crate) fn baselines(
     sizes: &[u32],
     medians: &BTreeMap<(u32, BwKey), f64>,
-    floors: &BTreeMap<u32, f64>,
+    floors: &BTreeMap<u32, super::noise::Floor>,
 ) -> Vec<String> {
     let mut w = Vec::new();
     for &p in sizes {

@@ -4,7 +4,9 @@
 //! Brings agents up, sweeps a program over node counts at a coarse grid of bandwidths and
 //! then searches for each size's demand at CTI 10-25% (steps placed until each level lies
 //! between steps at most 5 points apart; the largest size is held out for validation),
-//! analyses, projects to the held-out size and to twice it, prints the answer first, then
+//! then, while the answer at twice the held-out size is wider than 25 points, repeats the
+//! runs that narrow it (`[until]`, at most 40 runs), analyses, projects to the held-out
+//! size and to twice it, prints the answer first, then
 //! the tables with the noise floor and the backtest, writes the report, and takes the
 //! cluster down, also on error or Ctrl-C. Everything lands in one directory (cluster
 //! file, results database, sweep spec, report).
@@ -39,6 +41,7 @@ use crate::progress::SweepProgress;
 use crate::report;
 use crate::store::Store;
 use crate::sweep::search::Search;
+use crate::sweep::until::Until;
 use crate::sweep::{self, Repeats, Sweep, SweepEnd, SweepSpec};
 
 #[derive(ClapArgs, Debug)]
@@ -111,6 +114,14 @@ pub struct Args {
     /// closely; without a search 5,10,15,20,25].
     #[arg(long)]
     cti: Option<String>,
+    /// Precision on request: after the search, keep measuring (more repeats around each
+    /// demand) until the answer at twice the held-out size is at most this many points
+    /// of bandwidth wide at every level, or --until-budget is spent; 0: no such rounds.
+    #[arg(long, default_value_t = 25.0)]
+    until_width: f64,
+    /// The most runs the precision rounds may add.
+    #[arg(long, default_value_t = 40)]
+    until_budget: usize,
     /// First loopback address of the demo's agents (one per node, counting up).
     #[arg(long, default_value = "127.0.1.1")]
     base_addr: std::net::Ipv4Addr,
@@ -181,6 +192,7 @@ impl Args {
 
     /// The sweep the demo runs, and a line saying what it sweeps.
     fn spec(&self, sizes: &[usize]) -> Result<(SweepSpec, String)> {
+        let held_out = sizes.iter().copied().max().unwrap_or(1) as u32;
         let (options, what) = match self.workload {
             DemoWorkload::Pmm => (
                 Options::Pmm(PmmOptions {
@@ -233,6 +245,16 @@ impl Args {
         // again, and three tries of every such point doubled the demo's time.
         spec.retries = 1;
         spec.search = self.search()?;
+        if self.until_width > 0.0 && spec.search.is_some() {
+            spec.until = Some(Until {
+                procs: 2 * held_out,
+                width: self.until_width,
+                budget: self.until_budget,
+                sizes: Vec::new(),
+                held_out: vec![held_out],
+                levels: None,
+            });
+        }
         Ok((spec, what))
     }
 }

@@ -119,9 +119,19 @@ impl Args {
                 ran,
                 already_stored,
                 gave_up,
+                until,
             } => {
                 if !self.json {
-                    output::print(format!("sweep complete: {ran} runs now, {already_stored} already stored, {gave_up} points given up; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
+                    let precision = until.map_or(String::new(), |u| {
+                        format!(
+                            "; [until] {} ({} of {} runs): {}",
+                            if u.reached { "reached" } else { "NOT reached" },
+                            u.spent,
+                            u.budget,
+                            u.why
+                        )
+                    });
+                    output::print(format!("sweep complete: {ran} runs now, {already_stored} already stored, {gave_up} points given up{precision}; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
                 }
                 if gave_up > 0 {
                     ExitCode::from(1)

@@ -206,7 +206,15 @@ where
     targets.sort_unstable();
     targets.dedup();
     for t in targets {
-        let proj: Vec<_> = a.projection.iter().filter(|p| p.procs == t).collect();
+        // A projection past the link is no demand (the link saturates first): not drawn.
+        let proj: Vec<_> = a
+            .projection
+            .iter()
+            .filter(|p| p.procs == t && !p.saturates)
+            .collect();
+        if proj.is_empty() {
+            continue;
+        }
         series.push(Series {
             name: format!("{t} procs predicted"),
             points: proj.iter().map(|p| (p.cti, p.bw_pct)).collect(),
@@ -293,7 +301,10 @@ where
             .collect();
         m.colour = Some(li);
         series.push(m);
-        let proj: Vec<_> = projections.iter().filter(|p| p.cti == c).collect();
+        let proj: Vec<_> = projections
+            .iter()
+            .filter(|p| p.cti == c && !p.saturates)
+            .collect();
         if !proj.is_empty() {
             series.push(Series {
                 name: format!("CTI {c}% projected ({model})"),

@@ -155,32 +155,38 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
     }
     if let Some(t) = &a.traffic {
         if let Some(f) = &t.fit {
-            out.push_str("<h3>Traffic model</h3><p>T(w) = T(100%) + k V/C (1/w − 1), each part chosen by the error predicting each fitted size from the others:</p>\n");
+            out.push_str("<h3>Traffic model</h3><p>T(w) = T(100%) + k V/C (1/w − 1); each part's forms weighed by their fit beyond the noise (AICc with a cost for the shape) and averaged. The best form, its weight among those averaged, and how often it was the best over resampled runs:</p>\n");
             let rows: Vec<Vec<String>> = [
-                ("T(100%)", &f.baseline),
-                ("bytes V", &f.volume),
-                ("weight k", &f.exposed),
+                ("T(100%)", "T(100%)", &f.baseline),
+                ("bytes V", "V", &f.volume),
+                ("weight k", "k", &f.exposed),
             ]
             .iter()
-            .map(|(what, found)| {
+            .map(|(what, part, found)| {
+                let won = t.stability.iter().find(|s| s.part == *part).map(|s| {
+                    let name = found.best.form.name();
+                    let n = s.forms.iter().find(|f| f.0 == name).map_or(0, |f| f.1);
+                    format!("{n} of {}", s.resamples)
+                });
                 vec![
                     what.to_string(),
                     found.best.text(|c| format!("{c:.4}")),
-                    found
-                        .best
-                        .loso
-                        .map(|e| format!("{:.1}%", e * 100.0))
-                        .unwrap_or_else(|| "– (two sizes)".into()),
-                    (found.close.len() - 1).to_string(),
+                    match found.best.weight {
+                        Some(w) if found.judged > 0 => {
+                            format!("{w:.2} ({} averaged)", found.close.len())
+                        }
+                        _ => "– (two sizes: the paper's form)".into(),
+                    },
+                    won.unwrap_or_else(|| "–".into()),
                 ]
             })
             .collect();
             out.push_str(&html_table(
                 &[
                     "part".to_string(),
-                    "model".to_string(),
-                    "error left out".to_string(),
-                    "close alternatives".to_string(),
+                    "best form".to_string(),
+                    "weight".to_string(),
+                    "best in resamples".to_string(),
                 ],
                 &rows,
             ));
@@ -192,22 +198,11 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
     }
     if !a.saturation.is_empty() {
         out.push_str("<h3>Where the link saturates</h3>\n");
-        let rows: Vec<Vec<String>> = a
-            .saturation
-            .iter()
-            .map(|s| {
-                vec![
-                    format!("{}%", s.cti),
-                    s.procs
-                        .map(|p| p.to_string())
-                        .unwrap_or_else(|| format!("{:.0}", s.crossing)),
-                ]
-            })
-            .collect();
-        out.push_str(&html_table(
-            &["CTI".to_string(), "processes at 100% demand".to_string()],
-            &rows,
+        out.push_str(&format!(
+            "<p>{}</p>\n",
+            crate::table::escape_html(crate::analysis::render::SATURATION_MEANING)
         ));
+        out.push_str(&crate::analysis::render::saturation_table(a).html());
     }
     out
 }

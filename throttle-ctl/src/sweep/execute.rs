@@ -13,11 +13,14 @@ use throttle_proto::Pct;
 use super::plan::{Sweep, SweepPoint};
 use super::search;
 use super::spec::Repeats;
+use super::until::{self, Until};
 use crate::agent_client::AgentClient;
 use crate::analysis::stats::Rng;
+use crate::analysis::{self, Analysis, Question};
 use crate::cluster::Cluster;
 use crate::job::{self, JobSpec, Outcome, RunStatus};
 use crate::load;
+use crate::measurements::{self, TimeSource};
 use crate::store::{RunRow, Store};
 
 /// How a sweep behaves beyond its spec.
@@ -68,7 +71,7 @@ pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
 }
 
 /// How a sweep ended.
-#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, PartialEq, serde::Serialize)]
 #[serde(tag = "end", rename_all = "snake_case")]
 pub enum SweepEnd {
     Complete {
@@ -76,10 +79,26 @@ pub enum SweepEnd {
         /// Points stored by earlier runs of the sweep, not run again.
         already_stored: usize,
         gave_up: usize,
+        /// How `[until]` ended (null without one).
+        until: Option<UntilEnd>,
     },
     Interrupted {
         ran: usize,
     },
+}
+
+/// How precision on request ended.
+#[derive(Debug, PartialEq, serde::Serialize)]
+pub struct UntilEnd {
+    /// The answer at the size asked is within the width asked.
+    pub reached: bool,
+    /// Its widest interval there, points of bandwidth (null where it has none).
+    pub width: Option<f64>,
+    /// Runs it added, of its budget.
+    pub spent: usize,
+    pub budget: usize,
+    /// Why it stopped, in words.
+    pub why: String,
 }
 
 /// What a running sweep tells its caller (which shows it as a progress bar, lines, or
@@ -127,6 +146,15 @@ pub enum SweepEvent<'a> {
         steps: usize,
         points: usize,
     },
+    /// `[until]`: a round of precision on request: what it does next (a size, repeats),
+    /// or why it stops (reached, budget spent, nothing affordable narrows it).
+    Until {
+        round: usize,
+        next: &'a until::Next,
+        /// Runs it added so far, of its budget.
+        spent: usize,
+        budget: usize,
+    },
     /// Demand search done at one node count: where the measured steps leave each level,
     /// and the steps stored beyond the spec's grid against the budget `max_steps`.
     Searched {
@@ -150,7 +178,8 @@ impl Sweep {
     /// Refuse a cluster with fewer nodes than the sweep's largest node count (before
     /// anything is stored or changed).
     pub fn check_cluster(&self, cluster: &Cluster) -> Result<()> {
-        if let Some(&max) = self.spec.nodes.iter().max() {
+        let sizes = self.spec.until.iter().flat_map(|u| u.sizes.iter());
+        if let Some(&max) = self.spec.nodes.iter().chain(sizes).max() {
             if max > cluster.file.nodes.len() {
                 bail!(
                     "`nodes` asks for {max} nodes, the cluster file lists {} ({}): lower `nodes` or add nodes to the cluster",
@@ -196,6 +225,7 @@ impl Sweep {
         &self,
         store: &Store,
         failed: &HashMap<String, u32>,
+        nodes: &[usize],
         tried: &mut HashMap<usize, HashSet<u64>>,
         searched: &[SweepPoint],
     ) -> Result<Vec<SweepPoint>> {
@@ -207,7 +237,7 @@ impl Sweep {
         let grid = self.grid();
         let rpn = self.spec.ranks_per_node;
         let mut out = Vec::new();
-        for &n in &self.spec.nodes {
+        for &n in nodes {
             let prefix = SweepPoint::size_prefix(&self.series, n, rpn);
             let placed = tried.entry(n).or_default();
             let mut steps = search::next_steps(search, &rows, &prefix, &grid, placed);
@@ -238,6 +268,138 @@ impl Sweep {
             for i in (1..out.len()).rev() {
                 out.swap(i, rng.below(i + 1));
             }
+        }
+        Ok(out)
+    }
+
+    /// The demand search's rounds at `nodes` (with the auto repeats of what it placed),
+    /// then where it left each level; `false` when interrupted. `earlier`: search steps an
+    /// earlier invocation stored; `searched` and `tried` carry what this invocation
+    /// placed from one call to the next.
+    fn search_rounds(
+        &self,
+        runner: &mut Runner<'_>,
+        nodes: &[usize],
+        (earlier, searched, tried): (
+            &[SweepPoint],
+            &mut Vec<SweepPoint>,
+            &mut HashMap<usize, HashSet<u64>>,
+        ),
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> Result<bool> {
+        let Some(search) = &self.spec.search else {
+            return Ok(true);
+        };
+        let store = runner.store;
+        let mut round = 0;
+        loop {
+            let todo = self.search_round(store, &runner.failed, nodes, tried, searched)?;
+            if todo.is_empty() {
+                break;
+            }
+            round += 1;
+            let steps: HashSet<(usize, u64)> = todo
+                .iter()
+                .map(|p| (p.nodes, search::key(p.bw.percent().unwrap_or(0.0))))
+                .collect();
+            on_event(SweepEvent::Searching {
+                round,
+                steps: steps.len(),
+                points: todo.len(),
+            });
+            for (i, p) in todo.iter().enumerate() {
+                if !runner.point(p, i, todo.len(), on_event)? {
+                    return Ok(false);
+                }
+            }
+            searched.extend(todo);
+            if !runner.auto_repeats(&[earlier, &searched[..]].concat(), on_event)? {
+                return Ok(false);
+            }
+        }
+        let rows = store.rows()?;
+        let grid = self.grid();
+        for &n in nodes {
+            let prefix = SweepPoint::size_prefix(&self.series, n, self.spec.ranks_per_node);
+            let (brackets, spent) = search::brackets(search, &rows, &prefix, &grid);
+            on_event(SweepEvent::Searched {
+                nodes: n,
+                levels: &search.levels,
+                brackets,
+                spent,
+                max_steps: search.max_steps,
+                width: search.width,
+            });
+        }
+        Ok(true)
+    }
+
+    /// The answer `[until]` narrows: the analysis of this series as stored, projected to
+    /// its size with its held-out sizes held out.
+    fn analyse(&self, store: &Store, until: &Until) -> Result<Analysis> {
+        let mut rows = store.rows()?;
+        rows.retain(|r| r.series == self.series);
+        let (obs, chosen) = measurements::observations(&rows, TimeSource::Auto)?;
+        let levels = until
+            .levels
+            .clone()
+            .or_else(|| self.spec.search.as_ref().map(|s| s.levels.clone()))
+            .unwrap_or_else(|| vec![10.0, 15.0, 20.0, 25.0]);
+        let mut predict = until.held_out.clone();
+        predict.push(until.procs);
+        analysis::analyze(
+            &obs,
+            &Question {
+                cti: levels,
+                predict,
+                series: Some(self.series.clone()),
+                time_source: chosen.what.to_string(),
+                capacity: store.capacity()?,
+                keep_flagged: false,
+                interp: Default::default(),
+                unit: chosen.unit,
+            },
+        )
+    }
+
+    /// Every point of the spec's grid at `nodes` (a size `[until]` adds), the baseline
+    /// with the search's doubled repeats.
+    fn grid_points(&self, nodes: usize) -> Vec<SweepPoint> {
+        let mut out = Vec::new();
+        for bw in &self.steps {
+            let repeats = match self.spec.search {
+                Some(_) if *bw == Pct::FULL => 2 * self.spec.repeats.first(),
+                _ => self.spec.repeats.first(),
+            };
+            for r in 0..repeats {
+                out.push(SweepPoint::new(
+                    &self.series,
+                    nodes,
+                    self.spec.ranks_per_node,
+                    *bw,
+                    r,
+                ));
+            }
+        }
+        out
+    }
+
+    /// One more repeat of each (node count, bandwidth) of `points`: the next repeat index
+    /// stored for it.
+    fn repeat_points(&self, store: &Store, points: &[(usize, f64)]) -> Result<Vec<SweepPoint>> {
+        let rows = store.rows()?;
+        let rpn = self.spec.ranks_per_node;
+        let mut out = Vec::new();
+        for &(n, bw) in points {
+            let Ok(bw) = Pct::new(bw) else { continue };
+            let prefix = SweepPoint::group(&self.series, n, rpn, bw);
+            let next = rows
+                .iter()
+                .filter(|r| r.point_key.starts_with(&prefix))
+                .filter_map(|r| r.point_key.rsplit("rep=").next()?.parse::<u32>().ok())
+                .max()
+                .map_or(0, |m| m + 1);
+            out.push(SweepPoint::new(&self.series, n, rpn, bw, next));
         }
         Ok(out)
     }
@@ -297,54 +459,133 @@ impl Sweep {
         if !runner.auto_repeats(&earlier, &mut on_event)? {
             return Ok(SweepEnd::Interrupted { ran: runner.ran });
         }
-        if let Some(search) = &self.spec.search {
-            let mut tried: HashMap<usize, HashSet<u64>> = HashMap::new();
-            let mut searched: Vec<SweepPoint> = Vec::new();
+        let mut searched: Vec<SweepPoint> = Vec::new();
+        let mut tried: HashMap<usize, HashSet<u64>> = HashMap::new();
+        if !self.search_rounds(
+            &mut runner,
+            &self.spec.nodes,
+            (&earlier, &mut searched, &mut tried),
+            &mut on_event,
+        )? {
+            return Ok(SweepEnd::Interrupted { ran: runner.ran });
+        }
+        let mut until_end = None;
+        if let Some(until) = &self.spec.until {
+            let mut nodes = self.spec.nodes.clone();
+            let started = runner.ran;
             let mut round = 0;
             loop {
-                let todo = self.search_round(store, &runner.failed, &mut tried, &searched)?;
-                if todo.is_empty() {
+                round += 1;
+                let spent = runner.ran - started;
+                let left = until.budget.saturating_sub(spent);
+                let next = match self.analyse(store, until) {
+                    Ok(a) => until::next(until, &a, &nodes, self.spec.ranks_per_node, left),
+                    Err(e) => until::Next::Stuck {
+                        width: None,
+                        why: format!("the analysis failed: {e:#}"),
+                    },
+                };
+                let points: Vec<SweepPoint> = match &next {
+                    until::Next::Size { nodes: n } => {
+                        nodes.push(*n);
+                        self.grid_points(*n)
+                    }
+                    until::Next::Repeats { points } => self.repeat_points(store, points)?,
+                    _ => Vec::new(),
+                };
+                on_event(SweepEvent::Until {
+                    round,
+                    next: &next,
+                    spent,
+                    budget: until.budget,
+                });
+                if points.is_empty() {
+                    until_end = Some(match next {
+                        until::Next::Reached { width } => UntilEnd {
+                            reached: true,
+                            width: Some(width),
+                            spent,
+                            budget: until.budget,
+                            why: format!(
+                                "the answer at {} procs is within {} pp",
+                                until.procs, until.width
+                            ),
+                        },
+                        until::Next::Stuck { width, why } => UntilEnd {
+                            reached: false,
+                            width,
+                            spent,
+                            budget: until.budget,
+                            why,
+                        },
+                        _ => UntilEnd {
+                            reached: false,
+                            width: None,
+                            spent,
+                            budget: until.budget,
+                            why: "every point it asked for is stored already".into(),
+                        },
+                    });
                     break;
                 }
-                round += 1;
-                let steps: HashSet<(usize, u64)> = todo
-                    .iter()
-                    .map(|p| (p.nodes, search::key(p.bw.percent().unwrap_or(0.0))))
-                    .collect();
-                on_event(SweepEvent::Searching {
-                    round,
-                    steps: steps.len(),
-                    points: todo.len(),
-                });
+                let done = store.done_points()?;
+                let todo: Vec<&SweepPoint> =
+                    points.iter().filter(|p| !done.contains(&p.key)).collect();
                 for (i, p) in todo.iter().enumerate() {
                     if !runner.point(p, i, todo.len(), &mut on_event)? {
                         return Ok(SweepEnd::Interrupted { ran: runner.ran });
                     }
                 }
-                searched.extend(todo);
-                if !runner.auto_repeats(&[&earlier[..], &searched[..]].concat(), &mut on_event)? {
-                    return Ok(SweepEnd::Interrupted { ran: runner.ran });
+                if let until::Next::Size { nodes: n } = next {
+                    if !self.search_rounds(
+                        &mut runner,
+                        &[n],
+                        (&earlier, &mut searched, &mut tried),
+                        &mut on_event,
+                    )? {
+                        return Ok(SweepEnd::Interrupted { ran: runner.ran });
+                    }
                 }
-            }
-            let rows = store.rows()?;
-            let grid = self.grid();
-            for &n in &self.spec.nodes {
-                let prefix = SweepPoint::size_prefix(&self.series, n, self.spec.ranks_per_node);
-                let (brackets, spent) = search::brackets(search, &rows, &prefix, &grid);
-                on_event(SweepEvent::Searched {
-                    nodes: n,
-                    levels: &search.levels,
-                    brackets,
-                    spent,
-                    max_steps: search.max_steps,
-                    width: search.width,
-                });
+                if runner.ran - started >= until.budget {
+                    let width = self
+                        .analyse(store, until)
+                        .ok()
+                        .and_then(|a| a.bottom_line.advice)
+                        .map(|a| a.width);
+                    let why = format!(
+                        "the budget of {} runs is spent{}",
+                        until.budget,
+                        width.map_or(String::new(), |w| format!(
+                            " (the answer is {w:.1} pp wide, {} asked)",
+                            until.width
+                        ))
+                    );
+                    let next = until::Next::Stuck {
+                        width,
+                        why: why.clone(),
+                    };
+                    on_event(SweepEvent::Until {
+                        round: round + 1,
+                        next: &next,
+                        spent: runner.ran - started,
+                        budget: until.budget,
+                    });
+                    until_end = Some(UntilEnd {
+                        reached: width.is_some_and(|w| w <= until.width),
+                        width,
+                        spent: runner.ran - started,
+                        budget: until.budget,
+                        why,
+                    });
+                    break;
+                }
             }
         }
         Ok(SweepEnd::Complete {
             ran: runner.ran,
             already_stored,
             gave_up: runner.gave_up,
+            until: until_end,
         })
     }
 }

@@ -26,12 +26,14 @@
 //! * [`plan`]: the checked sweep: its workload, series and points, and the next round of
 //!   `repeats = "auto"`;
 //! * [`search`]: the demand search's next steps (`[search]` in the spec);
+//! * [`until`]: precision on request, the rounds after the search (`[until]`);
 //! * [`execute`]: running it against a cluster and storing every run.
 
 mod execute;
 mod plan;
 pub mod search;
 mod spec;
+pub mod until;
 
 pub use execute::{job_prefix, now_utc, remove_leftovers, SweepEnd, SweepEvent, SweepOptions};
 pub use plan::{median_precision, Sweep, SweepPoint};

@@ -168,6 +168,17 @@ impl Sweep {
             }
         }
         let bws = expand_bandwidths(&spec.bandwidths)?;
+        if let Some(u) = &spec.until {
+            u.check(&spec.nodes)?;
+            if !bws.contains(&Pct::FULL) {
+                bail!("`bandwidths` has no 100% step: [until] narrows an answer measured against the 100% baseline, add 100");
+            }
+            for &n in &u.sizes {
+                workload
+                    .check_procs(n * spec.ranks_per_node)
+                    .map_err(|e| anyhow!("[until] `sizes`: at {n} node(s): {e}"))?;
+            }
+        }
         if let Some(s) = &spec.search {
             s.check()?;
             if !bws.contains(&Pct::FULL) {

@@ -10,6 +10,7 @@ use throttle_proto::workload::{
 use throttle_proto::Pct;
 
 use super::search::Search;
+use super::until::Until;
 
 /// Every key of a spec, for `sweep --help` (a test checks that none is missing); a macro
 /// so that clap's help can `concat!` it.
@@ -52,6 +53,16 @@ macro_rules! sweep_keys_help {
     max_steps = 10          most steps beyond `bandwidths` per node count; steps
                             stored by earlier sweeps of the series count [10]
     top = 99                highest step it places, percent [99]
+  [until]                   precision on request: after the sweep and the search,
+                            keep measuring until the answer at `procs` is narrow
+    procs = 16              the size (processes) the answer is for
+    width = 25              done when every level's interval there is at most this
+                            many points of bandwidth wide [25]
+    budget = 100            most runs it may add [100]
+    sizes = [8]             node counts it may add (the next size you can afford)
+                            when a larger measured size narrows the answer most []
+    held_out = [8]          sizes (processes) measured but left out of the fits []
+    levels = [10, 20]       CTI levels [the [search] levels, or 10, 15, 20, 25]
 
 Example (more in experiments/*.toml):
   workload = "pmm"
@@ -114,6 +125,10 @@ pub struct SweepSpec {
     /// the steps in `bandwidths` (see [`super::search`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<Search>,
+    /// Precision on request: measure until the answer at a size is narrow enough (see
+    /// [`super::until`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Until>,
     /// The workload's section: the one `workload` names, no other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfs: Option<BfsOptions>,
@@ -147,6 +162,7 @@ impl SweepSpec {
             retries: two(),
             seed: 0,
             search: None,
+            until: None,
             bfs: None,
             pmm: None,
             mw: None,
@@ -367,6 +383,14 @@ mod tests {
             vec![toml::Value::Integer(100)],
         );
         spec.search = Some(Search::default());
+        spec.until = Some(super::super::until::Until {
+            procs: 16,
+            width: 25.0,
+            budget: 100,
+            sizes: vec![8],
+            held_out: vec![4],
+            levels: Some(vec![10.0]),
+        });
         spec.name = Some("a name".into());
         let text = toml::to_string(&spec).unwrap();
         let table: toml::Table = toml::from_str(&text).unwrap();
