@@ -235,8 +235,74 @@ pub struct BottomLine {
     /// narrower, and what it costs.
     pub next: Option<String>,
     /// Where the answer's width comes from and what would narrow it (null without a
-    /// projection with its model error).
-    pub advice: Option<super::narrow::Advice>,
+    /// projection with its model error; [`super::narrow`] works it out).
+    pub advice: Option<Advice>,
+}
+
+/// One way to narrow the answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// Measure a size between the largest fitted one and the target.
+    Size { procs: u32 },
+    /// Double the repeats of every fitted size's points.
+    Repeats,
+}
+
+/// A step, what it costs and what it would leave.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Narrowing {
+    #[serde(flatten)]
+    pub step: Step,
+    /// About how many runs it takes.
+    pub runs: usize,
+    /// The widest interval at the target it would leave (estimated), points of bandwidth.
+    pub width_after: f64,
+}
+
+/// Where the answer's width comes from, and the ways to narrow it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Advice {
+    /// The size asked (the largest projected to) and the level whose interval is widest.
+    pub procs: u32,
+    pub cti: f64,
+    /// That interval's width, and its two parts' half-widths (points of bandwidth, the
+    /// larger side).
+    pub width: f64,
+    pub noise_half: f64,
+    pub model_half: f64,
+    /// The ways to narrow it, the most narrowing per run first.
+    pub options: Vec<Narrowing>,
+}
+
+impl Advice {
+    /// The advice in words.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "the answer at {} procs is {:.1} pp wide at CTI {}% (run-to-run noise up to {:.1} pp, the model's error up to {:.1} pp)",
+            self.procs, self.width, self.cti, self.noise_half, self.model_half
+        );
+        let say = |o: &Narrowing| match &o.step {
+            Step::Size { procs } => format!(
+                "measuring {procs} procs (about {} runs) would leave about {:.0} pp",
+                o.runs, o.width_after
+            ),
+            Step::Repeats => format!(
+                "twice the repeats (about {} runs) would leave about {:.0} pp",
+                o.runs, o.width_after
+            ),
+        };
+        match self.options.split_first() {
+            Some((first, rest)) => {
+                s.push_str(&format!("; what narrows it most: {}", say(first)));
+                for o in rest {
+                    s.push_str(&format!("; {}", say(o)));
+                }
+            }
+            None => s.push_str("; nothing measurable here would narrow it"),
+        }
+        s
+    }
 }
 
 /// One figure of the bottom line.

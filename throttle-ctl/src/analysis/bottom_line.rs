@@ -143,7 +143,7 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
     lines.push(format!("  by {}; {basis}", name(model)));
     let advice = narrow::advice(projections, b.fitted, b.runs_per_size);
     let next = if trusted {
-        advice.as_ref().map(narrow::Advice::text)
+        advice.as_ref().map(super::answer::Advice::text)
     } else {
         let first = match verdict {
             Verdict::Unmodelled { part, .. } => format!(

@@ -11,76 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use super::answer::Projection;
+use super::answer::{Advice, Narrowing, Projection, Step};
 use super::demand::{from_logit, logit};
-
-/// One way to narrow the answer.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "step", rename_all = "snake_case")]
-pub enum Step {
-    /// Measure a size between the largest fitted one and the target.
-    Size { procs: u32 },
-    /// Double the repeats of every fitted size's points.
-    Repeats,
-}
-
-/// A step, what it costs and what it would leave.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Option_ {
-    #[serde(flatten)]
-    pub step: Step,
-    /// About how many runs it takes.
-    pub runs: usize,
-    /// The widest interval at the target it would leave (estimated), points of bandwidth.
-    pub width_after: f64,
-}
-
-/// Where the answer's width comes from, and the ways to narrow it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Advice {
-    /// The size asked (the largest projected to) and the level whose interval is widest.
-    pub procs: u32,
-    pub cti: f64,
-    /// That interval's width, and its two parts' half-widths (points of bandwidth, the
-    /// larger side).
-    pub width: f64,
-    pub noise_half: f64,
-    pub model_half: f64,
-    /// The ways to narrow it, the most narrowing per run first.
-    pub options: Vec<Option_>,
-}
-
-impl Advice {
-    /// The advice in words.
-    pub fn text(&self) -> String {
-        let mut s = format!(
-            "the answer at {} procs is {:.1} pp wide at CTI {}% (run-to-run noise up to {:.1} pp, the model's error up to {:.1} pp)",
-            self.procs, self.width, self.cti, self.noise_half, self.model_half
-        );
-        let say = |o: &Option_| match &o.step {
-            Step::Size { procs } => format!(
-                "measuring {procs} procs (about {} runs) would leave about {:.0} pp",
-                o.runs, o.width_after
-            ),
-            Step::Repeats => format!(
-                "twice the repeats (about {} runs) would leave about {:.0} pp",
-                o.runs, o.width_after
-            ),
-        };
-        match self.options.split_first() {
-            Some((first, rest)) => {
-                s.push_str(&format!("; what narrows it most: {}", say(first)));
-                for o in rest {
-                    s.push_str(&format!("; {}", say(o)));
-                }
-            }
-            None => s.push_str("; nothing measurable here would narrow it"),
-        }
-        s
-    }
-}
 
 /// The width of an interval around `bw` with these half-widths in logit units.
 fn width(bw: f64, noise: (f64, f64), model: f64) -> f64 {
@@ -123,14 +55,14 @@ pub fn advice(
         let more = super::model_error::t95(e.df + e.checks.div_ceil(e.sizes.max(1)));
         let selection = 1.644_853_6 * error.selection.unwrap_or(0.0);
         let m = (more * e.lack_of_fit_at(target as f64).hypot(e.per_doubling * d)).hypot(selection);
-        options.push(Option_ {
+        options.push(Narrowing {
             step: Step::Size { procs: between },
             runs: largest_runs,
             width_after: width(p.bw_pct, noise_logit, m),
         });
     }
     let sqrt2 = std::f64::consts::SQRT_2;
-    options.push(Option_ {
+    options.push(Narrowing {
         step: Step::Repeats,
         runs: all_runs,
         width_after: width(
@@ -141,7 +73,7 @@ pub fn advice(
     });
     let now = interval.high - interval.low;
     options.sort_by(|a, b| {
-        let gain = |o: &Option_| (now - o.width_after).max(0.0) / o.runs.max(1) as f64;
+        let gain = |o: &Narrowing| (now - o.width_after).max(0.0) / o.runs.max(1) as f64;
         gain(b).total_cmp(&gain(a))
     });
     Some(Advice {

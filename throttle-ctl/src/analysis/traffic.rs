@@ -277,6 +277,26 @@ mod tests {
         assert!(spread < 0.02, "{spread} {f:?}");
     }
 
+    /// The link saturates at `c` where the transfer on the full link reaches `c` of the
+    /// rest of the time: R = k V / (C T(100%)) >= c / (1 + c).
+    #[test]
+    fn the_link_saturates_where_the_transfer_outgrows_the_level() {
+        let (m, v) = exact(&[2, 4, 8, 16]);
+        let f = fit(&m, &v, &[2, 4, 8, 16], 4096.0, &BTreeMap::new()).unwrap();
+        // R(p) = 0.6 * 1e6 sqrt(p) / 125e6 / (1 + 8/p): 0.0242 at 16.
+        let r = |p: f64| 0.6 * 1e6 * p.sqrt() / 125e6 / (1.0 + 8.0 / p);
+        for level in [2.0, 5.0, 10.0] {
+            let c = level / 100.0;
+            let s = saturation(&v, &f, 2.0, level, |_| 0.0).unwrap();
+            assert!((r(s) / (c / (1.0 + c)) - 1.0).abs() < 1e-3, "{level}: {s}");
+        }
+        // Shifted up by ln 2 (R twice as large), it saturates earlier.
+        let early = saturation(&v, &f, 2.0, 10.0, |_| 2f64.ln()).unwrap();
+        assert!(early < saturation(&v, &f, 2.0, 10.0, |_| 0.0).unwrap());
+        // A level the link keeps at every size: none within reach.
+        assert_eq!(saturation(&v, &f, 2.0, 1000.0, |_| -10.0), None);
+    }
+
     #[test]
     fn sizes_without_traffic_do_not_fit() {
         let (m, mut v) = exact(&[1, 2]);

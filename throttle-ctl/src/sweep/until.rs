@@ -13,7 +13,7 @@
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::narrow::Step;
+use crate::analysis::answer::Step;
 use crate::analysis::Analysis;
 
 /// The `[until]` table of a sweep spec: measure until the answer at `procs` is at most
@@ -78,6 +78,9 @@ impl Until {
     }
 }
 
+/// The least narrowing (points of bandwidth) a round of repeats must promise.
+const MIN_GAIN: f64 = 0.5;
+
 /// What the next round does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Next {
@@ -138,7 +141,12 @@ pub fn next(p: &Until, analysis: &Analysis, measured: &[usize], rpn: usize, left
             }
             Step::Repeats => {
                 let points = repeat_points(analysis, rpn);
-                if !points.is_empty() && points.len() <= left && option.width_after < advice.width {
+                // Not for less than half a point: where the model's error makes the width,
+                // repeats only spend the budget.
+                if !points.is_empty()
+                    && points.len() <= left
+                    && option.width_after <= advice.width - MIN_GAIN
+                {
                     return Next::Repeats { points };
                 }
             }
@@ -147,7 +155,7 @@ pub fn next(p: &Until, analysis: &Analysis, measured: &[usize], rpn: usize, left
     Next::Stuck {
         width: Some(advice.width),
         why: format!(
-            "{}; none of it fits in the {left} runs left, or the spec allows no larger size (`[until] sizes`)",
+            "{}; none of it fits in the {left} runs left, narrows it by {MIN_GAIN} points or more, or is a size the spec allows (`[until] sizes`)",
             advice.text()
         ),
     }
