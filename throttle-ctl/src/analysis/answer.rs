@@ -245,8 +245,9 @@ pub struct BottomLine {
 pub enum Step {
     /// Measure a size between the largest fitted one and the target.
     Size { procs: u32 },
-    /// Double the repeats of every fitted size's points.
-    Repeats,
+    /// One more repeat of these points (procs, bandwidth percent): each fitted size's
+    /// baseline and the two steps around each of its demands.
+    Repeats { points: Vec<(u32, f64)> },
 }
 
 /// A step, what it costs and what it would leave.
@@ -282,15 +283,17 @@ impl Advice {
             "the answer at {} procs is {:.1} pp wide at CTI {}% (run-to-run noise up to {:.1} pp, the model's error up to {:.1} pp)",
             self.procs, self.width, self.cti, self.noise_half, self.model_half
         );
-        let say = |o: &Narrowing| match &o.step {
+        let say = |o: &Narrowing| {
+            match &o.step {
             Step::Size { procs } => format!(
                 "measuring {procs} procs (about {} runs) would leave about {:.0} pp",
                 o.runs, o.width_after
             ),
-            Step::Repeats => format!(
-                "twice the repeats (about {} runs) would leave about {:.0} pp",
+            Step::Repeats { .. } => format!(
+                "one more repeat of each baseline and of the steps around each demand ({} runs) would leave about {:.0} pp",
                 o.runs, o.width_after
             ),
+        }
         };
         match self.options.split_first() {
             Some((first, rest)) => {

@@ -48,8 +48,10 @@ pub struct Basis<'a> {
     pub levels: &'a [f64],
     /// The sizes the projections are fitted on (held-out ones not among them).
     pub fitted: &'a [u32],
-    /// The good runs each size took (what narrowing the answer costs).
+    /// The good runs each size took, and the fewest of a point (what narrowing the
+    /// answer costs, and what a repeat more is worth).
     pub runs_per_size: &'a BTreeMap<u32, usize>,
+    pub min_repeats: usize,
     /// The link in words.
     pub capacity: Option<&'a str>,
 }
@@ -141,7 +143,13 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
         _ => String::new(),
     };
     lines.push(format!("  by {}; {basis}", name(model)));
-    let advice = narrow::advice(projections, b.fitted, b.runs_per_size);
+    let advice = narrow::advice(
+        projections,
+        b.fitted,
+        b.runs_per_size,
+        b.demand,
+        b.min_repeats,
+    );
     let next = if trusted {
         advice.as_ref().map(super::answer::Advice::text)
     } else {
@@ -416,6 +424,7 @@ mod tests {
                 levels,
                 fitted: &[4, 9, 16],
                 runs_per_size: &runs,
+                min_repeats: 3,
                 capacity: Some("100 Mbit/s"),
             },
             asked,

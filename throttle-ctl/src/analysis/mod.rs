@@ -255,6 +255,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
             levels: &req.cti,
             fitted: &fit,
             runs_per_size: &runs_per_size,
+            min_repeats,
             capacity: req
                 .capacity
                 .map(throttle_proto::rate::format_bits_per_sec)

@@ -4,8 +4,8 @@
 //! Each round analyses what is stored (as `analyze --predict` would, the held-out sizes
 //! held out) and asks the answer what would narrow it most ([`crate::analysis::narrow`]):
 //! a size between the largest measured one and the size asked (only the node counts the
-//! spec allows, `sizes`: the ones the user can afford), or more repeats at the steps
-//! around each demand and at each baseline. The step with the most narrowing per run that
+//! spec allows, `sizes`: the ones the user can afford), or one more repeat of each
+//! baseline and of the steps around each demand. The step with the most narrowing per run that
 //! fits in what is left of the budget is taken; the round ends when the widest interval
 //! at the size asked is at most `width`, when nothing affordable would narrow it, or when
 //! the budget is spent, and the sweep says which.
@@ -139,15 +139,16 @@ pub fn next(p: &Until, analysis: &Analysis, measured: &[usize], rpn: usize, left
                     }
                 }
             }
-            Step::Repeats => {
-                let points = repeat_points(analysis, rpn);
+            Step::Repeats { points } => {
                 // Not for less than half a point: where the model's error makes the width,
                 // repeats only spend the budget.
-                if !points.is_empty()
-                    && points.len() <= left
-                    && option.width_after <= advice.width - MIN_GAIN
-                {
-                    return Next::Repeats { points };
+                if points.len() <= left && option.width_after <= advice.width - MIN_GAIN {
+                    return Next::Repeats {
+                        points: points
+                            .iter()
+                            .map(|&(procs, bw)| (procs as usize / rpn.max(1), bw))
+                            .collect(),
+                    };
                 }
             }
         }
@@ -159,32 +160,6 @@ pub fn next(p: &Until, analysis: &Analysis, measured: &[usize], rpn: usize, left
             advice.text()
         ),
     }
-}
-
-/// The points more repeats would go to: each fitted size's baseline and the two steps
-/// around each demand.
-fn repeat_points(analysis: &Analysis, rpn: usize) -> Vec<(usize, f64)> {
-    let mut out: Vec<(usize, f64)> = Vec::new();
-    let mut add = |procs: u32, bw: f64| {
-        let nodes = procs as usize / rpn.max(1);
-        if !out
-            .iter()
-            .any(|&(n, b)| n == nodes && (b - bw).abs() < 1e-9)
-        {
-            out.push((nodes, bw));
-        }
-    };
-    for d in analysis.demand.iter().filter(|d| !d.held_out) {
-        add(d.procs, 100.0);
-        if let Some([lo, hi]) = d.between {
-            add(d.procs, lo);
-            if hi < 100.0 {
-                add(d.procs, hi);
-            }
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
-    out
 }
 
 #[cfg(test)]
