@@ -288,7 +288,7 @@ pub(super) fn trust(a: &Analysis) -> String {
     }
     out.push_str(&format!("<p>{}.</p>\n", escape(&a.supported)));
     out.push_str(&format!(
-        "<p>Intervals: {}; a projection's interval adds its model error (the spread of the close models and the backtest's error growth with the distance); [a – b]* is run-to-run noise only.</p>\n",
+        "<p>Intervals: {}; a projection's interval adds its model error (its lack of fit, the backtest's error growth with the distance, the averaged forms' disagreement), built in logit units so that it stays within 0–100% of the link; [a – b]* is run-to-run noise only.</p>\n",
         escape(&a.intervals)
     ));
     if !a.backtest.is_empty() {
