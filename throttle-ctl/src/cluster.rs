@@ -169,9 +169,10 @@ impl ClusterFile {
             "# throttle cluster file: nodes, their agents' addresses, and the token file.\n{}",
             toml::to_string_pretty(self)?
         );
-        let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+        // Whole or not at all, through no link another user planted in a shared directory,
+        // and writable by nobody else (`read_file` refuses one that is).
+        let (dir, name) = crate::shared_dir::in_shared_dir(path)?;
+        dir.write_atomically(&name, text.as_bytes(), 0o644)?;
         Ok(())
     }
 }
@@ -179,15 +180,11 @@ impl ClusterFile {
 impl Cluster {
     /// Read and check the cluster file at `path`.
     pub fn load(path: &Path) -> Result<Cluster> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                anyhow!(
-                    "no cluster file at {}: start a local cluster with `throttle-ctl local up --nodes 4`, or pass --cluster FILE",
-                    path.display()
-                )
-            } else {
-                anyhow!("cannot read the cluster file {}: {e}", path.display())
-            }
+        let text = read_file(path)?.ok_or_else(|| {
+            anyhow!(
+                "no cluster file at {}: start a local cluster with `throttle-ctl local up --nodes 4`, or pass --cluster FILE",
+                path.display()
+            )
         })?;
         let file: ClusterFile = toml::from_str(&text)
             .map_err(|e| anyhow!("the cluster file {} is not valid: {e}", path.display()))?;
@@ -308,6 +305,55 @@ pub fn client_tls(ca: &Path) -> Result<std::sync::Arc<rustls::ClientConfig>> {
 }
 
 /// Where the cluster file is: the flag, then `THROTTLE_CLUSTER`, then the default.
+/// The text of the cluster file at `path` (`None` where there is none): a regular file
+/// of this user's (or root's) that nobody else may write, read without following a link
+/// in its name. A cluster file says where the token goes and which processes and
+/// directories `local down` stops and removes: one another user planted in a shared
+/// working directory (found there without `--cluster`) would send the token, or a secret
+/// of the caller's named as it, to that user's listener.
+pub fn read_file(path: &Path) -> Result<Option<String>> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => bail!(
+            "the cluster file {} is a symbolic link: throttle-ctl reads only the file itself (pass the file it points to with --cluster)",
+            path.display()
+        ),
+        Err(e) => bail!("cannot read the cluster file {}: {e}", path.display()),
+    };
+    let m = f
+        .metadata()
+        .map_err(|e| anyhow!("cannot stat the cluster file {}: {e}", path.display()))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if !m.is_file() {
+        bail!("the cluster file {} is not a regular file", path.display());
+    }
+    if m.uid() != me && m.uid() != 0 {
+        bail!(
+            "the cluster file {} belongs to another user (uid {}): it names where the token is sent, so throttle-ctl reads only your own (or root's); pass yours with --cluster",
+            path.display(),
+            m.uid()
+        );
+    }
+    if m.mode() & 0o022 != 0 {
+        bail!(
+            "the cluster file {} may be written by other users (mode {:o}): it names where the token is sent; `chmod go-w` it",
+            path.display(),
+            m.mode() & 0o7777
+        );
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text)
+        .map_err(|e| anyhow!("cannot read the cluster file {}: {e}", path.display()))?;
+    Ok(Some(text))
+}
+
 pub fn resolve_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("THROTTLE_CLUSTER").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))

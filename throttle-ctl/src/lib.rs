@@ -15,6 +15,8 @@
 //! * [`store`]: the results database; [`measurements`]: from stored runs to the
 //!   [`analysis`]'s input; [`report`]: plots and the HTML report.
 //! * [`output`], [`table`], [`progress`]: what the user sees.
+//! * [`shared_dir`]: files in directories other users may write (no link followed, new
+//!   files exclusive, private directories checked on their descriptor).
 //!
 //! The values shared with the agents and the workloads are `throttle_proto`'s.
 
@@ -37,6 +39,7 @@ pub mod netns;
 pub mod output;
 pub mod progress;
 pub mod report;
+pub mod shared_dir;
 pub mod slurm;
 pub mod store;
 pub mod sweep;

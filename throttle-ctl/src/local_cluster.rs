@@ -144,20 +144,85 @@ fn made_by_up(dir: &Path) -> bool {
     private && marked
 }
 
+/// The marker's line naming the cluster file the state belongs to.
+const CLUSTER_LINE: &str = "cluster file: ";
+
+/// `path` made absolute (against the working directory) without resolving links.
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+/// Whether `dir` is a state directory `local up` made for the cluster file at
+/// `cluster_path` (its marker, the caller's own in a private directory, names that file).
+fn made_for(dir: &Path, cluster_path: &Path) -> bool {
+    if !made_by_up(dir) {
+        return false;
+    }
+    let Ok(state) = crate::shared_dir::Dir::open_shared(dir) else {
+        return false;
+    };
+    let mut text = String::new();
+    let read = state
+        .open_own(MARKER)
+        .is_ok_and(|mut f| std::io::Read::read_to_string(&mut f, &mut text).is_ok());
+    let want = absolute(cluster_path);
+    read && text
+        .lines()
+        .filter_map(|l| l.strip_prefix(CLUSTER_LINE))
+        .any(|named| Path::new(named) == want)
+}
+
+/// The state directory at `path`, made if missing (its parents too): private (0700) and
+/// this user's, in a directory nobody else may replace it in.
+fn state_dir(path: &Path) -> Result<crate::shared_dir::Dir> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow!("--dir {} names no directory", path.display()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    let parent = crate::shared_dir::Dir::open_shared(&parent)
+        .map_err(|e| anyhow!("the state directory's parent: {e:#}"))?;
+    parent
+        .private_subdir(name)
+        .map_err(|e| anyhow!("--dir: {e:#}"))
+}
+
+/// Whether the agent `pid` was started for the state directory `dir` (its token file
+/// there), as `local up` starts them: a hand-written cluster file may name any pid.
+fn started_for(pid: u32, dir: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let token = dir.join("token");
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    args.windows(2).any(|w| {
+        use std::os::unix::ffi::OsStrExt;
+        w[0] == b"--token-file" && Path::new(std::ffi::OsStr::from_bytes(w[1])) == token
+    })
+}
+
 /// Start the cluster and write the cluster file at `cluster_path`.
 pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     if req.nodes == 0 || req.nodes > 250 {
         bail!("--nodes must be between 1 and 250 (got {})", req.nodes);
     }
-    // `local down` removes the state directory: it must be one `up` makes, never a
-    // directory with someone's files in it, nor a link to one.
-    if std::fs::symlink_metadata(&req.dir).is_ok_and(|m| m.file_type().is_symlink()) {
-        bail!(
-            "--dir {} is a symbolic link; `local up` makes its state directory itself (and `local down` removes it): name a new or empty directory",
-            req.dir.display()
-        );
-    }
-    let holds_files = std::fs::read_dir(&req.dir).is_ok_and(|mut d| d.next().is_some());
+    // `local down` removes the state directory, and the token and sockets go in it: it
+    // must be one `up` makes, or an empty private one of this user's, never a directory
+    // with someone's files in it, nor a link to one, nor another user's (who could read
+    // the token, or answer for the agents through a ready file).
+    let state = state_dir(&req.dir)?;
+    let holds_files = !state.is_empty()?;
     if holds_files && !made_by_up(&req.dir) {
         bail!(
             "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one (a state directory left by an older throttle has no marker: remove it by hand)",
@@ -181,20 +246,23 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     if req.netns.is_some() {
         crate::netns::check_prerequisites()?;
     }
-    std::fs::create_dir_all(&req.dir)
-        .with_context(|| format!("cannot create the state directory {}", req.dir.display()))?;
+    // Token, certificates' keys, sockets and the ranks' run directories live here: the
+    // directory checked above is private (0700, this user's), its parent lets no one else
+    // replace it.
+    state.make_private()?;
     let dir = req.dir.canonicalize()?;
     {
-        // Token, certificates' keys, sockets and the ranks' run directories live here.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("cannot make {} private", dir.display()))?;
+        use std::io::Write;
+        // The marker names the cluster file this state belongs to: `local down` acts only
+        // for that file (a hand-written one naming this directory is not it).
+        let mut marker = state.replace(MARKER, 0o600)?;
+        writeln!(
+            marker,
+            "made by `throttle-ctl local up`; `throttle-ctl local down` removes this directory\n{CLUSTER_LINE}{}",
+            absolute(cluster_path).display()
+        )
+        .with_context(|| format!("cannot write {}", dir.join(MARKER).display()))?;
     }
-    std::fs::write(
-        dir.join(MARKER),
-        "made by `throttle-ctl local up`; `throttle-ctl local down` removes this directory\n",
-    )
-    .with_context(|| format!("cannot write {}", dir.join(MARKER).display()))?;
     let token_path = dir.join("token");
     crate::cluster::write_new_token(&token_path)?;
     let base = u32::from(req.base_addr);
@@ -572,10 +640,8 @@ pub fn down(cluster_path: &Path) -> Result<Option<Vec<String>>> {
 /// Stop the local cluster (see [`down`]); while programs still run on its nodes, refuse
 /// unless `how.force`, which ends them first.
 pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> {
-    let text = match std::fs::read_to_string(cluster_path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => bail!("cannot read {}: {e}", cluster_path.display()),
+    let Some(text) = crate::cluster::read_file(cluster_path)? else {
+        return Ok(None);
     };
     let file: ClusterFile = toml::from_str(&text).map_err(|e| {
         anyhow!(
@@ -589,7 +655,15 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
             cluster_path.display()
         );
     };
-    let busy = still_running(&file, cluster_path);
+    // A cluster file is a file someone may hand over or write by hand: `down` stops agents
+    // and removes a state directory only for the file `local up` wrote (the state
+    // directory's marker names it).
+    let ours = made_for(&dir, cluster_path);
+    let busy = if ours {
+        still_running(&file, cluster_path)
+    } else {
+        Vec::new()
+    };
     if !busy.is_empty() {
         if !how.force {
             bail!(
@@ -614,26 +688,22 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
             }
         }
     }
-    if how.keep_logs {
-        let keep = cluster_path
-            .parent()
-            .map(|p| p.join("throttle-local-logs"))
-            .unwrap_or_else(|| PathBuf::from("throttle-local-logs"));
-        std::fs::create_dir_all(&keep)
-            .map_err(|e| anyhow!("cannot create {}: {e}", keep.display()))?;
-        for n in &file.nodes {
-            let from = dir.join(format!("{}.log", n.name));
-            if from.is_file() {
-                std::fs::copy(&from, keep.join(format!("{}.log", n.name)))
-                    .map_err(|e| anyhow!("cannot keep {}: {e}", from.display()))?;
-            }
+    if how.keep_logs && ours {
+        // Logs not kept are no reason to leave the agents running.
+        if let Err(e) = keep_logs(&file, &dir, cluster_path) {
+            crate::note!("warning: the agents' logs are not kept: {e:#}");
         }
-        crate::note!("the agents' logs are in {}", keep.display());
+    } else if how.keep_logs {
+        crate::note!(
+            "not keeping logs from {}: `local up` did not make it for {}",
+            dir.display(),
+            cluster_path.display()
+        );
     }
     let mut stopped = Vec::new();
     for n in &file.nodes {
         let Some(pid) = n.pid else { continue };
-        if !alive(pid) {
+        if !ours || !alive(pid) || !started_for(pid, &dir) {
             continue;
         }
         let p = nix::unistd::Pid::from_raw(pid as i32);
@@ -666,16 +736,39 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
             nodes: ns.nodes,
         });
     }
-    if made_by_up(&dir) {
+    if ours {
         let _ = std::fs::remove_dir_all(&dir);
-    } else if dir.exists() {
+    } else {
         crate::note!(
-            "left {}: `local up` did not make it (no {MARKER} of yours in a private directory), so `local down` does not remove it",
-            dir.display()
+            "stopped nothing and left {}: `local up` did not make it for {} (no {MARKER} of yours naming this cluster file in a private directory)",
+            dir.display(),
+            cluster_path.display()
         );
     }
     std::fs::remove_file(cluster_path)?;
     Ok(Some(stopped))
+}
+
+/// Copy the agents' logs from the state directory `dir` to `throttle-local-logs/` beside
+/// the cluster file: created private, or an existing private one of this user's; each log
+/// read without following a link, written new (one there before replaced, never written
+/// through).
+fn keep_logs(file: &ClusterFile, dir: &Path, cluster_path: &Path) -> Result<()> {
+    let (beside, _) = crate::shared_dir::in_shared_dir(cluster_path)?;
+    let keep = beside.private_subdir("throttle-local-logs")?;
+    keep.make_private()?;
+    let state = crate::shared_dir::Dir::open_shared(dir)?;
+    for n in &file.nodes {
+        let name = format!("{}.log", n.name);
+        let Ok(mut from) = state.open_own(&name) else {
+            continue;
+        };
+        let mut to = keep.replace(&name, 0o600)?;
+        std::io::copy(&mut from, &mut to)
+            .map_err(|e| anyhow!("cannot keep {}: {e}", dir.join(&name).display()))?;
+    }
+    crate::note!("the agents' logs are in {}", keep.path().display());
+    Ok(())
 }
 
 fn tail(text: &str, lines: usize) -> String {

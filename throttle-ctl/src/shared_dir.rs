@@ -1,0 +1,377 @@
+//! The controller's files in directories other users may write: a shared working
+//! directory, `/tmp`, a project directory of a group.
+//!
+//! Another local user who can create entries in such a directory can plant a symbolic
+//! link where we are about to write (and make root overwrite a file of root's), or a
+//! directory of theirs where we are about to create ours (and read what we put in it).
+//! The rules, as OpenSSH and systemd apply them to the files they trust:
+//!
+//! * a directory we create files in is opened once, without following a link, and checked
+//!   on its descriptor: ours (or root's), and writable by nobody else unless sticky (then
+//!   others cannot rename or remove what we create in it);
+//! * a private directory of ours (a state directory, kept logs) is created with mode 0700,
+//!   or, when it exists, must be ours, a directory (not a link) and writable by nobody else;
+//! * files are created relative to such a directory's descriptor with `O_EXCL` and
+//!   `O_NOFOLLOW`, and read with `O_NOFOLLOW`, checked regular and ours on their
+//!   descriptor.
+//!
+//! Everything is checked on the descriptor it is then used through, so that nothing can be
+//! swapped between the check and the use.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Result};
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::{fstat, mkdirat, FileStat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+/// A directory opened without following a link and checked on its descriptor.
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+fn me() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+fn is_dir(st: &FileStat) -> bool {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+}
+
+fn is_file(st: &FileStat) -> bool {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+}
+
+/// `name` as one path component: no `/`, not `.` or `..`, not empty.
+fn component(name: &str) -> Result<&OsStr> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        bail!("`{name}` is not a file name");
+    }
+    Ok(OsStr::from_bytes(name.as_bytes()))
+}
+
+impl Dir {
+    /// Open `path` as a directory (a link in its last component refused) in which this
+    /// user may create files that others cannot replace: owned by this user or root, and
+    /// writable by no one else unless sticky.
+    pub fn open_shared(path: &Path) -> Result<Dir> {
+        let d = Dir::open(path)?;
+        let st = d.stat()?;
+        let owner_ok = st.st_uid == me() || st.st_uid == 0;
+        let others_write = st.st_mode & 0o022 != 0;
+        let sticky = st.st_mode & 0o1000 != 0;
+        if !owner_ok || (others_write && !sticky) {
+            bail!(
+                "{} may be changed by other users (owner uid {}, mode {:o}): another user could replace what throttle-ctl writes there; use a directory of your own",
+                path.display(),
+                st.st_uid,
+                st.st_mode & 0o7777
+            );
+        }
+        Ok(d)
+    }
+
+    fn open(path: &Path) -> Result<Dir> {
+        let fd = openat(
+            None,
+            path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => anyhow!(
+                "{} is not a directory (a symbolic link or a file is refused)",
+                path.display()
+            ),
+            e => anyhow!("cannot open the directory {}: {e}", path.display()),
+        })?;
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Dir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn stat(&self) -> Result<FileStat> {
+        fstat(self.fd.as_raw_fd()).map_err(|e| anyhow!("cannot stat {}: {e}", self.path.display()))
+    }
+
+    /// The directory's path (for messages, and for what only takes a path).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether this directory is this user's and nobody else may enter or change it.
+    pub fn is_private(&self) -> Result<bool> {
+        let st = self.stat()?;
+        Ok(is_dir(&st) && st.st_uid == me() && st.st_mode & 0o077 == 0)
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(
+            std::fs::read_dir(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+                .map_err(|e| anyhow!("cannot list {}: {e}", self.path.display()))?
+                .next()
+                .is_none(),
+        )
+    }
+
+    /// The directory `name` in this one, for this user alone: created with mode 0700, or,
+    /// where it exists, opened only if it is this user's, a directory and writable by
+    /// nobody else ([`Dir::make_private`] then closes it to reading too).
+    pub fn private_subdir(&self, name: &str) -> Result<Dir> {
+        let c = component(name)?;
+        let path = self.path.join(c);
+        match mkdirat(
+            Some(self.fd.as_raw_fd()),
+            c,
+            Mode::from_bits_truncate(0o700),
+        ) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => bail!("cannot create {}: {e}", path.display()),
+        }
+        let fd = openat(
+            Some(self.fd.as_raw_fd()),
+            c,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            anyhow!(
+                "{} exists and is not a directory (a symbolic link is refused): {e}",
+                path.display()
+            )
+        })?;
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        let d = Dir {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            path,
+        };
+        let st = d.stat()?;
+        if st.st_uid != me() || st.st_mode & 0o022 != 0 {
+            bail!(
+                "{} exists and is not a private directory of yours (owner uid {}, mode {:o}): remove it, or work in a directory of your own",
+                d.path.display(),
+                st.st_uid,
+                st.st_mode & 0o7777
+            );
+        }
+        Ok(d)
+    }
+
+    /// Make this directory of this user's 0700.
+    pub fn make_private(&self) -> Result<()> {
+        nix::sys::stat::fchmod(self.fd.as_raw_fd(), Mode::from_bits_truncate(0o700))
+            .map_err(|e| anyhow!("cannot make {} private: {e}", self.path.display()))
+    }
+
+    /// Create the file `name` here, new (an existing one, or a link, is refused), with
+    /// `mode`.
+    pub fn create_new(&self, name: &str, mode: u32) -> Result<File> {
+        let c = component(name)?;
+        let fd = openat(
+            Some(self.fd.as_raw_fd()),
+            c,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(mode),
+        )
+        .map_err(|e| anyhow!("cannot create {}: {e}", self.path.join(c).display()))?;
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// Create `name` here with `mode`, replacing a file of that name (this directory must
+    /// be private: nobody else can put a file or a link there meanwhile).
+    pub fn replace(&self, name: &str, mode: u32) -> Result<File> {
+        if !self.is_private()? {
+            bail!(
+                "{} is not private: throttle-ctl does not replace files in it",
+                self.path.display()
+            );
+        }
+        let c = component(name)?;
+        match unlinkat(Some(self.fd.as_raw_fd()), c, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+            Err(e) => bail!("cannot replace {}: {e}", self.path.join(c).display()),
+        }
+        self.create_new(name, mode)
+    }
+
+    /// Write `bytes` as the file `name` here, whole or not at all: into a new file of a
+    /// name nobody can have guessed (`O_EXCL`, no link followed), then renamed over
+    /// `name` (a link there is replaced, not followed; in a sticky directory another
+    /// user's file there is not replaced, and that is an error).
+    pub fn write_atomically(&self, name: &str, bytes: &[u8], mode: u32) -> Result<()> {
+        use std::io::Write;
+        let c = component(name)?;
+        let mut nonce = [0u8; 8];
+        getrandom::getrandom(&mut nonce).map_err(|e| anyhow!("no randomness: {e}"))?;
+        let tmp = format!(
+            ".{name}.{}.{:016x}.tmp",
+            std::process::id(),
+            u64::from_le_bytes(nonce)
+        );
+        let written = self.create_new(&tmp, mode).and_then(|mut f| {
+            f.write_all(bytes)
+                .and_then(|_| f.sync_all())
+                .map_err(|e| anyhow!("cannot write {}: {e}", self.path.join(&tmp).display()))
+        });
+        let renamed = written.and_then(|_| {
+            nix::fcntl::renameat(
+                Some(self.fd.as_raw_fd()),
+                tmp.as_str(),
+                Some(self.fd.as_raw_fd()),
+                c,
+            )
+            .map_err(|e| {
+                anyhow!(
+                    "cannot write {}: {e}{}",
+                    self.path.join(c).display(),
+                    if e == nix::errno::Errno::EPERM {
+                        " (another user's file has that name in a shared directory)"
+                    } else {
+                        ""
+                    }
+                )
+            })
+        });
+        if renamed.is_err() {
+            let _ = unlinkat(
+                Some(self.fd.as_raw_fd()),
+                tmp.as_str(),
+                UnlinkatFlags::NoRemoveDir,
+            );
+        }
+        renamed
+    }
+
+    /// Open the file `name` here to read: a regular file of this user's, not a link.
+    pub fn open_own(&self, name: &str) -> Result<File> {
+        let c = component(name)?;
+        let path = self.path.join(c);
+        let fd = openat(
+            Some(self.fd.as_raw_fd()),
+            c,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            anyhow!(
+                "cannot open {} (a symbolic link is refused): {e}",
+                path.display()
+            )
+        })?;
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        let f = unsafe { File::from_raw_fd(fd) };
+        let st =
+            fstat(f.as_raw_fd()).map_err(|e| anyhow!("cannot stat {}: {e}", path.display()))?;
+        if !is_file(&st) || st.st_uid != me() {
+            bail!(
+                "{} is not a regular file of yours: not read",
+                path.display()
+            );
+        }
+        Ok(f)
+    }
+}
+
+/// Open `path` (a file, maybe new) in a directory that passes [`Dir::open_shared`]:
+/// the directory and the file's name.
+pub fn in_shared_dir(path: &Path) -> Result<(Dir, String)> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow!("{} names no file", path.display()))?
+        .to_string();
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((Dir::open_shared(&parent)?, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("throttle-shared-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn files_are_created_new_and_links_are_never_followed() {
+        let d = scratch("links");
+        let target = d.join("precious");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, d.join("planted")).unwrap();
+        let dir = Dir::open_shared(&d).unwrap();
+        // A planted link is neither written through nor read through.
+        assert!(dir.create_new("planted", 0o600).is_err());
+        assert!(dir.open_own("planted").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        // A new file is made; the same name again is refused.
+        dir.create_new("new", 0o600)
+            .unwrap()
+            .write_all(b"x")
+            .unwrap();
+        assert!(dir.create_new("new", 0o600).is_err());
+        let mut s = String::new();
+        dir.open_own("new").unwrap().read_to_string(&mut s).unwrap();
+        assert_eq!(s, "x");
+        // Written whole over a planted link: the link is replaced, its target untouched.
+        std::os::unix::fs::symlink(&target, d.join("whole")).unwrap();
+        dir.write_atomically("whole", b"new", 0o644).unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("whole")).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        // A link to a directory is not a directory to open.
+        std::os::unix::fs::symlink(&d, d.join("loop")).unwrap();
+        assert!(Dir::open_shared(&d.join("loop")).is_err());
+        assert!(dir.create_new("../escape", 0o600).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_private_subdirectory_is_made_or_must_be_ours_and_closed() {
+        let d = scratch("private");
+        let dir = Dir::open_shared(&d).unwrap();
+        let sub = dir.private_subdir("logs").unwrap();
+        sub.make_private().unwrap();
+        assert!(sub.is_private().unwrap() && sub.is_empty().unwrap());
+        // Replacing works in a private directory, through no link.
+        std::os::unix::fs::symlink(d.join("outside"), d.join("logs/n0.log")).unwrap();
+        sub.replace("n0.log", 0o600)
+            .unwrap()
+            .write_all(b"log")
+            .unwrap();
+        assert!(!d.join("outside").exists());
+        assert_eq!(
+            std::fs::read_to_string(d.join("logs/n0.log")).unwrap(),
+            "log"
+        );
+        // One that others may write is refused; a link where it should be too.
+        std::fs::create_dir(d.join("open")).unwrap();
+        std::fs::set_permissions(d.join("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = dir.private_subdir("open").err().unwrap().to_string();
+        assert!(e.contains("not a private directory of yours"), "{e}");
+        std::os::unix::fs::symlink(d.join("logs"), d.join("linked")).unwrap();
+        assert!(dir.private_subdir("linked").is_err());
+        // A directory others may write, not sticky, is no place to create files in.
+        let e = Dir::open_shared(&d.join("open")).err().unwrap().to_string();
+        assert!(e.contains("may be changed by other users"), "{e}");
+        std::fs::set_permissions(d.join("open"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(Dir::open_shared(&d.join("open")).is_ok());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
