@@ -150,10 +150,8 @@ impl Dir {
             )
         })?;
         // SAFETY: openat returned a new descriptor that nothing else owns.
-        let d = Dir {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            path,
-        };
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let d = Dir { fd, path };
         let st = d.stat()?;
         if st.st_uid != me() || st.st_mode & 0o022 != 0 {
             bail!(
