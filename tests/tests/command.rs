@@ -467,12 +467,15 @@ fn a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind() {
     let c = up("cmdkill", 1, "1Gbit", "127.0.41.1");
     let dir = &c.0;
     let (daemon, child) = (dir.join("daemon.pid"), dir.join("child.pid"));
+    // Issue 35, finding 10: one that cleared its environment (no marker), in the group.
+    let bare = dir.join("bare.pid");
     let hostfile = dir.join("hostfile.path");
     let cmd = format!(
-        "echo {{hostfile}} > {}; setsid sleep 300 > /dev/null 2>&1 & echo $! > {}; sleep 301 & echo $! > {}; wait",
+        "echo {{hostfile}} > {}; setsid sleep 300 > /dev/null 2>&1 & echo $! > {}; sleep 301 & echo $! > {}; env -i /bin/sleep 302 & echo $! > {}; wait",
         hostfile.display(),
         daemon.display(),
-        child.display()
+        child.display(),
+        bare.display()
     );
     let pct = || -> f64 {
         let out = ctl(dir, &["status", "--json"]);
@@ -490,7 +493,7 @@ fn a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind() {
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while !(daemon.exists() && child.exists()) {
+    while !(daemon.exists() && child.exists() && bare.exists()) {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "the command did not start"
@@ -502,7 +505,7 @@ fn a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind() {
     run.kill().unwrap(); // SIGKILL: no handler, no drop runs
     run.wait().unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    let left: Vec<i32> = [&daemon, &child]
+    let left: Vec<i32> = [&daemon, &child, &bare]
         .iter()
         .filter_map(|p| alive_after(p))
         .collect();

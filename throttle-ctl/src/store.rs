@@ -19,9 +19,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection};
 use throttle_proto::Pct;
 
@@ -125,11 +125,50 @@ pub struct Store {
 
 const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag";
 
+/// Refuse a results database where another user could choose what it writes to: a
+/// symbolic link as the database (SQLite follows one there unless told not to, and then
+/// creates the file where the link points: measured with a link in `/tmp`) or as one of
+/// the journal files beside it (`-wal`, `-shm`, `-journal`: SQLite opens those without
+/// following a link, and fails; refused here with a clearer message), or a directory
+/// others may write that is not sticky (they could rename the database away and put theirs
+/// in its place). A sticky one (`/tmp`) is fine: nobody else can move what is ours there.
+fn check_place(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let p = PathBuf::from(format!("{}{suffix}", path.display()));
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!(
+                "{} is a symbolic link: the results database and its journal files are opened only as themselves; name the real file with --db",
+                p.display()
+            );
+        }
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if let Ok(m) = std::fs::metadata(&dir) {
+        if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+            bail!(
+                "the results database {} is in {}, which other users may write (mode {:o}, not sticky): they could put another database in its place; keep it in a directory of your own",
+                path.display(),
+                dir.display(),
+                m.mode() & 0o7777
+            );
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// Open (or create) the database at `path`.
     pub fn open(path: &Path) -> Result<Store> {
-        let conn = Connection::open(path)
-            .with_context(|| format!("cannot open the results database {}", path.display()))?;
+        check_place(path)?;
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .with_context(|| format!("cannot open the results database {}", path.display()))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .with_context(|| format!("{} is not a throttle results database", path.display()))?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -391,8 +430,9 @@ impl Store {
                 .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
                 .and_then(|m| m.get("rate").and_then(|v| v.as_f64()));
             let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+            let text = |t: String| cell(&t);
             out.write_record([
-                r.workload,
+                text(r.workload),
                 r.nodes.to_string(),
                 r.procs.to_string(),
                 r.bw_pct
@@ -402,24 +442,24 @@ impl Store {
                 r.repeat.to_string(),
                 opt(seconds),
                 r.status.to_string(),
-                r.series,
+                text(r.series),
                 r.ranks_per_node.to_string(),
                 r.capacity.to_string(),
                 r.latency_us.to_string(),
-                r.started_at,
+                text(r.started_at),
                 opt(r.kernel_seconds),
                 opt(r.teps),
-                r.host,
-                r.version,
-                r.job,
-                r.reason.unwrap_or_default(),
+                text(r.host),
+                text(r.version),
+                text(r.job),
+                text(r.reason.unwrap_or_default()),
                 r.bytes_sent.map(|b| b.to_string()).unwrap_or_default(),
                 r.bytes_received.map(|b| b.to_string()).unwrap_or_default(),
                 opt(r.cpu_busy_before),
                 opt(r.cpu_steal),
-                r.metrics.unwrap_or_default(),
-                r.flag.unwrap_or_default(),
-                r.fidelity.unwrap_or_default(),
+                text(r.metrics.unwrap_or_default()),
+                text(r.flag.unwrap_or_default()),
+                text(r.fidelity.unwrap_or_default()),
                 opt(r.seconds),
                 opt(rate),
             ])?;
@@ -427,6 +467,27 @@ impl Store {
         out.flush()?;
         Ok(())
     }
+}
+
+/// A text cell of an exported CSV file: control characters written out (`\n`, `\u{1b}`),
+/// and a cell a spreadsheet would take for a formula (`=`, `+`, `-`, `@` first) made text
+/// with a leading `'` (OWASP's advice against CSV injection): a store's text comes from
+/// commands, their output and the agents, and the file is opened by people.
+fn cell(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
+    if out.starts_with(['=', '+', '-', '@']) {
+        out.insert(0, '\'');
+    }
+    out
 }
 
 /// The columns of [`Store::export_csv`].
@@ -748,5 +809,65 @@ mod tests {
             .collect();
         assert_eq!(reasons[1], "rank 1 exited, \"with quotes\", and a comma");
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// Issue 35, finding 9: a link planted where the database (or its journal) goes is not
+    /// followed, and no database is made where it points; a directory others may write and
+    /// rename in is refused.
+    #[test]
+    fn a_planted_link_is_no_database() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("throttle-db-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("chosen-by-another-user");
+        std::os::unix::fs::symlink(&target, dir.join("results.db")).unwrap();
+        let e = format!("{:#}", Store::open(&dir.join("results.db")).err().unwrap());
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(
+            !target.exists(),
+            "a database was made where the link points"
+        );
+        std::os::unix::fs::symlink(&target, dir.join("other.db-wal")).unwrap();
+        let e = format!("{:#}", Store::open(&dir.join("other.db")).err().unwrap());
+        assert!(e.contains("other.db-wal is a symbolic link"), "{e}");
+        let open = dir.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = format!("{:#}", Store::open(&open.join("r.db")).err().unwrap());
+        assert!(e.contains("other users may write"), "{e}");
+        // Sticky, as /tmp: fine.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(Store::open(&open.join("r.db")).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 35, finding 8: text from a run reaches the CSV file neither as a formula nor
+    /// with its control characters.
+    #[test]
+    fn exported_text_is_no_formula_and_no_control() {
+        assert_eq!(cell("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");
+        assert_eq!(
+            cell("=HYPERLINK(\"http://x\")"),
+            "'=HYPERLINK(\"http://x\")"
+        );
+        assert_eq!(cell("@SUM(1)"), "'@SUM(1)");
+        assert_eq!(
+            cell("rank 1\n\u{1b}[31mfailed"),
+            "rank 1\\n\\u{1b}[31mfailed"
+        );
+        assert_eq!(cell("bfs scale=8"), "bfs scale=8");
+        let mut buf = Vec::new();
+        let row = RunRow {
+            reason: Some("=1+1\r\nevil".into()),
+            ..RunRow::for_test("k", "=series", Pct::new(50.0).unwrap(), 0)
+        };
+        Store::export_csv(vec![row], &mut buf, |r| r.seconds, "test").unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert!(
+            text.contains("'=1+1\\r\\nevil") && text.contains("'=series"),
+            "{text}"
+        );
+        assert!(!text.contains("\r"), "{text:?}");
     }
 }

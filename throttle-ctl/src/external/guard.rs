@@ -9,10 +9,13 @@
 //! own (so a Ctrl-C at the terminal does not reach it). Its standard input is a pipe
 //! whose writing end only the controller holds: when that end closes (the controller
 //! exited, however) it kills every process whose environment carries this run's marker,
-//! `THROTTLE_RUN_ID=<random>`, which the command and everything it starts inherit. The
-//! marker comes through the pipe, not the command line, so other users cannot read it.
-//! Then it removes the run's directory (the hostfile), which the controller's own
-//! cleanup would have removed.
+//! `THROTTLE_RUN_ID=<random>`, which the command and everything it starts inherit, and
+//! every process of the command's process group, whose id the controller writes to the
+//! pipe once the command runs (a child that cleared its environment, `env -i`, stays in
+//! the group; a process group's id is not given to another process while the group has a
+//! member). The marker comes through the pipe, not the command line, so other users
+//! cannot read it. Then it removes the run's directory (the hostfile), which the
+//! controller's own cleanup would have removed.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -68,7 +71,17 @@ impl Guard {
     pub fn marker(&self) -> &str {
         &self.marker
     }
+
+    /// Tell the guard the command's process group, which it kills too.
+    pub fn group(&mut self, pgid: u32) {
+        if let Some(pipe) = self.pipe.as_mut() {
+            let _ = writeln!(pipe, "{GROUP}{pgid}");
+        }
+    }
 }
+
+/// The line that gives the guard the command's process group id.
+const GROUP: &str = "process group ";
 
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -93,8 +106,24 @@ pub fn watch(mut input: impl Read) -> usize {
     else {
         return 0;
     };
-    let killed = kill_marked(marker);
-    if let Some(dir) = lines.next() {
+    let dir = lines.next();
+    let groups: Vec<i32> = lines
+        .filter_map(|l| l.strip_prefix(GROUP)?.parse::<i32>().ok())
+        .filter(|&g| g > 1)
+        .collect();
+    let mut killed = 0;
+    for g in groups {
+        if nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(g),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed += kill_marked(marker);
+    if let Some(dir) = dir {
         remove_run_dir(Path::new(dir));
     }
     killed

@@ -215,7 +215,7 @@ pub fn run(
     // this process, not of init, so that they can be found and killed afterwards; and if
     // this process is killed outright, the guard kills them (it is spared here).
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let guard = guard::Guard::start(&dir.0)?;
+    let mut guard = guard::Guard::start(&dir.0)?;
     let spared = children();
     let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
     let mut command = Command::new("/bin/sh");
@@ -236,6 +236,7 @@ pub fn run(
         .spawn()
         .with_context(|| format!("cannot start /bin/sh -c {line:?}"))?;
     let start = Instant::now();
+    guard.group(child.id());
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let capture = Capture::start(&mut child, time_regex);
     let kill = || {
