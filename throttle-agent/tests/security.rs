@@ -376,6 +376,49 @@ fn idle_connections_cannot_starve_the_agent() {
     drop(idle);
 }
 
+/// Issue 35, finding 11: a token holder trickling a request's body (1 byte per 0.5 s of
+/// a declared 100) is answered 408 within the body timeout, not held until the body ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_body_is_cut_off() {
+    let scratch = Scratch::new("trickle");
+    let agents = cluster(&scratch, 1, shape(None, 125e6), true).await;
+    let addr = agents[0].control_addr;
+    tokio::task::spawn_blocking(move || {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        write!(
+            c,
+            "PUT /shape HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n"
+        )
+        .unwrap();
+        let since = Instant::now();
+        let mut got = Vec::new();
+        while since.elapsed() < Duration::from_secs(40) {
+            if c.write_all(b" ").is_err() {
+                break;
+            }
+            let mut buf = [0u8; 512];
+            match c.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    break;
+                }
+                Err(_) => {}
+            }
+        }
+        let held = since.elapsed();
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(
+            held < throttle_agent::api::BODY_TIMEOUT + Duration::from_secs(3),
+            "a trickled body was held for {held:?}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
 /// Finding 5: percentages the bucket cannot represent are refused, and the debt of a
 /// very low setting does not stall the link after the rate goes up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -816,6 +859,54 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
         .unwrap_err()
         .to_string();
     assert!(e.contains("the agent of node `n1` itself"), "{e}");
+}
+
+/// Issue 35, finding 11: two forwards pointing at each other turned one client connection
+/// into 1,415 chained ones. A forward's target may not be another forward's listener: the
+/// first hop is refused, and the other forward never carries a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwards_pointing_at_each_other_carry_nothing_round() {
+    use throttle_agent::transport::forward::{add, ForwardSpec};
+    use throttle_proto::forward::HostPort;
+    let scratch = Scratch::new("fwd-loop");
+    let agents = cluster_on(&scratch, 2, shape(None, 1e9), true, "127.0.0.2", true).await;
+    let spec = |to: &str, target: &str| ForwardSpec {
+        listen: "127.0.0.2:0".parse().unwrap(),
+        to_node: n(to),
+        target: HostPort::parse(target).unwrap(),
+    };
+    let placeholder = echo_server();
+    // n1's forward to n0 (its target changed below by a second rule), n0's to n1's.
+    let on_n1 = add(&agents[1].state, spec("n0", &placeholder))
+        .await
+        .unwrap();
+    let on_n0 = add(&agents[0].state, spec("n1", &on_n1.listen.to_string()))
+        .await
+        .unwrap();
+    let back = add(&agents[1].state, spec("n0", &on_n0.listen.to_string()))
+        .await
+        .unwrap();
+    let listen = on_n0.listen;
+    let served = tokio::task::spawn_blocking(move || echo_through(listen))
+        .await
+        .unwrap();
+    assert!(served.is_none(), "a connection went round the forwards");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let carried = |a: &throttle_agent::state::Agent, id: u64| {
+        a.forwards
+            .list()
+            .into_iter()
+            .find(|f| f.id == id)
+            .map(|f| f.connections)
+            .unwrap()
+    };
+    assert_eq!(carried(&agents[0].state, on_n0.id), 1);
+    assert_eq!(
+        carried(&agents[1].state, on_n1.id),
+        0,
+        "n1's forward was entered"
+    );
+    assert_eq!(carried(&agents[1].state, back.id), 0);
 }
 
 /// Issue 25, finding 3: trust by source address. Another user on the controller's host

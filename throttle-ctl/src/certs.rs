@@ -26,6 +26,28 @@ pub struct AgentCert {
     pub key: PathBuf,
 }
 
+/// How long the certificates of `local up --tls` are valid, from the day before they
+/// are made (a clock a little behind still takes them): a test cluster's life, not the
+/// years rcgen gives by default (1975 to 4096).
+pub const VALID_DAYS: i64 = 90;
+
+/// Set `params` valid from yesterday for [`VALID_DAYS`].
+fn bounded(params: &mut CertificateParams) -> Result<()> {
+    let day = |offset: i64| -> Result<(i32, u8, u8)> {
+        let d = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_hours(24 * offset))
+            .map_err(|e| anyhow!("a date: {e}"))?
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .date();
+        Ok((i32::from(d.year()), d.month() as u8, d.day() as u8))
+    };
+    let (y, m, d) = day(-1)?;
+    params.not_before = rcgen::date_time_ymd(y, m, d);
+    let (y, m, d) = day(VALID_DAYS)?;
+    params.not_after = rcgen::date_time_ymd(y, m, d);
+    Ok(())
+}
+
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -50,6 +72,7 @@ impl ClusterCa {
             .distinguished_name
             .push(DnType::CommonName, "throttle cluster CA");
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        bounded(&mut params)?;
         let key = KeyPair::generate().map_err(|e| anyhow!("CA key: {e}"))?;
         let cert = params
             .self_signed(&key)
@@ -71,6 +94,7 @@ impl ClusterCa {
             .push(DnType::CommonName, format!("throttle agent {node}"));
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        bounded(&mut params)?;
         let key = KeyPair::generate().map_err(|e| anyhow!("agent key: {e}"))?;
         let cert = params
             .signed_by(&key, &self.cert, &self.key)
@@ -83,5 +107,55 @@ impl ClusterCa {
             .with_context(|| format!("cannot write {}", out.cert.display()))?;
         write_private(&out.key, &key.serialize_pem())?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35, finding 11: the certificates of `local up --tls` are valid from the day
+    /// before they are made for [`VALID_DAYS`], not from 1975 to 4096 (read back by
+    /// openssl, as a client would).
+    #[test]
+    fn certificates_are_valid_for_a_bounded_time() {
+        let dir = std::env::temp_dir().join(format!("throttle-certs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca, ca_path) = ClusterCa::create(&dir).unwrap();
+        let agent = ca.issue(&dir, "n0", "127.0.0.1".parse().unwrap()).unwrap();
+        let now = jiff::Timestamp::now().as_second();
+        for pem in [&ca_path, &agent.cert] {
+            let out = std::process::Command::new("openssl")
+                .args([
+                    "x509",
+                    "-noout",
+                    "-startdate",
+                    "-enddate",
+                    "-dateopt",
+                    "iso_8601",
+                    "-in",
+                ])
+                .arg(pem)
+                .output()
+                .expect("openssl");
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let at = |key: &str| -> i64 {
+                let line = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .unwrap_or_else(|| panic!("{text}"));
+                line.trim()
+                    .replace(' ', "T")
+                    .parse::<jiff::Timestamp>()
+                    .unwrap()
+                    .as_second()
+            };
+            let (from, to) = (at("notBefore="), at("notAfter="));
+            let day = 86_400;
+            assert!(from <= now && now - from <= 2 * day, "{text}");
+            assert!(to > now && to - now <= (VALID_DAYS + 1) * day, "{text}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

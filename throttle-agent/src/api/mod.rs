@@ -24,7 +24,7 @@
 mod metrics;
 mod server;
 
-pub use server::{serve, Tls, HEADER_TIMEOUT, MAX_BODY_BYTES};
+pub use server::{serve, Tls, BODY_TIMEOUT, HEADER_TIMEOUT, MAX_BODY_BYTES};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,6 +110,8 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // Inside the token check: a request without the token is refused unread.
+        .layer(axum::middleware::from_fn(server::whole_body))
         .layer(axum::middleware::from_fn_with_state(
             agent.clone(),
             authenticate,

@@ -8,7 +8,8 @@
 //! * close a connection that does not deliver a complete request header within
 //!   [`HEADER_TIMEOUT`], also while it idles between requests (hyper starts the header
 //!   timer again after every response), and bound the header buffer;
-//! * bound bodies ([`MAX_BODY_BYTES`]) and the time of one request;
+//! * bound bodies ([`MAX_BODY_BYTES`]), the time a body may take to arrive
+//!   ([`BODY_TIMEOUT`], [`whole_body`]) and the time of one request;
 //! * answer every refusal as `{"error": ...}` JSON ([`json_errors`]), including the
 //!   plain-text 404/405/413 that routing and extractors produce;
 //! * speak TLS when the operator gives it a certificate ([`Tls`]), so the bearer token
@@ -42,6 +43,9 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Longest time one request may take (calibration takes up to a minute).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest time a client may take to send a request's body, token or not (a body trickled
+/// a byte at a time held a connection for 50 s).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest time a TLS handshake may take.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -193,6 +197,28 @@ where
         .keep_alive(true);
     if let Err(e) = builder.serve_connection(io, service).await {
         debug!(error = %e, "control connection ended");
+    }
+}
+
+/// Read the request's whole body within [`BODY_TIMEOUT`] (and [`MAX_BODY_BYTES`]) before
+/// the handler runs: a 408 for a body that trickles, a 413 for one too large.
+pub async fn whole_body(req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Json(json!({ "error": format!("the request body is larger than the limit of {MAX_BODY_BYTES} bytes, or broke off") })),
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::REQUEST_TIMEOUT,
+            Json(json!({ "error": format!("the request body did not arrive within {} s", BODY_TIMEOUT.as_secs()) })),
+        )
+            .into_response(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Targets on this node: a forward's `HOST:PORT` must be an address of this node (its data
 //! address, or one of its interfaces' non-loopback addresses), a port from 1024 up, and
-//! never one of this agent's own ports (control, data, interception, preload). A forward
+//! never one of this agent's own ports (control, data, interception, preload) or a
+//! listener of one of its forwards. A forward
 //! carries traffic between the cluster's nodes; it never relays to an arbitrary host, nor
 //! to a service meant for this machine alone, unless the operator opens loopback and
 //! system ports (`--open-forwards`).
@@ -78,6 +79,22 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
             ));
         }
     }
+    // Nor another forward's listener: two forwards pointing at each other turned one
+    // connection into 1,415 chained ones.
+    let forward_listeners: Vec<SocketAddr> = agent
+        .forwards
+        .list()
+        .into_iter()
+        .map(|f| f.listen)
+        .collect();
+    let is_forward = |a: &SocketAddr| {
+        forward_listeners.iter().any(|b| {
+            b.port() == a.port()
+                && (b.ip().is_unspecified()
+                    || b.ip().to_canonical() == a.ip().to_canonical()
+                    || (b.ip().is_loopback() && a.ip().is_loopback()))
+        })
+    };
     let is_agent = |a: &SocketAddr| {
         own_ports.iter().any(|b| {
             b.port() == a.port()
@@ -121,6 +138,13 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
         if is_agent(&SocketAddr::new(ip, a.port())) {
             refused = Some(format!(
                 "{target} is the agent of node `{}` itself; a forward may not target the agent",
+                agent.node
+            ));
+            continue;
+        }
+        if is_forward(&SocketAddr::new(ip, a.port())) {
+            refused = Some(format!(
+                "{target} is a forward's listener on node `{}`; a forward may not target another forward (they could carry a connection round in a loop)",
                 agent.node
             ));
             continue;
