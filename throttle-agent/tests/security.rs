@@ -861,6 +861,44 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
     assert!(e.contains("the agent of node `n1` itself"), "{e}");
 }
 
+/// Issue 35, finding 3: a token holder made a root agent's forward listen on 127.0.0.1:P
+/// and [::1]:P, another user's preload port: her programs, her agent down, sent their
+/// connections where the forward led. A forward now listens on its node's address (or
+/// another non-loopback address of the node), never on another loopback address nor on
+/// every address, unless the operator opens forwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_takes_no_loopback_port_of_this_machine() {
+    use throttle_agent::transport::forward::{add, ForwardSpec};
+    use throttle_proto::forward::HostPort;
+    let spec = |listen: &str| ForwardSpec {
+        listen: listen.parse().unwrap(),
+        to_node: n("n1"),
+        target: HostPort::parse("127.0.0.2:6000").unwrap(),
+    };
+    let scratch = Scratch::new("fwd-listen");
+    let agents = cluster_on(&scratch, 2, shape(None, 1e9), true, "127.0.0.2", false).await;
+    for listen in [
+        "127.0.0.1:0",
+        "[::1]:0",
+        "0.0.0.0:0",
+        "[::]:0",
+        "127.0.0.3:0",
+    ] {
+        let e = add(&agents[0].state, spec(listen))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("loopback") || e.contains("every address"),
+            "{listen}: {e}"
+        );
+    }
+    assert!(add(&agents[0].state, spec("127.0.0.2:0")).await.is_ok());
+    let open = Scratch::new("fwd-listen-open");
+    let agents = cluster_on(&open, 2, shape(None, 1e9), true, "127.0.0.2", true).await;
+    assert!(add(&agents[0].state, spec("127.0.0.1:0")).await.is_ok());
+}
+
 /// Issue 35, finding 11: two forwards pointing at each other turned one client connection
 /// into 1,415 chained ones. A forward's target may not be another forward's listener: the
 /// first hop is refused, and the other forward never carries a connection.

@@ -54,6 +54,9 @@ pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, F
             .await
             .map_err(|e| ForwardError::Forbidden(e.message))?;
     }
+    if let Some(why) = target::listen_refused(agent, spec.listen) {
+        return Err(ForwardError::Forbidden(why));
+    }
     if spec.listen.port() != 0 && spec.listen.port() < 1024 && !agent.open_forwards {
         return Err(ForwardError::Forbidden(format!(
             "{}: a forward listens on a port from 1024 up (ports under 1024 are system services'; the operator can allow them with --open-forwards)",

@@ -31,6 +31,42 @@ fn own_addresses() -> Vec<IpAddr> {
     out
 }
 
+/// Why a forward may not listen on `listen` (`None`: it may): only on this node's address
+/// in the cluster or another non-loopback address of its interfaces. Not on a loopback
+/// address that is not the node's, nor on every address at once (0.0.0.0, ::), unless the
+/// operator opens forwards: there a forward would take the place of a service meant for
+/// this machine alone, such as another user's preload agent at 127.0.0.1:P, whose programs
+/// would then send their connections where the forward leads (issue 35, finding 3).
+pub fn listen_refused(agent: &Agent, listen: SocketAddr) -> Option<String> {
+    if agent.open_forwards {
+        return None;
+    }
+    let ip = listen.ip().to_canonical();
+    let node = agent.data_addr.ip().to_canonical();
+    if ip == node && !ip.is_unspecified() {
+        return None;
+    }
+    if ip.is_unspecified() {
+        return Some(format!(
+            "{listen}: a forward listens on one address of node `{}` (its address {node}, or another of its interfaces'), not on every address, where it would also take loopback ports meant for this machine's own services (the operator can allow it with --open-forwards)",
+            agent.node
+        ));
+    }
+    if ip.is_loopback() {
+        return Some(format!(
+            "{listen}: a loopback address other than node `{}`'s own ({node}) is for this machine's own services (another user's preload agent listens there); a forward listens on the node's address (the operator can allow loopback with --open-forwards)",
+            agent.node
+        ));
+    }
+    if !own_addresses().contains(&ip) {
+        return Some(format!(
+            "{listen} is not an address of node `{}`",
+            agent.node
+        ));
+    }
+    None
+}
+
 /// Resolve a forward target and check that it is an address of this node (its address in
 /// the cluster or one of its interfaces' addresses; loopback only with `--open-forwards`),
 /// a port from 1024 up (or `--open-forwards`), and not this agent's own control API or
