@@ -35,6 +35,7 @@ pub mod directory;
 pub mod endpoint;
 pub mod intercept;
 pub mod jobs;
+pub mod launchers;
 pub mod limits;
 pub mod link;
 pub mod notify;

@@ -10,7 +10,11 @@
 //! and by the text every build of them carries (so an older version or a copy with a
 //! byte changed, in an allowed directory, is refused too). Paths are canonicalized, so
 //! `..` and symbolic links cannot leave the allowed places. Interpreters in an allowed
-//! directory are reported at start, by name or as copies of the system's.
+//! directory are reported at start, by name or as copies of the system's; and a program
+//! of an allowed directory that can start other programs (a script, or an executable that
+//! imports an exec or spawn function: [`crate::launchers`]) is not started unless the
+//! operator names it with `--allow-program`, whatever its name (a patched copy of the
+//! agent, `timeout`, `nice`, `setsid`, `strace`, a Python interpreter).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -294,6 +298,35 @@ impl ProgramPolicy {
                     risky.join(", ")
                 ));
             }
+            // Every other program there that starts programs (what it imports says so,
+            // whatever its name): refused as a job unless named with --allow-program.
+            let launchers: Vec<String> = std::fs::read_dir(d)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .take(10_000)
+                .filter(|e| e.path().is_file())
+                .filter(|e| {
+                    std::fs::metadata(e.path()).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+                })
+                .filter(|e| {
+                    !risky
+                        .iter()
+                        .any(|r| r.split(' ').next() == e.file_name().to_str())
+                })
+                .filter_map(|e| {
+                    let why = crate::launchers::starts_programs(&e.path())?;
+                    Some(format!("{} ({why})", e.file_name().to_string_lossy()))
+                })
+                .take(20)
+                .collect();
+            if !launchers.is_empty() {
+                out.push(format!(
+                    "--allow-dir {} holds programs that start other programs, which are not started as jobs unless named with --allow-program: {}",
+                    d.display(),
+                    launchers.join(", ")
+                ));
+            }
         }
         let mut seen = Vec::new();
         for p in self.programs.values().chain(self.dirs.iter()) {
@@ -347,12 +380,24 @@ impl ProgramPolicy {
                 .ok_or_else(not_allowed)?
         };
         let real = candidate.canonicalize().map_err(|_| not_allowed())?;
-        let allowed = self.programs.values().any(|p| *p == real)
-            || self.dirs.iter().any(|d| real.starts_with(d));
+        let named = self.programs.values().any(|p| *p == real);
+        let allowed = named || self.dirs.iter().any(|d| real.starts_with(d));
         if !allowed {
             return Err(not_allowed());
         }
-        self.check_file(&real).map_err(ProgramError::NotAllowed)
+        let real = self.check_file(&real).map_err(ProgramError::NotAllowed)?;
+        // A program of an allowed directory that starts other programs would start
+        // anything a token holder asks for: only one the operator named runs.
+        if !named {
+            if let Some(why) = crate::launchers::starts_programs(&real) {
+                return Err(ProgramError::NotAllowed(format!(
+                    "{} can start other programs ({why}), so it runs only when the operator names it (--allow-program {}), not from --allow-dir",
+                    real.display(),
+                    real.display()
+                )));
+            }
+        }
+        Ok(real)
     }
 
     /// Canonical path of an executable that may ever be started.
@@ -445,7 +490,8 @@ mod tests {
     #[test]
     fn an_allowed_directory_never_yields_the_agent_the_controller_or_setuid() {
         let d = scratch("dir");
-        exe(&d, "app", 0o755);
+        // A real program that starts no other (a script would: an interpreter runs it).
+        std::fs::copy("/bin/true", d.join("app")).unwrap();
         exe(&d, "throttle-agent", 0o755);
         exe(&d, "throttle-ctl", 0o755);
         exe(&d, "suid", 0o4755);
@@ -485,6 +531,43 @@ mod tests {
             e.contains("own agent or controller"),
             "a modified copy: {e}"
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Issue 35, finding 7: copies of `timeout`, `nice`, `setsid` (and a script) in an
+    /// allowed directory ran `id` as root for a token holder. What they import says they
+    /// start programs: refused from --allow-dir, run when the operator names them, and
+    /// named in the start-up warning.
+    #[test]
+    fn programs_that_start_programs_run_only_when_named() {
+        let d = scratch("launch");
+        let mut copied = Vec::new();
+        for (tool, name) in [
+            ("/usr/bin/timeout", "t1"),
+            ("/usr/bin/nice", "n1"),
+            ("/usr/bin/setsid", "s1"),
+        ] {
+            if std::fs::copy(tool, d.join(name)).is_ok() {
+                copied.push(name);
+            }
+        }
+        exe(&d, "script", 0o755);
+        std::fs::copy("/bin/true", d.join("plain")).unwrap();
+        let mut p = ProgramPolicy::nothing();
+        p.allow_dir(&d).unwrap();
+        for name in copied.iter().copied().chain(["script"]) {
+            let e = p.resolve(name).unwrap_err().to_string();
+            assert!(e.contains("can start other programs"), "{name}: {e}");
+        }
+        assert!(p.resolve("plain").is_ok());
+        let w = p.warnings().join("\n");
+        for name in copied.iter().copied().chain(["script"]) {
+            assert!(w.contains(&format!("{name} (")), "{name} not in: {w}");
+        }
+        if let Some(first) = copied.first() {
+            p.allow_program(&d.join(first)).unwrap();
+            assert!(p.resolve(first).is_ok(), "named, it runs");
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 
