@@ -266,7 +266,8 @@ fn namespace_hosts_explain_what_they_need() {
     }
     let _serial = serial();
     let s = scratch("netns-needs");
-    std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // Writable by nobody too, and sticky (as /tmp): root may keep its state there.
+    std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let before = namespaces_named("throttle-");
     // As an unprivileged user (nobody).
     let out = Command::new("setpriv")

@@ -63,6 +63,9 @@ pub struct AgentConfig {
     /// Pin every launched rank to these CPUs (`--rank-cpus`, checked with
     /// [`crate::affinity::cpu_set`] before the agent pinned itself).
     pub rank_cpus: Option<nix::sched::CpuSet>,
+    /// The addresses interception may capture (`--intercept-within`); empty: the node's
+    /// own subnet (/24 of an IPv4 data address, /64 of an IPv6 one).
+    pub intercept_within: Vec<crate::intercept::rules::Subnet>,
 }
 
 /// A started agent: its bound addresses and the handle to stop it.
@@ -153,7 +156,18 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             Some(l) => Some(l.local_addr()?.port()),
             None => None,
         };
-        Some(Interception::new(kernel_port, preload_port))
+        let within = if config.intercept_within.is_empty() {
+            let ip = data_addr.ip().to_canonical();
+            vec![crate::intercept::rules::Subnet::around(
+                ip,
+                if ip.is_ipv4() { 24 } else { 64 },
+            )]
+        } else {
+            config.intercept_within.clone()
+        };
+        tracing::info!(within = %within.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+            "intercepting only nodes at these addresses (--intercept-within)");
+        Some(Interception::new(kernel_port, preload_port, within))
     } else {
         None
     };

@@ -99,6 +99,12 @@ struct Args {
     /// The rules are removed when the agent stops and replaced when it starts again.
     #[arg(long)]
     intercept: bool,
+    /// The addresses whose nodes interception may capture (ADDRESS/PREFIX, repeatable;
+    /// default: the node's own subnet, /24 of its --data address). A node a token holder
+    /// adds to the directory outside them is never intercepted, whatever agent answers
+    /// there.
+    #[arg(long = "intercept-within", value_name = "CIDR")]
+    intercept_within: Vec<throttle_agent::intercept::rules::Subnet>,
     /// Let forwards reach this node's services bound to loopback only (127.0.0.1, ::1,
     /// other than this agent's own address) and ports under 1024, and listen on ports under
     /// 1024. Off, a token holder cannot expose a service meant for this machine only (a
@@ -268,6 +274,7 @@ fn main() {
         open_forwards: args.open_forwards,
         preload_port: args.preload.then_some(args.preload_port),
         // Checked before the agent pins itself: the ranks' CPUs are outside its own set.
+        intercept_within: args.intercept_within.clone(),
         rank_cpus: args.rank_cpus.as_ref().map(|c| {
             throttle_agent::affinity::cpu_set(c)
                 .unwrap_or_else(|e| fail(format!("--rank-cpus: {e:#}")))

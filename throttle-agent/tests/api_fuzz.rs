@@ -55,6 +55,7 @@ fn fixture() -> &'static Fixture {
             open_forwards: false,
             preload_port: None,
             rank_cpus: None,
+            intercept_within: vec![],
         };
         let agent = runtime.block_on(agent::start(config)).unwrap();
         Fixture {

@@ -217,18 +217,6 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     if req.nodes == 0 || req.nodes > 250 {
         bail!("--nodes must be between 1 and 250 (got {})", req.nodes);
     }
-    // `local down` removes the state directory, and the token and sockets go in it: it
-    // must be one `up` makes, or an empty private one of this user's, never a directory
-    // with someone's files in it, nor a link to one, nor another user's (who could read
-    // the token, or answer for the agents through a ready file).
-    let state = state_dir(&req.dir)?;
-    let holds_files = !state.is_empty()?;
-    if holds_files && !made_by_up(&req.dir) {
-        bail!(
-            "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one (a state directory left by an older throttle has no marker: remove it by hand)",
-            req.dir.display()
-        );
-    }
     if let Ok(existing) = Cluster::load(cluster_path) {
         if existing
             .file
@@ -245,6 +233,18 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     let agent = agent_binary()?;
     if req.netns.is_some() {
         crate::netns::check_prerequisites()?;
+    }
+    // `local down` removes the state directory, and the token and sockets go in it: it
+    // must be one `up` makes, or an empty private one of this user's, never a directory
+    // with someone's files in it, nor a link to one, nor another user's (who could read
+    // the token, or answer for the agents through a ready file).
+    let state = state_dir(&req.dir)?;
+    let holds_files = !state.is_empty()?;
+    if holds_files && !made_by_up(&req.dir) {
+        bail!(
+            "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one (a state directory left by an older throttle has no marker: remove it by hand)",
+            req.dir.display()
+        );
     }
     // Token, certificates' keys, sockets and the ranks' run directories live here: the
     // directory checked above is private (0700, this user's), its parent lets no one else
@@ -360,6 +360,11 @@ fn start_agents(
                 c.args(["netns", "exec", ns])
                     .arg(agent)
                     .arg(req.intercept.agent_flag());
+                // Only the cluster's own /24 is intercepted, whatever a token holder adds
+                // to the directory.
+                if let Some(l) = layout {
+                    c.arg("--intercept-within").arg(format!("{}/24", l.subnet));
+                }
                 c
             }
             None => Command::new(agent),

@@ -1,5 +1,8 @@
 //! Which directory entries interception may capture: only nodes whose agents proved the
-//! cluster token at the address the directory gives them.
+//! cluster token at the address the directory gives them, and only at addresses the
+//! operator allows (`--intercept-within`, by default the node's own subnet: a token holder
+//! could otherwise run an agent at an address shared with other users' services, add it to
+//! the directory, and receive their connections there).
 //!
 //! Any token holder can write the directory (`PUT /cluster`). Were every entry captured,
 //! an entry naming a host outside the cluster (a license server, a file server) would make
@@ -36,6 +39,7 @@ fn unproven(agent: &Agent) -> Vec<(throttle_proto::name::Name, std::net::SocketA
         .nodes()
         .into_iter()
         .filter(|n| n.name != agent.node && !state.is_proven(&n.name, n.data))
+        .filter(|n| state.may_capture(n.data.ip()))
         .map(|n| (n.name, n.data))
         .collect()
 }

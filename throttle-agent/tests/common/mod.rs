@@ -99,6 +99,7 @@ pub async fn cluster_on(
             open_forwards,
             preload_port: None,
             rank_cpus: None,
+            intercept_within: vec![],
         };
         agents.push(agent::start(config).await.unwrap());
     }
