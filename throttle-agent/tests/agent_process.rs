@@ -408,7 +408,7 @@ fn one_user_holds_at_most_a_share_of_the_preload_port() {
         child: mut agent,
         port,
         ..
-    } = preload_agent(&scratch, own);
+    } = preload_agent(&scratch, own, &[]);
     // Another user (uid 65534) opens 200 connections and sends nothing; after a second,
     // it counts those closed under it (the agent's request limit is 2 s: the ones it
     // admitted are still open then).
@@ -499,7 +499,9 @@ struct PreloadAgent {
     data: String,
 }
 
-fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr) -> PreloadAgent {
+/// An agent serving the preload library at `own`; `within`: its `--intercept-within`
+/// blocks (none: the default, `own`'s /24).
+fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr, within: &[&str]) -> PreloadAgent {
     let port = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap().port()
@@ -515,6 +517,9 @@ fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr) -> PreloadAgent {
         .args(["--ready-file", ready.to_str().unwrap()])
         .args(["--preload", "--preload-port", &port.to_string()])
         .stderr(std::process::Stdio::null());
+    for block in within {
+        cmd.args(["--intercept-within", block]);
+    }
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; it only changes this child's limit.
@@ -562,10 +567,13 @@ fn a_directory_entry_without_an_agent_is_not_intercepted() {
         return;
     }
     let scratch = Scratch::new("unproven");
-    let mut a = preload_agent(&scratch, own);
+    // The operator lets the agent intercept 198.18.0.0/15 too (issue 35, finding 5), so
+    // that only the missing proof keeps n1 out.
+    let mut a = preload_agent(&scratch, own, &[&format!("{own}/24"), "198.18.0.0/15"]);
     // n1: a host outside the cluster (nothing answers there; 198.18.0.0/15 is for tests).
+    // n2: an address outside the blocks the operator allows: never intercepted either.
     let body = format!(
-        r#"{{"nodes":[{{"name":"n0","data":"{}"}},{{"name":"n1","data":"198.18.250.1:7601"}}]}}"#,
+        r#"{{"nodes":[{{"name":"n0","data":"{}"}},{{"name":"n1","data":"198.18.250.1:7601"}},{{"name":"n2","data":"203.0.113.9:7601"}}]}}"#,
         a.data
     );
     let (code, answer) = http(&a.control, "PUT", "/cluster", Some(TOKEN), Some(&body));
@@ -594,6 +602,11 @@ fn a_directory_entry_without_an_agent_is_not_intercepted() {
         serde_json::json!(["n1"]),
         "{status}"
     );
+    assert_eq!(
+        v["intercepted"]["outside"],
+        serde_json::json!(["n2"]),
+        "{status}"
+    );
 }
 
 /// Issue 25, finding 8: a program's socket bound to `127.0.0.1:P` was carried to the
@@ -614,7 +627,7 @@ fn a_socket_bound_to_loopback_cannot_pose_as_another_users_service() {
         child: mut agent,
         port,
         ..
-    } = preload_agent(&scratch, own);
+    } = preload_agent(&scratch, own, &[]);
     // Another user's service on this node's address (a listener uid 65534 creates).
     let mut pipe = [0 as libc::c_int; 2];
     // SAFETY: two descriptors into a two-element array.

@@ -65,6 +65,10 @@ pub struct InterceptedStatus {
     /// proved the cluster token at their address. Asked again in the background.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_proven: Vec<crate::name::Name>,
+    /// Other nodes of the directory at addresses outside the blocks the operator lets this
+    /// agent intercept (`--intercept-within`): never intercepted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<crate::name::Name>,
 }
 
 /// One direction of the link.

@@ -330,6 +330,7 @@ mod tests {
                 kernel: true,
                 preload_port: None,
                 not_proven: Vec::new(),
+                outside: Vec::new(),
             }),
         };
         let text = render(&s);

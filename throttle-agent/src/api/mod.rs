@@ -199,6 +199,7 @@ pub fn status_of(agent: &Agent) -> Status {
                 kernel: i.kernel,
                 preload_port: i.preload_port,
                 not_proven: crate::intercept::members::pending(agent),
+                outside: crate::intercept::members::outside(agent),
             }
         }),
     }

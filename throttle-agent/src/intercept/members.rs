@@ -49,6 +49,22 @@ pub fn pending(agent: &Agent) -> Vec<throttle_proto::name::Name> {
     unproven(agent).into_iter().map(|(n, _)| n).collect()
 }
 
+/// The names of the other nodes at addresses outside the operator's blocks: never
+/// intercepted, whatever they prove (for `status`, so that a run between them is refused
+/// rather than left unshaped).
+pub fn outside(agent: &Agent) -> Vec<throttle_proto::name::Name> {
+    let Some(state) = agent.intercept.as_ref() else {
+        return Vec::new();
+    };
+    agent
+        .directory
+        .nodes()
+        .into_iter()
+        .filter(|n| n.name != agent.node && !state.may_capture(n.data.ip()))
+        .map(|n| n.name)
+        .collect()
+}
+
 /// Ask every node not proven yet, all at once, for at most `within`; record those that
 /// prove themselves. Returns how many did.
 pub async fn prove(agent: &Arc<Agent>, within: Duration) -> usize {

@@ -109,18 +109,7 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                 s.egress.bytes.to_string(),
                 s.intercepted
                     .as_ref()
-                    .filter(|i| !i.not_proven.is_empty())
-                    .map(|i| {
-                        let names: Vec<String> =
-                            i.not_proven.iter().map(|n| n.to_string()).collect();
-                        cut(
-                            &format!(
-                                "not intercepting to {} (no agent proved the token there yet)",
-                                names.join(", ")
-                            ),
-                            90,
-                        )
-                    })
+                    .map(not_intercepted)
                     .unwrap_or_default(),
             ]),
             Err(e) => {
@@ -143,6 +132,31 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut (`--json` has the whole).
+/// The status column's note on the nodes this node does not intercept connections to.
+fn not_intercepted(i: &throttle_proto::status::InterceptedStatus) -> String {
+    let list = |names: &[throttle_proto::name::Name]| {
+        names
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut notes = Vec::new();
+    if !i.outside.is_empty() {
+        notes.push(format!(
+            "never intercepting to {} (outside --intercept-within)",
+            list(&i.outside)
+        ));
+    }
+    if !i.not_proven.is_empty() {
+        notes.push(format!(
+            "not intercepting to {} (no agent proved the token there yet)",
+            list(&i.not_proven)
+        ));
+    }
+    cut(&notes.join("; "), 90)
+}
+
 fn cut(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()

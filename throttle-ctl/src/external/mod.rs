@@ -68,22 +68,49 @@ fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
     sum
 }
 
-/// An error when a node of the run intercepts but does not yet capture connections to
-/// another node of the run (no agent proved the cluster token at its address): that
-/// traffic would pass unshaped.
+/// An error when a node of the run intercepts but does not capture connections to another
+/// node of the run: that traffic would pass unshaped.
 fn check_members(cluster: &Cluster, nodes: &[Node]) -> Result<()> {
+    let statuses: Vec<_> = nodes
+        .iter()
+        .filter_map(|n| {
+            let status = crate::agent_client::AgentClient::new(cluster, n)
+                .status()
+                .ok()?;
+            Some((n.name.to_string(), status.intercepted?))
+        })
+        .collect();
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-    let mut missing = Vec::new();
-    for n in nodes {
-        let Ok(status) = crate::agent_client::AgentClient::new(cluster, n).status() else {
-            continue;
-        };
-        for other in status.intercepted.map(|i| i.not_proven).unwrap_or_default() {
-            if names.contains(&other.as_str()) {
-                missing.push(format!("{} -> {other}", n.name));
+    uncaptured(&names, &statuses)
+}
+
+/// Which connections between the run's nodes (`names`) the intercepting nodes' statuses
+/// say are not captured: to a node where no agent proved the cluster token yet, or to an
+/// address outside the blocks the agent may intercept (`--intercept-within`).
+fn uncaptured(
+    names: &[&str],
+    statuses: &[(String, throttle_proto::status::InterceptedStatus)],
+) -> Result<()> {
+    let pairs =
+        |of: fn(&throttle_proto::status::InterceptedStatus) -> &[throttle_proto::name::Name]| {
+            let mut found = Vec::new();
+            for (node, i) in statuses {
+                for other in of(i) {
+                    if names.contains(&other.as_str()) {
+                        found.push(format!("{node} -> {other}"));
+                    }
+                }
             }
-        }
+            found
+        };
+    let outside = pairs(|i| &i.outside);
+    if !outside.is_empty() {
+        bail!(
+            "connections {} would not be intercepted: those nodes' addresses lie outside the blocks the agents may intercept (start the agents with `--intercept-within` naming the cluster's subnet)",
+            outside.join(", ")
+        );
     }
+    let missing = pairs(|i| &i.not_proven);
     if !missing.is_empty() {
         bail!(
             "connections {} would not be intercepted: no agent has proven the cluster token at those nodes' addresses yet (is their agent up? `throttle-ctl status` shows it); the agents ask again every few seconds",
@@ -358,4 +385,44 @@ fn own_result(
             ..WorkloadResult::default()
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use throttle_proto::name::Name;
+    use throttle_proto::status::InterceptedStatus;
+
+    fn status(not_proven: &[&str], outside: &[&str]) -> InterceptedStatus {
+        let names = |l: &[&str]| l.iter().map(|n| Name::parse("node", n).unwrap()).collect();
+        InterceptedStatus {
+            outgoing: 0,
+            incoming: 0,
+            failed: 0,
+            kernel: true,
+            preload_port: None,
+            not_proven: names(not_proven),
+            outside: names(outside),
+        }
+    }
+
+    /// Issue 35, finding 5: a node outside the blocks an agent may intercept is never
+    /// captured; a run between them would pass unshaped, so it is refused and says why.
+    #[test]
+    fn a_run_to_a_node_that_is_not_captured_is_refused() {
+        let run = ["n0", "n1"];
+        assert!(uncaptured(&run, &[("n0".into(), status(&[], &[]))]).is_ok());
+        // Nodes outside the run do not matter.
+        assert!(uncaptured(&run, &[("n0".into(), status(&["n5"], &["n6"]))]).is_ok());
+        let e = uncaptured(&run, &[("n0".into(), status(&[], &["n1"]))]).unwrap_err();
+        assert!(
+            e.to_string().contains("n0 -> n1") && e.to_string().contains("--intercept-within"),
+            "{e}"
+        );
+        let e = uncaptured(&run, &[("n1".into(), status(&["n0"], &[]))]).unwrap_err();
+        assert!(
+            e.to_string().contains("n1 -> n0") && e.to_string().contains("proven"),
+            "{e}"
+        );
+    }
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The attacker probe, re-run: every finding of the security reviews (the first review's
+# five, issue 25's twelve, issue 35's eleven) as the test that reproduces it, each run on
+# its own and reported as held or BROKEN, in one table.
+#
+# Each test plays the attacker against the real binaries or the library and fails when the
+# attack works (each was checked to fail without its fix: experiments/). Findings that need
+# a second user (uid 65534) or namespaces run as root; as another user they say SKIPPED.
+#
+# Usage: bench/probe.sh            (release build; about 4 min here)
+#        PROBE_FILTER=35 bench/probe.sh   only the findings whose label starts with 35
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export THROTTLE_REQUIRE_NETNS=${THROTTLE_REQUIRE_NETNS:-$([ "$(id -u)" = 0 ] && echo 1)}
+cargo build --release --workspace -q || exit 2
+
+# label | package | test binary (or "lib") | test name | what the attacker does
+PROBES=$(cat <<'EOF_PROBES'
+s1-1|throttle-agent|security|job_names_cannot_reach_outside_the_job_directory|a job name with ../ reaches outside the job directory
+s1-2|throttle-agent|security|only_the_workloads_run_and_their_environment_is_filtered|a job starts the agent, a loader or a shell, or passes LD_* and friends
+s1-3|throttle-agent|security|the_token_stays_off_the_wire_and_the_data_port_relays_nothing|the token crosses the data port; a peer relays anywhere
+s1-4|throttle-agent|security|idle_connections_cannot_starve_the_agent|thousands of idle connections exhaust the agent
+s1-5|throttle-agent|security|tiny_percentages_are_refused_and_do_not_stall_the_next_setting|a tiny percentage stalls the link
+25-1|throttle-agent|agent_process|an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port|another user squats [::1] of the preload port
+25-2|throttle-agent|agent_process|one_user_holds_at_most_a_share_of_the_preload_port|one user fills the preload port with idle connections
+25-3|throttle-agent|security|a_flood_from_a_trusted_address_cannot_lock_out_clients_that_prove_themselves|a flood from the controller's host locks the controller out
+25-4|throttle-agent|security|forwards_reach_no_loopback_only_service_and_no_system_port_unless_opened|a forward reaches a loopback-only service or sshd
+25-5|throttle-ctl|lib|local_cluster::tests::down_removes_only_what_up_made_and_kills_only_agents|local down deletes a user directory, kills an impostor
+25-6|throttle-ctl|lib|cluster::tests::a_cluster_file_cannot_have_another_file_sent_as_its_token|a cluster file sends ~/.git-credentials as the token
+25-8|throttle-agent|agent_process|a_socket_bound_to_loopback_cannot_pose_as_another_users_service|a loopback socket poses as another user's service
+25-9|throttle-agent|agent_process|a_directory_entry_without_an_agent_is_not_intercepted|a directory entry captures traffic to a host outside the cluster
+25-10|throttle-tests|command|a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind|a SIGKILLed controller leaves its command and bandwidth behind
+25-11|throttle-agent|lib|programs::tests::an_allowed_directory_never_yields_the_agent_the_controller_or_setuid|an allowed directory yields a modified agent copy
+25-12|throttle-ctl|lib|measurements::tests::a_hostile_stores_rows_are_refused_by_name_and_its_labels_cannot_drive_the_terminal|a store's rows and labels drive the analysis or the terminal
+35-1|throttle-tests|shared_dirs|kept_logs_are_never_written_through_a_planted_link|local down --keep-logs writes through a planted link
+35-2|throttle-tests|shared_dirs|a_state_directory_of_another_user_is_refused|local up puts the token in another user's directory
+35-3|throttle-agent|security|a_forward_takes_no_loopback_port_of_this_machine|a forward squats another user's preload port
+35-4|throttle-tests|shared_dirs|a_planted_cluster_file_gets_no_token|a planted cluster file sends a secret as the token
+35-5|throttle-agent|lib|intercept::rules::tests::only_addresses_within_the_operators_blocks_are_captured|PUT /cluster adds an agent at a shared address to interception
+35-5b|throttle-ctl|lib|external::tests::a_run_to_a_node_that_is_not_captured_is_refused|a run between nodes left outside interception passes unshaped
+35-6|throttle-tests|shared_dirs|local_down_acts_only_for_the_cluster_file_local_up_wrote|a hand-written cluster file makes local down kill and remove
+35-7|throttle-agent|lib|programs::tests::programs_that_start_programs_run_only_when_named|timeout, nice, setsid, a script in an allowed directory run anything
+35-8|throttle-ctl|lib|store::tests::exported_text_is_no_formula_and_no_control|export writes formulas and control characters into CSV
+35-9|throttle-ctl|lib|store::tests::a_planted_link_is_no_database|--db follows a link planted in a shared directory
+35-10|throttle-tests|command|a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind|children under env -i outlive a SIGKILLed controller
+35-11a|throttle-agent|security|forwards_pointing_at_each_other_carry_nothing_round|two forwards chain a connection round and round
+35-11b|throttle-agent|security|a_trickled_body_is_cut_off|a token holder trickles a body for 50 s
+35-11c|throttle-ctl|lib|certs::tests::certificates_are_valid_for_a_bounded_time|local up --tls certificates valid 1975-4096
+EOF_PROBES
+)
+
+held=0; broken=0; skipped=0
+printf '%-7s %-8s %s\n' finding result "what the attacker does (test)"
+while IFS='|' read -r label pkg bin name what; do
+  [ -z "$label" ] && continue
+  case "$label" in "${PROBE_FILTER:-}"*) ;; *) continue ;; esac
+  if [ "$bin" = lib ]; then target=(--lib); else target=(--test "$bin"); fi
+  out=$(cargo test --release -q -p "$pkg" "${target[@]}" -- --exact "$name" 2>&1)
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    result=BROKEN; broken=$((broken + 1))
+  elif grep -qi "skipped" <<<"$out" || ! grep -q "1 passed" <<<"$out"; then
+    result=skipped; skipped=$((skipped + 1))
+  else
+    result=held; held=$((held + 1))
+  fi
+  printf '%-7s %-8s %s (%s)\n' "$label" "$result" "$what" "$name"
+done <<<"$PROBES"
+echo "held $held, BROKEN $broken, skipped $skipped"
+[ $broken -eq 0 ]
