@@ -12,7 +12,7 @@ export THROTTLE_CLUSTER="$WORK/throttle-cluster.toml"
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  "$CTL" local down >/dev/null 2>&1 || true
+  "$CTL" local down --force >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -78,7 +78,7 @@ awk -v d="${CMED[direct]}" -v t="${CMED[two_agents]}" -v h="${CMED[two_haproxy]:
 [ "$(id -u)" = 0 ] || exit 0
 echo
 echo "# namespace hosts (n0 -> n1, unlimited): direct, kernel redirect, preload library"
-"$CTL" local down >/dev/null 2>&1 || true
+"$CTL" local down --force >/dev/null 2>&1 || true
 printf "%-16s %10s %10s %10s\n" path "median us" "p90 us" "p99 us"
 declare -A NMED
 for mode in kernel preload; do
@@ -100,7 +100,7 @@ for mode in kernel preload; do
     done
   done
   kill "$srv" 2>/dev/null || true
-  "$CTL" local down >/dev/null 2>&1 || true
+  "$CTL" local down --force >/dev/null 2>&1 || true
 done
 awk -v d="${NMED[direct]}" -v k="${NMED[kernel]}" -v p="${NMED[preload]}" 'BEGIN{
   split(d, a, " "); dm=(a[1]+a[2])/2;

@@ -61,7 +61,7 @@ for pct in 10 30; do
 done
 kib30=$(awk 'BEGIN{printf "%.0f", 37.5e6/1024}')
 it30=$(iperf kernel trickle -s -u "$kib30" -d "$kib30")
-"$CTL" local down >/dev/null 2>&1
+"$CTL" local down --force >/dev/null 2>&1
 up kernel
 steps kernel "kernel redirect"
 rk=$(mpi kernel $BIG); ik=$(iperf kernel)

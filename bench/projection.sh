@@ -32,7 +32,7 @@ build
 machine
 MPI_SUBNET=198.18.91.0/24
 NETNS_CLUSTER="$WORK/netns/throttle-cluster.toml"
-trap 'THROTTLE_CLUSTER=$NETNS_CLUSTER "$CTL" local down >/dev/null 2>&1 || true; cleanup' EXIT
+trap 'THROTTLE_CLUSTER=$NETNS_CLUSTER "$CTL" local down --force >/dev/null 2>&1 || true; cleanup' EXIT
 LOOPBACK_UP=
 loopback_up() { # the 16 loopback agents the workload cases share, once
   [ -n "$LOOPBACK_UP" ] && return 0
@@ -137,7 +137,7 @@ for c in "${CASES[@]}"; do
   elif [ "$c" = mpi-halo ]; then
     if ! why=$(mpi_up); then echo "# $c: skipped: $why" >&2; continue; fi
     THROTTLE_CLUSTER=$NETNS_CLUSTER "$CTL" sweep "$WORK/$c.toml" --db "$WORK/$c.db" --plain >"$WORK/$c.log" 2>&1 || true
-    THROTTLE_CLUSTER=$NETNS_CLUSTER "$CTL" local down >/dev/null 2>&1 || true
+    THROTTLE_CLUSTER=$NETNS_CLUSTER "$CTL" local down --force >/dev/null 2>&1 || true
   else
     loopback_up
     "$CTL" sweep "$WORK/$c.toml" --db "$WORK/$c.db" --plain >"$WORK/$c.log" 2>&1 || true

@@ -19,7 +19,7 @@ build
 machine
 mpicc -O2 -o "$WORK/mpibw" "$ROOT/bench/mpi_bandwidth.c"
 SUB=198.18.94
-up() { "$CTL" local down >/dev/null 2>&1 || true; "$CTL" local up --netns --nodes 2 --capacity 1Gbit --subnet "$SUB.0/24" --agent-priority "$1" --dir "$WORK/state-$1" >/dev/null 2>&1; }
+up() { "$CTL" local down --force >/dev/null 2>&1 || true; "$CTL" local up --netns --nodes 2 --capacity 1Gbit --subnet "$SUB.0/24" --agent-priority "$1" --dir "$WORK/state-$1" >/dev/null 2>&1; }
 run() { # bw yield_flag wrapper... -> one line
   local bw=$1 y=$2; shift 2
   local bytes=$((bw * 1250000 * 2))
