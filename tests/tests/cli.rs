@@ -245,7 +245,11 @@ fn forward_through_the_cli_is_shaped_and_byte_exact() {
 #[test]
 fn unmodified_iperf3_through_a_forward_gets_the_shaped_rate() {
     if Command::new("iperf3").arg("--version").output().is_err() {
-        eprintln!("SKIP: iperf3 is not installed (apt-get install iperf3)");
+        throttle_tests::skip(
+            "unmodified_iperf3_through_a_forward_gets_the_shaped_rate",
+            "iperf3 (apt-get install iperf3)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     }
     let d = up("iperf", 2, "200Mbit", "127.0.7.1");

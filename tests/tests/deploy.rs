@@ -34,12 +34,11 @@ fn deploy_starts_checks_and_stops_agents_over_ssh_and_reports_a_dead_host() {
         return;
     }
     if !std::path::Path::new(SSHD).exists() || !have("ssh", "-V") {
-        if std::env::var_os("THROTTLE_REQUIRE_NETNS").is_some() {
-            panic!(
-                "{test} needs openssh-server and openssh-client, and THROTTLE_REQUIRE_NETNS is set"
-            );
-        }
-        eprintln!("SKIPPED {test}: needs openssh-server ({SSHD}) and ssh");
+        throttle_tests::skip(
+            test,
+            &format!("openssh-server ({SSHD}) and ssh"),
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     }
     let _serial = serial();

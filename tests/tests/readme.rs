@@ -63,10 +63,7 @@ fn needs(test: &str, tool: &str, arg: &str) -> bool {
     if have(tool, arg) {
         return true;
     }
-    if std::env::var_os("THROTTLE_REQUIRE_NETNS").is_some() {
-        panic!("{test} needs {tool}, and THROTTLE_REQUIRE_NETNS is set");
-    }
-    eprintln!("SKIPPED {test}: needs {tool}");
+    throttle_tests::skip(test, tool, "THROTTLE_REQUIRE_NETNS");
     false
 }
 

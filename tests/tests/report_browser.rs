@@ -70,10 +70,11 @@ fn chromium() -> Option<&'static str> {
 #[test]
 fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
     let Some(browser) = chromium() else {
-        if std::env::var_os("THROTTLE_REQUIRE_NETNS").is_some() {
-            panic!("this test needs chromium, and THROTTLE_REQUIRE_NETNS is set");
-        }
-        eprintln!("skipped: no chromium");
+        throttle_tests::skip(
+            "the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text",
+            "chromium",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     };
     let s = scratch("report-browser");

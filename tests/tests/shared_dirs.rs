@@ -20,10 +20,11 @@ fn other_user_available(test: &str) -> bool {
     if root && setpriv {
         return true;
     }
-    if std::env::var_os("THROTTLE_REQUIRE_NETNS").is_some() {
-        panic!("{test} needs root and setpriv, and THROTTLE_REQUIRE_NETNS is set");
-    }
-    eprintln!("SKIPPED {test}: needs root and setpriv (a second user)");
+    throttle_tests::skip(
+        test,
+        "root and setpriv (a second user)",
+        "THROTTLE_REQUIRE_NETNS",
+    );
     false
 }
 

@@ -20,7 +20,7 @@ use crate::api::Tls;
 use crate::directory::{Directory, NodeEntry};
 use crate::jobs::Launcher;
 use crate::limits::Limits;
-use crate::link::{Link, Shape};
+use crate::link::{LeasedLink, Link, Shape};
 use crate::programs::ProgramPolicy;
 use crate::registry::Registry;
 use crate::shutdown::Shutdown;
@@ -178,7 +178,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         data_addr,
         limits: Limits::for_this_process(),
         tls: config.tls.is_some(),
-        link,
+        link: LeasedLink::new(link),
         token: config.token,
         directory: Directory::default(),
         registry: Arc::new(Registry::default()),
@@ -189,7 +189,6 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         started: Instant::now(),
         launcher: Arc::new(launcher),
         intercept,
-        shape_lease: Default::default(),
     });
     let mut nodes = config.peers.clone();
     nodes.retain(|n| n.name != config.node);
@@ -224,7 +223,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let shutdown = Shutdown(rx);
     let shutdown_intercept = shutdown.clone();
     let sampler = {
-        let link = agent.link.clone();
+        let link = Arc::clone(&agent.link);
         let mut sd = shutdown.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -249,7 +248,7 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
                             agent.directory.remove_job(&job);
                             tracing::warn!(%job, "job lease expired: its controller stopped renewing; ranks killed");
                         }
-                        if let Some(back) = agent.shape_lease.expire(&agent.link) {
+                        if let Some(back) = agent.link.expire() {
                             tracing::warn!(pct = %back.pct(), "shape lease expired: its controller stopped renewing; the link is back to the shape before the run");
                         }
                     }

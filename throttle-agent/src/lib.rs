@@ -3,8 +3,9 @@
 //! The binary (`main.rs`) only parses flags and calls [`agent::start`]; everything else
 //! lives here so it can be tested in-process with real sockets.
 //!
-//! * [`link`]: the link model (shape, pacers, counters): *what* may pass, and when;
-//!   [`shape_lease`]: a run's shape that holds only while its controller renews it.
+//! * [`link`]: the link model (shape, pacers, counters): *what* may pass, and when; its
+//!   shape changes only through [`link::LeasedLink`] (a run's shape holds only while its
+//!   controller renews it).
 //! * [`transport`]: the proxy transport (handshake, copy loop, local endpoint, data port,
 //!   forwards): *how* bytes move.
 //! * [`api`]: the HTTP/JSON control API.
@@ -43,7 +44,6 @@ pub mod private_dir;
 pub mod programs;
 pub mod registry;
 pub mod serve;
-pub mod shape_lease;
 pub mod shutdown;
 pub mod spawner;
 pub mod state;

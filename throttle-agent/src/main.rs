@@ -8,6 +8,7 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use throttle_agent::agent::{self, AgentConfig};
 use throttle_agent::api::Tls;
 use throttle_agent::directory::NodeEntry;
+use throttle_agent::link::Reloaded;
 use throttle_agent::programs::ProgramPolicy;
 use throttle_agent::transport::forward::ForwardSpec;
 use throttle_agent::transport::pump::PumpOptions;
@@ -363,11 +364,14 @@ fn reload(argv: &[std::ffi::OsString], agent: &throttle_agent::state::Agent) {
     match parse_args(argv.to_vec())
         .and_then(|a| Shape::new(a.pct, a.capacity, a.latency_us).map_err(|e| e.to_string()))
     {
-        Ok(shape) => {
-            let was = agent.link.shape();
-            agent.link.set_shape(shape);
-            tracing::info!(pct = %shape.pct(), capacity = %shape.capacity(), latency_us = shape.latency_us(), was = %was.pct(), "SIGHUP: shape reloaded");
-        }
+        Ok(shape) => match agent.link.reload(shape) {
+            Reloaded::Now { was } => {
+                tracing::info!(pct = %shape.pct(), capacity = %shape.capacity(), latency_us = shape.latency_us(), was = %was.pct(), "SIGHUP: shape reloaded");
+            }
+            Reloaded::WhenTheLeaseEnds { left } => {
+                tracing::info!(pct = %shape.pct(), capacity = %shape.capacity(), latency_us = shape.latency_us(), lease_left_s = left.as_secs_f64(), "SIGHUP: shape reloaded; a run holds the link until its lease ends or it releases it, then this shape applies");
+            }
+        },
         Err(e) => tracing::warn!("SIGHUP: settings not reloaded, the running ones stay: {e}"),
     }
     let _ = throttle_agent::notify::notify("READY=1");

@@ -15,7 +15,7 @@ use crate::directory::Directory;
 use crate::intercept::rules::{Here, Interception};
 use crate::jobs::Launcher;
 use crate::limits::Limits;
-use crate::link::Link;
+use crate::link::LeasedLink;
 use crate::registry::Registry;
 use crate::transport::forwards::Forwards;
 use crate::transport::pump::PumpOptions;
@@ -30,9 +30,8 @@ pub struct Agent {
     pub limits: Limits,
     /// Whether the control API speaks TLS.
     pub tls: bool,
-    pub link: Arc<Link>,
-    /// The lease on the link's shape, when a run set it with one.
-    pub shape_lease: crate::shape_lease::ShapeLease,
+    /// The link, and the one door to its shape (with the lease a run sets).
+    pub link: LeasedLink,
     pub token: Token,
     pub directory: Directory,
     pub registry: Arc<Registry>,

@@ -142,14 +142,22 @@ fn sigterm_stops_the_agent_and_removes_its_socket() {
 fn the_agent_and_its_ranks_run_on_the_cpus_they_are_given() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        eprintln!("SKIP the_agent_and_its_ranks_run_on_the_cpus_they_are_given: needs 2 CPUs, this machine has {cpus}");
+        skip(
+            "the_agent_and_its_ranks_run_on_the_cpus_they_are_given",
+            &format!("2 CPUs (this machine has {cpus})"),
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     }
     let Some(grep) = ["/usr/bin/grep", "/bin/grep"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
     else {
-        eprintln!("SKIP the_agent_and_its_ranks_run_on_the_cpus_they_are_given: no grep");
+        skip(
+            "the_agent_and_its_ranks_run_on_the_cpus_they_are_given",
+            "grep",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     };
     let scratch = Scratch::new("pin");
@@ -273,6 +281,86 @@ fn config_file_systemd_readiness_and_sighup_reload() {
     );
 }
 
+/// The operator's SIGHUP during a leased run (a sweep's step) is not undone when the
+/// lease runs out, nor when the controller releases it; the run keeps the shape it
+/// measures at until then.
+#[test]
+fn a_reload_during_a_leased_run_is_not_undone() {
+    let scratch = Scratch::new("reload-lease");
+    let config = scratch.path("agent.toml");
+    std::fs::write(&config, "pct = 40\n").unwrap();
+    let notify = scratch.path("notify.sock");
+    let manager = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    manager
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let agent = spawn_agent_env(
+        &scratch,
+        "n0",
+        &["--config", config.to_str().unwrap()],
+        &[("NOTIFY_SOCKET", notify.to_str().unwrap())],
+    );
+    let said = || {
+        let mut buf = [0u8; 256];
+        let n = manager
+            .recv(&mut buf)
+            .expect("a message to the service manager");
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    assert_eq!(said(), "READY=1");
+    let status = || {
+        let (code, body) = http(&agent.control, "GET", "/status", Some(TOKEN), None);
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()
+    };
+    let reload = |pct: u32| {
+        std::fs::write(&config, format!("pct = {pct}\n")).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(agent.child.id() as i32),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .unwrap();
+        assert_eq!(said(), "RELOADING=1");
+        assert_eq!(said(), "READY=1");
+    };
+    let lease = |pct: u32, lease_s: u32| {
+        let body = format!(r#"{{"pct": {pct}, "lease_s": {lease_s}}}"#);
+        let (code, answer) = http(&agent.control, "PUT", "/shape", Some(TOKEN), Some(&body));
+        assert_eq!(code, 200, "{answer}");
+    };
+
+    // The lease runs out.
+    lease(10, 1);
+    reload(25);
+    let during = status()["pct"].clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !status()["shape_lease_left_s"].is_null() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = status();
+    assert!(
+        after["shape_lease_left_s"].is_null(),
+        "the lease never ran out: {after}"
+    );
+    assert_eq!(
+        after["pct"], 25.0,
+        "the SIGHUP's pct = 25 was undone when the run's lease ran out"
+    );
+    assert_eq!(
+        during, 10.0,
+        "the reload changed the leased run's shape mid-run"
+    );
+
+    // The controller releases the lease at the run's end.
+    lease(10, 60);
+    reload(30);
+    let (code, answer) = http(&agent.control, "POST", "/shape/release", Some(TOKEN), None);
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(status()["pct"], 30.0, "released to the reloaded shape");
+    let (code, answer) = http(&agent.control, "POST", "/shape/release", Some(TOKEN), None);
+    assert_eq!(code, 409, "nothing left to release: {answer}");
+}
+
 /// The example config and unit in deploy/ stay valid as the flags change.
 #[test]
 fn the_deploy_examples_are_valid() {
@@ -326,13 +414,21 @@ fn the_deploy_examples_are_valid() {
 #[test]
 fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
     let Ok(squatter) = std::net::TcpListener::bind("[::1]:0") else {
-        eprintln!("skipped: this host has no ::1");
+        skip(
+            "an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port",
+            "::1 on this host",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     };
     let port = squatter.local_addr().unwrap().port();
     // The preload port needs the node's own address as --data: any of this host's.
     let Some(own) = own_address() else {
-        eprintln!("skipped: this host has no address besides loopback");
+        skip(
+            "an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port",
+            "an address besides loopback",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     };
     let scratch = Scratch::new("squat6");
@@ -396,11 +492,19 @@ fn own_address() -> Option<std::net::Ipv4Addr> {
 #[test]
 fn one_user_holds_at_most_a_share_of_the_preload_port() {
     let Some(own) = own_address() else {
-        eprintln!("skipped: this host has no address besides loopback");
+        skip(
+            "one_user_holds_at_most_a_share_of_the_preload_port",
+            "an address besides loopback",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     };
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root (to play another user)");
+        skip(
+            "one_user_holds_at_most_a_share_of_the_preload_port",
+            "root (to play another user)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     }
     let scratch = Scratch::new("preloadshare");
@@ -559,11 +663,19 @@ fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr, within: &[&str]) ->
 #[test]
 fn a_directory_entry_without_an_agent_is_not_intercepted() {
     let Some(own) = own_address() else {
-        eprintln!("skipped: this host has no address besides loopback");
+        skip(
+            "a_directory_entry_without_an_agent_is_not_intercepted",
+            "an address besides loopback",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     };
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root (the preload port on this host's address)");
+        skip(
+            "a_directory_entry_without_an_agent_is_not_intercepted",
+            "root (the preload port on this host's address)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     }
     let scratch = Scratch::new("unproven");
@@ -615,11 +727,19 @@ fn a_directory_entry_without_an_agent_is_not_intercepted() {
 #[test]
 fn a_socket_bound_to_loopback_cannot_pose_as_another_users_service() {
     let Some(own) = own_address() else {
-        eprintln!("skipped: this host has no address besides loopback");
+        skip(
+            "a_socket_bound_to_loopback_cannot_pose_as_another_users_service",
+            "an address besides loopback",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     };
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root (to play another user)");
+        skip(
+            "a_socket_bound_to_loopback_cannot_pose_as_another_users_service",
+            "root (to play another user)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
         return;
     }
     let scratch = Scratch::new("loopsrc");

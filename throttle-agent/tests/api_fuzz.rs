@@ -219,6 +219,6 @@ proptest! {
             prop_assert!(serde_json::from_slice::<Value>(&bytes).is_ok() || path == "/metrics");
         }
         // Put the shape back for the next case.
-        state.link.set_shape(before);
+        state.link.set(before);
     }
 }

@@ -42,13 +42,11 @@ async fn rank_round_trip(splice: bool, bytes: usize, shape_changes: bool) {
         back.join().unwrap()
     });
     if shape_changes {
-        let link = agents[0].state.link.clone();
-        let link1 = agents[1].state.link.clone();
         for pct in [Some(10.0), None, Some(30.0), Some(100.0), Some(5.0), None] {
             tokio::time::sleep(Duration::from_millis(150)).await;
             let s = shape(pct, 100e6);
-            link.set_shape(s);
-            link1.set_shape(s);
+            agents[0].state.link.set(s);
+            agents[1].state.link.set(s);
         }
     }
     let (sent_back, received) =
@@ -247,11 +245,11 @@ async fn forward_carries_an_unmodified_tcp_program_byte_exact() {
     let bytes = 6 * MB;
     let (target, server) = pattern_server(bytes);
     let info = forward_to_n1(&agents[0], target).await;
-    let link0 = agents[0].state.link.clone();
+    let agent0 = agents[0].state.clone();
     let changer = tokio::spawn(async move {
         for pct in [Some(80.0), Some(20.0), None, Some(60.0)] {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            link0.set_shape(shape(pct, 100e6));
+            agent0.link.set(shape(pct, 100e6));
         }
     });
     let got_back = tokio::task::spawn_blocking(move || {
@@ -495,7 +493,7 @@ async fn added_latency_shows_in_round_trips() {
         let s = a.state.link.shape();
         a.state
             .link
-            .set_shape(throttle_proto::Shape::new(s.pct(), s.capacity(), 10_000).unwrap());
+            .set(throttle_proto::Shape::new(s.pct(), s.capacity(), 10_000).unwrap());
     }
     let delayed = rtt(info.listen).await.unwrap();
     // Two egress delays of 10 ms per round trip.
@@ -521,7 +519,7 @@ async fn rate_change_reaches_a_stream_that_is_already_open() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = agents[1].state.link.ingress.bytes();
     for a in &agents {
-        a.state.link.set_shape(shape(Some(100.0), 10e6));
+        a.state.link.set(shape(Some(100.0), 10e6));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let moved = agents[1].state.link.ingress.bytes() - before;

@@ -74,15 +74,31 @@ impl AgentClient {
         path: &str,
         body: Option<&B>,
     ) -> Result<Option<T>> {
+        self.answer(self.request(method, path, body))
+    }
+
+    fn request<B: Serialize>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<ureq::Response, Box<ureq::Error>> {
         let req = self
             .http
             .request(method, &format!("{}{}", self.base, path))
             .set("Authorization", &self.auth);
-        let result = match body {
+        match body {
             Some(b) => req.send_json(b),
             None => req.call(),
-        };
-        match result {
+        }
+        .map_err(Box::new)
+    }
+
+    fn answer<T: DeserializeOwned>(
+        &self,
+        result: Result<ureq::Response, Box<ureq::Error>>,
+    ) -> Result<Option<T>> {
+        match result.map_err(|e| *e) {
             Ok(resp) => {
                 if resp.status() == 204 {
                     return Ok(None);
@@ -144,6 +160,16 @@ impl AgentClient {
     pub fn renew_shape(&self) -> Result<()> {
         self.call::<(), serde::de::IgnoredAny>("POST", "/shape/renew", None)
             .map(|_| ())
+    }
+
+    /// End the lease of this node's shape now (the run is over): the shape before the run,
+    /// or the one the node's operator reloaded meanwhile, is back. `false` when no lease
+    /// held (the run set none, it ran out, or an agent older than this call answered 404).
+    pub fn release_shape(&self) -> Result<bool> {
+        match self.request::<()>("POST", "/shape/release", None) {
+            Err(e) if matches!(*e, ureq::Error::Status(404 | 409, _)) => Ok(false),
+            result => self.answer::<serde::de::IgnoredAny>(result).map(|_| true),
+        }
     }
 
     pub fn cluster(&self) -> Result<ClusterNodes> {

@@ -19,17 +19,13 @@ use throttle_proto::job::{JobReport, JobState, LaunchSpec};
 use throttle_proto::result::{Check, WorkloadResult};
 use throttle_proto::shape::ShapeChange;
 use throttle_proto::status::Status;
-use throttle_proto::{Name, Pct};
+use throttle_proto::{Lease, Name, Pct, TimeLimit};
 
 use crate::agent_client::AgentClient;
 use crate::cluster::Cluster;
 use crate::external;
 use crate::fidelity::{Reading, RunFidelity};
 use crate::workload::Workload;
-
-/// Default lease of a job, seconds: the agents kill a job this long after its controller
-/// stopped renewing.
-pub const DEFAULT_LEASE_S: f64 = 20.0;
 
 /// One job: what, where, at which bandwidth, for how long.
 #[derive(Clone, Debug)]
@@ -38,9 +34,10 @@ pub struct JobSpec {
     pub nodes: usize,
     pub ranks_per_node: usize,
     pub bw: Pct,
-    pub time_limit_s: f64,
-    /// Seconds the agents keep the job without hearing from this controller.
-    pub lease_s: f64,
+    pub time_limit: TimeLimit,
+    /// How long the agents keep the job, and the run's bandwidth, without hearing from
+    /// this controller.
+    pub lease: Lease,
     /// Prefix of the job's name, so that a sweep can find its own leftovers.
     pub job_prefix: Option<String>,
 }
@@ -224,9 +221,20 @@ impl SavedShapes {
     }
 
     /// Put every saved shape back; the first failure is returned, the others still tried.
+    /// A node whose shape a run leased is released instead (the agent goes back to the
+    /// shape before the lease, or to the one its operator reloaded during the run: a
+    /// SIGHUP is not undone); only a node without a lease gets the saved shape written.
     pub fn restore(&self) -> Result<()> {
         let mut first = None;
         for (c, s) in &self.0 {
+            match c.release_shape() {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    first.get_or_insert(e);
+                    continue;
+                }
+            }
             let change = ShapeChange {
                 pct: Some(s.pct),
                 capacity: Some(s.capacity),
@@ -255,15 +263,6 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     if spec.ranks_per_node == 0 || spec.ranks_per_node > 256 {
         bail!("--ranks-per-node must be between 1 and 256");
     }
-    if !(spec.lease_s.is_finite() && (1.0..=86400.0).contains(&spec.lease_s)) {
-        bail!("--lease must be between 1 and 86400 seconds");
-    }
-    if !(spec.time_limit_s.is_finite()
-        && spec.time_limit_s > 0.0
-        && spec.time_limit_s <= 7.0 * 86400.0)
-    {
-        bail!("--time-limit must be between 0 and one week (in seconds)");
-    }
     spec.workload
         .check_procs(spec.nodes * spec.ranks_per_node)?;
     let nodes = &cluster.file.nodes[..spec.nodes];
@@ -274,14 +273,14 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     // leaves no node at the run's bandwidth for longer than the lease.
     let change = ShapeChange {
         pct: Some(spec.bw),
-        lease_s: Some(spec.lease_s),
+        lease_s: Some(spec.lease),
         ..ShapeChange::default()
     };
     let mut shape = None;
     for c in &clients {
         shape = Some(c.set_shape(&change)?);
     }
-    let renewing = ShapeRenewer::start(&clients, spec.lease_s);
+    let renewing = ShapeRenewer::start(&clients, spec.lease);
     let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
     let outcome = |status, reason, seconds, result, output, fidelity| Outcome {
@@ -315,7 +314,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
             time_regex: command.time_regex.as_ref(),
             ranks_per_node: spec.ranks_per_node,
             bw: spec.bw,
-            time_limit: Duration::from_secs_f64(spec.time_limit_s),
+            time_limit: spec.time_limit.duration(),
             intercept: command.intercept,
         };
         let before = Reading::take(&clients).ok();
@@ -343,8 +342,8 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         args,
         env: Default::default(),
         ranks,
-        time_limit_s: spec.time_limit_s,
-        lease_s: spec.lease_s,
+        time_limit_s: spec.time_limit,
+        lease_s: spec.lease,
     };
     let before = Reading::take(&clients).ok();
     let start = Instant::now();
@@ -390,11 +389,11 @@ struct ShapeRenewer {
 }
 
 impl ShapeRenewer {
-    fn start(clients: &[AgentClient], lease_s: f64) -> ShapeRenewer {
+    fn start(clients: &[AgentClient], lease: Lease) -> ShapeRenewer {
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
         let clients = clients.to_vec();
-        let every = Duration::from_secs_f64(lease_s / 4.0);
+        let every = lease.renew_every();
         let (stopped, failure) = (stop.clone(), failed.clone());
         let thread = std::thread::spawn(move || {
             let mut renewed = Instant::now();
@@ -460,9 +459,9 @@ fn wait(
     start: Instant,
     cancel: &AtomicBool,
 ) -> (RunStatus, Option<String>, Vec<JobReport>) {
-    let deadline = start + Duration::from_secs_f64(spec.time_limit_s + 15.0);
+    let deadline = start + spec.time_limit.duration() + Duration::from_secs(15);
     // Renew well before the lease runs out, so one slow poll cannot lose the job.
-    let renew_every = Duration::from_secs_f64(spec.lease_s / 4.0);
+    let renew_every = spec.lease.renew_every();
     let mut renewed = Instant::now();
     loop {
         if cancel.load(Ordering::SeqCst) {
@@ -480,7 +479,7 @@ fn wait(
                     failure.get_or_insert(format!(
                         "node `{}` no longer holds the job (its lease of {:.0} s ran out, or the agent restarted): {e}",
                         c.node(),
-                        spec.lease_s
+                        spec.lease.secs()
                     ));
                 }
             }
@@ -511,7 +510,7 @@ fn wait(
                 RunStatus::Failed,
                 Some(format!(
                     "no result within the time limit of {:.0} s",
-                    spec.time_limit_s
+                    spec.time_limit.secs()
                 )),
                 reports,
             );

@@ -123,7 +123,7 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
                 ok: r.status == RunStatus::Ok && t.is_some(),
                 series: printable(&r.series),
                 procs: r.procs,
-                bw_pct: r.bw_pct.percent(),
+                bw_pct: r.bw_pct,
                 repeat: r.repeat,
                 seconds: t.unwrap_or(0.0),
                 nodes: r.nodes,

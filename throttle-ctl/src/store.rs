@@ -22,6 +22,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use rusqlite::{params, Connection};
 use throttle_proto::Pct;
 
@@ -325,8 +326,9 @@ impl Store {
     pub fn rows(&self) -> Result<Vec<RunRow>> {
         let mut st = self
             .conn
-            .prepare(&format!("SELECT {COLUMNS} FROM runs ORDER BY id"))?;
+            .prepare(&format!("SELECT {COLUMNS}, id FROM runs ORDER BY id"))?;
         let rows = st.query_map([], |r| {
+            let id: i64 = r.get(27)?;
             Ok(RunRow {
                 point_key: r.get(0)?,
                 series: r.get(1)?,
@@ -335,7 +337,7 @@ impl Store {
                 nodes: r.get(4)?,
                 ranks_per_node: r.get(5)?,
                 procs: r.get(6)?,
-                bw_pct: pct_column(r.get(7)?),
+                bw_pct: pct_column(r, 7, "runs", id)?,
                 capacity: r.get(8)?,
                 latency_us: r.get::<_, i64>(9)? as u64,
                 repeat: r.get(10)?,
@@ -357,7 +359,7 @@ impl Store {
                 flag: r.get(26)?,
             })
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.collect::<Result<_, _>>().map_err(refused_row)
     }
 
     pub fn insert_link(&self, r: &LinkRow) -> Result<()> {
@@ -376,16 +378,17 @@ impl Store {
     /// Every stored LogGPS measurement, oldest first.
     pub fn links(&self) -> Result<Vec<LinkRow>> {
         let mut st = self.conn.prepare(&format!(
-            "SELECT {LINK_COLUMNS} FROM link_params ORDER BY id"
+            "SELECT {LINK_COLUMNS}, id FROM link_params ORDER BY id"
         ))?;
         let rows = st.query_map([], |r| {
+            let id: i64 = r.get(17)?;
             Ok(LinkRow {
                 measured_at: r.get(0)?,
                 host: r.get(1)?,
                 version: r.get(2)?,
                 job: r.get(3)?,
                 procs: r.get(4)?,
-                bw_pct: pct_column(r.get(5)?),
+                bw_pct: pct_column(r, 5, "link_params", id)?,
                 capacity: r.get(6)?,
                 latency: r.get(7)?,
                 send_overhead: r.get(8)?,
@@ -399,7 +402,7 @@ impl Store {
                 detail: r.get(16)?,
             })
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.collect::<Result<_, _>>().map_err(refused_row)
     }
 
     /// Link capacity of the stored runs, if they agree.
@@ -568,9 +571,50 @@ fn check_version(version: i64) -> Result<()> {
     Ok(())
 }
 
-/// A stored bandwidth: NULL is unlimited; a value the store holds was valid when stored.
-fn pct_column(v: Option<f64>) -> Pct {
-    v.and_then(|p| Pct::new(p).ok()).unwrap_or(Pct::UNLIMITED)
+/// A stored bandwidth, read through [`FromSql`]: NULL is unlimited, anything else must be
+/// a setting in [`Pct`]'s grammar (a number from 0.01 to 100, or text such as `30%` or
+/// `unlimited`). A store is a file a user may be handed: a row holding anything else is
+/// refused by name, never read as unlimited.
+struct StoredPct(Pct);
+
+impl FromSql for StoredPct {
+    fn column_result(v: ValueRef<'_>) -> FromSqlResult<StoredPct> {
+        let pct = match v {
+            ValueRef::Null => Ok(Pct::UNLIMITED),
+            ValueRef::Integer(i) => Pct::new(i as f64),
+            ValueRef::Real(f) => Pct::new(f),
+            ValueRef::Text(t) => {
+                Pct::parse(std::str::from_utf8(t).map_err(|e| FromSqlError::Other(Box::new(e)))?)
+            }
+            ValueRef::Blob(_) => return Err(FromSqlError::InvalidType),
+        };
+        pct.map(StoredPct)
+            .map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+/// Column `idx` of row `id` of `table` as a bandwidth, or an error naming the row.
+fn pct_column(r: &rusqlite::Row<'_>, idx: usize, table: &str, id: i64) -> rusqlite::Result<Pct> {
+    r.get::<_, StoredPct>(idx).map(|p| p.0).map_err(|e| {
+        let why = match e {
+            rusqlite::Error::FromSqlConversionFailure(_, _, inner) => inner.to_string(),
+            e => e.to_string(),
+        };
+        rusqlite::Error::FromSqlConversionFailure(
+            idx,
+            rusqlite::types::Type::Null,
+            format!("row {id} of `{table}` (a damaged or hand-edited store?): bw_pct: {why}")
+                .into(),
+        )
+    })
+}
+
+/// A row refused while read: its message alone (it names the row).
+fn refused_row(e: rusqlite::Error) -> anyhow::Error {
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(_, _, why) => anyhow::anyhow!("{why}"),
+        e => e.into(),
+    }
 }
 
 /// A stored status; anything unknown counts as failed (it is not a measurement).
@@ -778,6 +822,48 @@ mod tests {
             e.contains("newer throttle") && e.contains("schema 9"),
             "{e}"
         );
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Stored bandwidths are read through one type: what older throttles wrote (a REAL
+    /// with more decimals, NULL for unlimited) still reads, and a value no setting can
+    /// have is refused with its row named instead of read as unlimited.
+    #[test]
+    fn stored_bandwidths_are_settings_or_their_row_is_refused() {
+        let path =
+            std::env::temp_dir().join(format!("throttle-store-pct-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let s = Store::open(&path).unwrap();
+        for key in ["a", "b", "c", "d"] {
+            s.insert(&row(key, RunStatus::Ok)).unwrap();
+        }
+        let set = |key: &str, v: &str| {
+            s.conn
+                .execute(
+                    &format!("UPDATE runs SET bw_pct = {v} WHERE point_key = '{key}'"),
+                    [],
+                )
+                .unwrap()
+        };
+        set("a", "33.3333");
+        set("b", "NULL");
+        set("c", "'30%'");
+        set("d", "100");
+        let got: Vec<String> = s
+            .rows()
+            .unwrap()
+            .iter()
+            .map(|r| r.bw_pct.to_string())
+            .collect();
+        assert_eq!(got, ["33.333%", "unlimited", "30%", "100%"]);
+        for bad in ["150", "0", "-3", "'half'", "x'00'"] {
+            set("c", bad);
+            let e = format!("{:#}", s.rows().unwrap_err());
+            assert!(
+                e.contains("row 3 of `runs`") && e.contains("bw_pct"),
+                "{bad}: {e}"
+            );
+        }
         let _ = std::fs::remove_file(&path);
     }
 

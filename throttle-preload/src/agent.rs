@@ -2,7 +2,7 @@
 //! of a program's socket, and the original source of a delivered connection.
 //!
 //! All I/O is on raw descriptors with `poll` and time limits, through the C library's own
-//! calls ([`crate::real`]): this runs inside other programs' `connect()` and `accept()`.
+//! calls ([`crate::real`](mod@crate::real)): this runs inside other programs' `connect()` and `accept()`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};

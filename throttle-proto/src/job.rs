@@ -8,13 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::durations::{Lease, TimeLimit};
 use crate::name::Name;
 use crate::result::WorkloadResult;
-
-/// Seconds before a job is killed, unless the launch says.
-pub const DEFAULT_TIME_LIMIT_S: f64 = 600.0;
-/// Seconds a job lives without a renewal from its controller, unless the launch says.
-pub const DEFAULT_LEASE_S: f64 = 30.0;
 
 /// What the controller asks an agent to start.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,20 +25,12 @@ pub struct LaunchSpec {
     /// Node of every rank (index = rank).
     pub ranks: Vec<Name>,
     /// Seconds before the job is killed.
-    #[serde(default = "default_limit")]
-    pub time_limit_s: f64,
+    #[serde(default)]
+    pub time_limit_s: TimeLimit,
     /// Seconds the job lives without a renewal from the controller (`POST
     /// /jobs/{job}/renew`); then its ranks are killed and the job is forgotten.
-    #[serde(default = "default_lease")]
-    pub lease_s: f64,
-}
-
-fn default_limit() -> f64 {
-    DEFAULT_TIME_LIMIT_S
-}
-
-fn default_lease() -> f64 {
-    DEFAULT_LEASE_S
+    #[serde(default)]
+    pub lease_s: Lease,
 }
 
 /// The answer to a launch: the ranks started on this node.
@@ -255,8 +243,8 @@ mod tests {
     fn launch_specs_have_defaults_and_refuse_unknown_fields() {
         let s: LaunchSpec =
             serde_json::from_str(r#"{"program":"throttle-bfs","ranks":["n0"]}"#).unwrap();
-        assert_eq!(s.time_limit_s, DEFAULT_TIME_LIMIT_S);
-        assert_eq!(s.lease_s, DEFAULT_LEASE_S);
+        assert_eq!(s.time_limit_s, TimeLimit::DEFAULT);
+        assert_eq!(s.lease_s, Lease::DEFAULT);
         assert!(serde_json::from_str::<LaunchSpec>(
             r#"{"program":"x","ranks":["n0"],"shell":true}"#
         )

@@ -19,6 +19,7 @@ pub mod auth;
 pub mod calibration;
 pub mod cluster;
 pub mod cpus;
+pub mod durations;
 pub mod emulation;
 pub mod forward;
 pub mod job;
@@ -35,6 +36,7 @@ pub mod status;
 pub mod wire;
 pub mod workload;
 
+pub use durations::{Lease, TimeLimit};
 pub use name::Name;
 pub use pct::Pct;
 pub use rate::Rate;

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::durations::Lease;
 use crate::pct::Pct;
 use crate::rate::Rate;
 
@@ -94,7 +95,7 @@ pub struct ShapeChange {
     /// Seconds the new shape holds unless renewed (`POST /shape/renew`); then the agent
     /// goes back to the shape before. Absent: the shape holds until changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_s: Option<f64>,
+    pub lease_s: Option<Lease>,
 }
 
 fn latency<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

@@ -5,6 +5,7 @@
 //! | `GET /status`            | shape, bytes and current rate per direction, streams   |
 //! | `PUT /shape`             | `{"pct": 50 \| "unlimited", "capacity": "1Gbit", "latency_us": 0, "lease_s": 20}` (all optional; with `lease_s` the shape holds that long unless renewed) |
 //! | `POST /shape/renew`      | renew the shape's lease (nothing else changes); 409 when it has none |
+//! | `POST /shape/release`    | end the lease now: the shape before it (or the operator's reloaded one) is back; 409 when there is none |
 //! | `GET /cluster`, `PUT /cluster` | the directory: `{"nodes":[{"name","data"}]}`     |
 //! | `GET /jobs`              | launched jobs (state, lease) and rank-to-node maps     |
 //! | `PUT /jobs/{job}`, `DELETE /jobs/{job}` | rank-to-node maps: `{"ranks":["n0","n1"]}`; DELETE also kills the job's ranks |
@@ -50,7 +51,6 @@ use crate::directory::{MAX_NODES, MAX_RANKS};
 use crate::jobs::LaunchError;
 use crate::link::pacer::LATE_BUCKETS;
 use crate::link::Port;
-use crate::shape_lease::{MAX_LEASE, MIN_LEASE};
 use crate::state::Agent;
 use crate::transport::forward;
 use crate::transport::wire::Code;
@@ -96,6 +96,7 @@ pub fn router(agent: Arc<Agent>) -> Router {
         .route("/status", get(status))
         .route("/shape", put(set_shape))
         .route("/shape/renew", post(renew_shape))
+        .route("/shape/release", post(release_shape))
         .route("/cluster", get(get_cluster).put(set_cluster))
         .route("/jobs", get(get_jobs))
         .route(
@@ -175,7 +176,7 @@ pub fn status_of(agent: &Agent) -> Status {
         capacity: shape.capacity(),
         limit_bytes_per_sec: shape.rate(),
         latency_us: shape.latency_us(),
-        shape_lease_left_s: agent.shape_lease.left().map(|l| l.as_secs_f64()),
+        shape_lease_left_s: agent.link.left().map(|l| l.as_secs_f64()),
         egress: direction_status(&agent.link.egress),
         ingress: direction_status(&agent.link.ingress),
         open_streams: agent.link.open_streams(),
@@ -237,25 +238,10 @@ async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
         &body,
         r#"{"pct": 50, "capacity": "1Gbit", "latency_us": 0}"#,
     )?;
-    let lease = match change.lease_s {
-        None => None,
-        Some(s) => {
-            let lease = std::time::Duration::try_from_secs_f64(s)
-                .ok()
-                .filter(|l| (MIN_LEASE..=MAX_LEASE).contains(l))
-                .ok_or_else(|| {
-                    ApiError::bad(format!(
-                        "`lease_s` must be from {} to {} seconds, not {s}",
-                        MIN_LEASE.as_secs(),
-                        MAX_LEASE.as_secs()
-                    ))
-                })?;
-            Some(lease)
-        }
-    };
+    let lease = change.lease_s.map(|l| l.duration());
     let (before, shape) = agent
-        .shape_lease
-        .change(&agent.link, |before| change.apply(before), lease)
+        .link
+        .change(|before| change.apply(before), lease)
         .map_err(|e| ApiError::bad(e.to_string()))?;
     tracing::info!(
         pct = %shape.pct(),
@@ -268,11 +254,24 @@ async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
 }
 
 async fn renew_shape(State(agent): State<Arc<Agent>>) -> ApiResult {
-    match agent.shape_lease.renew() {
+    match agent.link.renew() {
         Some(_) => Ok(Json(status_of(&agent)).into_response()),
         None => Err(ApiError(
             StatusCode::CONFLICT,
             "the shape has no lease to renew: it was set without one, or the lease ran out and the shape before it is back".into(),
+        )),
+    }
+}
+
+async fn release_shape(State(agent): State<Arc<Agent>>) -> ApiResult {
+    match agent.link.release() {
+        Some(back) => {
+            tracing::info!(pct = %back.pct(), "shape lease released: the link is back to the shape before the run");
+            Ok(Json(status_of(&agent)).into_response())
+        }
+        None => Err(ApiError(
+            StatusCode::CONFLICT,
+            "the shape has no lease to release: it was set without one, or the lease ran out and the shape before it is back".into(),
         )),
     }
 }
@@ -439,7 +438,7 @@ async fn launch_job(
         }
         refusal(e)
     })?;
-    tracing::info!(%job, program = %spec.program, ?local_ranks, lease_s = spec.lease_s, "job launched");
+    tracing::info!(%job, program = %spec.program, ?local_ranks, lease_s = spec.lease_s.secs(), "job launched");
     Ok((StatusCode::CREATED, Json(Launched { job, local_ranks })).into_response())
 }
 

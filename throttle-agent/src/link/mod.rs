@@ -8,13 +8,18 @@
 //! That is the seam: new link behaviours change this module, never the copy loop
 //! (toxiproxy's lesson). Nothing here sleeps or does I/O: departures are instants, and the
 //! copy loop waits for them.
+//!
+//! A link's shape changes only through [`lease::LeasedLink`], the one door (API, lease,
+//! SIGHUP): `Link::set_shape` is private to this module.
 
+pub mod lease;
 pub mod pacer;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+pub use lease::{LeasedLink, Reloaded};
 pub use pacer::{Arrival, Departure, Fidelity, Pacer, Ready};
 
 pub use throttle_proto::shape::{Shape, MAX_LATENCY_US};
@@ -169,8 +174,8 @@ impl Link {
     }
 
     /// Change the shape; waiting streams see it within a few ms (they ask again at least
-    /// every [`MAX_WAIT`]).
-    pub fn set_shape(&self, shape: Shape) {
+    /// every [`MAX_WAIT`]). Only [`LeasedLink`] calls it.
+    fn set_shape(&self, shape: Shape) {
         let mut cur = self.shape.write().unwrap_or_else(|e| e.into_inner());
         self.egress.apply(&shape);
         self.ingress.apply(&shape);

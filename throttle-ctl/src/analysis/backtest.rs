@@ -598,7 +598,7 @@ pub fn support(checks: &[Check], have_traffic: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::cells::bw_key;
+    use crate::analysis::cells::pct;
     use crate::analysis::demand::Interp;
 
     /// Sizes whose demand at CTI 20% is `need(p)`: CTI(bw) = 4 (need + 5 - bw) below
@@ -615,7 +615,7 @@ mod tests {
                     (4.0 * (kink - bw)).max(0.0)
                 };
                 let t = 10.0 * (1.0 + cti / 100.0);
-                out.insert((p, bw_key(bw)), vec![t * 0.999, t, t * 1.001]);
+                out.insert((p, pct(bw)), vec![t * 0.999, t, t * 1.001]);
             }
         }
         out

@@ -1,7 +1,7 @@
 //! Intervals of every derived number by a bootstrap over runs.
 //!
 //! Each resample draws, for every (size, bandwidth) cell, as many runs as it has, with
-//! replacement, and runs the whole [`chain`](super::chain) again: medians, CTI, the
+//! replacement, and runs the whole [`super::chain`] again: medians, CTI, the
 //! monotone fix-up, demand, the demand constant, projection and saturation. The interval
 //! of a number is the 5th to 95th percentile of its resampled values (a 90% percentile
 //! interval). It covers run-to-run noise only: how far the model itself is off for
@@ -219,7 +219,7 @@ pub fn intervals(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::cells::{bw_key, FULL};
+    use crate::analysis::cells::{pct, FULL};
     use crate::analysis::demand::Interp;
 
     /// Two sizes whose CTI(bw) = k (40 - bw) below 40%, with multiplicative noise.
@@ -239,7 +239,7 @@ mod tests {
                         10.0 * (1.0 + cti / 100.0) * (1.0 + 2.0 * noise * u)
                     })
                     .collect();
-                out.insert((p, bw_key(bw)), t);
+                out.insert((p, pct(bw)), t);
             }
         }
         out
@@ -285,10 +285,10 @@ mod tests {
         // One cell of three very different times at the lowest step: in many resamples
         // the demand at 4 procs is censored, so the constant often has no pair.
         let mut c = cells(0.0, 3, 7);
-        c.insert((4, bw_key(35.0)), vec![10.0, 10.0, 20.0]);
-        c.insert((4, bw_key(30.0)), vec![10.0, 10.0, 20.0]);
-        c.insert((4, bw_key(25.0)), vec![10.0, 10.0, 20.0]);
-        c.insert((4, bw_key(20.0)), vec![10.0, 10.0, 20.0]);
+        c.insert((4, pct(35.0)), vec![10.0, 10.0, 20.0]);
+        c.insert((4, pct(30.0)), vec![10.0, 10.0, 20.0]);
+        c.insert((4, pct(25.0)), vec![10.0, 10.0, 20.0]);
+        c.insert((4, pct(20.0)), vec![10.0, 10.0, 20.0]);
         c.insert((4, FULL), vec![10.0, 10.0, 10.0]);
         let none = BTreeMap::new();
         let inputs = Inputs {

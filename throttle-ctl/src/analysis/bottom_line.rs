@@ -1,5 +1,5 @@
 //! The answer in a few sentences, printed before every table: at P procs, staying within
-//! c% of the full-bandwidth time needs X% of the link [interval], by which projection
+//! c% of the full-bandwidth time needs X% of the link \[interval\], by which projection
 //! and on what backtest, where the link saturates by the same projection; or why no
 //! number can be given; and what would narrow the answer most.
 //!

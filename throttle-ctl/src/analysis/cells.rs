@@ -1,17 +1,35 @@
-//! The keys of the analysis's cells: a (size, bandwidth) point is looked up by its
-//! bandwidth in thousandths of a percent, so that 33.333% and 33.3330001% are one cell.
+//! The keys of the analysis's cells: a (size, bandwidth) point is looked up by its exact
+//! setting ([`Pct`], thousandths of a percent), so that 33.333% and 33.3330001% are one
+//! cell; an unlimited run is a run of the 100% baseline (the link's full speed).
 //! A leaf: every other analysis module may use it, it uses none of them.
 
-/// Bandwidth as a map key: thousandths of a percent.
-pub type BwKey = u64;
+use throttle_proto::Pct;
+
+/// A cell's bandwidth: a setting, never unlimited (see [`cell_bw`]).
+pub type BwKey = Pct;
 
 /// The 100% baseline's key.
-pub const FULL: BwKey = 100_000;
+pub const FULL: BwKey = Pct::FULL;
 
-pub fn bw_key(bw_pct: f64) -> BwKey {
-    (bw_pct * 1000.0).round() as BwKey
+/// The lowest key: `(p, LOWEST)..(p, FULL)` are the throttled cells of size `p`.
+pub const LOWEST: BwKey = Pct::LOWEST;
+
+/// The cell a run at `bw` counts in.
+pub fn cell_bw(bw: Pct) -> BwKey {
+    if bw.is_unlimited() {
+        FULL
+    } else {
+        bw
+    }
 }
 
-pub fn bw_of(key: BwKey) -> f64 {
-    key as f64 / 1000.0
+/// A cell's bandwidth in percent.
+pub fn percent(key: BwKey) -> f64 {
+    key.percent().unwrap_or(100.0)
+}
+
+/// A setting for tests: `pct(35.0)`.
+#[cfg(test)]
+pub fn pct(percent: f64) -> BwKey {
+    Pct::new(percent).expect("a test's percentage")
 }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::cells::{bw_of, BwKey, FULL};
+use super::cells::{percent, BwKey, FULL};
 use super::demand::{self, Censored, CtiCurve, Interp};
 use super::noise::Floor;
 use super::traffic::{self, Volumes};
@@ -103,7 +103,7 @@ pub fn curves(medians: &BTreeMap<(u32, BwKey), f64>) -> BTreeMap<u32, CtiCurve> 
             bw: Vec::new(),
             cti: Vec::new(),
         });
-        c.bw.push(bw_of(bw));
+        c.bw.push(percent(bw));
         c.cti.push(demand::cti(t, base));
     }
     out
@@ -207,7 +207,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::cells::bw_key;
+    use crate::analysis::cells::pct;
 
     /// Medians with CTI(bw, p) = k_p (40 - bw) below 40%.
     fn medians(sizes: &[(u32, f64)]) -> BTreeMap<(u32, BwKey), f64> {
@@ -216,7 +216,7 @@ mod tests {
             m.insert((p, FULL), 10.0);
             for bw in [20.0, 25.0, 30.0, 35.0, 40.0] {
                 let cti: f64 = (k * (40.0 - bw)).max(0.0);
-                m.insert((p, bw_key(bw)), 10.0 * (1.0 + cti / 100.0));
+                m.insert((p, pct(bw)), 10.0 * (1.0 + cti / 100.0));
             }
         }
         m

@@ -18,6 +18,8 @@
 
 use anyhow::{bail, Result};
 
+use throttle_proto::Pct;
+
 use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
@@ -147,15 +149,7 @@ impl Columns {
     fn observation(&self, f: &[&str]) -> Result<Observation, Vec<String>> {
         let procs = f[self.procs].parse::<u32>().ok().filter(|p| *p > 0);
         let nodes = f[self.nodes].parse::<u32>().ok().filter(|n| *n > 0);
-        let bw = if f[self.bw_pct].eq_ignore_ascii_case("unlimited") {
-            Some(None)
-        } else {
-            f[self.bw_pct]
-                .parse::<f64>()
-                .ok()
-                .filter(|b| b.is_finite() && *b > 0.0 && *b <= 100.0)
-                .map(Some)
-        };
+        let bw = Pct::parse(f[self.bw_pct]).ok();
         let repeat = f[self.repeat].parse::<u32>().ok();
         let bytes_sent = optional(f, self.bytes_sent).map(str::parse::<u64>);
         let busy = optional(f, self.cpu_busy_before).map(|v| {
@@ -190,7 +184,7 @@ impl Columns {
         }
         if bw.is_none() {
             bad.push(format!(
-                "bw_pct `{}` is not a number in (0, 100] or `unlimited`",
+                "bw_pct `{}` is not a percentage from 0.01 to 100 or `unlimited`",
                 f[self.bw_pct]
             ));
         }
@@ -228,7 +222,7 @@ impl Columns {
         Ok(Observation {
             series: super::observation::printable(&series),
             procs: procs.unwrap_or(1),
-            bw_pct: bw.unwrap_or(None),
+            bw_pct: bw.unwrap_or(Pct::UNLIMITED),
             repeat: repeat.unwrap_or(0),
             seconds: seconds.unwrap_or(0.0),
             ok,
@@ -266,7 +260,7 @@ pub fn parse_with_time(text: &str, time: &str) -> Result<Vec<Observation>> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     // (series, nodes, procs, bandwidth, repeat) of successful runs -> first line.
-    type RunKey = (String, u32, u32, Option<u64>, u32);
+    type RunKey = (String, u32, u32, Pct, u32);
     let mut seen: std::collections::HashMap<RunKey, u64> = std::collections::HashMap::new();
     for record in reader.records() {
         let record = match record {
@@ -307,13 +301,7 @@ pub fn parse_with_time(text: &str, time: &str) -> Result<Vec<Observation>> {
         // A failed (or flagged) attempt and its retry share a repeat number (`export`
         // writes both); two successful, unflagged runs with the same one are a copy.
         if o.ok && o.flag.is_none() {
-            let key = (
-                o.series.clone(),
-                o.nodes,
-                o.procs,
-                o.bw_pct.map(super::cells::bw_key),
-                o.repeat,
-            );
+            let key = (o.series.clone(), o.nodes, o.procs, o.bw_pct, o.repeat);
             if let Some(first) = seen.get(&key) {
                 errors.push(format!(
                     "line {lineno}: the same run as line {first} (workload, labels, nodes, procs, bw_pct and repeat all equal, both ok): number repeats apart or remove the copy"
@@ -351,7 +339,7 @@ mod tests {
         assert_eq!(obs.len(), 3);
         assert_eq!(obs[0].series, "bfs scale=27");
         assert_eq!(obs[0].procs, 72);
-        assert_eq!(obs[1].bw_pct, None);
+        assert_eq!(obs[1].bw_pct, Pct::UNLIMITED);
         assert!(!obs[2].ok);
     }
 

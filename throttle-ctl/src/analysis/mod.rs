@@ -16,7 +16,7 @@
 //! * [`model_error`]: how far each model may be off beyond the noise, from its backtest.
 //! * `compose`: every figure with the intervals it is stated with.
 //! * [`bottom_line`]: the answer first, and what would narrow it.
-//! * [`render`]: the tables a person reads.
+//! * [`render`](mod@render): the tables a person reads.
 //! * [`observation`]: one run as the analysis sees it, and what makes it no run.
 //! * [`csv`]: data measured with any tool.
 //!
@@ -49,7 +49,7 @@ use anyhow::{bail, Result};
 
 use backtest::Model;
 use bootstrap::Interval;
-use cells::{bw_key, bw_of, BwKey, FULL};
+use cells::{cell_bw, percent, BwKey, FULL};
 use demand::Interp;
 
 pub use answer::{
@@ -332,7 +332,7 @@ pub(crate) struct Selection<'a> {
 impl<'a> Selection<'a> {
     fn of(obs: &'a [Observation], series: &str, keep_flagged: bool) -> Selection<'a> {
         let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == series).collect();
-        let throttled = |o: &&&Observation| o.ok && o.bw_pct.is_some();
+        let throttled = |o: &&&Observation| o.ok && !o.bw_pct.is_unlimited();
         Selection {
             good: mine
                 .iter()
@@ -347,7 +347,10 @@ impl<'a> Selection<'a> {
                 .copied()
                 .collect(),
             failed: mine.iter().filter(|o| !o.ok).count(),
-            unlimited: mine.iter().filter(|o| o.ok && o.bw_pct.is_none()).count(),
+            unlimited: mine
+                .iter()
+                .filter(|o| o.ok && o.bw_pct.is_unlimited())
+                .count(),
         }
     }
 }
@@ -356,7 +359,7 @@ impl<'a> Selection<'a> {
 fn strong_scaling(good: &[&Observation], held_out: &[u32]) -> Option<regression::Regression> {
     let points: Vec<(f64, f64)> = good
         .iter()
-        .filter(|o| o.bw_pct == Some(100.0) && !held_out.contains(&o.procs))
+        .filter(|o| o.bw_pct == FULL && !held_out.contains(&o.procs))
         .map(|o| (o.procs as f64, o.seconds))
         .collect();
     regression::regress(&points)
@@ -367,7 +370,7 @@ fn group_cells(good: &[&Observation]) -> BTreeMap<(u32, BwKey), Vec<f64>> {
     let mut cells: BTreeMap<(u32, BwKey), Vec<f64>> = BTreeMap::new();
     for o in good {
         cells
-            .entry((o.procs, bw_key(o.bw_pct.unwrap_or(100.0))))
+            .entry((o.procs, cell_bw(o.bw_pct)))
             .or_default()
             .push(o.seconds);
     }
@@ -386,7 +389,7 @@ fn median_points(
             let (low, high, coverage) = stats::median_interval(times);
             MedianPoint {
                 procs: p,
-                bw_pct: bw_of(bw),
+                bw_pct: percent(bw),
                 n: times.len(),
                 median: medians[&(p, bw)],
                 interval: Interval::of_median(low, high),

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::cells::{BwKey, FULL};
+use throttle_proto::Pct;
+
+use super::cells::{BwKey, FULL, LOWEST};
 use super::stats;
 
 /// z for a two-sided 90% interval.
@@ -44,7 +46,7 @@ pub fn floors(cells: &BTreeMap<(u32, BwKey), Vec<f64>>) -> Vec<Floor> {
     let mut out = Vec::new();
     for p in sizes {
         let mine: Vec<&Vec<f64>> = cells
-            .range((p, 0)..=(p, BwKey::MAX))
+            .range((p, LOWEST)..=(p, Pct::UNLIMITED))
             .map(|(_, v)| v)
             .collect();
         let (mut ss, mut dof, mut runs, mut used) = (0.0, 0usize, 0usize, 0usize);
@@ -63,7 +65,7 @@ pub fn floors(cells: &BTreeMap<(u32, BwKey), Vec<f64>>) -> Vec<Floor> {
             continue;
         }
         let steps: Vec<f64> = cells
-            .range((p, 0)..(p, FULL))
+            .range((p, LOWEST)..(p, FULL))
             .map(|(_, v)| v.len() as f64)
             .collect();
         let step_repeats = if steps.is_empty() {
@@ -129,7 +131,10 @@ mod tests {
         // floor = 100 * 1.645 * 1.2533 * 0.1 * sqrt(1/3 + 1/3) = 16.83.
         let cells = BTreeMap::from([
             ((4, FULL), vec![9.0, 10.0, 11.0]),
-            ((4, 50_000), vec![19.0, 20.0, 21.0]),
+            (
+                (4, crate::analysis::cells::pct(50.0)),
+                vec![19.0, 20.0, 21.0],
+            ),
         ]);
         let f = floors(&cells);
         assert_eq!(f.len(), 1);
@@ -149,7 +154,10 @@ mod tests {
             vec![9.0, 10.0, 11.0, 9.0, 10.0, 11.0, 9.0, 10.0, 11.0],
         )]);
         assert!(floors(&nine)[0].cti_pct < floors(&three)[0].cti_pct);
-        let single = BTreeMap::from([((4, FULL), vec![10.0]), ((4, 50_000), vec![12.0])]);
+        let single = BTreeMap::from([
+            ((4, FULL), vec![10.0]),
+            ((4, crate::analysis::cells::pct(50.0)), vec![12.0]),
+        ]);
         assert!(floors(&single).is_empty());
     }
 }

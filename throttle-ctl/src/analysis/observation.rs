@@ -4,14 +4,16 @@
 //! squares) or a negative time (a store's), and its labels must not drive the terminal
 //! (control characters are written out as escapes).
 
+use throttle_proto::Pct;
+
 /// One run, from the store or a CSV file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observation {
     /// Workload and its options: runs are only compared within one series.
     pub series: String,
     pub procs: u32,
-    /// `None`: unlimited (not used by the analysis).
-    pub bw_pct: Option<f64>,
+    /// The run's setting (unlimited runs are not used by the analysis).
+    pub bw_pct: Pct,
     pub repeat: u32,
     pub seconds: f64,
     pub ok: bool,
@@ -47,11 +49,6 @@ impl Observation {
                 "nodes {} is more than procs {} (every node runs at least one process)",
                 self.nodes, self.procs
             ));
-        }
-        if let Some(b) = self.bw_pct {
-            if !(b.is_finite() && b > 0.0 && b <= 100.0) {
-                bad.push(format!("bw_pct {b} is not a number in (0, 100]"));
-            }
         }
         if self.ok
             && !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= MAX_SECONDS)
@@ -103,7 +100,7 @@ mod tests {
         Observation {
             series: "x".into(),
             procs: 4,
-            bw_pct: Some(50.0),
+            bw_pct: crate::analysis::cells::pct(50.0),
             repeat: 0,
             seconds: 1.5,
             ok: true,
@@ -143,13 +140,6 @@ mod tests {
             (Observation { nodes: 0, ..run() }, "nodes 0"),
             (Observation { procs: 0, ..run() }, "procs 0"),
             (Observation { nodes: 8, ..run() }, "more than procs"),
-            (
-                Observation {
-                    bw_pct: Some(0.0),
-                    ..run()
-                },
-                "bw_pct 0",
-            ),
             (
                 Observation {
                     busy: Some(2.0),

@@ -32,7 +32,7 @@ fn study(failed: bool) -> Vec<Observation> {
                 obs.push(Observation {
                     series: "bfs".into(),
                     procs: p,
-                    bw_pct: Some(bw),
+                    bw_pct: crate::analysis::cells::pct(bw),
                     repeat: r,
                     seconds: if bw == 100.0 {
                         t100 * jitter
@@ -53,7 +53,7 @@ fn study(failed: bool) -> Vec<Observation> {
         obs.push(Observation {
             series: "bfs".into(),
             procs: 4,
-            bw_pct: Some(20.0),
+            bw_pct: crate::analysis::cells::pct(20.0),
             repeat: 9,
             seconds: 999.0,
             ok: false,
@@ -84,7 +84,7 @@ fn flagged_runs_are_left_out_unless_kept_and_said_so() {
     let mut obs = study(false);
     let slow = obs
         .iter_mut()
-        .find(|o| o.procs == 4 && o.bw_pct == Some(20.0))
+        .find(|o| o.procs == 4 && o.bw_pct == crate::analysis::cells::pct(20.0))
         .unwrap();
     slow.seconds *= 10.0;
     slow.flag = Some("n1 egress carried 40.0% of its setting while backlogged".into());
@@ -207,7 +207,7 @@ fn traffic_study_with(sizes: &[u32], k: impl Fn(f64) -> f64) -> Vec<Observation>
                 obs.push(Observation {
                     series: "x".into(),
                     procs: p,
-                    bw_pct: Some(bw),
+                    bw_pct: crate::analysis::cells::pct(bw),
                     repeat: r,
                     seconds: (t100 + k * v / 125e6 * (1.0 / w - 1.0))
                         * (1.0 + (r as f64 - 1.0) * 1e-4),
@@ -299,7 +299,7 @@ fn several_series_need_a_choice() {
     obs.push(Observation {
         series: "pmm".into(),
         procs: 4,
-        bw_pct: Some(100.0),
+        bw_pct: crate::analysis::cells::pct(100.0),
         repeat: 0,
         seconds: 1.0,
         ok: true,
@@ -411,7 +411,7 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
                     obs.push(Observation {
                         series: "x".into(),
                         procs: p,
-                        bw_pct: Some(bw),
+                        bw_pct: crate::analysis::cells::pct(bw),
                         repeat: r,
                         seconds: (t100 + master / 125e6 * (1.0 / w - 1.0))
                             * (1.0 + (r as f64 - 1.0) * 1e-4),
@@ -430,7 +430,7 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
         obs.push(Observation {
             series: "x".into(),
             procs: 1,
-            bw_pct: Some(100.0),
+            bw_pct: crate::analysis::cells::pct(100.0),
             repeat: 0,
             seconds: 2.2,
             ok: true,
@@ -500,7 +500,7 @@ fn a_model_of_the_peers_projects_nothing_to_one_node() {
     let mut obs = traffic_study(&[2, 3, 4, 6]);
     for o in &mut obs {
         let p = o.procs as f64;
-        let w = o.bw_pct.unwrap() / 100.0;
+        let w = o.bw_pct.fraction();
         let v = 1e5 + 1e6 / (p - 1.0);
         o.bytes_sent = Some((v * p) as u64);
         o.seconds = 1.0 + 8.0 / p + 0.6 * v / 125e6 * (1.0 / w - 1.0);

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::cells::{bw_of, BwKey, FULL};
+use super::cells::{percent, BwKey, FULL, LOWEST};
 use super::noise::Floor;
 use super::normal_form::{self, Form, Found, Sample};
 
@@ -74,8 +74,8 @@ fn exposed_at(
     let base = *medians.get(&(p, FULL))?;
     let (mut xy, mut xx, mut sx) = (0.0, 0.0, 0.0);
     let mut points = Vec::new();
-    for (&(_, bw), &t) in medians.range((p, 0)..(p, FULL)) {
-        let w = bw_of(bw) / 100.0;
+    for (&(_, bw), &t) in medians.range((p, LOWEST)..(p, FULL)) {
+        let w = percent(bw) / 100.0;
         let x = transfer_s * (1.0 / w - 1.0);
         xy += x * (t - base);
         xx += x * x;
@@ -227,7 +227,7 @@ pub fn saturation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::cells::bw_key;
+    use crate::analysis::cells::pct;
 
     /// A program that follows the model exactly: V = 1e6 p^0.5 bytes per node, T100 =
     /// 1 + 8/p, k = 0.6, on a 125 MB/s link.
@@ -242,7 +242,7 @@ mod tests {
             m.insert((p, FULL), t100);
             for bw in [5.0, 10.0, 20.0, 40.0] {
                 let w: f64 = bw / 100.0;
-                m.insert((p, bw_key(bw)), t100 + 0.6 * v / cap * (1.0 / w - 1.0));
+                m.insert((p, pct(bw)), t100 + 0.6 * v / cap * (1.0 / w - 1.0));
             }
         }
         (

@@ -91,7 +91,7 @@ pub fn calibrate(
                     capacity: None,
                     latency_us: Some(0),
                     // Back to the saved shape by itself if this process is killed.
-                    lease_s: Some(seconds + 60.0),
+                    lease_s: Some(throttle_proto::Lease::from_secs(seconds + 60.0)?),
                 })?;
             }
             Ok(from_c.calibrate(&to.name, seconds)?.achieved_bytes_per_sec)

@@ -41,6 +41,7 @@ use crate::progress::SweepProgress;
 use crate::report;
 use crate::store::Store;
 use crate::sweep::search::Search;
+use crate::sweep::steps::Steps;
 use crate::sweep::until::Until;
 use crate::sweep::{self, Repeats, Sweep, SweepEnd, SweepSpec};
 
@@ -231,15 +232,12 @@ impl Args {
                 (Options::Mw(o), what)
             }
         };
-        let bandwidths = self
-            .bandwidths()
-            .split(',')
-            .map(|b| toml::Value::String(b.trim().to_string()))
-            .collect();
+        let bandwidths = Steps::parse_list(self.bandwidths())
+            .map_err(|e| anyhow::anyhow!("--bandwidths: {e}"))?;
         let mut spec = SweepSpec::new(options, sizes.to_vec(), bandwidths);
         spec.repeats = Repeats::Fixed(self.repeats);
         spec.settle = self.settle;
-        spec.time_limit = 300.0;
+        spec.time_limit = throttle_proto::TimeLimit::from_secs(300.0)?;
         spec.seed = 1;
         // One retry: a run flagged because this machine starves 25 agents is flagged
         // again, and three tries of every such point doubled the demo's time.
@@ -380,7 +378,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     sweep.resume_as_stored(&store)?;
     let options = sweep::SweepOptions {
         job_prefix: sweep::job_prefix(&db, &sweep.series),
-        lease_s: crate::job::DEFAULT_LEASE_S,
+        lease: throttle_proto::Lease::DEFAULT,
         fail_fast: false,
     };
     let mut progress = SweepProgress::new(false);

@@ -9,7 +9,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use throttle_proto::workload::{
     BfsOptions, CommandOptions, MwOptions, Options, PmmOptions, ProgramOptions,
 };
-use throttle_proto::Pct;
+use throttle_proto::{Lease, Pct, TimeLimit};
 
 use super::{interrupt_flag, Context, Exit};
 use crate::job::{self, JobSpec, RunStatus, SavedShapes};
@@ -79,13 +79,13 @@ pub struct Args {
     #[arg(long)]
     program: Option<String>,
     /// Seconds before the job is killed.
-    #[arg(long, default_value_t = 600.0)]
-    time_limit: f64,
+    #[arg(long, default_value_t = TimeLimit::DEFAULT)]
+    time_limit: TimeLimit,
     /// Seconds the agents keep the job, and the run's bandwidth, without hearing from this
     /// command (it renews while it waits); if throttle-ctl is killed, the job dies and the
     /// bandwidth goes back to what it was this long after.
-    #[arg(long, default_value_t = job::DEFAULT_LEASE_S)]
-    lease: f64,
+    #[arg(long, default_value_t = Lease::DEFAULT)]
+    lease: Lease,
     /// Print one JSON object instead of the workload's output (its `output` holds every
     /// line kept).
     #[arg(long)]
@@ -140,8 +140,8 @@ impl Args {
             nodes: self.nodes,
             ranks_per_node: self.ranks_per_node,
             bw: self.bw,
-            time_limit_s: self.time_limit,
-            lease_s: self.lease,
+            time_limit: self.time_limit,
+            lease: self.lease,
             job_prefix: None,
         };
         let saved = SavedShapes::save(&cluster, self.nodes.min(cluster.file.nodes.len()))?;

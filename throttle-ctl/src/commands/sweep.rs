@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
 use serde_json::json;
+use throttle_proto::Lease;
 
 use super::{interrupt_flag, Context, Exit};
 use crate::job;
@@ -33,8 +34,8 @@ pub struct Args {
     fail_fast: bool,
     /// Seconds the agents keep a job alive, and a run's bandwidth, without hearing from
     /// this sweep (if throttle-ctl is killed, both end this long after).
-    #[arg(long, default_value_t = job::DEFAULT_LEASE_S)]
-    lease: f64,
+    #[arg(long, default_value_t = Lease::DEFAULT)]
+    lease: Lease,
     /// Print progress as one line per run even on a terminal.
     #[arg(long)]
     plain: bool,
@@ -63,7 +64,7 @@ impl Args {
         sweep.resume_as_stored(&store)?;
         let options = SweepOptions {
             job_prefix: sweep::job_prefix(&db, &sweep.series),
-            lease_s: self.lease,
+            lease: self.lease,
             fail_fast: self.fail_fast,
         };
         let cancel = interrupt_flag()?;

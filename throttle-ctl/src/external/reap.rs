@@ -37,7 +37,7 @@ pub(super) fn children() -> std::collections::HashSet<i32> {
 }
 
 /// Kill every process descended from this one, and reap those that became ours. With
-/// this process a child subreaper (set in [`run`]), orphans of the command stay
+/// this process a child subreaper (set in [`run`](super::run)), orphans of the command stay
 /// descendants, whatever process group or session they moved to.
 /// `spared`: processes (and their descendants) that are not the command's, e.g. agents a
 /// `demo` started before.

@@ -56,18 +56,11 @@ pub struct LinkFit {
     pub all_passed: bool,
 }
 
-fn key(p: Pct) -> u64 {
-    // Ordered from the highest setting down, unlimited first.
-    match p.percent() {
-        None => 0,
-        Some(v) => u64::MAX - (v * 1e6) as u64,
-    }
-}
-
 pub fn fit(rows: &[LinkRow]) -> LinkFit {
-    let mut by: BTreeMap<u64, Vec<&LinkRow>> = BTreeMap::new();
+    // Ordered from the highest setting down, unlimited first.
+    let mut by: BTreeMap<std::cmp::Reverse<Pct>, Vec<&LinkRow>> = BTreeMap::new();
     for r in rows {
-        by.entry(key(r.bw_pct)).or_default().push(r);
+        by.entry(std::cmp::Reverse(r.bw_pct)).or_default().push(r);
     }
     let med = |v: &[&LinkRow], f: fn(&LinkRow) -> f64| {
         median(&v.iter().map(|r| f(r)).collect::<Vec<_>>())

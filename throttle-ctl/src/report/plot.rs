@@ -388,7 +388,7 @@ mod tests {
         let got: Vec<(f64, f64)> = s[0]
             .points
             .iter()
-            .map(|&(x, y)| ((x * 1000.0).round() / 1000.0, y))
+            .map(|&(x, y)| (format!("{x:.3}").parse::<f64>().unwrap(), y))
             .collect();
         assert_eq!(
             got,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use throttle_proto::Pct;
+use throttle_proto::{Lease, Pct};
 
 use super::plan::{Sweep, SweepPoint};
 use super::search;
@@ -28,8 +28,8 @@ use crate::store::{RunRow, Store};
 pub struct SweepOptions {
     /// Prefix of every job name of this sweep ([`job_prefix`]).
     pub job_prefix: String,
-    /// Lease of each job on the agents, seconds.
-    pub lease_s: f64,
+    /// Lease of each job (and its bandwidth) on the agents.
+    pub lease: Lease,
     /// Stop at the first run that fails because a node could not be reached or refused
     /// to start it, instead of storing the failure and going on.
     pub fail_fast: bool,
@@ -192,8 +192,12 @@ impl Sweep {
     }
 
     /// The spec's own bandwidth steps, percent.
-    fn grid(&self) -> Vec<f64> {
-        self.steps.iter().filter_map(|s| s.percent()).collect()
+    fn grid(&self) -> Vec<Pct> {
+        self.steps
+            .iter()
+            .copied()
+            .filter(|s| !s.is_unlimited())
+            .collect()
     }
 
     /// Under a demand search, one point (repeat 0) of every step stored beyond the spec's
@@ -210,9 +214,7 @@ impl Sweep {
         for &n in &self.spec.nodes {
             let prefix = SweepPoint::size_prefix(&self.series, n, rpn);
             for bw in search::stored_beyond(&rows, &prefix, &grid) {
-                if let Ok(bw) = Pct::new(bw) {
-                    out.push(SweepPoint::new(&self.series, n, rpn, bw, 0));
-                }
+                out.push(SweepPoint::new(&self.series, n, rpn, bw, 0));
             }
         }
         Ok(out)
@@ -226,7 +228,7 @@ impl Sweep {
         store: &Store,
         failed: &HashMap<String, u32>,
         nodes: &[usize],
-        tried: &mut HashMap<usize, HashSet<u64>>,
+        tried: &mut HashMap<usize, HashSet<Pct>>,
         searched: &[SweepPoint],
     ) -> Result<Vec<SweepPoint>> {
         let Some(search) = &self.spec.search else {
@@ -244,13 +246,12 @@ impl Sweep {
             // Steps placed before, by this invocation or a killed one, whose repeats are
             // not all stored.
             for bw in search::stored_beyond(&rows, &prefix, &grid) {
-                if !steps.iter().any(|s| search::key(*s) == search::key(bw)) {
+                if !steps.contains(&bw) {
                     steps.push(bw);
                 }
             }
             for bw in steps {
-                placed.insert(search::key(bw));
-                let Ok(bw) = Pct::new(bw) else { continue };
+                placed.insert(bw);
                 for rep in 0..self.spec.repeats.first() {
                     let p = SweepPoint::new(&self.series, n, rpn, bw, rep);
                     let given_up = failed.get(&p.key).is_some_and(|&f| f > self.spec.retries);
@@ -283,7 +284,7 @@ impl Sweep {
         (earlier, searched, tried): (
             &[SweepPoint],
             &mut Vec<SweepPoint>,
-            &mut HashMap<usize, HashSet<u64>>,
+            &mut HashMap<usize, HashSet<Pct>>,
         ),
         on_event: &mut dyn FnMut(SweepEvent<'_>),
     ) -> Result<bool> {
@@ -298,10 +299,7 @@ impl Sweep {
                 break;
             }
             round += 1;
-            let steps: HashSet<(usize, u64)> = todo
-                .iter()
-                .map(|p| (p.nodes, search::key(p.bw.percent().unwrap_or(0.0))))
-                .collect();
+            let steps: HashSet<(usize, Pct)> = todo.iter().map(|p| (p.nodes, p.bw)).collect();
             on_event(SweepEvent::Searching {
                 round,
                 steps: steps.len(),
@@ -460,7 +458,7 @@ impl Sweep {
             return Ok(SweepEnd::Interrupted { ran: runner.ran });
         }
         let mut searched: Vec<SweepPoint> = Vec::new();
-        let mut tried: HashMap<usize, HashSet<u64>> = HashMap::new();
+        let mut tried: HashMap<usize, HashSet<Pct>> = HashMap::new();
         if !self.search_rounds(
             &mut runner,
             &self.spec.nodes,
@@ -662,8 +660,8 @@ impl Runner<'_> {
             nodes,
             ranks_per_node: self.sweep.spec.ranks_per_node,
             bw,
-            time_limit_s: self.sweep.spec.time_limit,
-            lease_s: self.options.lease_s,
+            time_limit: self.sweep.spec.time_limit,
+            lease: self.options.lease,
             job_prefix: Some(self.options.job_prefix.clone()),
         }
     }

@@ -22,7 +22,8 @@
 //! series ([`job_prefix`]), so a sweep that resumes after its controller was killed first
 //! removes what that controller left on the agents.
 //!
-//! * [`spec`]: the file a user writes, parsed and checked key by key;
+//! * [`spec`]: the file a user writes, parsed and checked key by key; [`steps`]: its
+//!   bandwidth steps;
 //! * [`plan`]: the checked sweep: its workload, series and points, and the next round of
 //!   `repeats = "auto"`;
 //! * [`search`]: the demand search's next steps (`[search]` in the spec);
@@ -33,8 +34,9 @@ mod execute;
 mod plan;
 pub mod search;
 mod spec;
+pub mod steps;
 pub mod until;
 
 pub use execute::{job_prefix, now_utc, remove_leftovers, SweepEnd, SweepEvent, SweepOptions};
 pub use plan::{median_precision, Sweep, SweepPoint};
-pub use spec::{expand_bandwidths, Repeats, SweepSpec, AUTO_FIRST, KEYS_HELP};
+pub use spec::{Repeats, SweepSpec, AUTO_FIRST, KEYS_HELP};

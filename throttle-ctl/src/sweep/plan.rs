@@ -10,7 +10,7 @@ use throttle_proto::emulation;
 use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
-use super::spec::{expand_bandwidths, Repeats, SweepSpec, AUTO_FIRST};
+use super::spec::{Repeats, SweepSpec, AUTO_FIRST};
 use crate::analysis::observation::printable;
 use crate::analysis::stats::Rng;
 use crate::job::RunStatus;
@@ -143,9 +143,6 @@ impl Sweep {
         if !(spec.settle.is_finite() && (0.0..=600.0).contains(&spec.settle)) {
             bail!("`settle` must be between 0 and 600 seconds");
         }
-        if !(spec.time_limit.is_finite() && spec.time_limit > 0.0) {
-            bail!("`time_limit` must be a positive number of seconds");
-        }
         for &n in &spec.nodes {
             workload
                 .check_procs(n * spec.ranks_per_node)
@@ -159,15 +156,15 @@ impl Sweep {
         {
             for &n in &spec.nodes {
                 let s = emulated_pmm_seconds(*size, n * spec.ranks_per_node, *g);
-                if s > spec.time_limit {
+                if s > spec.time_limit.secs() {
                     bail!(
                         "at {n} node(s) the emulated compute alone takes {s:.1} s per run (size {size} at {g} GFLOP/s), more than `time_limit` = {} s: raise `emulate_gflops` or `time_limit`, or lower `size`",
-                        spec.time_limit
+                        spec.time_limit.secs()
                     );
                 }
             }
         }
-        let bws = expand_bandwidths(&spec.bandwidths)?;
+        let bws = spec.bandwidths.as_slice().to_vec();
         if let Some(u) = &spec.until {
             u.check(&spec.nodes)?;
             if !bws.contains(&Pct::FULL) {
@@ -698,10 +695,7 @@ mod tests {
                 emulate_gflops: Some(0.0117),
             }),
             vec![4, 9],
-            vec![
-                toml::Value::String("100".into()),
-                toml::Value::String("50:30:-20".into()),
-            ],
+            super::super::steps::Steps::parse_list("100,50:30:-20").unwrap(),
         );
         spec.repeats = Repeats::Fixed(2);
         spec.retries = 1;

@@ -23,6 +23,7 @@ use crate::analysis::demand::{self, Censored, CtiCurve, Interp};
 use crate::analysis::stats;
 use crate::job::RunStatus;
 use crate::store::RunRow;
+use throttle_proto::Pct;
 
 /// The `[search]` table of a sweep spec.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -103,36 +104,32 @@ impl Search {
 /// What the store holds of one node count of a sweep: the median time of each step with
 /// good runs, and every step with any run (good, failed or flagged).
 struct Measured {
-    medians: BTreeMap<u64, (f64, f64)>,
-    steps: Vec<f64>,
-}
-
-/// A step's identity (thousandths of a percent): steps are compared by it, never as f64.
-pub fn key(bw: f64) -> u64 {
-    (bw * 1000.0).round() as u64
+    medians: BTreeMap<Pct, f64>,
+    steps: Vec<Pct>,
 }
 
 fn measured(rows: &[RunRow], prefix: &str) -> Measured {
-    let mut times: BTreeMap<u64, (f64, Vec<f64>)> = BTreeMap::new();
-    let mut steps: Vec<f64> = Vec::new();
+    let mut times: BTreeMap<Pct, Vec<f64>> = BTreeMap::new();
+    let mut steps: Vec<Pct> = Vec::new();
     for r in rows.iter().filter(|r| r.point_key.starts_with(prefix)) {
-        let Some(bw) = r.bw_pct.percent() else {
+        let bw = r.bw_pct;
+        if bw.is_unlimited() {
             continue;
-        };
-        if !steps.iter().any(|s| key(*s) == key(bw)) {
+        }
+        if !steps.contains(&bw) {
             steps.push(bw);
         }
         if r.status != RunStatus::Ok || r.flag.is_some() {
             continue;
         }
         if let Some(t) = r.kernel_seconds.or(r.seconds) {
-            times.entry(key(bw)).or_insert((bw, Vec::new())).1.push(t);
+            times.entry(bw).or_default().push(t);
         }
     }
     Measured {
         medians: times
             .into_iter()
-            .map(|(k, (bw, t))| (k, (bw, stats::median(&t))))
+            .map(|(bw, t)| (bw, stats::median(&t)))
             .collect(),
         steps,
     }
@@ -141,31 +138,30 @@ fn measured(rows: &[RunRow], prefix: &str) -> Measured {
 impl Measured {
     /// The stored steps that are not steps of the spec's `grid`: the ones a search placed
     /// (or an earlier sweep of the same series measured); they count against `max_steps`.
-    fn beyond(&self, grid: &[f64]) -> Vec<f64> {
+    fn beyond(&self, grid: &[Pct]) -> Vec<Pct> {
         self.steps
             .iter()
             .copied()
-            .filter(|s| !grid.iter().any(|g| key(*g) == key(*s)))
+            .filter(|s| !grid.contains(s))
             .collect()
     }
 
     /// The CTI curve of the stored medians against the 100% baseline; `None` without a
     /// baseline or a throttled step.
     fn curve(&self) -> Option<CtiCurve> {
-        let &(_, base) = self.medians.get(&key(100.0))?;
+        let &base = self.medians.get(&Pct::FULL)?;
         let (bw, cti): (Vec<f64>, Vec<f64>) = self
             .medians
-            .values()
-            .filter(|(bw, _)| *bw < 100.0)
-            .map(|&(bw, t)| (bw, demand::cti(t, base)))
+            .range(..Pct::FULL)
+            .map(|(bw, &t)| (bw.percent().unwrap_or(100.0), demand::cti(t, base)))
             .unzip();
         (!bw.is_empty()).then_some(CtiCurve { bw, cti })
     }
 }
 
-/// The steps (percent) of one node count stored beyond the spec's `grid` (see
-/// [`next_steps`] for `prefix`): a resumed sweep repeats them like its own.
-pub fn stored_beyond(rows: &[RunRow], prefix: &str, grid: &[f64]) -> Vec<f64> {
+/// The steps of one node count stored beyond the spec's `grid` (see [`next_steps`] for
+/// `prefix`): a resumed sweep repeats them like its own.
+pub fn stored_beyond(rows: &[RunRow], prefix: &str, grid: &[Pct]) -> Vec<Pct> {
     measured(rows, prefix).beyond(grid)
 }
 
@@ -176,9 +172,9 @@ pub fn next_steps(
     search: &Search,
     rows: &[RunRow],
     prefix: &str,
-    grid: &[f64],
-    tried: &HashSet<u64>,
-) -> Vec<f64> {
+    grid: &[Pct],
+    tried: &HashSet<Pct>,
+) -> Vec<Pct> {
     let m = measured(rows, prefix);
     let Some(curve) = m.curve() else {
         return Vec::new();
@@ -191,14 +187,17 @@ pub fn next_steps(
     for &level in &search.levels {
         wanted.extend(place(search, &curve, level));
     }
-    let mut out: Vec<f64> = Vec::new();
+    let mut out: Vec<Pct> = Vec::new();
     for s in wanted {
-        let s = snap(s).clamp(FLOOR, search.top);
-        let near = |x: &f64| (x - s).abs() < GRID / 2.0;
-        if m.steps.iter().any(near) || out.iter().any(near) || tried.contains(&key(s)) {
+        let Ok(step) = Pct::new(snap(s).clamp(FLOOR, search.top)) else {
+            continue;
+        };
+        let at = step.percent().unwrap_or(100.0);
+        let near = |x: &Pct| (x.percent().unwrap_or(100.0) - at).abs() < GRID / 2.0;
+        if m.steps.iter().any(near) || out.iter().any(near) || tried.contains(&step) {
             continue;
         }
-        out.push(s);
+        out.push(step);
     }
     out.truncate(search.max_steps - added);
     out
@@ -271,7 +270,7 @@ pub fn brackets(
     search: &Search,
     rows: &[RunRow],
     prefix: &str,
-    grid: &[f64],
+    grid: &[Pct],
 ) -> (Vec<Bracket>, usize) {
     let m = measured(rows, prefix);
     let spent = m.beyond(grid).len();

@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 use throttle_proto::workload::{
     BfsOptions, CommandOptions, MwOptions, Options, PmmOptions, ProgramOptions,
 };
-use throttle_proto::Pct;
 
 use super::search::Search;
+use super::steps::Steps;
 use super::until::Until;
+use throttle_proto::TimeLimit;
 
 /// Every key of a spec, for `sweep --help` (a test checks that none is missing); a macro
 /// so that clap's help can `concat!` it.
@@ -27,7 +28,8 @@ macro_rules! sweep_keys_help {
   nodes = [4, 9, 16]        node counts; each must suit the workload (pmm: squares)
   ranks_per_node = 1        [1]
   bandwidths = [100, 50, "40:20:-5", "unlimited"]
-                            steps in percent of the link, START:STOP:STEP ranges
+                            steps in percent of the link (100, "30%"; "unlimited"
+                            or "off": no shaping), START:STOP:STEP ranges
                             (inclusive); every CTI is measured against 100 (a
                             sweep without it is warned about; with [search],
                             refused)
@@ -93,8 +95,9 @@ pub struct SweepSpec {
     pub nodes: Vec<usize>,
     #[serde(default = "one")]
     pub ranks_per_node: usize,
-    /// Steps: numbers, "unlimited", or ranges "start:stop:step" (inclusive).
-    pub bandwidths: Vec<toml::Value>,
+    /// Steps: percentages (`100`, `"30%"`), `"unlimited"` (`"off"`), or ranges
+    /// `"start:stop:step"` (inclusive).
+    pub bandwidths: Steps,
     /// A number, or "auto" (see the module documentation).
     #[serde(default)]
     pub repeats: Repeats,
@@ -113,8 +116,8 @@ pub struct SweepSpec {
     #[serde(default = "one_second")]
     pub settle: f64,
     /// Seconds per run before it is killed.
-    #[serde(default = "limit")]
-    pub time_limit: f64,
+    #[serde(default)]
+    pub time_limit: TimeLimit,
     #[serde(default = "yes")]
     pub randomize: bool,
     #[serde(default = "two")]
@@ -145,7 +148,7 @@ pub struct SweepSpec {
 impl SweepSpec {
     /// A spec of `workload` over `nodes` and `bandwidths` (steps as in the file), every
     /// other key at its default.
-    pub fn new(workload: Options, nodes: Vec<usize>, bandwidths: Vec<toml::Value>) -> SweepSpec {
+    pub fn new(workload: Options, nodes: Vec<usize>, bandwidths: Steps) -> SweepSpec {
         let mut spec = SweepSpec {
             workload: workload.name().to_string(),
             name: None,
@@ -157,7 +160,7 @@ impl SweepSpec {
             precision: two_percent(),
             warmup: yes(),
             settle: one_second(),
-            time_limit: limit(),
+            time_limit: TimeLimit::DEFAULT,
             randomize: yes(),
             retries: two(),
             seed: 0,
@@ -284,103 +287,20 @@ impl<'de> Deserialize<'de> for Repeats {
     }
 }
 
-fn limit() -> f64 {
-    600.0
-}
 fn yes() -> bool {
     true
-}
-
-/// Expand the bandwidth steps: `None` is unlimited.
-pub fn expand_bandwidths(steps: &[toml::Value]) -> Result<Vec<Pct>> {
-    let mut out: Vec<Option<f64>> = Vec::new();
-    let check = |v: f64, what: &str| -> Result<f64> {
-        Pct::new(v)
-            .map(|_| v)
-            .map_err(|_| anyhow!("bandwidth {what}: {v} is not a percentage from 0.01 to 100"))
-    };
-    for s in steps {
-        match s {
-            toml::Value::Integer(i) => out.push(Some(check(*i as f64, "step")?)),
-            toml::Value::Float(f) => out.push(Some(check(*f, "step")?)),
-            toml::Value::String(t) if t == "unlimited" => out.push(None),
-            toml::Value::String(t) => {
-                let parts: Vec<&str> = t.split(':').collect();
-                if parts.len() == 1 {
-                    let v: f64 = t.parse().map_err(|_| {
-                        anyhow!("bandwidth `{t}` is not a number, `unlimited` or START:STOP:STEP")
-                    })?;
-                    out.push(Some(check(v, "step")?));
-                    continue;
-                }
-                let nums: Vec<f64> = parts
-                    .iter()
-                    .map(|p| p.parse::<f64>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| {
-                        anyhow!("bandwidth range `{t}` must be START:STOP:STEP, e.g. 40:20:-2")
-                    })?;
-                if nums.len() != 3 {
-                    bail!("bandwidth range `{t}` must be START:STOP:STEP, e.g. 40:20:-2");
-                }
-                let (a, b, step) = (
-                    check(nums[0], "range start")?,
-                    check(nums[1], "range stop")?,
-                    nums[2],
-                );
-                if step == 0.0 || (b - a) * step < 0.0 {
-                    bail!("bandwidth range `{t}`: the step {step} does not lead from {a} to {b}");
-                }
-                let n = ((b - a) / step).floor() as usize;
-                if n > 1000 {
-                    bail!("bandwidth range `{t}` has more than 1000 steps");
-                }
-                for k in 0..=n {
-                    out.push(Some(((a + k as f64 * step) * 1e6).round() / 1e6));
-                }
-            }
-            other => {
-                bail!("bandwidth step `{other}` is not a number, `unlimited` or a range string")
-            }
-        }
-    }
-    let mut seen = Vec::new();
-    out.retain(|v| {
-        let key = v.map(|x| (x * 1e6) as i64);
-        if seen.contains(&key) {
-            false
-        } else {
-            seen.push(key);
-            true
-        }
-    });
-    if out.is_empty() {
-        bail!("the sweep has no bandwidth steps");
-    }
-    out.into_iter()
-        .map(|v| match v {
-            Some(p) => Pct::new(p).map_err(|e| anyhow!("{e}")),
-            None => Ok(Pct::UNLIMITED),
-        })
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn steps(v: &[&str]) -> Vec<toml::Value> {
-        v.iter()
-            .map(|s| toml::Value::String(s.to_string()))
-            .collect()
-    }
-
     #[test]
     fn every_key_is_in_the_help() {
         let mut spec = SweepSpec::new(
             Options::Pmm(PmmOptions::default()),
             vec![4],
-            vec![toml::Value::Integer(100)],
+            Steps::parse_list("100").unwrap(),
         );
         spec.search = Some(Search::default());
         spec.until = Some(super::super::until::Until {
@@ -416,31 +336,5 @@ mod tests {
         let example: String = example.lines().map(|l| format!("{}\n", l.trim())).collect();
         let spec: SweepSpec = toml::from_str(&example).unwrap();
         assert!(super::super::Sweep::new(spec).is_ok(), "{example}");
-    }
-
-    #[test]
-    fn ranges_expand_inclusively_and_duplicates_go() {
-        let bw = expand_bandwidths(&steps(&["100", "40:20:-5", "30"])).unwrap();
-        let pcts: Vec<Option<f64>> = bw.iter().map(|p| p.percent()).collect();
-        assert_eq!(
-            pcts,
-            vec![
-                Some(100.0),
-                Some(40.0),
-                Some(35.0),
-                Some(30.0),
-                Some(25.0),
-                Some(20.0)
-            ]
-        );
-        let bw = expand_bandwidths(&steps(&["40:20:-2"])).unwrap();
-        assert_eq!(bw.len(), 11);
-        assert_eq!(
-            expand_bandwidths(&steps(&["unlimited"])).unwrap(),
-            vec![Pct::UNLIMITED]
-        );
-        for bad in ["40:20:2", "0:10:1", "40:20", "x", "101", "40:20:0"] {
-            assert!(expand_bandwidths(&steps(&[bad])).is_err(), "{bad}");
-        }
     }
 }

@@ -180,7 +180,7 @@ mod tests {
                     obs.push(Observation {
                         series: "x".into(),
                         procs: p,
-                        bw_pct: Some(bw),
+                        bw_pct: crate::analysis::cells::pct(bw),
                         repeat: r,
                         seconds: (t100 + k * v / 12.5e6 * (100.0 / bw - 1.0))
                             * (1.0 + (r as f64 - 1.0) * 5e-3),

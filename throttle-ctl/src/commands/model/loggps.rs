@@ -11,7 +11,6 @@ use throttle_proto::rate::format_bits_per_sec;
 use throttle_proto::workload::{LogGpsOptions, Options};
 use throttle_proto::Pct;
 
-use super::pct_text;
 use crate::commands::{interrupt_flag, parse_list, Context};
 use crate::job::{self, JobSpec, RunStatus, SavedShapes};
 use crate::models::loggps::{self, LinkFit, G_TOLERANCE};
@@ -155,18 +154,18 @@ impl Args {
                 .flat_map(|p| bandwidths.iter().map(move |b| (p, b)))
                 .enumerate()
             {
-                crate::note!("[{}/{total}] P={p} at {}", i + 1, pct_text(bw));
+                crate::note!("[{}/{total}] P={p} at {}", i + 1, bw.to_string());
                 let spec = JobSpec {
                     workload: workload.clone(),
                     nodes: p,
                     ranks_per_node: 1,
                     bw,
-                    time_limit_s: self.time_limit(
+                    time_limit: throttle_proto::TimeLimit::from_secs(self.time_limit(
                         bw,
                         cluster.file.capacity.bytes_per_sec(),
                         &sizes,
-                    ),
-                    lease_s: job::DEFAULT_LEASE_S,
+                    ))?,
+                    lease: throttle_proto::Lease::DEFAULT,
                     job_prefix: None,
                 };
                 let outcome = job::execute(&cluster, &spec, cancel)?;
@@ -176,7 +175,7 @@ impl Args {
                 if outcome.status != RunStatus::Ok {
                     anyhow::bail!(
                         "the measurement at P={p}, {} failed: {}",
-                        pct_text(bw),
+                        bw,
                         outcome.reason.as_deref().unwrap_or("no reason given")
                     );
                 }
@@ -242,7 +241,7 @@ fn render(rows: &[LinkRow], fit: &LinkFit) -> String {
     for r in rows {
         t.row(vec![
             r.procs.to_string(),
-            pct_text(r.bw_pct),
+            r.bw_pct.to_string(),
             us(r.latency),
             us(r.send_overhead),
             us(r.recv_overhead),
@@ -261,7 +260,7 @@ fn render(rows: &[LinkRow], fit: &LinkFit) -> String {
     let mut g = Table::new(&["bw", "G measured", "1/(pct x capacity)", "error", "check"]);
     for s in &fit.settings {
         g.row(vec![
-            pct_text(s.bw_pct),
+            s.bw_pct.to_string(),
             format!("{:.4} ns/B", s.gap_per_byte * 1e9),
             s.expected_gap_per_byte
                 .map(|e| format!("{:.4} ns/B", e * 1e9))

@@ -80,12 +80,6 @@ fn metric(r: &RunRow, name: &str) -> Option<f64> {
     m.get(name)?.as_f64()
 }
 
-fn pct_text(p: throttle_proto::Pct) -> String {
-    p.percent()
-        .map(|v| format!("{v}%"))
-        .unwrap_or_else(|| "unlimited".into())
-}
-
 /// Seconds for people: ms below one second.
 fn secs(v: f64) -> String {
     if !v.is_finite() {

@@ -11,7 +11,7 @@ use serde::Serialize;
 use throttle_proto::workload::{MwOptions, Options};
 use throttle_proto::Pct;
 
-use super::{pct_err, pct_text, secs, stored};
+use super::{pct_err, secs, stored};
 use crate::analysis::stats::median;
 
 use crate::models::loggps;
@@ -92,14 +92,12 @@ impl Args {
             SendingArg::Sync => Sending::Synchronous,
         };
         let fit = loggps::fit(&links);
-        let mut groups: BTreeMap<(String, u64), Vec<&crate::store::RunRow>> = BTreeMap::new();
+        let mut groups: BTreeMap<(String, Pct), Vec<&crate::store::RunRow>> = BTreeMap::new();
         for r in &rows {
-            let key = r
-                .bw_pct
-                .percent()
-                .map(|p| (p * 1e6) as u64)
-                .unwrap_or(u64::MAX);
-            groups.entry((r.options.clone(), key)).or_default().push(r);
+            groups
+                .entry((r.options.clone(), r.bw_pct))
+                .or_default()
+                .push(r);
         }
         let mut settings = Vec::new();
         let mut skipped = Vec::new();
@@ -109,7 +107,7 @@ impl Args {
                 skipped.push(format!(
                     "{} run(s) at {}: their options are not a master/worker program's ({options})",
                     runs.len(),
-                    pct_text(pct)
+                    pct
                 ));
                 continue;
             };
@@ -117,7 +115,7 @@ impl Args {
                 skipped.push(format!(
                     "{} run(s) at {}: compute_seconds = 0 (the model's index divides by Tc)",
                     runs.len(),
-                    pct_text(pct)
+                    pct
                 ));
                 continue;
             }
@@ -144,7 +142,7 @@ impl Args {
                             .map(|l| l.latency + l.send_overhead + l.recv_overhead)
                             .collect::<Vec<_>>(),
                     ),
-                    format!("LogGPS at {} ({} measurements)", pct_text(pct), at.len()),
+                    format!("LogGPS at {} ({} measurements)", pct, at.len()),
                 )
             };
             let model = MwModel {
@@ -168,7 +166,7 @@ impl Args {
                 skipped.push(format!(
                     "{} run(s) at {}: none with a worker (2 processes or more)",
                     runs.len(),
-                    pct_text(pct)
+                    pct
                 ));
                 continue;
             }
@@ -247,10 +245,7 @@ impl Args {
 fn title(s: &Setting) -> String {
     format!(
         "V={} B alpha={} Tc={} s, bw {}",
-        s.options.volume,
-        s.options.alpha,
-        s.options.compute_seconds,
-        pct_text(s.bw_pct)
+        s.options.volume, s.options.alpha, s.options.compute_seconds, s.bw_pct
     )
 }
 

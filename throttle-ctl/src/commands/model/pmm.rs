@@ -8,7 +8,7 @@ use clap::Args as ClapArgs;
 use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
-use super::{metric, pct_err, pct_text, secs, stored};
+use super::{metric, pct_err, secs, stored};
 use crate::models::loggps;
 use crate::models::pmm::{self, LinkCost, PmmComparison, PmmRun, PmmShape};
 use crate::output;
@@ -41,7 +41,7 @@ fn pmm_run(r: &RunRow, tflops: Option<f64>) -> Result<PmmRun, &'static str> {
         return Err("its options are not a PMM run's (matrix size and broadcast)");
     };
     let grid = (r.procs as f64).sqrt().round() as usize;
-    if grid * grid != r.procs as usize || grid == 0 || !size.is_multiple_of(grid) {
+    if grid * grid != r.procs as usize || grid == 0 || size % grid != 0 {
         return Err("its process count is not a square grid dividing the matrix");
     }
     let shape = PmmShape { size, grid, bcast };
@@ -139,18 +139,14 @@ fn render(c: &PmmComparison) -> String {
     for r in &c.rows {
         let mark = match &r.caveat {
             Some(why) => {
-                notes.push(format!(
-                    "{} at {}: {why}",
-                    config(&r.shape),
-                    pct_text(r.bw_pct)
-                ));
+                notes.push(format!("{} at {}: {why}", config(&r.shape), r.bw_pct));
                 "*"
             }
             None => "",
         };
         t.row(vec![
             config(&r.shape),
-            pct_text(r.bw_pct),
+            r.bw_pct.to_string(),
             r.runs.to_string(),
             secs(r.measured_seconds),
             secs(r.predicted.seconds),
@@ -212,7 +208,7 @@ fn render(c: &PmmComparison) -> String {
         for ch in &c.checks {
             k.row(vec![
                 ch.bcast.to_string(),
-                pct_text(ch.bw_pct),
+                ch.bw_pct.to_string(),
                 ch.points.len().to_string(),
                 format!("{:.4e}", ch.slope),
                 format!("{:.4e}", ch.expected_slope),
@@ -249,7 +245,7 @@ fn write_report(dir: &std::path::Path, c: &PmmComparison) -> Result<PathBuf> {
     }
     let mut overhead = Vec::new();
     for ch in &c.checks {
-        let name = format!("{} {}", ch.bcast, pct_text(ch.bw_pct));
+        let name = format!("{} {}", ch.bcast, ch.bw_pct);
         let mut pts = ch.points.clone();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (x0, x1) = (pts[0].0, pts[pts.len() - 1].0);
