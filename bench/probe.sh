@@ -35,14 +35,14 @@ PROBES=$(cat <<'EOF_PROBES'
 25-3|throttle-agent|security|a_flood_from_a_trusted_address_cannot_lock_out_clients_that_prove_themselves|a flood from the controller's host locks the controller out
 25-3b|throttle-agent|lib|limits::tests::a_full_pool_evicts_its_oldest_unproven_connection_never_a_proven_one|a full pool evicts a proven connection
 25-4|throttle-agent|security|forwards_reach_no_loopback_only_service_and_no_system_port_unless_opened|a forward reaches a loopback-only service or sshd
-25-5|throttle-ctl|lib|local_cluster::tests::down_removes_only_what_up_made_and_kills_only_agents|local down deletes a user directory, kills an impostor
+25-5|throttle-ctl|lib|cluster::local::tests::down_removes_only_what_up_made_and_kills_only_agents|local down deletes a user directory, kills an impostor
 25-6|throttle-ctl|lib|cluster::tests::a_cluster_file_cannot_have_another_file_sent_as_its_token|a cluster file sends ~/.git-credentials as the token
 25-8|throttle-agent|agent_process|a_socket_bound_to_loopback_cannot_pose_as_another_users_service|a loopback socket poses as another user's service
 25-9|throttle-agent|agent_process|a_directory_entry_without_an_agent_is_not_intercepted|a directory entry captures traffic to a host outside the cluster
 25-10|throttle-tests|command|a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind|a SIGKILLed controller leaves its command and bandwidth behind
 25-10b|throttle-tests|command|the_guard_kills_the_marked_processes_and_nothing_else|the guard kills processes that are not the run's
-25-11|throttle-agent|lib|programs::tests::an_allowed_directory_never_yields_the_agent_the_controller_or_setuid|an allowed directory yields a modified agent copy
-25-11b|throttle-agent|lib|programs::tests::interpreters_in_an_allowed_directory_are_reported|a renamed interpreter in an allowed directory goes unnamed
+25-11|throttle-agent|lib|launch::programs::tests::an_allowed_directory_never_yields_the_agent_the_controller_or_setuid|an allowed directory yields a modified agent copy
+25-11b|throttle-agent|lib|launch::programs::tests::interpreters_in_an_allowed_directory_are_reported|a renamed interpreter in an allowed directory goes unnamed
 25-12|throttle-ctl|lib|measurements::tests::a_hostile_stores_rows_are_refused_by_name_and_its_labels_cannot_drive_the_terminal|a store's rows and labels drive the analysis or the terminal
 35-1|throttle-tests|shared_dirs|kept_logs_are_never_written_through_a_planted_link|local down --keep-logs writes through a planted link
 35-2|throttle-tests|shared_dirs|a_state_directory_of_another_user_is_refused|local up puts the token in another user's directory
@@ -51,13 +51,13 @@ PROBES=$(cat <<'EOF_PROBES'
 35-5|throttle-agent|lib|intercept::rules::tests::only_addresses_within_the_operators_blocks_are_captured|PUT /cluster adds an agent at a shared address to interception
 35-5b|throttle-ctl|lib|external::tests::a_run_to_a_node_that_is_not_captured_is_refused|a run between nodes left outside interception passes unshaped
 35-6|throttle-tests|shared_dirs|local_down_acts_only_for_the_cluster_file_local_up_wrote|a hand-written cluster file makes local down kill and remove
-35-7|throttle-agent|lib|programs::tests::programs_that_start_programs_run_only_when_named|timeout, nice, setsid, a script in an allowed directory run anything
+35-7|throttle-agent|lib|launch::programs::tests::programs_that_start_programs_run_only_when_named|timeout, nice, setsid, a script in an allowed directory run anything
 35-8|throttle-ctl|lib|store::tests::exported_text_is_no_formula_and_no_control|export writes formulas and control characters into CSV
 35-9|throttle-ctl|lib|store::tests::a_planted_link_is_no_database|--db follows a link planted in a shared directory
 35-10|throttle-tests|command|a_controller_killed_outright_leaves_no_command_and_no_bandwidth_behind|children under env -i outlive a SIGKILLed controller
 35-11a|throttle-agent|security|forwards_pointing_at_each_other_carry_nothing_round|two forwards chain a connection round and round
 35-11b|throttle-agent|security|a_trickled_body_is_cut_off|a token holder trickles a body for 50 s
-35-11c|throttle-ctl|lib|certs::tests::certificates_are_valid_for_a_bounded_time|local up --tls certificates valid 1975-4096
+35-11c|throttle-ctl|lib|cluster::certs::tests::certificates_are_valid_for_a_bounded_time|local up --tls certificates valid 1975-4096
 EOF_PROBES
 )
 

@@ -18,17 +18,17 @@ use crate::intercept::rules::Interception;
 
 use crate::api::Tls;
 use crate::directory::{Directory, NodeEntry};
-use crate::jobs::Launcher;
+use crate::launch::jobs::Launcher;
+use crate::launch::programs::ProgramPolicy;
 use crate::limits::Limits;
 use crate::link::{LeasedLink, Link, Shape};
-use crate::programs::ProgramPolicy;
 use crate::registry::Registry;
+use crate::services::forward::{self, ForwardSpec};
+use crate::services::forwards::Forwards;
+use crate::services::{peer, rank_endpoint};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
-use crate::transport::forward::{self, ForwardSpec};
-use crate::transport::forwards::Forwards;
 use crate::transport::pump::PumpOptions;
-use crate::transport::{peer, rank_endpoint};
 use throttle_proto::auth::Token;
 use throttle_proto::name::Name;
 
@@ -56,12 +56,12 @@ pub struct AgentConfig {
     /// Intercept programs' TCP connections to the other nodes (nftables redirect; root).
     pub intercept: bool,
     /// Let forwards reach this node's loopback-only services and ports under 1024, and
-    /// listen on ports under 1024 (`--open-forwards`; off: see `transport::target`).
+    /// listen on ports under 1024 (`--open-forwards`; off: see `services::target`).
     pub open_forwards: bool,
     /// Serve the preload library on this port of 127.0.0.1 and ::1 (no root needed).
     pub preload_port: Option<u16>,
     /// Pin every launched rank to these CPUs (`--rank-cpus`, checked with
-    /// [`crate::affinity::cpu_set`] before the agent pinned itself).
+    /// [`crate::launch::affinity::cpu_set`] before the agent pinned itself).
     pub rank_cpus: Option<nix::sched::CpuSet>,
     /// The addresses interception may capture (`--intercept-within`); empty: the node's
     /// own subnet (/24 of an IPv4 data address, /64 of an IPv6 one).

@@ -8,9 +8,9 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use throttle_agent::agent::{self, AgentConfig};
 use throttle_agent::api::Tls;
 use throttle_agent::directory::NodeEntry;
+use throttle_agent::launch::programs::ProgramPolicy;
 use throttle_agent::link::Reloaded;
-use throttle_agent::programs::ProgramPolicy;
-use throttle_agent::transport::forward::ForwardSpec;
+use throttle_agent::services::forward::ForwardSpec;
 use throttle_agent::transport::pump::PumpOptions;
 use throttle_proto::auth::Token;
 use throttle_proto::{Name, Pct, Rate, Shape};
@@ -137,7 +137,7 @@ struct Args {
     /// nothing. Raising needs root or CAP_SYS_NICE; without it the agent runs normal and
     /// logs a warning. Ranks it launches always run at normal priority.
     #[arg(long, value_enum, default_value = "high")]
-    priority: throttle_agent::affinity::Priority,
+    priority: throttle_agent::launch::affinity::Priority,
     /// Read settings from this TOML file (keys: the flags without dashes, `-` as `_`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -224,8 +224,8 @@ fn main() {
         fail("--catch-up-ms must be between 0.1 and 1000");
     }
     let local_socket = args.local_socket.clone().unwrap_or_else(|| {
-        let home = throttle_agent::private_dir::default_home();
-        throttle_agent::private_dir::ensure(&home).unwrap_or_else(|e| fail(e));
+        let home = throttle_agent::launch::private_dir::default_home();
+        throttle_agent::launch::private_dir::ensure(&home).unwrap_or_else(|e| fail(e));
         home.join(format!("{}.sock", args.node))
     });
     let mut programs = if args.no_programs {
@@ -277,17 +277,17 @@ fn main() {
         // Checked before the agent pins itself: the ranks' CPUs are outside its own set.
         intercept_within: args.intercept_within.clone(),
         rank_cpus: args.rank_cpus.as_ref().map(|c| {
-            throttle_agent::affinity::cpu_set(c)
+            throttle_agent::launch::affinity::cpu_set(c)
                 .unwrap_or_else(|e| fail(format!("--rank-cpus: {e:#}")))
         }),
     };
     if let Some(cpus) = &args.cpus {
         // Before the runtime: its worker threads inherit this thread's affinity.
-        throttle_agent::affinity::pin_this_thread(cpus)
+        throttle_agent::launch::affinity::pin_this_thread(cpus)
             .unwrap_or_else(|e| fail(format!("--cpus: {e:#}")));
     }
     // Likewise the priority; refused, the agent still works, and says what it risks.
-    if let Err(e) = throttle_agent::affinity::raise_this_thread(args.priority) {
+    if let Err(e) = throttle_agent::launch::affinity::raise_this_thread(args.priority) {
         tracing::warn!(
             "{e:#}; running at normal priority: ranks that busy-poll on this node's cores can starve the agent (runs then are flagged), see --priority"
         );

@@ -13,11 +13,11 @@ use throttle_proto::name::Name;
 
 use crate::directory::Directory;
 use crate::intercept::rules::{Here, Interception};
-use crate::jobs::Launcher;
+use crate::launch::jobs::Launcher;
 use crate::limits::Limits;
 use crate::link::LeasedLink;
 use crate::registry::Registry;
-use crate::transport::forwards::Forwards;
+use crate::services::forwards::Forwards;
 use crate::transport::pump::PumpOptions;
 
 /// The state every service of the agent shares.

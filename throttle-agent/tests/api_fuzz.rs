@@ -15,7 +15,7 @@ use axum::http::{Method, Request};
 use proptest::prelude::*;
 use serde_json::Value;
 use throttle_agent::agent::{self, AgentConfig, RunningAgent};
-use throttle_agent::programs::ProgramPolicy;
+use throttle_agent::launch::programs::ProgramPolicy;
 use throttle_agent::transport::pump::PumpOptions;
 use throttle_proto::auth::Token;
 use tower::ServiceExt;

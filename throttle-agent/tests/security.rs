@@ -796,7 +796,7 @@ fn echo_through(at: std::net::SocketAddr) -> Option<[u8; 5]> {
 /// operator opens them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opened() {
-    use throttle_agent::transport::forward::{add, ForwardSpec};
+    use throttle_agent::services::forward::{add, ForwardSpec};
     use throttle_proto::forward::HostPort;
     let scratch = Scratch::new("fwd-private");
     // The nodes' address is 127.0.0.2 (their control APIs on 127.0.0.1, as advised); the
@@ -868,7 +868,7 @@ async fn forwards_reach_no_loopback_only_service_and_no_system_port_unless_opene
 /// every address, unless the operator opens forwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forward_takes_no_loopback_port_of_this_machine() {
-    use throttle_agent::transport::forward::{add, ForwardSpec};
+    use throttle_agent::services::forward::{add, ForwardSpec};
     use throttle_proto::forward::HostPort;
     let spec = |listen: &str| ForwardSpec {
         listen: listen.parse().unwrap(),
@@ -904,7 +904,7 @@ async fn a_forward_takes_no_loopback_port_of_this_machine() {
 /// first hop is refused, and the other forward never carries a connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwards_pointing_at_each_other_carry_nothing_round() {
-    use throttle_agent::transport::forward::{add, ForwardSpec};
+    use throttle_agent::services::forward::{add, ForwardSpec};
     use throttle_proto::forward::HostPort;
     let scratch = Scratch::new("fwd-loop");
     let agents = cluster_on(&scratch, 2, shape(None, 1e9), true, "127.0.0.2", true).await;

@@ -25,7 +25,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use throttle_proto::status::{PacingStatus, Status};
 
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 
 /// A direction that carried less than this share of its setting while backlogged is short.
 pub const MIN_BACKLOGGED_SHARE: f64 = 0.97;

@@ -21,7 +21,7 @@ use throttle_proto::shape::ShapeChange;
 use throttle_proto::status::Status;
 use throttle_proto::{Lease, Name, Pct, TimeLimit};
 
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
 use crate::external;
 use crate::fidelity::{Reading, RunFidelity};
@@ -267,7 +267,7 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         .check_procs(spec.nodes * spec.ranks_per_node)?;
     let nodes = &cluster.file.nodes[..spec.nodes];
     // Agents started by hand, by deploy or by Slurm know no other node until told.
-    crate::directory::ensure(cluster, nodes)?;
+    crate::cluster::directory::ensure(cluster, nodes)?;
     let clients: Vec<AgentClient> = nodes.iter().map(|n| AgentClient::new(cluster, n)).collect();
     // The run's shape holds only while this process renews it: killed outright, it
     // leaves no node at the run's bandwidth for longer than the lease.

@@ -2,11 +2,13 @@
 //! the work, so it can be tested and reused.
 //!
 //! * [`commands`]: one module per command, each with its arguments and `exec`.
-//! * [`cluster`]: the cluster file ([`hostlist`]: host lists and hostfiles it is written
-//!   from; [`slurm`]: the addresses Slurm gives a job's nodes); [`agent_client`]: the typed client of one agent's
-//!   control API; [`local_cluster`] and [`certs`]: a cluster on this machine;
-//!   [`netns`]: its nodes as network namespaces (namespace hosts); [`directory`]: the
-//!   cluster file's nodes given to every agent.
+//! * [`cluster`]: the cluster and how to reach it: the cluster file
+//!   ([`cluster::hostlist`]: host lists and hostfiles it is written from;
+//!   [`cluster::slurm`]: the addresses Slurm gives a job's nodes);
+//!   [`cluster::agent_client`]: the typed client of one agent's control API;
+//!   [`cluster::local`] and [`cluster::certs`]: a cluster on this machine;
+//!   [`cluster::netns`]: its nodes as network namespaces (namespace hosts);
+//!   [`cluster::directory`]: the cluster file's nodes given to every agent.
 //! * [`workload`]: a program's options (`throttle_proto::workload`), checked, with a
 //!   command's template parsed; [`job`]: one job on the cluster (launch, wait, renew, clean up; or an
 //!   [`external`] command such as `mpirun` run on this host), the step
@@ -20,27 +22,20 @@
 //!
 //! The values shared with the agents and the workloads are `throttle_proto`'s.
 
-pub mod agent_client;
 pub mod analysis;
-pub mod certs;
 pub mod cluster;
 pub mod commands;
-pub mod directory;
 pub mod external;
 pub mod fidelity;
-pub mod hostlist;
 pub mod intercept;
 pub mod job;
 pub mod load;
-pub mod local_cluster;
 pub mod measurements;
 pub mod models;
-pub mod netns;
 pub mod output;
 pub mod progress;
 pub mod report;
 pub mod shared_dir;
-pub mod slurm;
 pub mod store;
 pub mod sweep;
 pub mod table;

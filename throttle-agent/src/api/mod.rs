@@ -48,11 +48,11 @@ use throttle_proto::shape::ShapeChange;
 use throttle_proto::status::{AgentCpu, DirectionStatus, LateBucket, PacingStatus, Status};
 
 use crate::directory::{MAX_NODES, MAX_RANKS};
-use crate::jobs::LaunchError;
+use crate::launch::jobs::LaunchError;
 use crate::link::pacer::LATE_BUCKETS;
 use crate::link::Port;
+use crate::services::forward;
 use crate::state::Agent;
-use crate::transport::forward;
 use crate::transport::wire::Code;
 
 /// An error answer: status and a message for the user.
@@ -189,7 +189,9 @@ pub fn status_of(agent: &Agent) -> Status {
         refused_connections: agent.limits.refused(),
         tls: agent.tls,
         cpu: AgentCpu {
-            run_delay_seconds: crate::cpu::run_delay().unwrap_or_default().as_secs_f64(),
+            run_delay_seconds: crate::launch::cpu::run_delay()
+                .unwrap_or_default()
+                .as_secs_f64(),
         },
         intercepted: agent.intercept.as_ref().map(|i| {
             use std::sync::atomic::Ordering::Relaxed;
@@ -514,7 +516,7 @@ async fn calibrate(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
     if !req.seconds.is_finite() || !(0.1..=60.0).contains(&req.seconds) {
         return Err(ApiError::bad("`seconds` must be between 0.1 and 60"));
     }
-    let result = crate::transport::calibration::calibrate(
+    let result = crate::services::calibration::calibrate(
         &agent,
         &req.to,
         Duration::from_secs_f64(req.seconds),

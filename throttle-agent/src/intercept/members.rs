@@ -9,7 +9,7 @@
 //! this node's redirect capture its programs' connections there and reset them (no agent
 //! answers there to deliver them). So an address joins the redirect and the preload
 //! library's node list only after the agent there answered the handshake with a proof of
-//! the token and of its node name ([`crate::transport::dial::prove`]); a host without an
+//! the token and of its node name ([`crate::services::dial::prove`]); a host without an
 //! agent never does. The proof is asked when the agent starts and when the directory is
 //! set (for at most [`FIRST_PASS`], so that `PUT /cluster` returns with the rules in place
 //! for the nodes that are up), and again in the background, with backoff, for nodes not
@@ -75,15 +75,14 @@ pub async fn prove(agent: &Arc<Agent>, within: Duration) -> usize {
     for (name, data) in unproven(agent) {
         let agent = agent.clone();
         asks.spawn(async move {
-            let r =
-                tokio::time::timeout(within, crate::transport::dial::prove(&agent, &name, data))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(crate::transport::wire::WireError::new(
-                            crate::transport::wire::Code::PeerUnreachable,
-                            "no answer in time",
-                        ))
-                    });
+            let r = tokio::time::timeout(within, crate::services::dial::prove(&agent, &name, data))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(crate::transport::wire::WireError::new(
+                        crate::transport::wire::Code::PeerUnreachable,
+                        "no answer in time",
+                    ))
+                });
             (name, data, r)
         });
     }

@@ -9,8 +9,8 @@ use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::endpoint::Conn;
+use crate::services::dial;
 use crate::state::Agent;
-use crate::transport::dial;
 use crate::transport::wire::{Code, PeerWant, WireError};
 
 /// An intercepted connection whose far side is connected: the stream to the destination

@@ -1,27 +1,17 @@
-//! The proxy transport: how bytes get from an application on one node to one on another.
+//! The byte engine: how bytes move between two sockets, whatever carries them.
 //!
 //! * [`wire`]: the handshake every connection starts with (async readers over
 //!   `throttle_proto::wire`).
-//! * [`socket`] and [`pump`]: moving bytes (splice or buffers), paced by the link's ports.
-//! * [`rank_endpoint`]: the local endpoint (Unix socket) where ranks open streams and
-//!   register; [`delivery`]: handing a stream to a rank on this node.
-//! * [`dial`]: dialling another node's agent and carrying a connection over the stream;
-//!   [`peer`]: the data port where agents hand streams to each other (the dispatcher into
-//!   delivery, forwards' targets and interception); [`calibration`]: measuring what a
-//!   link carries.
-//! * [`forward`]: port forwards that carry any TCP program through the link; [`forwards`]:
-//!   the rules held; [`target`]: which addresses of this node a stream may reach.
+//! * [`socket`] and [`pump`]: moving bytes (splice or buffers), paced by the link's ports;
+//!   [`timer`]: the timerfd sleeps the pacing waits on.
+//! * This module: every data-path socket (segments capped, listeners with their queue) and
+//!   the timeouts of a handshake.
+//!
+//! What the agent does with streams (dial another agent, serve the data port, deliver to a
+//! rank, forward, calibrate) is `crate::services`, above this and the state.
 
-pub mod calibration;
-pub mod delivery;
-pub mod dial;
-pub mod forward;
-pub mod forwards;
-pub mod peer;
 pub mod pump;
-pub mod rank_endpoint;
 pub mod socket;
-pub mod target;
 pub mod timer;
 pub mod wire;
 

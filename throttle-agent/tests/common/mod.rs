@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use throttle_agent::agent::{self, AgentConfig, RunningAgent};
 use throttle_agent::directory::NodeEntry;
-use throttle_agent::programs::ProgramPolicy;
+use throttle_agent::launch::programs::ProgramPolicy;
 use throttle_agent::transport::pump::PumpOptions;
 use throttle_proto::auth::Token;
 use throttle_proto::name::Name;
@@ -131,10 +131,10 @@ pub async fn cluster_on(
 pub async fn forward_to_n1(
     agent: &RunningAgent,
     target: String,
-) -> throttle_agent::transport::forward::ForwardInfo {
-    throttle_agent::transport::forward::add(
+) -> throttle_agent::services::forward::ForwardInfo {
+    throttle_agent::services::forward::add(
         &agent.state,
-        throttle_agent::transport::forward::ForwardSpec {
+        throttle_agent::services::forward::ForwardSpec {
             listen: "127.0.0.1:0".parse().unwrap(),
             to_node: n("n1"),
             target: throttle_proto::forward::HostPort::parse(&target).unwrap(),

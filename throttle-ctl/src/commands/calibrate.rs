@@ -15,7 +15,7 @@ use throttle_proto::shape::ShapeChange;
 use throttle_proto::{Name, Pct};
 
 use super::{Context, Exit};
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
 use crate::output;
 use crate::table::Table;

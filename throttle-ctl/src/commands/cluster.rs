@@ -12,8 +12,8 @@ use serde_json::json;
 use throttle_proto::{Name, Rate};
 
 use super::{Context, Exit};
+use crate::cluster::hostlist;
 use crate::cluster::{ClusterFile, Node};
-use crate::hostlist;
 use crate::output;
 
 #[derive(ClapArgs, Debug)]
@@ -241,7 +241,7 @@ impl InitArgs {
                 .or_else(|_| std::env::var("SLURM_NODELIST"))
                 .map_err(|_| anyhow!("--slurm: SLURM_JOB_NODELIST is not set: run this inside a Slurm allocation (salloc, sbatch), or list the hosts with --hosts"))?;
             // The address Slurm reaches each node at (its NodeAddr), where it says.
-            let addrs = crate::slurm::ask_node_addrs();
+            let addrs = crate::cluster::slurm::ask_node_addrs();
             hostlist::expand(&list)
                 .with_context(|| format!("SLURM_JOB_NODELIST={list}"))?
                 .into_iter()

@@ -33,8 +33,8 @@ use throttle_proto::Rate;
 
 use super::{interrupt_flag, parse_cti, parse_list, Context, Exit};
 use crate::analysis::{self, Analysis, Question};
+use crate::cluster::local::{self as local_cluster, LocalUp};
 use crate::cluster::Cluster;
-use crate::local_cluster::{self, LocalUp};
 use crate::measurements::{self, TimeSource};
 use crate::output;
 use crate::progress::SweepProgress;

@@ -18,7 +18,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use serde::Serialize;
 
 use super::{Context, Exit};
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::cluster::{Cluster, Node};
 use crate::output;
 use crate::table::Table;
@@ -140,7 +140,7 @@ impl Ssh<'_> {
 
 /// The files `start` copies: the agent and the workloads next to it.
 fn payload() -> Result<Vec<PathBuf>> {
-    let agent = crate::local_cluster::agent_binary()?;
+    let agent = crate::cluster::local::agent_binary()?;
     let dir = agent
         .parent()
         .ok_or_else(|| anyhow!("{} has no directory", agent.display()))?

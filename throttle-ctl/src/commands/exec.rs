@@ -80,7 +80,7 @@ impl Args {
                 ),
             }
         }
-        crate::netns::enter(netns)?;
+        crate::cluster::netns::enter(netns)?;
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c").arg(&line);
         if let Some(t) = &tmp {

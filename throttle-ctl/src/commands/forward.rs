@@ -8,7 +8,7 @@ use serde_json::json;
 use throttle_proto::forward::{parse_destination, parse_listen, ForwardSpec};
 
 use super::{Context, Exit};
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::output;
 use crate::table::Table;
 

@@ -9,7 +9,7 @@ use serde_json::json;
 use throttle_proto::Rate;
 
 use super::{Context, Exit};
-use crate::local_cluster::{self, LocalUp};
+use crate::cluster::local::{self as local_cluster, LocalUp};
 use crate::output;
 
 #[derive(ClapArgs, Debug)]
@@ -137,7 +137,7 @@ impl Args {
                 let netns = match (netns, subnet) {
                     (false, _) => None,
                     (true, None) => Some(None),
-                    (true, Some(s)) => Some(Some(crate::netns::parse_subnet(&s)?)),
+                    (true, Some(s)) => Some(Some(crate::cluster::netns::parse_subnet(&s)?)),
                 };
                 let dir = dir.unwrap_or_else(|| {
                     ctx.cluster_path

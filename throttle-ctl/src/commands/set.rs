@@ -8,7 +8,7 @@ use throttle_proto::shape::{ShapeChange, MAX_LATENCY_US};
 use throttle_proto::{Pct, Rate};
 
 use super::{Context, Exit};
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::output;
 
 #[derive(ClapArgs, Debug)]

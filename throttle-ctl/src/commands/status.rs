@@ -10,7 +10,7 @@ use throttle_proto::rate::format_bits_per_sec;
 use throttle_proto::status::Status;
 
 use super::{Context, Exit};
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
 use crate::output;
 use crate::table::Table;

@@ -58,7 +58,7 @@ pub struct Ended {
 fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
     let mut sum = None;
     for n in nodes {
-        let status = crate::agent_client::AgentClient::new(cluster, n)
+        let status = crate::cluster::agent_client::AgentClient::new(cluster, n)
             .status()
             .ok()?;
         if let Some(i) = status.intercepted {
@@ -74,7 +74,7 @@ fn check_members(cluster: &Cluster, nodes: &[Node]) -> Result<()> {
     let statuses: Vec<_> = nodes
         .iter()
         .filter_map(|n| {
-            let status = crate::agent_client::AgentClient::new(cluster, n)
+            let status = crate::cluster::agent_client::AgentClient::new(cluster, n)
                 .status()
                 .ok()?;
             Some((n.name.to_string(), status.intercepted?))
@@ -143,7 +143,7 @@ pub fn unshaped(cluster: &Cluster, nodes: usize) -> Option<String> {
 fn check_preload_served(cluster: &Cluster, nodes: &[Node]) -> Result<()> {
     let mut missing = Vec::new();
     for n in nodes {
-        let status = crate::agent_client::AgentClient::new(cluster, n)
+        let status = crate::cluster::agent_client::AgentClient::new(cluster, n)
             .status()
             .with_context(|| {
                 format!(

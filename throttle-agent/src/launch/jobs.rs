@@ -23,7 +23,7 @@ use throttle_proto::job::{JobReport, JobState, LaunchSpec, RankReport, RankState
 use throttle_proto::result::WorkloadResult;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
-use crate::programs::{ProgramError, ProgramPolicy};
+use crate::launch::programs::{ProgramError, ProgramPolicy};
 use throttle_proto::name::{path_inside, Name};
 
 /// Lines of output kept per rank.
@@ -293,8 +293,8 @@ impl Launcher {
                     "this agent holds {MAX_JOBS} jobs already; DELETE finished ones (or wait for their leases to run out)"
                 )));
             }
-            crate::private_dir::ensure(&self.base_run_dir)
-                .and_then(|_| crate::private_dir::ensure(&run_dir))
+            crate::launch::private_dir::ensure(&self.base_run_dir)
+                .and_then(|_| crate::launch::private_dir::ensure(&run_dir))
                 .map_err(|e| LaunchError::Invalid(e.to_string()))?;
             let slots = local
                 .iter()
@@ -350,7 +350,7 @@ impl Launcher {
             }
             // Forked from the agent's one long-lived spawner thread, so the rank is
             // killed when the agent dies and not when a blocking-pool thread retires.
-            match crate::spawner::spawn_tied_to_agent(cmd) {
+            match crate::launch::spawner::spawn_tied_to_agent(cmd) {
                 Ok(child) => {
                     {
                         let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());

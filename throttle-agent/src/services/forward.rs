@@ -21,13 +21,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info};
 
 use super::forwards::MAX_FORWARDS;
-use super::pump::{self, Framing};
-use super::wire::PeerWant;
 use super::{dial, target};
 use crate::endpoint::Conn;
 use crate::limits::Permit;
 use crate::serve::AtStop;
 use crate::state::Agent;
+use crate::transport::pump::{self, Framing};
+use crate::transport::wire::PeerWant;
 pub use throttle_proto::forward::{ForwardInfo, ForwardSpec, HostPort};
 
 /// Why a forward rule was refused.
@@ -63,7 +63,7 @@ pub async fn add(agent: &Arc<Agent>, spec: ForwardSpec) -> Result<ForwardInfo, F
             spec.listen
         )));
     }
-    let listener = super::listen(spec.listen)
+    let listener = crate::transport::listen(spec.listen)
         .map_err(|e| ForwardError::Conflict(format!("cannot listen on {}: {e}", spec.listen)))?;
     let bound = listener
         .local_addr()
@@ -104,7 +104,7 @@ async fn accept_loop(
         let permit = admitting.limits.forwarded.try_enter(None);
         if permit.is_none() {
             admitting.limits.note_refused();
-            super::socket::reset_on_close(client.as_raw_fd());
+            crate::transport::socket::reset_on_close(client.as_raw_fd());
         }
         permit
     };
@@ -134,7 +134,7 @@ async fn carry(
                 agent
                     .limits
                     .warn_refusal(format_args!("forward target refused: {e}"));
-                super::socket::reset_on_close(client.as_raw_fd());
+                crate::transport::socket::reset_on_close(client.as_raw_fd());
                 return Ok(());
             }
         };
@@ -151,7 +151,7 @@ async fn carry(
             agent
                 .limits
                 .warn_refusal(format_args!("forward could not reach its destination: {e}"));
-            super::socket::reset_on_close(client.as_raw_fd());
+            crate::transport::socket::reset_on_close(client.as_raw_fd());
             Ok(())
         }
     }

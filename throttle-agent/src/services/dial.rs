@@ -9,11 +9,11 @@ use std::net::SocketAddr;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::pump::{self, Framing};
-use super::wire::{self, Answer, Code, PeerRequest, PeerWant, Request, WireError};
-use super::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 use crate::endpoint::Conn;
 use crate::state::Agent;
+use crate::transport::pump::{self, Framing};
+use crate::transport::wire::{self, Answer, Code, PeerRequest, PeerWant, Request, WireError};
+use crate::transport::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 use throttle_proto::auth::{self, Side};
 use throttle_proto::name::Name;
 
@@ -38,7 +38,7 @@ async fn connect_from_data_address(
     to: std::net::SocketAddr,
 ) -> std::io::Result<TcpStream> {
     let ip = agent.data_addr.ip();
-    let socket = super::tcp_socket(to)?;
+    let socket = crate::transport::tcp_socket(to)?;
     if agent.intercept.as_ref().is_some_and(|i| i.kernel) {
         // The redirect rule must not send the agent's own connections back to itself.
         // (Only the kernel redirect has such a rule; SO_MARK needs CAP_NET_ADMIN, which an
@@ -60,10 +60,10 @@ pub async fn dial(agent: &Agent, node: &Name, want: PeerWant) -> Result<TcpStrea
         match dial_once(agent, node, want.clone(), Finish::Stream).await {
             Err(e)
                 if (e.code == Code::Busy || e.code == Code::Refused)
-                    && attempt < super::BUSY_RETRIES =>
+                    && attempt < crate::transport::BUSY_RETRIES =>
             {
                 attempt += 1;
-                tokio::time::sleep(super::busy_backoff(attempt)).await;
+                tokio::time::sleep(crate::transport::busy_backoff(attempt)).await;
             }
             other => return other,
         }

@@ -10,9 +10,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use tokio::net::TcpStream;
 
-use super::wire::{Code, WireError};
-use super::CONNECT_TIMEOUT;
 use crate::state::Agent;
+use crate::transport::wire::{Code, WireError};
+use crate::transport::CONNECT_TIMEOUT;
 use throttle_proto::forward::HostPort;
 
 /// The addresses of this node: loopback, and every address of its interfaces.
@@ -75,21 +75,24 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
     HostPort::parse(target).map_err(|e| WireError::new(Code::Malformed, e))?;
     let resolved: Vec<SocketAddr> = match target.parse::<SocketAddr>() {
         Ok(a) => vec![a],
-        Err(_) => tokio::time::timeout(super::CONNECT_TIMEOUT, tokio::net::lookup_host(target))
-            .await
-            .map_err(|_| {
-                WireError::new(
-                    Code::TargetUnreachable,
-                    format!("resolving {target} timed out"),
-                )
-            })?
-            .map_err(|e| {
-                WireError::new(
-                    Code::TargetUnreachable,
-                    format!("cannot resolve {target}: {e}"),
-                )
-            })?
-            .collect(),
+        Err(_) => tokio::time::timeout(
+            crate::transport::CONNECT_TIMEOUT,
+            tokio::net::lookup_host(target),
+        )
+        .await
+        .map_err(|_| {
+            WireError::new(
+                Code::TargetUnreachable,
+                format!("resolving {target} timed out"),
+            )
+        })?
+        .map_err(|e| {
+            WireError::new(
+                Code::TargetUnreachable,
+                format!("cannot resolve {target}: {e}"),
+            )
+        })?
+        .collect(),
     };
     let own = own_addresses();
     // The node's address as the cluster knows it, its data address (on a local cluster a
@@ -197,7 +200,7 @@ pub async fn resolve_local_target(agent: &Agent, target: &str) -> Result<SocketA
 /// [`resolve_local_target`]).
 pub async fn connect_local_target(agent: &Agent, target: &str) -> Result<TcpStream, WireError> {
     let addr = resolve_local_target(agent, target).await?;
-    let conn = tokio::time::timeout(CONNECT_TIMEOUT, super::connect(addr))
+    let conn = tokio::time::timeout(CONNECT_TIMEOUT, crate::transport::connect(addr))
         .await
         .map_err(|_| {
             WireError::new(

@@ -18,14 +18,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
-use super::pump;
-use super::wire::{self, Challenge, Code, PeerRequest, PeerWant, Reply, Request, WireError};
-use super::{delivery, dial, target, HANDSHAKE_TIMEOUT};
+use super::{delivery, dial, target};
 use crate::endpoint::Conn;
 use crate::limits::Permit;
 use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
+use crate::transport::pump;
+use crate::transport::wire::{
+    self, Challenge, Code, PeerRequest, PeerWant, Reply, Request, WireError,
+};
+use crate::transport::HANDSHAKE_TIMEOUT;
 use throttle_proto::auth::{self, Side};
 
 /// Accept agent-to-agent streams until shutdown. Connections beyond the handshake limit

@@ -12,7 +12,7 @@
 //! `..` and symbolic links cannot leave the allowed places. Interpreters in an allowed
 //! directory are reported at start, by name or as copies of the system's; and a program
 //! of an allowed directory that can start other programs (a script, or an executable that
-//! imports an exec or spawn function: [`crate::launchers`]) is not started unless the
+//! imports an exec or spawn function: [`crate::launch::launchers`]) is not started unless the
 //! operator names it with `--allow-program`, whatever its name (a patched copy of the
 //! agent, `timeout`, `nice`, `setsid`, `strace`, a Python interpreter).
 
@@ -315,7 +315,7 @@ impl ProgramPolicy {
                         .any(|r| r.split(' ').next() == e.file_name().to_str())
                 })
                 .filter_map(|e| {
-                    let why = crate::launchers::starts_programs(&e.path())?;
+                    let why = crate::launch::launchers::starts_programs(&e.path())?;
                     Some(format!("{} ({why})", e.file_name().to_string_lossy()))
                 })
                 .take(20)
@@ -389,7 +389,7 @@ impl ProgramPolicy {
         // A program of an allowed directory that starts other programs would start
         // anything a token holder asks for: only one the operator named runs.
         if !named {
-            if let Some(why) = crate::launchers::starts_programs(&real) {
+            if let Some(why) = crate::launch::launchers::starts_programs(&real) {
                 return Err(ProgramError::NotAllowed(format!(
                     "{} can start other programs ({why}), so it runs only when the operator names it (--allow-program {}), not from --allow-dir",
                     real.display(),

@@ -9,7 +9,7 @@
 //! only the caller may enter): a cluster file is a file someone may hand over, and its
 //! `local_dir` and `pid` entries name what `down` deletes and kills.
 //!
-//! With `--netns` each node is a network namespace on a bridge ([`crate::netns`]) with
+//! With `--netns` each node is a network namespace on a bridge ([`crate::cluster::netns`]) with
 //! its own 198.18.x.y address, and each agent runs inside its node's namespace with
 //! interception on (the kernel redirect, or the preload port with `--intercept preload`),
 //! so unmodified programs can be throttled. The loopback
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use throttle_proto::{Name, Rate};
 
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::cluster::{Cluster, ClusterFile, NamespaceHosts, Node};
 
 /// What `local up` was asked for.
@@ -232,7 +232,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     }
     let agent = agent_binary()?;
     if req.netns.is_some() {
-        crate::netns::check_prerequisites()?;
+        crate::cluster::netns::check_prerequisites()?;
     }
     // `local down` removes the state directory, and the token and sockets go in it: it
     // must be one `up` makes, or an empty private one of this user's, never a directory
@@ -267,16 +267,16 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     crate::cluster::write_new_token(&token_path)?;
     let base = u32::from(req.base_addr);
     let ca = if req.tls {
-        Some(crate::certs::ClusterCa::create(&dir)?)
+        Some(crate::cluster::certs::ClusterCa::create(&dir)?)
     } else {
         None
     };
     let layout = match req.netns {
-        Some(subnet) => Some(crate::netns::Layout {
-            tag: crate::netns::tag_for(&dir),
+        Some(subnet) => Some(crate::cluster::netns::Layout {
+            tag: crate::cluster::netns::tag_for(&dir),
             subnet: match subnet {
                 Some(s) => s,
-                None => crate::netns::free_subnet()?,
+                None => crate::cluster::netns::free_subnet()?,
             },
             nodes: req.nodes,
         }),
@@ -301,7 +301,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     file.write(cluster_path)?;
     let made = (|| -> Result<Vec<Node>> {
         if let Some(l) = &layout {
-            crate::netns::create(l)?;
+            crate::cluster::netns::create(l)?;
         }
         start_agents(req, &agent, &dir, &token_path, &ca, base, layout.as_ref())
     })();
@@ -309,7 +309,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
         file.nodes = nodes;
         file.write(cluster_path)?;
         let cluster = Cluster::load(cluster_path)?;
-        crate::directory::push(&cluster)?;
+        crate::cluster::directory::push(&cluster)?;
         Ok(cluster)
     });
     if ready.is_err() {
@@ -326,9 +326,9 @@ fn start_agents(
     agent: &Path,
     dir: &Path,
     token_path: &Path,
-    ca: &Option<(crate::certs::ClusterCa, PathBuf)>,
+    ca: &Option<(crate::cluster::certs::ClusterCa, PathBuf)>,
     base: u32,
-    layout: Option<&crate::netns::Layout>,
+    layout: Option<&crate::cluster::netns::Layout>,
 ) -> Result<Vec<Node>> {
     /// An agent started and not yet ready: node, process, ready file, namespace and address.
     type Starting = (
@@ -557,7 +557,7 @@ pub fn restart(cluster_path: &Path, name: &str) -> Result<Node> {
     }
     cluster.file.write(cluster_path)?;
     let cluster = Cluster::load(cluster_path)?;
-    crate::directory::push(&cluster)?;
+    crate::cluster::directory::push(&cluster)?;
     Ok(cluster.node(name)?.clone())
 }
 
@@ -586,17 +586,17 @@ pub struct Down {
 fn still_running(file: &ClusterFile, cluster_path: &Path) -> Vec<String> {
     let mut busy = Vec::new();
     if let Some(ns) = &file.namespaces {
-        if !crate::netns::is_tag(&ns.tag) {
+        if !crate::cluster::netns::is_tag(&ns.tag) {
             return busy;
         }
-        let layout = crate::netns::Layout {
+        let layout = crate::cluster::netns::Layout {
             tag: ns.tag.clone(),
             subnet: ns.subnet,
             nodes: ns.nodes,
         };
         for (i, n) in file.nodes.iter().enumerate() {
             let agent = n.pid.map(|p| p as i32);
-            let others: Vec<String> = crate::netns::pids(&layout.namespace(i))
+            let others: Vec<String> = crate::cluster::netns::pids(&layout.namespace(i))
                 .into_iter()
                 .filter(|p| Some(*p) != agent)
                 .map(|p| {
@@ -678,8 +678,8 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
         }
         crate::note!("ending what still runs on the nodes: {}", busy.join("; "));
         if let Some(ns) = &file.namespaces {
-            if crate::netns::is_tag(&ns.tag) {
-                let layout = crate::netns::Layout {
+            if crate::cluster::netns::is_tag(&ns.tag) {
+                let layout = crate::cluster::netns::Layout {
                     tag: ns.tag.clone(),
                     subnet: ns.subnet,
                     nodes: ns.nodes,
@@ -689,7 +689,7 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
                     .iter()
                     .filter_map(|n| n.pid.map(|p| p as i32))
                     .collect();
-                crate::netns::end_programs(&layout, &agents);
+                crate::cluster::netns::end_programs(&layout, &agents);
             }
         }
     }
@@ -727,7 +727,7 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
     if let Some(ns) = &file.namespaces {
         // `down` runs as root and kills what runs in these namespaces: only names this
         // tool makes.
-        if !crate::netns::is_tag(&ns.tag) || ns.nodes > crate::netns::MAX_NODES {
+        if !crate::cluster::netns::is_tag(&ns.tag) || ns.nodes > crate::cluster::netns::MAX_NODES {
             bail!(
                 "{}: `namespaces` names tag `{}` and {} nodes, which `local up` never writes; remove them by hand",
                 cluster_path.display(),
@@ -735,7 +735,7 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
                 ns.nodes
             );
         }
-        crate::netns::remove(&crate::netns::Layout {
+        crate::cluster::netns::remove(&crate::cluster::netns::Layout {
             tag: ns.tag.clone(),
             subnet: ns.subnet,
             nodes: ns.nodes,

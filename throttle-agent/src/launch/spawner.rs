@@ -73,7 +73,7 @@ pub fn spawn_tied_to_agent(mut cmd: Command) -> std::io::Result<Child> {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             // Ranks run as any process would, not at the agent's priority.
-            crate::affinity::normal_priority_in_child()
+            crate::launch::affinity::normal_priority_in_child()
         });
     }
     let (reply, answer) = mpsc::sync_channel(1);

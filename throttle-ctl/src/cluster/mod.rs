@@ -4,6 +4,14 @@
 //! other command. Default `throttle-cluster.toml` in the working directory; `--cluster`
 //! or `THROTTLE_CLUSTER` override it.
 
+pub mod agent_client;
+pub mod certs;
+pub mod directory;
+pub mod hostlist;
+pub mod local;
+pub mod netns;
+pub mod slurm;
+
 use std::path::{Path, PathBuf};
 
 use std::net::SocketAddr;

@@ -12,14 +12,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tracing::debug;
 
-use super::pump::{self, Framing};
-use super::wire::{self, Code, PeerWant, Reply, Request, WireError};
-use super::{dial, HANDSHAKE_TIMEOUT};
+use super::dial;
 use crate::endpoint::{Conn, Endpoint};
 use crate::limits::Permit;
 use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
+use crate::transport::pump::{self, Framing};
+use crate::transport::wire::{self, Code, PeerWant, Reply, Request, WireError};
+use crate::transport::HANDSHAKE_TIMEOUT;
 use throttle_proto::name::Name;
 
 /// Bind the local endpoint at `path` (owner-only permissions), replacing a stale socket.
@@ -40,7 +41,7 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         if !dir.exists() {
             // A directory we create is private (mode 0700); one that exists is the
             // operator's choice, but the jobs' run directories inside it are checked.
-            crate::private_dir::ensure(dir)?;
+            crate::launch::private_dir::ensure(dir)?;
         }
     }
     let listener = UnixListener::bind(path)?;
@@ -204,7 +205,7 @@ async fn register(
     // Registered for as long as the rank keeps this connection open.
     let mut buf = [0u8; 64];
     loop {
-        match super::socket::read_some(&stream, &mut buf).await {
+        match crate::transport::socket::read_some(&stream, &mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(_) => continue,
         }

@@ -4,11 +4,11 @@
 use throttle_proto::name::Name;
 use tokio::io::AsyncWriteExt;
 
-use super::wire::Request;
-use super::wire::{Code, WireError};
-use super::CONNECT_TIMEOUT;
 use crate::endpoint::{Conn, Endpoint};
 use crate::state::Agent;
+use crate::transport::wire::Request;
+use crate::transport::wire::{Code, WireError};
+use crate::transport::CONNECT_TIMEOUT;
 
 /// A stream from a rank on this node (the local endpoint) to `dst_rank` of `job`, also on
 /// this node.

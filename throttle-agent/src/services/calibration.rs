@@ -7,9 +7,9 @@ use throttle_proto::calibration::Calibration;
 use throttle_proto::name::Name;
 use tokio::io::AsyncReadExt;
 
-use super::pump;
-use super::wire::{Code, PeerWant, WireError};
 use crate::state::Agent;
+use crate::transport::pump;
+use crate::transport::wire::{Code, PeerWant, WireError};
 
 /// Send to `to` for `duration`; the peer reports what arrived.
 pub async fn calibrate(

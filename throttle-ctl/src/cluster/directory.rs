@@ -11,7 +11,7 @@
 use anyhow::{Context, Result};
 use throttle_proto::cluster::{ClusterNodes, NodeEntry};
 
-use crate::agent_client::AgentClient;
+use crate::cluster::agent_client::AgentClient;
 use crate::cluster::{Cluster, Node};
 
 /// The directory the cluster file describes.
