@@ -448,7 +448,7 @@ async fn request_and_response_each_pay_their_serialization_time() {
     }
     // The pacing account saw the link busy for what it carried, and nothing behind.
     let f = agents[0].state.link.egress.fidelity();
-    assert!(f.busy_secs > 0.09, "{f:?}");
+    assert!(f.busy_seconds > 0.09, "{f:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

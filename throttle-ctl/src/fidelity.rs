@@ -38,8 +38,6 @@ pub const MAX_LATE_BURST_SHARE: f64 = 0.03;
 const MIN_LATE_BURST_SECONDS: f64 = 0.01;
 /// An agent that waited for a CPU longer than this share of the run was starved.
 const STARVED_SHARE: f64 = 0.03;
-/// Departures later than this are "late" (the lateness histogram has this bound).
-const LATE_SECONDS: f64 = 0.01;
 /// Share of late departures (of at least [`MIN_LATE_DEPARTURES`]) that flags a run.
 const MAX_LATE_SHARE: f64 = 0.01;
 const MIN_LATE_DEPARTURES: u64 = 3;
@@ -84,16 +82,12 @@ pub struct DirectionFidelity {
 }
 
 impl DirectionFidelity {
+    /// The run's share of a direction's account: the difference of two readings, late
+    /// departures judged by the account's own cutoff
+    /// (`throttle_proto::pacing::LATE_WAIT_SECONDS`).
     fn between(a: &PacingStatus, b: &PacingStatus) -> DirectionFidelity {
         let d = |x: f64, y: f64| (y - x).max(0.0);
-        let on_time = |p: &PacingStatus| {
-            p.late_buckets
-                .iter()
-                .find(|bucket| (bucket.le - LATE_SECONDS).abs() < 1e-9)
-                .map_or(p.waits, |bucket| bucket.count)
-        };
         let waits = b.waits.saturating_sub(a.waits);
-        let on_time = on_time(b).saturating_sub(on_time(a));
         DirectionFidelity {
             busy_seconds: d(a.busy_seconds, b.busy_seconds),
             backlog_seconds: d(a.backlog_seconds, b.backlog_seconds),
@@ -102,7 +96,7 @@ impl DirectionFidelity {
             late_bursts: b.late_bursts.saturating_sub(a.late_bursts),
             late_burst_seconds: d(a.late_burst_seconds, b.late_burst_seconds),
             waits,
-            late_waits: waits.saturating_sub(on_time),
+            late_waits: b.late_waits().saturating_sub(a.late_waits()).min(waits),
         }
     }
 

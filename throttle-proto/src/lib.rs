@@ -24,6 +24,7 @@ pub mod emulation;
 pub mod forward;
 pub mod job;
 pub mod name;
+pub mod pacing;
 pub mod pct;
 pub mod preload;
 pub mod rank_client;

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::pacing::{LateBucket, PacingStatus};
+
 use crate::name::Name;
 use crate::pct::Pct;
 use crate::rate::Rate;
@@ -81,46 +83,6 @@ pub struct DirectionStatus {
     /// How faithfully the pacing ran (absent from agents before 0.3: all zero).
     #[serde(default)]
     pub pacing: PacingStatus,
-}
-
-/// One direction's account of its pacing, since the agent started (counters only grow;
-/// a run's share is the difference of two readings).
-///
-/// `busy_seconds` is the link time the pacer scheduled at the set rate: every unit's
-/// size / rate; `backlog_seconds` the part of it for data that was already waiting behind
-/// the previous unit (the link was backlogged). `lost_seconds` is link time such a backlog
-/// lost for good because the agent fell further behind its schedule than its catch-up
-/// window: while backlogged the link carried `backlog / (backlog + lost)` of its setting.
-/// `behind_seconds` sums how late the last unit of each burst left, the delay the
-/// messages they ended saw beyond the emulated link (the agent's own latency among it).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct PacingStatus {
-    pub busy_seconds: f64,
-    #[serde(default)]
-    pub backlog_seconds: f64,
-    #[serde(default)]
-    pub lost_seconds: f64,
-    pub behind_seconds: f64,
-    /// Bursts delivered more than 1 ms behind their schedule (an agent that could not run
-    /// when its link needed it), and their lateness beyond that millisecond.
-    #[serde(default)]
-    pub late_bursts: u64,
-    #[serde(default)]
-    pub late_burst_seconds: f64,
-    /// Departures a copy loop slept for.
-    pub waits: u64,
-    /// Their summed lateness past the departure time.
-    pub late_seconds: f64,
-    /// How many of them were late by at most `le` seconds (cumulative, ascending `le`; the
-    /// total is `waits`).
-    pub late_buckets: Vec<LateBucket>,
-}
-
-/// One bucket of [`PacingStatus::late_buckets`].
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
-pub struct LateBucket {
-    pub le: f64,
-    pub count: u64,
 }
 
 /// Whether the agent got the CPU it needed, since it started.

@@ -45,11 +45,10 @@ use throttle_proto::job::{JobList, JobMap, LaunchSpec, Launched};
 use throttle_proto::name::Name;
 use throttle_proto::refusal::Refusal;
 use throttle_proto::shape::ShapeChange;
-use throttle_proto::status::{AgentCpu, DirectionStatus, LateBucket, PacingStatus, Status};
+use throttle_proto::status::{AgentCpu, DirectionStatus, Status};
 
 use crate::directory::{MAX_NODES, MAX_RANKS};
 use crate::launch::jobs::LaunchError;
-use crate::link::pacer::LATE_BUCKETS;
 use crate::link::Port;
 use crate::services::forward;
 use crate::state::Agent;
@@ -209,25 +208,10 @@ pub fn status_of(agent: &Agent) -> Status {
 }
 
 fn direction_status(port: &Port) -> DirectionStatus {
-    let f = port.fidelity();
     DirectionStatus {
         bytes: port.bytes(),
         rate_bytes_per_sec: port.current_rate(),
-        pacing: PacingStatus {
-            busy_seconds: f.busy_secs,
-            backlog_seconds: f.backlog_secs,
-            lost_seconds: f.lost_secs,
-            behind_seconds: f.behind_secs,
-            late_bursts: f.late_bursts,
-            late_burst_seconds: f.late_burst_secs,
-            waits: f.waits,
-            late_seconds: f.late_secs,
-            late_buckets: LATE_BUCKETS
-                .iter()
-                .zip(f.late_buckets)
-                .map(|(&le, count)| LateBucket { le, count })
-                .collect(),
-        },
+        pacing: port.fidelity(),
     }
 }
 

@@ -20,7 +20,8 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 pub use lease::{LeasedLink, Reloaded};
-pub use pacer::{Arrival, Departure, Fidelity, Pacer, Ready};
+pub use pacer::{Arrival, Departure, Pacer, Ready};
+pub use throttle_proto::pacing::PacingStatus;
 
 pub use throttle_proto::shape::{Shape, MAX_LATENCY_US};
 
@@ -42,6 +43,8 @@ pub struct Port {
     pacer: Pacer,
     /// Added delay in microseconds (egress only; always 0 on ingress).
     delay_us: AtomicU64,
+    /// The link's capacity in bytes/s as f64 bits (what an unlimited setting carries).
+    capacity_bits: AtomicU64,
     bytes: AtomicU64,
     /// Recent rate in bytes/s as f64 bits, refreshed by [`Link::sample_rates`].
     rate_bits: AtomicU64,
@@ -66,6 +69,7 @@ impl Port {
             } else {
                 0
             }),
+            capacity_bits: AtomicU64::new(shape.capacity().bytes_per_sec().to_bits()),
             bytes: AtomicU64::new(0),
             rate_bits: AtomicU64::new(0f64.to_bits()),
             last_sample: RwLock::new((Instant::now(), 0)),
@@ -102,13 +106,30 @@ impl Port {
     }
 
     /// The fidelity account of this direction (counters since the agent started).
-    pub fn fidelity(&self) -> Fidelity {
+    pub fn fidelity(&self) -> PacingStatus {
         self.pacer.fidelity()
     }
 
     /// How long a chunk leaving now must be held before it goes out.
     pub fn delay(&self) -> Duration {
         Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
+    }
+
+    /// When a unit the pacer lets go at `departs` (now, when unpaced) may be written to
+    /// the other side: its departure plus the link's added delay, never before now.
+    pub fn arrives(&self, departs: Option<Instant>) -> Instant {
+        let now = Instant::now();
+        departs.map_or(now, |d| d.max(now)) + self.delay()
+    }
+
+    /// How many bytes a delayed direction may hold at once: what the link carries in two
+    /// of its delays, at its rate (its capacity when unlimited), from 1 to 64 MiB. More
+    /// would only queue in the agent; less would let the delay cut the rate.
+    pub fn in_flight_limit(&self) -> usize {
+        let rate = self
+            .rate_limit()
+            .unwrap_or_else(|| f64::from_bits(self.capacity_bits.load(Ordering::Relaxed)));
+        ((2.0 * rate * self.delay().as_secs_f64()) as usize).clamp(1 << 20, 64 << 20)
     }
 
     /// Count bytes that really crossed.
@@ -132,6 +153,10 @@ impl Port {
 
     fn apply(&self, shape: &Shape) {
         self.pacer.set_rate(shape.rate());
+        self.capacity_bits.store(
+            shape.capacity().bytes_per_sec().to_bits(),
+            Ordering::Relaxed,
+        );
         if self.direction == Direction::Egress {
             self.delay_us.store(shape.latency_us(), Ordering::Relaxed);
         }
@@ -236,6 +261,26 @@ mod tests {
         link.set_shape(shape("unlimited", 0));
         assert_eq!(link.ingress.rate_limit(), None);
         assert!(link.shape().pct().is_unlimited());
+    }
+
+    /// The bytes a delayed stream may hold come from the link (its rate, its capacity when
+    /// unlimited), not from a unit hidden in the copy loop.
+    #[test]
+    fn a_delayed_direction_holds_two_delays_of_its_link() {
+        let link = Link::new(shape("unlimited", 10_000));
+        // 1 Gbit/s capacity = 125 MB/s; two delays of 10 ms: 2.5 MB.
+        assert_eq!(link.egress.in_flight_limit(), 2_500_000);
+        let before = Instant::now();
+        let due = link.egress.arrives(None);
+        assert!(due >= before + Duration::from_millis(10));
+        let later = before + Duration::from_millis(50);
+        assert_eq!(
+            link.egress.arrives(Some(later)),
+            later + Duration::from_millis(10)
+        );
+        // At 10% (12.5 MB/s) two delays hold 250 kB: the floor of 1 MiB applies.
+        link.set_shape(shape("10", 10_000));
+        assert_eq!(link.egress.in_flight_limit(), 1 << 20);
     }
 
     #[test]

@@ -28,13 +28,15 @@
 //! before: no idle credit.
 //!
 //! The pacer also keeps the account that proves a run's link ran at its setting
-//! ([`Fidelity`]): how much link time it scheduled, how much of it for data that was
+//! ([`PacingStatus`], `throttle_proto::pacing`): how much link time it scheduled, how much of it for data that was
 //! already waiting (the link was backlogged), how much link time such a backlog lost for
 //! good (it fell further behind than `catch_up`: the link delivered less than its rate),
 //! and how late the last unit of each burst left (which delays the message it ends).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use throttle_proto::pacing::PacingStatus;
 
 /// How far in the past a backlogged unit may start by default: how long an agent may be
 /// descheduled and still catch up without losing the link's rate.
@@ -49,13 +51,6 @@ const MAX_RATE: f64 = 1e15;
 /// The longest a single unit may occupy the link (a unit of 1 byte at the minimum rate is
 /// 1000 s): the schedule is kept within what an `Instant` can hold.
 const MAX_UNIT: Duration = Duration::from_secs(3600);
-
-/// A burst delivered later than this behind its schedule counts as late
-/// ([`Fidelity::late_bursts`]).
-pub const LATE_BURST: Duration = Duration::from_millis(1);
-
-/// Upper bounds (seconds) of the buckets of the lateness histogram; the last is +Inf.
-pub const LATE_BUCKETS: [f64; 7] = [10e-6, 50e-6, 100e-6, 500e-6, 1e-3, 10e-3, 100e-3];
 
 fn sane_rate(rate: Option<f64>) -> Option<f64> {
     rate.map(|r| {
@@ -107,56 +102,6 @@ pub struct Departure {
     generation: u64,
 }
 
-/// The fidelity account of one direction, since the agent started (counters only grow).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Fidelity {
-    /// Link time scheduled: the sum of every unit's size / rate (seconds).
-    pub busy_secs: f64,
-    /// The part of it for units that were backlogged (waiting behind the previous one).
-    pub backlog_secs: f64,
-    /// Link time a backlog lost for good: it fell further behind its schedule than the
-    /// catch-up window (the agent could not keep up). While backlogged the link carried
-    /// `backlog / (backlog + lost)` of its rate.
-    pub lost_secs: f64,
-    /// How late each burst's last unit left, summed, and how much longer than the catch-up
-    /// window the first bytes of a burst waited to be read: the messages arrived that much
-    /// later than the emulated link would have delivered them.
-    pub behind_secs: f64,
-    /// Bursts that were delivered more than [`LATE_BURST`] behind, and their lateness
-    /// beyond it: an agent that could not run when its link needed it, as opposed to the
-    /// tens of microseconds every wake-up costs.
-    pub late_bursts: u64,
-    pub late_burst_secs: f64,
-    /// Units the copy loops waited for.
-    pub waits: u64,
-    /// Their summed lateness past the departure (seconds).
-    pub late_secs: f64,
-    /// How many were late by at most each of [`LATE_BUCKETS`] (cumulative, as Prometheus
-    /// histograms count), then the total.
-    pub late_buckets: [u64; LATE_BUCKETS.len()],
-}
-
-impl Fidelity {
-    fn note_behind(&mut self, behind: Duration) {
-        self.behind_secs += behind.as_secs_f64();
-        if let Some(beyond) = behind.checked_sub(LATE_BURST).filter(|b| !b.is_zero()) {
-            self.late_bursts += 1;
-            self.late_burst_secs += beyond.as_secs_f64();
-        }
-    }
-
-    fn note_late(&mut self, late: Duration) {
-        let s = late.as_secs_f64();
-        self.waits += 1;
-        self.late_secs += s;
-        for (i, le) in LATE_BUCKETS.iter().enumerate() {
-            if s <= *le {
-                self.late_buckets[i] += 1;
-            }
-        }
-    }
-}
-
 /// The pacer of one direction of a link; shared by every stream of the node.
 #[derive(Debug)]
 pub struct Pacer {
@@ -172,7 +117,7 @@ struct State {
     /// When the link finishes what it was given.
     free_at: Instant,
     generation: u64,
-    fidelity: Fidelity,
+    fidelity: PacingStatus,
 }
 
 impl Pacer {
@@ -185,7 +130,7 @@ impl Pacer {
                 catch_up: DEFAULT_CATCH_UP,
                 free_at: Instant::now(),
                 generation: 0,
-                fidelity: Fidelity::default(),
+                fidelity: PacingStatus::new(),
             }),
         }
     }
@@ -246,9 +191,9 @@ impl Pacer {
             Ready::Backlogged => {
                 // A backlog older than the catch-up window is link time lost for good.
                 if s.free_at < earliest {
-                    s.fidelity.lost_secs += (earliest - s.free_at).as_secs_f64();
+                    s.fidelity.lost_seconds += (earliest - s.free_at).as_secs_f64();
                 }
-                s.fidelity.backlog_secs += took.as_secs_f64();
+                s.fidelity.backlog_seconds += took.as_secs_f64();
                 earliest
             }
             Ready::Arrived(arrived) => {
@@ -270,7 +215,7 @@ impl Pacer {
         // catching up on its pacer's lateness.
         let at = s.free_at.max(start) + took;
         s.free_at = at;
-        s.fidelity.busy_secs += took.as_secs_f64();
+        s.fidelity.busy_seconds += took.as_secs_f64();
         Departure {
             at,
             rate: Some(rate),
@@ -309,8 +254,8 @@ impl Pacer {
         }
     }
 
-    pub fn fidelity(&self) -> Fidelity {
-        self.lock().fidelity
+    pub fn fidelity(&self) -> PacingStatus {
+        self.lock().fidelity.clone()
     }
 }
 
@@ -414,9 +359,9 @@ mod tests {
         let b = p.schedule(20_000, Ready::Backlogged, woke);
         assert!(close(b.at - woke, 10 * MS), "{:?}", b.at - woke);
         let f = p.fidelity();
-        assert!((f.lost_secs - 0.040).abs() < 1e-5, "{f:?}");
-        assert!((f.busy_secs - 0.021).abs() < 1e-9, "{f:?}");
-        assert!((f.backlog_secs - 0.020).abs() < 1e-9, "{f:?}");
+        assert!((f.lost_seconds - 0.040).abs() < 1e-5, "{f:?}");
+        assert!((f.busy_seconds - 0.021).abs() < 1e-9, "{f:?}");
+        assert!((f.backlog_seconds - 0.020).abs() < 1e-9, "{f:?}");
     }
 
     #[test]
@@ -440,9 +385,9 @@ mod tests {
         assert!(close(d.at - later, Duration::ZERO), "{:?}", d.at - later);
         // The 40 ms beyond the window are delivery the agent made late, and counted.
         assert_eq!(p.fidelity().late_bursts, 1);
-        assert!((p.fidelity().late_burst_secs - 0.039).abs() < 1e-6);
+        assert!((p.fidelity().late_burst_seconds - 0.039).abs() < 1e-6);
         assert!(
-            (p.fidelity().behind_secs - 0.040).abs() < 1e-6,
+            (p.fidelity().behind_seconds - 0.040).abs() < 1e-6,
             "{:?}",
             p.fidelity()
         );
@@ -510,7 +455,7 @@ mod tests {
         let d = p.schedule(1 << 30, Ready::Arrived(None), now);
         assert_eq!(d.at, now);
         p.departed(&d, now + MS);
-        assert_eq!(p.fidelity(), Fidelity::default());
+        assert_eq!(p.fidelity(), PacingStatus::new());
         assert_eq!(p.unit(), usize::MAX);
     }
 
@@ -526,9 +471,9 @@ mod tests {
         p.departed(&d, d.at);
         let f = p.fidelity();
         assert_eq!(f.waits, 2);
-        assert!((f.late_secs - 30e-6).abs() < 1e-9);
-        assert_eq!(f.late_buckets[0], 1, "{f:?}"); // <= 10 us: the on-time one
-        assert_eq!(f.late_buckets[1], 2, "{f:?}"); // <= 50 us: both
+        assert!((f.late_seconds - 30e-6).abs() < 1e-9);
+        assert_eq!(f.late_buckets[0].count, 1, "{f:?}"); // <= 10 us: the on-time one
+        assert_eq!(f.late_buckets[1].count, 2, "{f:?}"); // <= 50 us: both
     }
 
     #[test]

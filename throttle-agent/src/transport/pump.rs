@@ -482,8 +482,7 @@ async fn delayed<A: Socket, B: Socket>(
         if queue.is_empty() && (reader.ended || delay.is_zero()) {
             return Ok(total);
         }
-        let rate = port.and_then(|p| p.rate_limit()).unwrap_or(1.25e9);
-        let limit = ((2.0 * rate * delay.as_secs_f64()) as usize).clamp(1 << 20, 64 << 20);
+        let limit = port.map_or(1 << 20, Port::in_flight_limit);
         let can_read = !reader.ended && queued < limit && !delay.is_zero();
         let head = queue.front().map(|(t, _)| *t);
         let event = tokio::select! {
@@ -510,9 +509,12 @@ async fn delayed<A: Socket, B: Socket>(
             Event::Read(r) => {
                 let (data, departure) = r?;
                 if !data.is_empty() {
-                    let leaves = departure.map(|d| d.at).unwrap_or_else(Instant::now);
+                    let due = match port {
+                        Some(p) => p.arrives(departure.map(|d| d.at)),
+                        None => Instant::now() + delay,
+                    };
                     queued += data.len();
-                    queue.push_back((leaves.max(Instant::now()) + delay, data));
+                    queue.push_back((due, data));
                 }
             }
         }
