@@ -61,27 +61,27 @@ struct Args {
     #[arg(long, env = "THROTTLE_TOKEN_FILE")]
     token_file: PathBuf,
     /// Another node of the cluster, NAME=DATA_ADDR (repeatable). The controller can also push these.
-    #[arg(long = "peer", value_name = "NAME=ADDR")]
-    peers: Vec<String>,
+    #[arg(long = "peer", value_name = "NAME=ADDR", value_parser = parse_peer)]
+    peers: Vec<NodeEntry>,
     /// Forward rule LISTEN=NODE:HOST:PORT (repeatable), e.g. 127.0.0.1:5201=n1:127.0.0.1:5201.
-    #[arg(long = "forward", value_name = "RULE")]
-    forwards: Vec<String>,
+    #[arg(long = "forward", value_name = "RULE", value_parser = ForwardSpec::parse_cli)]
+    forwards: Vec<ForwardSpec>,
     /// Copy with buffers instead of splice(2) (for comparison; slower).
     #[arg(long)]
     no_splice: bool,
     /// Seconds a stream waits for its destination rank to register.
-    #[arg(long, default_value_t = 10.0)]
-    register_timeout: f64,
+    #[arg(long, default_value = "10", value_parser = seconds_up_to(3600.0))]
+    register_timeout: Duration,
     /// How far behind its schedule a backlogged stream may catch up, ms: an agent
     /// descheduled for up to this long loses none of the link's rate. Only data that was
     /// already waiting gets it; a message after a quiet phase always pays its full
     /// serialization time. (Was --burst-ms.)
-    #[arg(long, alias = "burst-ms", default_value_t = 10.0)]
-    catch_up_ms: f64,
+    #[arg(long, alias = "burst-ms", default_value = "10", value_parser = catch_up_ms)]
+    catch_up_ms: Duration,
     /// Worker threads of the agent [default: the number of CPUs]. On a local cluster with
     /// several agents per machine, 1 avoids cross-thread wake-ups (lower latency).
-    #[arg(long)]
-    threads: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
     /// Also allow launching this program (repeatable). By default only throttle's
     /// workloads installed next to this binary (throttle-bfs, throttle-pmm, throttle-mw,
     /// throttle-loggps, throttle-selftest) may be launched; the agent and throttle-ctl never are.
@@ -159,21 +159,46 @@ fn parse_name(text: &str) -> Result<Name, String> {
     Name::parse("node name", text).map_err(|e| e.to_string())
 }
 
+/// `--peer NAME=IP:PORT`.
+fn parse_peer(text: &str) -> Result<NodeEntry, String> {
+    let (name, data) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` must be NAME=IP:PORT"))?;
+    Ok(NodeEntry {
+        name: parse_name(name)?,
+        data: data
+            .parse::<SocketAddr>()
+            .map_err(|_| format!("`{data}` is not IP:PORT"))?,
+    })
+}
+
+/// Seconds, more than 0 and at most `max`.
+fn seconds_up_to(max: f64) -> impl Fn(&str) -> Result<Duration, String> + Clone {
+    move |text| {
+        text.parse::<f64>()
+            .ok()
+            .filter(|s| *s > 0.0 && *s <= max)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| format!("give seconds more than 0 and at most {max}, not `{text}`"))
+    }
+}
+
+/// Milliseconds from 0.1 to 1000.
+fn catch_up_ms(text: &str) -> Result<Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|ms| (0.1..=1000.0).contains(ms))
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .ok_or_else(|| format!("give milliseconds from 0.1 to 1000, not `{text}`"))
+}
+
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("throttle-agent: {msg}");
     std::process::exit(2)
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only on a terminal: log files stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    logging();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let expanded = throttle_agent::config_file::expand(&Args::command(), argv.clone())
         .unwrap_or_else(|e| fail(e));
@@ -188,46 +213,89 @@ fn main() {
         return;
     }
     raise_fd_limit();
-    let token = Token::load(&args.token_file).unwrap_or_else(|e| fail(e));
+    let config = config_of(&args).unwrap_or_else(|e| fail(e));
+    place_this_thread(&args);
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(format!("cannot start the runtime: {e}")));
+    runtime.block_on(serve(config, args.ready_file.as_deref(), &argv));
+}
+
+/// Logs to stderr, at `RUST_LOG` (default info); colour codes only on a terminal.
+fn logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+/// The agent's configuration from its settings: the token read, the programs it may
+/// launch, TLS loaded; warnings logged.
+fn config_of(args: &Args) -> Result<AgentConfig, String> {
+    let token = Token::load(&args.token_file).map_err(|e| e.to_string())?;
     if let Some(w) = throttle_proto::auth::permission_warning(&args.token_file) {
         tracing::warn!("{w}");
     }
-    let shape = Shape::new(args.pct, args.capacity, args.latency_us).unwrap_or_else(|e| fail(e));
-    let peers = args
-        .peers
-        .iter()
-        .map(|p| {
-            let (name, data) = p
-                .split_once('=')
-                .unwrap_or_else(|| fail(format!("--peer `{p}` must be NAME=IP:PORT")));
-            let data = data
-                .parse::<SocketAddr>()
-                .unwrap_or_else(|_| fail(format!("--peer `{p}`: `{data}` is not IP:PORT")));
-            NodeEntry {
-                name: parse_name(name).unwrap_or_else(|e| fail(format!("--peer `{p}`: {e}"))),
-                data,
-            }
-        })
-        .collect();
-    let forwards = args
-        .forwards
-        .iter()
-        .map(|f| ForwardSpec::parse_cli(f).unwrap_or_else(|e| fail(e)))
-        .collect();
-    if !(args.register_timeout.is_finite()
-        && args.register_timeout > 0.0
-        && args.register_timeout <= 3600.0)
-    {
-        fail("--register-timeout must be between 0 and 3600 seconds");
+    let shape = Shape::new(args.pct, args.capacity, args.latency_us).map_err(|e| e.to_string())?;
+    let local_socket = match &args.local_socket {
+        Some(p) => p.clone(),
+        None => {
+            let home = throttle_agent::launch::private_dir::default_home();
+            throttle_agent::launch::private_dir::ensure(&home).map_err(|e| format!("{e:#}"))?;
+            home.join(format!("{}.sock", args.node))
+        }
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(Tls::load(c, k).map_err(|e| format!("{e:#}"))?),
+        _ => None,
+    };
+    if tls.is_none() && !args.control.ip().is_loopback() {
+        tracing::warn!(control = %args.control, "the control API is plain HTTP on a non-loopback address: the token crosses the network in clear; use --tls-cert/--tls-key, or a management network");
     }
-    if !(args.catch_up_ms.is_finite() && (0.1..=1000.0).contains(&args.catch_up_ms)) {
-        fail("--catch-up-ms must be between 0.1 and 1000");
-    }
-    let local_socket = args.local_socket.clone().unwrap_or_else(|| {
-        let home = throttle_agent::launch::private_dir::default_home();
-        throttle_agent::launch::private_dir::ensure(&home).unwrap_or_else(|e| fail(e));
-        home.join(format!("{}.sock", args.node))
-    });
+    Ok(AgentConfig {
+        node: args.node.clone(),
+        control: args.control,
+        data: args.data,
+        local_socket,
+        shape,
+        token,
+        peers: args.peers.clone(),
+        forwards: args.forwards.clone(),
+        pump: PumpOptions {
+            splice: !args.no_splice && cfg!(target_os = "linux"),
+            ..PumpOptions::default()
+        },
+        register_timeout: args.register_timeout,
+        catch_up: args.catch_up_ms,
+        programs: programs_of(args)?,
+        tls,
+        intercept: args.intercept,
+        open_forwards: args.open_forwards,
+        preload_port: args.preload.then_some(args.preload_port),
+        intercept_within: args.intercept_within.clone(),
+        // Read before the agent pins itself: the ranks' CPUs are outside its own set.
+        rank_cpus: match &args.rank_cpus {
+            Some(c) => Some(
+                throttle_agent::launch::affinity::cpu_set(c)
+                    .map_err(|e| format!("--rank-cpus: {e:#}"))?,
+            ),
+            None => None,
+        },
+    })
+}
+
+/// The programs a token holder may launch here (logged, with their warnings).
+fn programs_of(args: &Args) -> Result<ProgramPolicy, String> {
     let mut programs = if args.no_programs {
         ProgramPolicy::nothing()
     } else {
@@ -238,105 +306,69 @@ fn main() {
         ProgramPolicy::workloads_in(&here)
     };
     for p in &args.allow_programs {
-        programs.allow_program(p).unwrap_or_else(|e| fail(e));
+        programs.allow_program(p).map_err(|e| e.to_string())?;
     }
     for d in &args.allow_dirs {
-        programs.allow_dir(d).unwrap_or_else(|e| fail(e));
+        programs.allow_dir(d).map_err(|e| e.to_string())?;
     }
     for w in programs.warnings() {
         tracing::warn!("{w}");
     }
     tracing::info!(programs = %programs.describe(), "programs that may be launched");
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => Some(Tls::load(c, k).unwrap_or_else(|e| fail(e))),
-        _ => None,
-    };
-    if tls.is_none() && !args.control.ip().is_loopback() {
-        tracing::warn!(control = %args.control, "the control API is plain HTTP on a non-loopback address: the token crosses the network in clear; use --tls-cert/--tls-key, or a management network");
-    }
-    let config = AgentConfig {
-        node: args.node,
-        control: args.control,
-        data: args.data,
-        local_socket,
-        shape,
-        token,
-        peers,
-        forwards,
-        pump: PumpOptions {
-            splice: !args.no_splice && cfg!(target_os = "linux"),
-            ..PumpOptions::default()
-        },
-        register_timeout: Duration::from_secs_f64(args.register_timeout),
-        catch_up: Duration::from_secs_f64(args.catch_up_ms / 1000.0),
-        programs,
-        tls,
-        intercept: args.intercept,
-        open_forwards: args.open_forwards,
-        preload_port: args.preload.then_some(args.preload_port),
-        // Checked before the agent pins itself: the ranks' CPUs are outside its own set.
-        intercept_within: args.intercept_within.clone(),
-        rank_cpus: args.rank_cpus.as_ref().map(|c| {
-            throttle_agent::launch::affinity::cpu_set(c)
-                .unwrap_or_else(|e| fail(format!("--rank-cpus: {e:#}")))
-        }),
-    };
+    Ok(programs)
+}
+
+/// Pin and raise this thread before the runtime starts: its worker threads inherit both.
+/// A refused priority is a warning (the agent works, and says what it risks).
+fn place_this_thread(args: &Args) {
     if let Some(cpus) = &args.cpus {
-        // Before the runtime: its worker threads inherit this thread's affinity.
         throttle_agent::launch::affinity::pin_this_thread(cpus)
             .unwrap_or_else(|e| fail(format!("--cpus: {e:#}")));
     }
-    // Likewise the priority; refused, the agent still works, and says what it risks.
     if let Err(e) = throttle_agent::launch::affinity::raise_this_thread(args.priority) {
         tracing::warn!(
             "{e:#}; running at normal priority: ranks that busy-poll on this node's cores can starve the agent (runs then are flagged), see --priority"
         );
     }
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    if threads == 0 || threads > 1024 {
-        fail("--threads must be between 1 and 1024");
+}
+
+/// Start the agent, say it is ready (the ready file, systemd), serve until SIGTERM or
+/// Ctrl-C (SIGHUP reloads), then stop.
+async fn serve(
+    config: AgentConfig,
+    ready_file: Option<&std::path::Path>,
+    argv: &[std::ffi::OsString],
+) {
+    let running = agent::start(config)
+        .await
+        .unwrap_or_else(|e| fail(format!("{e:#}")));
+    if let Some(path) = ready_file {
+        let ready = serde_json::json!({
+            "node": running.state.node,
+            "control": running.control_addr.to_string(),
+            "data": running.data_addr.to_string(),
+            "local_socket": running.local_socket,
+            "pid": std::process::id(),
+        });
+        let tmp = path.with_extension("tmp");
+        let written =
+            std::fs::write(&tmp, ready.to_string()).and_then(|_| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            fail(format!(
+                "cannot write the ready file {}: {e}",
+                path.display()
+            ));
+        }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| fail(format!("cannot start the runtime: {e}")));
-    runtime.block_on(async move {
-        let running = agent::start(config)
-            .await
-            .unwrap_or_else(|e| fail(format!("{e:#}")));
-        if let Some(path) = &args.ready_file {
-            let ready = serde_json::json!({
-                "node": running.state.node,
-                "control": running.control_addr.to_string(),
-                "data": running.data_addr.to_string(),
-                "local_socket": running.local_socket,
-                "pid": std::process::id(),
-            });
-            let tmp = path.with_extension("tmp");
-            let written =
-                std::fs::write(&tmp, ready.to_string()).and_then(|_| std::fs::rename(&tmp, path));
-            if let Err(e) = written {
-                fail(format!(
-                    "cannot write the ready file {}: {e}",
-                    path.display()
-                ));
-            }
-        }
-        match throttle_agent::notify::notify("READY=1") {
-            Ok(true) => tracing::info!("told systemd READY=1"),
-            Ok(false) => {}
-            Err(e) => tracing::warn!("cannot notify systemd (NOTIFY_SOCKET): {e}"),
-        }
-        wait_for_signal(|| reload(&argv, &running.state)).await;
-        tracing::info!("stopping");
-        let _ = throttle_agent::notify::notify("STOPPING=1");
-        running.shutdown().await;
-    });
+    match throttle_agent::notify::notify("READY=1") {
+        Ok(true) => tracing::info!("told systemd READY=1"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!("cannot notify systemd (NOTIFY_SOCKET): {e}"),
+    }
+    wait_for_signal(|| reload(argv, &running.state)).await;
+    tracing::info!("stopping");
+    let _ = throttle_agent::notify::notify("STOPPING=1");
+    running.shutdown().await;
 }
 
 /// Wait for SIGTERM or Ctrl-C; on every SIGHUP call `on_hup` and go on waiting.

@@ -30,6 +30,17 @@ fn refuses_bad_flags_with_a_clear_message() {
     assert!(run(&["--node", "n0", "--token-file", t, "--capacity", "fast"]).contains("1Gbit"));
     assert!(run(&["--node", "n0", "--token-file", t, "--forward", "x"])
         .contains("LISTEN=NODE:HOST:PORT"));
+    // Ranges are the flags' own parsers, refused before anything starts.
+    for (flag, bad, says) in [
+        ("--register-timeout", "0", "at most 3600"),
+        ("--catch-up-ms", "5000", "from 0.1 to 1000"),
+        ("--threads", "0", "1..=1024"),
+        ("--peer", "n1", "NAME=IP:PORT"),
+        ("--peer", "n1=nowhere", "is not IP:PORT"),
+    ] {
+        let e = run(&["--node", "n0", "--token-file", t, flag, bad]);
+        assert!(e.contains(says) && e.contains(flag), "{flag} {bad}: {e}");
+    }
     let short = scratch.path("short");
     std::fs::write(&short, "abc").unwrap();
     assert!(
