@@ -1,6 +1,6 @@
 //! ARCHITECTURE.md's claims that a program can check, checked: every file and folder its
-//! code map names exists in the crate whose section names it, and the crates depend on
-//! each other only as its graph draws. (Its other claims, the invariants, are
+//! code map names exists in the crate whose section names it, the crates depend on
+//! each other only as its graph draws, and the vocabulary crate does no I/O outside `os/`. (Its other claims, the invariants, are
 //! each the subject of tests of their own; `module_graph.rs` checks "no import circle".)
 
 use std::path::{Path, PathBuf};
@@ -70,12 +70,14 @@ fn every_file_the_code_map_names_exists_in_its_crate() {
         for name in named_paths(body) {
             checked += 1;
             let want = name.trim_end_matches('/');
-            // A name is relative to the crate's src/ or to a folder the bullet is about:
-            // any file or folder of the crate whose path ends with it.
+            // A name is relative to the crate's src/ or to a folder the bullet is about
+            // (any file or folder of the crate whose path ends with it), or to the
+            // repository (`tests/tests/...`).
             let found = all.iter().any(|p| {
                 p.strip_prefix(&dir)
                     .is_ok_and(|rel| rel.ends_with(want) && (name.ends_with('/') == p.is_dir()))
-            }) || dir.join(want).exists();
+            }) || dir.join(want).exists()
+                || root().join(want).exists();
             if !found {
                 missing.push(format!("{krate}: `{name}`"));
             }
@@ -135,6 +137,59 @@ fn the_crates_depend_only_as_the_graph_draws() {
             "throttle-proto depends on {forbidden}: {names:?}"
         );
     }
+}
+
+/// "throttle-proto does no I/O but `os/`": no file outside it names a way to the operating
+/// system (comments aside).
+#[test]
+fn the_vocabulary_does_no_io_outside_its_os_module() {
+    let src = root().join("throttle-proto/src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    let markers = [
+        "std::fs",
+        "File::",
+        "UnixStream",
+        "TcpStream",
+        "TcpListener",
+        "UdpSocket",
+        "libc::",
+        "/proc/",
+        "read_to_string",
+        "metadata(",
+        "std::process",
+        "std::env::var",
+    ];
+    let mut found = Vec::new();
+    for f in all
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+    {
+        if f.strip_prefix(&src).is_ok_and(|rel| rel.starts_with("os")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            // A test module may read the environment or a file: it is not the crate.
+            if line.trim() == "#[cfg(test)]"
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|next| next.trim_start().starts_with("mod "))
+            {
+                break;
+            }
+            let code = line.split("//").next().unwrap_or_default();
+            for m in markers.iter().filter(|m| code.contains(*m)) {
+                found.push(format!("{}:{}: {m}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "throttle-proto does I/O outside os/:\n  {}",
+        found.join("\n  ")
+    );
 }
 
 #[test]

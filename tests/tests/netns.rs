@@ -479,7 +479,7 @@ fn intercepted_connections_are_shaped_and_keep_their_source_address() {
             sock.connect(&"198.18.62.2:7601".parse::<SocketAddr>().unwrap().into())
                 .unwrap();
             let mut d: TcpStream = sock.into();
-            throttle_proto::rank_client::dial_peer(
+            throttle_proto::os::rank_client::dial_peer(
                 &mut d,
                 &token,
                 &name("n0"),

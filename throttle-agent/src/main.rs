@@ -243,7 +243,7 @@ fn logging() {
 /// launch, TLS loaded; warnings logged.
 fn config_of(args: &Args) -> Result<AgentConfig, String> {
     let token = Token::load(&args.token_file).map_err(|e| e.to_string())?;
-    if let Some(w) = throttle_proto::auth::permission_warning(&args.token_file) {
+    if let Some(w) = throttle_proto::os::token_file::permission_warning(&args.token_file) {
         tracing::warn!("{w}");
     }
     let shape = Shape::new(args.pct, args.capacity, args.latency_us).map_err(|e| e.to_string())?;

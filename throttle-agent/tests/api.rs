@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use common::*;
 use throttle_agent::transport::wire::{self, Code, PeerRequest, PeerWant, Request};
 use throttle_proto::auth::Token;
-use throttle_proto::rank_client as client;
+use throttle_proto::os::rank_client as client;
 
 fn status_ok(addr: &str) {
     let (code, body) = http(addr, "GET", "/status", Some(TOKEN), None);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use throttle_agent::transport::wire::{Code, PeerWant};
 use throttle_proto::auth::Token;
-use throttle_proto::rank_client as client;
+use throttle_proto::os::rank_client as client;
 
 /// Finding 1: names from requests are validated before any path is built from them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

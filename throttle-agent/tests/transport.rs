@@ -8,7 +8,7 @@ use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use common::*;
-use throttle_proto::rank_client as client;
+use throttle_proto::os::rank_client as client;
 
 const MB: usize = 1 << 20;
 

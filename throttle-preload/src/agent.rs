@@ -98,7 +98,7 @@ fn trusted(addr: SocketAddr) -> Result<(), NoAgent> {
 fn trusted_listener(addr: SocketAddr) -> Result<(), NoAgent> {
     // SAFETY: geteuid cannot fail and touches no memory of ours.
     let me = unsafe { libc::geteuid() };
-    match throttle_proto::socket_table::listener_owner(addr) {
+    match throttle_proto::os::socket_table::listener_owner(addr) {
         Some(uid) if uid == me || uid == 0 => Ok(()),
         Some(uid) => Err(NoAgent(format!(
             "the listener there belongs to uid {uid}, not to this user ({me}) or root: not an agent this program trusts"

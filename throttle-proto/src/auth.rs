@@ -8,8 +8,6 @@
 //! they hold it with an HMAC-SHA256 over fresh nonces from both sides and the request
 //! ([`Token::proof`]); see `transport::wire` for the exchange.
 
-use std::path::Path;
-
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -52,18 +50,6 @@ impl Token {
             ));
         }
         Ok(Token(t.to_string()))
-    }
-
-    /// Read the token from `path`.
-    pub fn load(path: &Path) -> Result<Token, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            format!(
-                "cannot read the token file {}: {e}; create it (e.g. `(umask 077; head -c 32 /dev/urandom | xxd -p -c 64 > {})`) or use `throttle-ctl local up`",
-                path.display(),
-                path.display()
-            )
-        })?;
-        Token::new(&text).map_err(|e| format!("token file {}: {e}", path.display()))
     }
 
     /// A fresh random token (64 hex characters).
@@ -162,21 +148,6 @@ pub fn nonce() -> std::io::Result<[u8; 32]> {
     getrandom::getrandom(&mut n)
         .map_err(|e| std::io::Error::other(format!("no randomness: {e}")))?;
     Ok(n)
-}
-
-/// Warn when a token file can be read by other users (the token grants what
-/// ARCHITECTURE.md's threat model lists).
-pub fn permission_warning(path: &Path) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path).ok()?.permissions().mode();
-    (mode & 0o077 != 0).then(|| {
-        format!(
-            "the token file {} can be read by other users (mode {:o}); `chmod 600 {}`",
-            path.display(),
-            mode & 0o777,
-            path.display()
-        )
-    })
 }
 
 #[cfg(test)]

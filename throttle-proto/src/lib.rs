@@ -2,14 +2,14 @@
 //!
 //! Every value that crosses a process boundary is defined here once, with its parsing,
 //! validation and serde, and travels as its type: a bandwidth setting is a [`Pct`], a
-//! link speed a [`Rate`], a job or node a [`Name`]. Nothing here does I/O beyond blocking
-//! reads and writes on a socket the caller owns, and nothing depends on tokio or axum.
+//! link speed a [`Rate`], a job or node a [`Name`]. Nothing here does I/O but [`os`], and
+//! nothing depends on tokio or axum.
 //!
 //! * values: [`rate`], [`pct`], [`name`], [`shape`], [`cpus`];
 //! * the transport's handshake: [`wire`] (sans-IO), [`auth`] (token and proofs),
-//!   [`rank_client`] (blocking helpers for ranks and probes), [`preload`] (the preload
-//!   library's requests to its node's agent), [`socket_table`] (socket owners from
-//!   `/proc/net/tcp`, for both ends of the preload port);
+//!   [`preload`] (the preload library's requests to its node's agent);
+//! * [`os`]: the only I/O: the token file, [`os::rank_client`] (blocking helpers for ranks
+//!   and probes), [`os::socket_table`] (socket owners, for both ends of the preload port);
 //! * the control API's bodies: [`status`], [`cluster`], [`job`], [`forward`],
 //!   [`calibration`], [`refusal`];
 //! * what a workload is: [`workload`] (each program's options, checked, as arguments and
@@ -24,15 +24,14 @@ pub mod emulation;
 pub mod forward;
 pub mod job;
 pub mod name;
+pub mod os;
 pub mod pacing;
 pub mod pct;
 pub mod preload;
-pub mod rank_client;
 pub mod rate;
 pub mod refusal;
 pub mod result;
 pub mod shape;
-pub mod socket_table;
 pub mod status;
 pub mod wire;
 pub mod workload;

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::net::TcpStream;
 
-use throttle_proto::socket_table;
+use throttle_proto::os::socket_table;
 
 use super::rules::Interception;
 use super::{sockopt, FIRST_PORT};

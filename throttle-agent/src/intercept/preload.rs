@@ -26,7 +26,7 @@ use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
 use crate::transport::wire::Code;
-use throttle_proto::socket_table;
+use throttle_proto::os::socket_table;
 
 /// How long a client may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);

@@ -275,7 +275,7 @@ pub struct Rank {
 pub fn rank(scratch: &Scratch, agent_socket: &Path, job: &str, rank: u32) -> Rank {
     let path = scratch.path(&format!("{job}-r{rank}.sock"));
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    let registration = throttle_proto::rank_client::register(
+    let registration = throttle_proto::os::rank_client::register(
         agent_socket,
         &n(job),
         rank,

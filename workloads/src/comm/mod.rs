@@ -117,7 +117,7 @@ impl Comm {
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)
             .map_err(|e| CommError::Setup(format!("cannot listen on {}: {e}", path.display())))?;
-        let registration = throttle_proto::rank_client::register(
+        let registration = throttle_proto::os::rank_client::register(
             &socket,
             &job,
             rank as u32,
@@ -224,7 +224,7 @@ impl Comm {
             } => {
                 let mut slot = out[dst].lock().unwrap_or_else(|e| e.into_inner());
                 if slot.is_none() {
-                    let s = throttle_proto::rank_client::open_rank(
+                    let s = throttle_proto::os::rank_client::open_rank(
                         socket,
                         job,
                         self.rank as u32,
@@ -299,7 +299,8 @@ impl Comm {
 fn accept_loop(listener: UnixListener, mailbox: Arc<Mailbox>, job: Name, size: usize) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
-        let (from_job, src, _dst) = match throttle_proto::rank_client::read_incoming(&mut conn) {
+        let (from_job, src, _dst) = match throttle_proto::os::rank_client::read_incoming(&mut conn)
+        {
             Ok(h) => h,
             Err(_) => continue,
         };
