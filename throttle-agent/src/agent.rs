@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -109,68 +110,19 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             config.local_socket.display()
         )
     })?;
+    let control_addr = control.local_addr()?;
+    let data_addr = data.local_addr()?;
+    let (intercept_listener, preload_listeners) = interception_listeners(&config, data_addr)?;
+    let intercept = interception(
+        &config,
+        data_addr,
+        intercept_listener.as_ref(),
+        &preload_listeners,
+    )?;
     let mut launcher = Launcher::new(&config.node, config.programs, &config.local_socket);
     if let Some(cpus) = config.rank_cpus {
         launcher.pin_ranks(cpus);
     }
-    let control_addr = control.local_addr()?;
-    let data_addr = data.local_addr()?;
-    if config.intercept || config.preload_port.is_some() {
-        let ip = data_addr.ip();
-        if ip.is_loopback() || ip.is_unspecified() || (config.intercept && !ip.is_ipv4()) {
-            anyhow::bail!("--intercept and --preload need the node's own address as --data (got {data_addr}; IPv4 for --intercept): the other nodes' agents and programs must see this node at that address; a loopback cluster (one network stack for all nodes) cannot intercept, use rank tunnels or forwards there");
-        }
-    }
-    let intercept_listener = if config.intercept {
-        Some(
-            crate::transport::listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
-                .context("cannot bind the interception port on 127.0.0.1")?,
-        )
-    } else {
-        None
-    };
-    let mut preload_listeners = Vec::new();
-    if let Some(port) = config.preload_port {
-        preload_listeners.push(
-            crate::transport::listen(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
-                .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?,
-        );
-        // IPv6 sockets reach the agent on ::1 (where this host has IPv6). Someone else
-        // there would receive the programs' IPv6 connections: the agent does not start.
-        let v6 = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
-        match crate::transport::listen(v6) {
-            Ok(l) => preload_listeners.push(l),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
-                "cannot bind the preload port {v6}: something else listens there, and the programs' IPv6 connections would go to it; stop it or choose another --preload-port (and the same THROTTLE_PRELOAD_AGENT for the programs)"
-            ),
-            // No IPv6 on this host: IPv6 sockets cannot reach ::1 at all.
-            Err(e) => tracing::info!(error = %e, "no preload port on {v6}"),
-        }
-    }
-    let intercept = if config.intercept || config.preload_port.is_some() {
-        let kernel_port = match &intercept_listener {
-            Some(l) => Some(l.local_addr()?.port()),
-            None => None,
-        };
-        let preload_port = match preload_listeners.first() {
-            Some(l) => Some(l.local_addr()?.port()),
-            None => None,
-        };
-        let within = if config.intercept_within.is_empty() {
-            let ip = data_addr.ip().to_canonical();
-            vec![crate::intercept::rules::Subnet::around(
-                ip,
-                if ip.is_ipv4() { 24 } else { 64 },
-            )]
-        } else {
-            config.intercept_within.clone()
-        };
-        tracing::info!(within = %within.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
-            "intercepting only nodes at these addresses (--intercept-within)");
-        Some(Interception::new(kernel_port, preload_port, within))
-    } else {
-        None
-    };
 
     let agent = Arc::new(Agent {
         node: config.node.clone(),
@@ -190,75 +142,13 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         launcher: Arc::new(launcher),
         intercept,
     });
-    let mut nodes = config.peers.clone();
-    nodes.retain(|n| n.name != config.node);
-    nodes.push(NodeEntry {
-        name: config.node.clone(),
-        data: data_addr,
-    });
-    agent.directory.set_nodes(&nodes);
-
-    for spec in config.forwards {
-        forward::add(&agent, spec)
-            .await
-            .map_err(|e| anyhow::anyhow!("forward rule: {e}"))?;
-    }
-    // Last of what can fail: a start that fails leaves no redirect to a closed port.
-    if let Some(i) = &agent.intercept {
-        i.install(&agent.here())
-            .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
-    }
-    // The nodes of a directory given at start are asked before the agent says it is
-    // ready (the ones that are up answer at once), then in the background.
-    if let Some(i) = &agent.intercept {
-        if crate::intercept::members::prove(&agent, Duration::from_secs(1)).await > 0 {
-            crate::intercept::members::update_rules(&agent)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot install the interception rules: {e}"))?;
-        }
-        i.directory_changed.notify_one();
-    }
+    join(&agent, config.peers, config.forwards).await?;
 
     let (stop, rx) = watch::channel(false);
     let shutdown = Shutdown(rx);
-    let shutdown_intercept = shutdown.clone();
-    let sampler = {
-        let link = Arc::clone(&agent.link);
-        let mut sd = shutdown.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(250));
-            loop {
-                tokio::select! {
-                    _ = sd.wait() => return,
-                    _ = tick.tick() => link.sample_rates(),
-                }
-            }
-        })
-    };
-    let reaper = {
-        let agent = agent.clone();
-        let mut sd = shutdown.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(500));
-            loop {
-                tokio::select! {
-                    _ = sd.wait() => return,
-                    _ = tick.tick() => {
-                        for job in agent.launcher.expired() {
-                            agent.directory.remove_job(&job);
-                            tracing::warn!(%job, "job lease expired: its controller stopped renewing; ranks killed");
-                        }
-                        if let Some(back) = agent.link.expire() {
-                            tracing::warn!(pct = %back.pct(), "shape lease expired: its controller stopped renewing; the link is back to the shape before the run");
-                        }
-                    }
-                }
-            }
-        })
-    };
     let mut tasks = vec![
-        sampler,
-        reaper,
+        tokio::spawn(sample_rates(Arc::clone(&agent.link), shutdown.clone())),
+        tokio::spawn(reap_leases(agent.clone(), shutdown.clone())),
         tokio::spawn(crate::intercept::members::keep_proving(
             agent.clone(),
             shutdown.clone(),
@@ -273,21 +163,21 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         tokio::spawn(rank_endpoint::serve(
             agent.clone(),
             local_listener,
-            shutdown,
+            shutdown.clone(),
         )),
     ];
     if let Some(l) = intercept_listener {
         tasks.push(tokio::spawn(crate::intercept::redirect::serve(
             agent.clone(),
             l,
-            shutdown_intercept.clone(),
+            shutdown.clone(),
         )));
     }
     for l in preload_listeners {
         tasks.push(tokio::spawn(crate::intercept::preload::serve(
             agent.clone(),
             l,
-            shutdown_intercept.clone(),
+            shutdown.clone(),
         )));
     }
     tracing::info!(node = %agent.node, control = %control_addr, data = %data_addr,
@@ -300,4 +190,144 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         stop,
         tasks,
     })
+}
+
+/// The interception port (`--intercept`, on 127.0.0.1) and the preload ports (`--preload`,
+/// on 127.0.0.1 and ::1), bound; both need the node's own address as its data address.
+fn interception_listeners(
+    config: &AgentConfig,
+    data_addr: SocketAddr,
+) -> anyhow::Result<(Option<TcpListener>, Vec<TcpListener>)> {
+    if config.intercept || config.preload_port.is_some() {
+        let ip = data_addr.ip();
+        if ip.is_loopback() || ip.is_unspecified() || (config.intercept && !ip.is_ipv4()) {
+            anyhow::bail!("--intercept and --preload need the node's own address as --data (got {data_addr}; IPv4 for --intercept): the other nodes' agents and programs must see this node at that address; a loopback cluster (one network stack for all nodes) cannot intercept, use rank tunnels or forwards there");
+        }
+    }
+    let intercept_listener = if config.intercept {
+        Some(
+            crate::transport::listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+                .context("cannot bind the interception port on 127.0.0.1")?,
+        )
+    } else {
+        None
+    };
+    let mut preload_listeners = Vec::new();
+    if let Some(port) = config.preload_port {
+        preload_listeners.push(
+            crate::transport::listen(SocketAddr::from(([127, 0, 0, 1], port)))
+                .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?,
+        );
+        // IPv6 sockets reach the agent on ::1 (where this host has IPv6). Someone else
+        // there would receive the programs' IPv6 connections: the agent does not start.
+        let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+        match crate::transport::listen(v6) {
+            Ok(l) => preload_listeners.push(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+                "cannot bind the preload port {v6}: something else listens there, and the programs' IPv6 connections would go to it; stop it or choose another --preload-port (and the same THROTTLE_PRELOAD_AGENT for the programs)"
+            ),
+            // No IPv6 on this host: IPv6 sockets cannot reach ::1 at all.
+            Err(e) => tracing::info!(error = %e, "no preload port on {v6}"),
+        }
+    }
+    Ok((intercept_listener, preload_listeners))
+}
+
+/// Interception's state, when the agent intercepts: its ports, and the addresses it may
+/// capture (`--intercept-within`, by default the data address's /24 or /64).
+fn interception(
+    config: &AgentConfig,
+    data_addr: SocketAddr,
+    intercept_listener: Option<&TcpListener>,
+    preload_listeners: &[TcpListener],
+) -> anyhow::Result<Option<Interception>> {
+    if !config.intercept && config.preload_port.is_none() {
+        return Ok(None);
+    }
+    let kernel_port = match intercept_listener {
+        Some(l) => Some(l.local_addr()?.port()),
+        None => None,
+    };
+    let preload_port = match preload_listeners.first() {
+        Some(l) => Some(l.local_addr()?.port()),
+        None => None,
+    };
+    let within = if config.intercept_within.is_empty() {
+        let ip = data_addr.ip().to_canonical();
+        vec![crate::intercept::rules::Subnet::around(
+            ip,
+            if ip.is_ipv4() { 24 } else { 64 },
+        )]
+    } else {
+        config.intercept_within.clone()
+    };
+    tracing::info!(within = %within.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+        "intercepting only nodes at these addresses (--intercept-within)");
+    Ok(Some(Interception::new(kernel_port, preload_port, within)))
+}
+
+/// Refresh both ports' current rates every 250 ms until shutdown.
+async fn sample_rates(link: Arc<Link>, mut shutdown: Shutdown) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tick.tick() => link.sample_rates(),
+        }
+    }
+}
+
+/// Every 500 ms until shutdown: kill the jobs whose leases ran out, and put the link back
+/// when a run's shape lease ran out.
+async fn reap_leases(agent: Arc<Agent>, mut shutdown: Shutdown) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tick.tick() => {
+                for job in agent.launcher.expired() {
+                    agent.directory.remove_job(&job);
+                    tracing::warn!(%job, "job lease expired: its controller stopped renewing; ranks killed");
+                }
+                if let Some(back) = agent.link.expire() {
+                    tracing::warn!(pct = %back.pct(), "shape lease expired: its controller stopped renewing; the link is back to the shape before the run");
+                }
+            }
+        }
+    }
+}
+
+/// The directory given at start (this node at its data address, and `peers`), the
+/// forward rules, and interception's rules: installed last of what can fail, so that a
+/// start that fails leaves no redirect to a closed port. The nodes of that directory are
+/// asked to prove the token before the agent says it is ready (the ones that are up
+/// answer at once), then in the background.
+async fn join(
+    agent: &Arc<Agent>,
+    peers: Vec<NodeEntry>,
+    forwards: Vec<ForwardSpec>,
+) -> anyhow::Result<()> {
+    let mut nodes = peers;
+    nodes.retain(|n| n.name != agent.node);
+    nodes.push(NodeEntry {
+        name: agent.node.clone(),
+        data: agent.data_addr,
+    });
+    agent.directory.set_nodes(&nodes);
+    for spec in forwards {
+        forward::add(agent, spec)
+            .await
+            .map_err(|e| anyhow::anyhow!("forward rule: {e}"))?;
+    }
+    if let Some(i) = &agent.intercept {
+        i.install(&agent.here())
+            .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
+        if crate::intercept::members::prove(agent, Duration::from_secs(1)).await > 0 {
+            crate::intercept::members::update_rules(agent)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot install the interception rules: {e}"))?;
+        }
+        i.directory_changed.notify_one();
+    }
+    Ok(())
 }
