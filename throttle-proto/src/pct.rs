@@ -77,11 +77,6 @@ impl Pct {
         self.0.is_none()
     }
 
-    /// The fraction of the link, 1 when unlimited (as fast as the full link).
-    pub fn fraction(self) -> f64 {
-        self.percent().map_or(1.0, |p| p / 100.0)
-    }
-
     /// The rate this setting allows on a link of `capacity` bytes/s (`None`: unlimited).
     pub fn of(self, capacity: f64) -> Option<f64> {
         self.percent().map(|p| capacity * p / 100.0)
@@ -219,7 +214,5 @@ mod tests {
         assert_eq!(Pct::from_thousandths(100_000).unwrap(), Pct::FULL);
         assert_eq!(Pct::new(MIN_PCT).unwrap(), Pct::LOWEST);
         assert!(Pct::from_thousandths(0).is_err() && Pct::from_thousandths(100_001).is_err());
-        assert_eq!(Pct::UNLIMITED.fraction(), 1.0);
-        assert_eq!(Pct::new(25.0).unwrap().fraction(), 0.25);
     }
 }

@@ -500,7 +500,7 @@ fn a_model_of_the_peers_projects_nothing_to_one_node() {
     let mut obs = traffic_study(&[2, 3, 4, 6]);
     for o in &mut obs {
         let p = o.procs as f64;
-        let w = o.bw_pct.fraction();
+        let w = crate::analysis::cells::percent(o.bw_pct) / 100.0;
         let v = 1e5 + 1e6 / (p - 1.0);
         o.bytes_sent = Some((v * p) as u64);
         o.seconds = 1.0 + 8.0 / p + 0.6 * v / 125e6 * (1.0 / w - 1.0);

@@ -167,7 +167,7 @@ impl Sweep {
         let bws = spec.bandwidths.as_slice().to_vec();
         if let Some(u) = &spec.until {
             u.check(&spec.nodes)?;
-            if !bws.contains(&Pct::FULL) {
+            if !spec.bandwidths.has_full() {
                 bail!("`bandwidths` has no 100% step: [until] narrows an answer measured against the 100% baseline, add 100");
             }
             for &n in &u.sizes {
@@ -178,7 +178,7 @@ impl Sweep {
         }
         if let Some(s) = &spec.search {
             s.check()?;
-            if !bws.contains(&Pct::FULL) {
+            if !spec.bandwidths.has_full() {
                 bail!("`bandwidths` has no 100% step: a [search] measures every CTI against the 100% baseline, add 100");
             }
         }

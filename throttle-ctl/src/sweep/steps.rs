@@ -40,7 +40,7 @@ impl Steps {
     }
 
     /// Steps from settings already checked, duplicates dropped.
-    pub fn of(steps: Vec<Pct>) -> Result<Steps, String> {
+    fn of(steps: Vec<Pct>) -> Result<Steps, String> {
         let mut out: Vec<Pct> = Vec::with_capacity(steps.len());
         for p in steps {
             if !out.contains(&p) {
