@@ -6,9 +6,10 @@
 //! peers as a master has. The methods (ours; Mizutani et al. cite Ino et al. for its own):
 //!
 //! * **RTT(k)**: ping-pong of k-byte messages, median over the repeats.
-//! * **o_s(k)**: time inside `send` for a k-byte message, the stream idle before it.
-//! * **o_r(k)**: time inside `recv` for a k-byte message that has already arrived (rank 0
-//!   polls until it is there, `Comm::probe`).
+//! * **o_s(k)**: time the sending thread spends inside `send` for a k-byte message, the
+//!   stream idle before it, median over the repeats.
+//! * **o_r(k)**: time the receiving thread spends inside `recv` for a k-byte message that
+//!   has already arrived (rank 0 polls until it is there, `Comm::probe`).
 //! * **L** = RTT(1)/2 - o_s(1) - o_r(1) (LogP's round trip is 2 (o_s + L + o_r)).
 //! * **g**: a train of small messages: (train time - RTT(1)) / (messages - 1).
 //! * **G**: seconds per payload byte of a long stream, the slope of the receiver's
@@ -19,12 +20,20 @@
 //!   small messages to rank 0, which takes them with `recv_any` once they are there; and
 //!   rank 0 sends one to each peer in turn. Medians per call.
 //!
+//! Overheads are the thread's CPU time, not wall time (LogP's o is the time the processor
+//! is busy with a message): a `send` that wakes the agent can be preempted by it on a
+//! shared machine, and the wall clock charged that wait to o_s (one CI run measured 172 us
+//! for a 1-byte send inside a 208 us round trip, so that L came out below zero). Round
+//! trips, g and G stay wall time.
+//!
 //! Per-byte overheads O_s, O_r are the slopes of o_s(k), o_r(k) over the sizes.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use throttle_proto::workload::LogGpsOptions;
+
+use nix::time::{clock_gettime, ClockId};
 
 use crate::comm::{collectives, Comm, CommError};
 use crate::stats::median;
@@ -104,6 +113,45 @@ impl LogGpsResult {
     }
 }
 
+/// CPU seconds this thread has used so far (`CLOCK_THREAD_CPUTIME_ID`). Zero if the clock
+/// cannot be read (it always can on Linux), which shows as a zero overhead rather than a
+/// wrong one.
+fn thread_cpu() -> f64 {
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+        .unwrap_or(0.0)
+}
+
+/// Measures the CPU time of single calls. Reading this clock is a system call (no vDSO):
+/// the difference of two reads around a call holds one read's cost as well, about 2 us
+/// on a VM, more than the o_r being measured. The median of back-to-back reads is that
+/// cost, taken off every measurement.
+struct CpuTimer {
+    read_cost: f64,
+}
+
+impl CpuTimer {
+    fn calibrated() -> CpuTimer {
+        let empty = (0..101)
+            .map(|_| {
+                let c = thread_cpu();
+                thread_cpu() - c
+            })
+            .collect();
+        CpuTimer {
+            read_cost: median(empty),
+        }
+    }
+
+    /// `f`'s result and the CPU seconds this thread spent in it (never below zero).
+    fn time<T>(&self, f: impl FnOnce() -> T) -> (T, f64) {
+        let c = thread_cpu();
+        let r = f();
+        let spent = thread_cpu() - c - self.read_cost;
+        (r, spent.max(0.0))
+    }
+}
+
 /// Least-squares slope of y over x.
 fn slope(points: &[(f64, f64)]) -> f64 {
     let n = points.len() as f64;
@@ -144,6 +192,7 @@ pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>,
     let rank = comm.rank();
     let started = Instant::now();
     let world = comm.world();
+    let cpu = CpuTimer::calibrated();
     // Every stream to and from rank 0 exists before anything is timed.
     if rank == 0 {
         for r in 1..p {
@@ -166,8 +215,8 @@ pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>,
             match rank {
                 0 => {
                     let t = Instant::now();
-                    comm.send(1, TAG_PING, &msg)?;
-                    let s = t.elapsed().as_secs_f64();
+                    let (sent, s) = cpu.time(|| comm.send(1, TAG_PING, &msg));
+                    sent?;
                     comm.recv(1, TAG_PONG)?;
                     if i >= 5 {
                         rtts.push(t.elapsed().as_secs_f64());
@@ -188,15 +237,16 @@ pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>,
             match rank {
                 0 => {
                     // Until the message is there (at most ten round trips, then it is
-                    // timed as it comes: a late message shows as a large o_r).
+                    // taken as it comes: waiting for it uses no CPU time, so it does
+                    // not count as o_r).
                     let give_up = Instant::now() + Duration::from_secs_f64((10.0 * rtt).max(1e-3));
                     while !comm.probe(1) && Instant::now() < give_up {
                         std::thread::sleep(Duration::from_micros(20));
                     }
-                    let t = Instant::now();
-                    comm.recv(1, TAG_PING)?;
+                    let (got, o) = cpu.time(|| comm.recv(1, TAG_PING));
+                    got?;
                     if i >= 5 {
-                        recvs.push(t.elapsed().as_secs_f64());
+                        recvs.push(o);
                     }
                     comm.send(1, TAG_PONG, &[0])?;
                 }
@@ -291,15 +341,15 @@ pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>,
             sizes[0].rtt * cfg.per_peer as f64 * 2.0,
         )));
         for _ in 0..cfg.per_peer as usize * (p - 1) {
-            let t = Instant::now();
-            comm.recv_any(TAG_ANY)?;
-            master_recv.push(t.elapsed().as_secs_f64());
+            let (got, o) = cpu.time(|| comm.recv_any(TAG_ANY));
+            got?;
+            master_recv.push(o);
         }
         for _ in 0..cfg.per_peer {
             for r in 1..p {
-                let t = Instant::now();
-                comm.send(r, TAG_ANY, &[2])?;
-                master_send.push(t.elapsed().as_secs_f64());
+                let (sent, o) = cpu.time(|| comm.send(r, TAG_ANY, &[2]));
+                sent?;
+                master_send.push(o);
             }
         }
     } else {
@@ -346,6 +396,26 @@ pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>,
 mod tests {
     use super::*;
     use crate::comm::run_local;
+
+    #[test]
+    fn waiting_inside_a_call_is_not_overhead() {
+        // A call that waits (as a send preempted by the agent it woke does) is charged
+        // only the CPU it used: with the wall clock this would be about 30 ms.
+        let cpu = CpuTimer::calibrated();
+        assert!(
+            cpu.read_cost >= 0.0 && cpu.read_cost < 1e-3,
+            "{}",
+            cpu.read_cost
+        );
+        let ((), waited) = cpu.time(|| std::thread::sleep(Duration::from_millis(30)));
+        assert!(waited < 5e-3, "a 30 ms sleep counted {waited} s");
+        // Work is charged: a loop until this thread has used 20 ms of CPU.
+        let ((), worked) = cpu.time(|| {
+            let start = thread_cpu();
+            while thread_cpu() - start < 0.02 {}
+        });
+        assert!(worked >= 0.015, "20 ms of work counted {worked} s");
+    }
 
     #[test]
     fn in_process_ranks_give_finite_parameters_and_a_stream_slope() {
