@@ -3,11 +3,12 @@
 //! A [`Link`] has a [`Shape`] (capacity, percentage, added latency; the type, valid by
 //! construction, is `throttle_proto::shape`) and two [`Port`]s,
 //! egress and ingress, each with its own pacer shared by every stream of the node.
-//! The copy loop (`transport::pump`) only ever asks a port "when may these bytes leave",
-//! "how long must this chunk be held", and tells it what it moved and when it let it go.
-//! That is the seam: new link behaviours change this module, never the copy loop
-//! (toxiproxy's lesson). Nothing here sleeps or does I/O: departures are instants, and the
-//! copy loop waits for them.
+//! The copy loop (`transport::pump`) only ever asks a port "when may these bytes be
+//! written" (a [`Release`]: the pacer's departure plus the link's added delay, whatever
+//! makes them wait) and "how many bytes may wait at once" ([`Port::window`]), and tells it
+//! what it moved and when it let it go. That is the seam: new link behaviours change this
+//! module, never the copy loop (toxiproxy's lesson). Nothing here sleeps or does I/O:
+//! releases are instants, and the copy loop waits for them.
 //!
 //! A link's shape changes only through [`lease::LeasedLink`], the one door (API, lease,
 //! SIGHUP): `Link::set_shape` is private to this module.
@@ -80,19 +81,46 @@ impl Port {
         self.direction
     }
 
-    /// When `bytes` that were `ready` may leave (see [`Pacer::schedule`]).
-    pub fn schedule(&self, bytes: usize, ready: Ready) -> Departure {
-        self.pacer.schedule(bytes, ready, Instant::now())
+    /// When `bytes` that were `ready` may be written: their departure (see
+    /// [`Pacer::schedule`]) plus the link's added delay.
+    pub fn schedule(&self, bytes: usize, ready: Ready) -> Release {
+        let now = Instant::now();
+        Release {
+            departure: Some(self.pacer.schedule(bytes, ready, now)),
+            asked: now,
+            delay: self.delay(),
+        }
     }
 
-    /// Move `d` to the current rate if the rate changed since it was scheduled.
-    pub fn refresh(&self, d: &mut Departure) -> bool {
-        self.pacer.refresh(d, Instant::now())
+    /// When bytes the pacer does not schedule (the rest of a frame it paced whole) may be
+    /// written: now plus the link's added delay.
+    pub fn carry(&self) -> Release {
+        Release {
+            departure: None,
+            asked: Instant::now(),
+            delay: self.delay(),
+        }
     }
 
-    /// The copy loop let `d` go now, after waiting for it; returns how late.
-    pub fn departed(&self, d: &Departure) -> Duration {
-        self.pacer.departed(d, Instant::now())
+    /// Move `r` to the current rate if the rate changed since it was scheduled.
+    pub fn refresh(&self, r: &mut Release) -> bool {
+        match r.departure.as_mut() {
+            Some(d) => self.pacer.refresh(d, Instant::now()),
+            None => false,
+        }
+    }
+
+    /// The copy loop let `r` go now, after waiting for it; returns how late (after its
+    /// due moment, the delay included).
+    pub fn departed(&self, r: &Release) -> Duration {
+        let now = Instant::now();
+        match &r.departure {
+            // The pacer knows no delay: its departure was due `delay` before the release.
+            Some(d) => self
+                .pacer
+                .departed(d, now.checked_sub(r.delay).unwrap_or(now)),
+            None => now.saturating_duration_since(r.due()),
+        }
     }
 
     /// A stream's burst ended `late` after its schedule.
@@ -110,26 +138,26 @@ impl Port {
         self.pacer.fidelity()
     }
 
-    /// How long a chunk leaving now must be held before it goes out.
+    /// The link's added delay: how long bytes stay on the emulated wire after they leave.
     pub fn delay(&self) -> Duration {
         Duration::from_micros(self.delay_us.load(Ordering::Relaxed))
     }
 
-    /// When a unit the pacer lets go at `departs` (now, when unpaced) may be written to
-    /// the other side: its departure plus the link's added delay, never before now.
-    pub fn arrives(&self, departs: Option<Instant>) -> Instant {
-        let now = Instant::now();
-        departs.map_or(now, |d| d.max(now)) + self.delay()
-    }
-
-    /// How many bytes a delayed direction may hold at once: what the link carries in two
-    /// of its delays, at its rate (its capacity when unlimited), from 1 to 64 MiB. More
-    /// would only queue in the agent; less would let the delay cut the rate.
-    pub fn in_flight_limit(&self) -> usize {
+    /// How many bytes a copy loop may hold between reading and writing them (scheduled,
+    /// not yet due). None without added delay: each unit is written before the next is
+    /// read, so the socket's buffer, not the agent, holds the backlog. With a delay, what
+    /// the link carries in two of its delays, at its rate (its capacity when unlimited),
+    /// from 1 to 64 MiB: more would only queue in the agent; less would let the delay cut
+    /// the rate.
+    pub fn window(&self) -> usize {
+        let delay = self.delay();
+        if delay.is_zero() {
+            return 0;
+        }
         let rate = self
             .rate_limit()
             .unwrap_or_else(|| f64::from_bits(self.capacity_bits.load(Ordering::Relaxed)));
-        ((2.0 * rate * self.delay().as_secs_f64()) as usize).clamp(1 << 20, 64 << 20)
+        ((2.0 * rate * delay.as_secs_f64()) as usize).clamp(1 << 20, 64 << 20)
     }
 
     /// Count bytes that really crossed.
@@ -172,6 +200,41 @@ impl Port {
             self.rate_bits.store(rate.to_bits(), Ordering::Relaxed);
         }
         *last = (now, bytes);
+    }
+}
+
+/// When a unit a copy loop read may be written to the other side: when the pacer lets
+/// it leave the emulated link, plus the delay the link adds. The copy loop waits for
+/// [`Release::due`] and need not know which of the two made it wait.
+#[derive(Clone, Copy, Debug)]
+pub struct Release {
+    /// The pacer's departure (`None`: bytes it does not schedule).
+    departure: Option<Departure>,
+    /// When the unit was scheduled.
+    asked: Instant,
+    /// The link's added delay then.
+    delay: Duration,
+}
+
+impl Release {
+    /// Bytes of an unshaped stream: due now.
+    pub fn now() -> Release {
+        Release {
+            departure: None,
+            asked: Instant::now(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// When the bytes may be written: departure (or the moment they were scheduled, for
+    /// bytes the pacer does not schedule) plus the added delay.
+    pub fn due(&self) -> Instant {
+        self.departure.map_or(self.asked, |d| d.at) + self.delay
+    }
+
+    /// Whether the pacer scheduled these bytes (its lateness account counts them).
+    pub fn paced(&self) -> bool {
+        self.departure.is_some()
     }
 }
 
@@ -264,23 +327,41 @@ mod tests {
     }
 
     /// The bytes a delayed stream may hold come from the link (its rate, its capacity when
-    /// unlimited), not from a unit hidden in the copy loop.
+    /// unlimited), not from a unit hidden in the copy loop; without a delay, none.
     #[test]
     fn a_delayed_direction_holds_two_delays_of_its_link() {
         let link = Link::new(shape("unlimited", 10_000));
         // 1 Gbit/s capacity = 125 MB/s; two delays of 10 ms: 2.5 MB.
-        assert_eq!(link.egress.in_flight_limit(), 2_500_000);
-        let before = Instant::now();
-        let due = link.egress.arrives(None);
-        assert!(due >= before + Duration::from_millis(10));
-        let later = before + Duration::from_millis(50);
-        assert_eq!(
-            link.egress.arrives(Some(later)),
-            later + Duration::from_millis(10)
-        );
+        assert_eq!(link.egress.window(), 2_500_000);
+        assert_eq!(link.ingress.window(), 0);
         // At 10% (12.5 MB/s) two delays hold 250 kB: the floor of 1 MiB applies.
         link.set_shape(shape("10", 10_000));
-        assert_eq!(link.egress.in_flight_limit(), 1 << 20);
+        assert_eq!(link.egress.window(), 1 << 20);
+        link.set_shape(shape("10", 0));
+        assert_eq!(link.egress.window(), 0);
+    }
+
+    /// A release is due at its departure plus the delay, whichever made it wait; its
+    /// lateness is counted from that moment.
+    #[test]
+    fn a_release_is_due_after_its_departure_and_the_delay() {
+        let link = Link::new(shape("10", 10_000));
+        let before = Instant::now();
+        // 125 kB at 12.5 MB/s: 10 ms on the link, then 10 ms on the wire.
+        let r = link.egress.schedule(125_000, Ready::Arrived(None));
+        let due = r.due() - before;
+        assert!(
+            due >= Duration::from_millis(20) && due < Duration::from_millis(25),
+            "{due:?}"
+        );
+        assert!(r.paced());
+        let carried = link.egress.carry();
+        assert!(!carried.paced());
+        assert!(carried.due() >= before + Duration::from_millis(10));
+        // Let go before it is due (the delay included), it is not late.
+        assert!(link.egress.departed(&r) == Duration::ZERO);
+        let unshaped = Release::now();
+        assert!(unshaped.due() <= Instant::now());
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The copy loop: moves one direction of a stream from a source socket to a sink socket.
 //!
 //! It knows nothing of rates or delays; it asks a [`Port`] (the link seam) when each unit
-//! of bytes may leave and how long a chunk must be held, and waits for that moment with a
-//! precise timer ([`Sleeper`]). On Linux the bytes go socket -> pipe -> socket with
-//! splice(2): a unit is spliced into the pipe, held there until its departure, then
-//! spliced out. When the port asks for added delay (or splice is off) chunks are read into
-//! memory and released at their time.
+//! of bytes may be written (a [`Release`]) and how many bytes may wait meanwhile
+//! ([`Port::window`]), and waits for that moment with a precise timer ([`Sleeper`]). One
+//! loop, whatever makes a unit wait. With no window a unit is written before the next is
+//! read and stays where it was read: small messages in a lookahead buffer, bulk on Linux
+//! socket -> pipe -> socket with splice(2). With a window (a link that adds delay) units
+//! are copied out and more is read while they wait.
 //!
 //! What a unit is follows from where the bytes come from. From an application (a raw
 //! source, the egress side) each chunk read is a unit (at most [`Port::unit`]), and it
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::socket::{self, Pipe, Socket};
 use super::timer::Sleeper;
-use crate::link::{Departure, Port, Ready, MAX_WAIT};
+use crate::link::{Port, Ready, Release, MAX_WAIT};
 use throttle_proto::wire::{frame_header, parse_frame_header, FRAME_HEADER_LEN};
 
 /// How a leg carries bytes.
@@ -270,12 +271,12 @@ impl<'a, S: Socket> Writer<'a, S> {
     }
 }
 
-/// One stream direction's use of its port: schedules units, waits for their departures,
+/// One stream direction's use of its port: schedules units, waits for their releases,
 /// and reports how late they left.
 struct Pacing<'a> {
     port: &'a Port,
     sleeper: Sleeper,
-    /// How far behind its schedule the last unit left: if the burst ends there, the
+    /// How far behind its schedule the last paced unit left: if the burst ends there, the
     /// message it ended arrived that late.
     lag: Duration,
 }
@@ -289,40 +290,45 @@ impl<'a> Pacing<'a> {
         }
     }
 
-    /// When `bytes` may leave. A unit that was not backlogged begins a new burst: the one
-    /// before ended with the last unit's lag.
-    fn schedule(&mut self, bytes: usize, ready: Ready) -> Departure {
+    /// When `bytes` may be written. A unit that was not backlogged begins a new burst:
+    /// the one before ended with the last unit's lag.
+    fn schedule(&mut self, bytes: usize, ready: Ready) -> Release {
         if ready != Ready::Backlogged {
             self.end_burst();
         }
         self.port.schedule(bytes, ready)
     }
 
-    /// Wait until `d` may leave (rescheduled if the rate changes meanwhile).
-    async fn wait(&mut self, mut d: Departure) {
+    /// Wait until `r` is due (rescheduled if the rate changes meanwhile); a paced unit's
+    /// lateness becomes the lag.
+    async fn wait(&mut self, mut r: Release) {
         let mut slept = false;
         loop {
-            self.port.refresh(&mut d);
+            self.port.refresh(&mut r);
             let now = Instant::now();
-            if d.at <= now {
+            let due = r.due();
+            if due <= now {
                 break;
             }
-            let until = d.at.min(now + MAX_WAIT);
+            let until = due.min(now + MAX_WAIT);
             self.sleeper.until(until).await;
             slept = true;
-            if until == d.at {
+            if until == due {
                 break;
             }
         }
-        if slept {
-            self.port.departed(&d);
+        if r.paced() {
+            let late = Instant::now().saturating_duration_since(r.due());
+            if slept {
+                self.port.departed(&r);
+            }
+            self.lag = late;
         }
-        self.lag = Instant::now().saturating_duration_since(d.at);
     }
 
     async fn depart(&mut self, bytes: usize, ready: Ready) {
-        let d = self.schedule(bytes, ready);
-        self.wait(d).await;
+        let r = self.schedule(bytes, ready);
+        self.wait(r).await;
     }
 
     fn end_burst(&mut self) {
@@ -336,11 +342,70 @@ impl Drop for Pacing<'_> {
     }
 }
 
+/// Where the bytes of a unit wait between being read and being written.
+enum Bytes {
+    /// At the head of the reader's lookahead: nothing more is read until they go.
+    Lookahead(usize),
+    /// In the pipe, spliced from the source: nothing more is read until they go.
+    Piped(usize),
+    /// Copied out of the lookahead: more may be read while they wait (the link's
+    /// [`Port::window`] allows it).
+    Owned(Vec<u8>),
+}
+
+impl Bytes {
+    fn len(&self) -> usize {
+        match self {
+            Bytes::Lookahead(n) | Bytes::Piped(n) => *n,
+            Bytes::Owned(v) => v.len(),
+        }
+    }
+}
+
+/// A unit read and scheduled: its bytes and when the link lets them be written.
+struct Unit {
+    bytes: Bytes,
+    release: Release,
+}
+
+/// Units read and not yet written, in order (the link delays, it never reorders).
+#[derive(Default)]
+struct Held {
+    units: VecDeque<Unit>,
+    bytes: usize,
+}
+
+impl Held {
+    fn push(&mut self, u: Unit) {
+        self.bytes += u.bytes.len();
+        self.units.push_back(u);
+    }
+
+    fn pop(&mut self) -> Option<Unit> {
+        let u = self.units.pop_front()?;
+        self.bytes -= u.bytes.len();
+        Some(u)
+    }
+
+    /// Whether another unit may be read now, with `window` bytes allowed to wait: only
+    /// units copied out of the lookahead may wait while more is read.
+    fn room(&self, window: usize) -> bool {
+        match self.units.front() {
+            None => true,
+            Some(u) => matches!(u.bytes, Bytes::Owned(_)) && self.bytes < window,
+        }
+    }
+}
+
 /// Copy one direction until its clean end. Returns the payload bytes moved.
 ///
 /// `port` is the link direction that paces it (`None`: unshaped, e.g. same-node streams).
-/// Small messages go through the lookahead (one read, one write); once a read fills it,
-/// the direction switches to splice(2) until a splice comes back short.
+/// Every unit read is scheduled on the port and written when its [`Release`] is due;
+/// how many bytes may wait meanwhile is the port's [`Port::window`]. With no window (no
+/// added delay) a unit goes before the next is read and stays where it was read: small
+/// messages in the lookahead (one read, one write), and once a read fills it, spliced
+/// through a pipe until a splice comes back short. With a window, units are copied out
+/// and read while earlier ones wait for their moment.
 pub async fn pump<A: Socket, B: Socket>(
     src: &A,
     src_framing: Framing,
@@ -355,88 +420,184 @@ pub async fn pump<A: Socket, B: Socket>(
     if port.is_some() {
         socket::stamp_arrivals(src);
     }
-    let mut pipe: Option<Pipe> = None;
-    let mut bulk = false;
+    let mut lane = Lane::default();
+    let mut held = Held::default();
+    // Wakes the loop when the oldest unit waiting beside reads is due.
+    let mut head_timer = Sleeper::new();
     let mut total = 0u64;
-    // Units are chunks read from an application, or whole frames from another agent.
-    let per_chunk = src_framing == Framing::Raw;
     loop {
-        let delay = port.map(|p| p.delay()).unwrap_or_default();
-        if !delay.is_zero() {
-            total += delayed(&mut reader, &mut writer, pacing.as_mut(), opts).await?;
-            if reader.ended {
-                break;
+        let window = port.map_or(0, Port::window);
+        if reader.ended || !held.room(window) {
+            let Some(unit) = held.pop() else { break };
+            total += lane
+                .release(unit, &mut reader, &mut writer, pacing.as_mut())
+                .await?;
+            continue;
+        }
+        let owned = window > 0;
+        let Some(head) = held.units.front().map(|u| u.release.due()) else {
+            if let Some(u) = lane
+                .next_unit(&mut reader, pacing.as_mut(), owned, opts)
+                .await?
+            {
+                held.push(u);
             }
             continue;
-        }
-        let budget = reader.budget().await?;
-        if budget == 0 {
-            break;
-        }
-        if let (Some((frame, late)), Some(pacing)) = (reader.new_frame.take(), pacing.as_mut()) {
-            let ready = frame_readiness(reader.readiness(), late);
-            pacing.depart(frame, ready).await;
-        }
-        let unit = match pacing.as_ref() {
-            Some(p) if per_chunk => p.port.unit(),
-            _ => usize::MAX,
         };
-        if reader.buffered() > 0 {
-            let n = budget.min(reader.buffered()).min(unit);
-            if let (true, Some(pacing)) = (per_chunk, pacing.as_mut()) {
-                let ready = reader.readiness();
-                pacing.depart(n, ready).await;
+        // Units wait while more is read: whichever comes first (the read is cancel-safe).
+        tokio::select! {
+            biased;
+            _ = head_timer.until(head) => {
+                if let Some(unit) = held.pop() {
+                    total += lane.release(unit, &mut reader, &mut writer, pacing.as_mut()).await?;
+                }
             }
-            let data = reader.take(n);
-            record(port, data.len());
-            total += data.len() as u64;
-            writer.chunk(data, lag_of(&pacing)).await?;
-            continue;
+            u = lane.next_unit(&mut reader, pacing.as_mut(), owned, opts) => {
+                if let Some(u) = u? {
+                    held.push(u);
+                }
+            }
         }
-        if !(bulk && opts.splice) {
-            let n = reader.fill_or_end().await?;
-            bulk = n == LOOKAHEAD;
-            continue;
-        }
-        if pipe.is_none() {
-            pipe = Some(Pipe::new(opts.chunk)?);
-        }
-        let p = pipe
-            .as_ref()
-            .ok_or_else(|| io::Error::other("pipe missing"))?;
-        let want = budget.min(p.capacity()).min(unit);
-        let (n, waited) = waits(socket::splice_in(src, p, want)).await;
-        let n = n?;
-        reader.waited |= waited;
-        reader.consumed(n)?;
-        if n == 0 {
-            break;
-        }
-        // A paced direction that drained its source goes back to the lookahead: what comes
-        // next starts a new burst, and the lookahead's read brings its arrival stamp.
-        bulk = if pacing.is_some() {
-            n == want
-        } else {
-            n >= LOOKAHEAD
-        };
-        if let (true, Some(pacing)) = (per_chunk, pacing.as_mut()) {
-            let ready = reader.readiness();
-            pacing.depart(n, ready).await;
-        }
-        record(port, n);
-        if dst_framing == Framing::Framed {
-            socket::write_all_more(dst, &frame_header(n as u32, lag_of(&pacing))).await?;
-        }
-        socket::splice_out(p, dst, n).await?;
-        total += n as u64;
     }
     writer.finish().await?;
     Ok(total)
 }
 
-/// How late the unit just departed left (zero when unpaced).
-fn lag_of(pacing: &Option<Pacing<'_>>) -> Duration {
-    pacing.as_ref().map(|p| p.lag).unwrap_or_default()
+/// How a direction moves bytes it may leave where they are: its pipe (made on first use)
+/// and whether reads go straight to it.
+#[derive(Default)]
+struct Lane {
+    pipe: Option<Pipe>,
+    /// The last read filled the lookahead (or a splice came back full): splice next.
+    bulk: bool,
+}
+
+impl Lane {
+    /// Read the next unit and schedule it; `None` at the end of input (`reader.ended`).
+    /// `owned`: copy it out of the lookahead (it may wait while more is read); never
+    /// splice then. Cancel-safe when `owned`: bytes read wait in the lookahead and the
+    /// schedule is made only right before the (synchronous) take.
+    async fn next_unit<A: Socket>(
+        &mut self,
+        reader: &mut Reader<'_, A>,
+        mut pacing: Option<&mut Pacing<'_>>,
+        owned: bool,
+        opts: PumpOptions,
+    ) -> io::Result<Option<Unit>> {
+        // Units are chunks read from an application, or whole frames from another agent:
+        // a frame is scheduled when its header arrives, its first bytes carry the release.
+        let per_chunk = reader.framing == Framing::Raw;
+        let mut frame: Option<Release> = None;
+        loop {
+            let budget = reader.budget().await?;
+            if budget == 0 {
+                return Ok(None);
+            }
+            if !owned {
+                if let (Some((len, late)), Some(p)) = (reader.new_frame.take(), pacing.as_mut()) {
+                    frame = Some(p.schedule(len, frame_readiness(reader.readiness(), late)));
+                }
+            }
+            let unit = match pacing.as_ref() {
+                Some(p) if per_chunk => p.port.unit(),
+                _ => usize::MAX,
+            };
+            if reader.buffered() > 0 {
+                let n = budget.min(reader.buffered()).min(unit).min(opts.chunk);
+                let release = release_of(reader, pacing.as_deref_mut(), n, frame.take());
+                let bytes = if owned {
+                    Bytes::Owned(reader.take(n).to_vec())
+                } else {
+                    Bytes::Lookahead(n)
+                };
+                return Ok(Some(Unit { bytes, release }));
+            }
+            if owned || !(self.bulk && opts.splice) {
+                let n = reader.fill_or_end().await?;
+                self.bulk = n == LOOKAHEAD;
+                continue;
+            }
+            let p = match &mut self.pipe {
+                Some(p) => p,
+                none => none.insert(Pipe::new(opts.chunk)?),
+            };
+            let want = budget.min(p.capacity()).min(unit);
+            let (n, waited) = waits(socket::splice_in(reader.sock, p, want)).await;
+            let n = n?;
+            reader.waited |= waited;
+            reader.consumed(n)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            // A paced direction that drained its source goes back to the lookahead: what
+            // comes next starts a new burst, and the lookahead's read brings its arrival
+            // stamp.
+            self.bulk = if pacing.is_some() {
+                n == want
+            } else {
+                n >= LOOKAHEAD
+            };
+            let release = release_of(reader, pacing.as_deref_mut(), n, frame.take());
+            return Ok(Some(Unit {
+                bytes: Bytes::Piped(n),
+                release,
+            }));
+        }
+    }
+
+    /// Wait for `unit`'s release, then write it; returns its bytes.
+    async fn release<A: Socket, B: Socket>(
+        &mut self,
+        unit: Unit,
+        reader: &mut Reader<'_, A>,
+        writer: &mut Writer<'_, B>,
+        mut pacing: Option<&mut Pacing<'_>>,
+    ) -> io::Result<u64> {
+        if let Some(p) = pacing.as_deref_mut() {
+            p.wait(unit.release).await;
+            p.port.record(unit.bytes.len());
+        }
+        let lag = pacing.map(|p| p.lag).unwrap_or_default();
+        let n = unit.bytes.len();
+        match unit.bytes {
+            Bytes::Lookahead(n) => writer.chunk(reader.take(n), lag).await?,
+            Bytes::Owned(data) => writer.chunk(&data, lag).await?,
+            Bytes::Piped(n) => {
+                let p = self
+                    .pipe
+                    .as_ref()
+                    .ok_or_else(|| io::Error::other("pipe missing"))?;
+                if writer.framing == Framing::Framed {
+                    socket::write_all_more(writer.sock, &frame_header(n as u32, lag)).await?;
+                }
+                socket::splice_out(p, writer.sock, n).await?;
+            }
+        }
+        Ok(n as u64)
+    }
+}
+
+/// When `n` bytes just read may be written: scheduled on their own (a chunk from an
+/// application), with the frame they begin, or carried (the rest of a frame; unshaped).
+fn release_of<A: Socket>(
+    reader: &mut Reader<'_, A>,
+    pacing: Option<&mut Pacing<'_>>,
+    n: usize,
+    frame: Option<Release>,
+) -> Release {
+    let Some(p) = pacing else {
+        return Release::now();
+    };
+    if reader.framing == Framing::Raw {
+        return p.schedule(n, reader.readiness());
+    }
+    if let Some(r) = frame {
+        return r;
+    }
+    match reader.new_frame.take() {
+        Some((len, late)) => p.schedule(len, frame_readiness(reader.readiness(), late)),
+        None => p.port.carry(),
+    }
 }
 
 /// When a frame from another agent was ready: it arrived when it did, but its sender let
@@ -449,120 +610,6 @@ fn frame_readiness(ready: Ready, late: Duration) -> Ready {
             let arrived = arrived.unwrap_or_else(Instant::now);
             Ready::Arrived(Some(arrived.checked_sub(late).unwrap_or(arrived)))
         }
-    }
-}
-
-fn record(port: Option<&Port>, n: usize) {
-    if let Some(p) = port {
-        p.record(n);
-    }
-}
-
-/// Copy with added delay: chunks are read as fast as the queue allows, scheduled on the
-/// port, held until their departure plus the delay, and written then. Returns when the
-/// delay is switched off and the queue has drained, or at the end of input (with
-/// `reader.ended` set).
-async fn delayed<A: Socket, B: Socket>(
-    reader: &mut Reader<'_, A>,
-    writer: &mut Writer<'_, B>,
-    mut pacing: Option<&mut Pacing<'_>>,
-    opts: PumpOptions,
-) -> io::Result<u64> {
-    let port = pacing.as_ref().map(|p| p.port);
-    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
-    let mut queued = 0usize;
-    let mut total = 0u64;
-    let mut sleeper = Sleeper::new();
-    enum Event {
-        Due,
-        Read(io::Result<(Vec<u8>, Option<Departure>)>),
-    }
-    loop {
-        let delay = port.map(|p| p.delay()).unwrap_or_default();
-        if queue.is_empty() && (reader.ended || delay.is_zero()) {
-            return Ok(total);
-        }
-        let limit = port.map_or(1 << 20, Port::in_flight_limit);
-        let can_read = !reader.ended && queued < limit && !delay.is_zero();
-        let head = queue.front().map(|(t, _)| *t);
-        let event = tokio::select! {
-            biased;
-            _ = sleep_until_opt(&mut sleeper, head), if head.is_some() => Event::Due,
-            r = read_chunk(reader, pacing.as_deref_mut(), opts.chunk), if can_read => Event::Read(r),
-        };
-        match event {
-            Event::Due => {
-                if let Some((due, data)) = queue.pop_front() {
-                    queued -= data.len();
-                    let late = Instant::now().saturating_duration_since(due);
-                    writer.chunk(&data, late).await?;
-                    total += data.len() as u64;
-                    if let Some(p) = pacing.as_deref_mut() {
-                        // The burst ends when the queue runs dry: its last chunk's lag.
-                        p.lag = late;
-                        if queue.is_empty() {
-                            p.end_burst();
-                        }
-                    }
-                }
-            }
-            Event::Read(r) => {
-                let (data, departure) = r?;
-                if !data.is_empty() {
-                    let due = match port {
-                        Some(p) => p.arrives(departure.map(|d| d.at)),
-                        None => Instant::now() + delay,
-                    };
-                    queued += data.len();
-                    queue.push_back((due, data));
-                }
-            }
-        }
-    }
-}
-
-async fn sleep_until_opt(sleeper: &mut Sleeper, t: Option<Instant>) {
-    match t {
-        Some(t) => sleeper.until(t).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Read one chunk into memory and schedule it on the port (without waiting for its
-/// departure). Empty at the end of input. On a framed source the departure comes with the
-/// first chunk of each frame (the frame is the unit). Cancel-safe: bytes read wait in the
-/// lookahead; the schedule is made only right before the (synchronous) take.
-async fn read_chunk<A: Socket>(
-    reader: &mut Reader<'_, A>,
-    pacing: Option<&mut Pacing<'_>>,
-    chunk: usize,
-) -> io::Result<(Vec<u8>, Option<Departure>)> {
-    loop {
-        let budget = reader.budget().await?;
-        if budget == 0 {
-            return Ok((Vec::new(), None));
-        }
-        if reader.buffered() == 0 {
-            reader.fill_or_end().await?;
-            continue;
-        }
-        let per_chunk = reader.framing == Framing::Raw;
-        let port = pacing.as_ref().map(|p| p.port);
-        let unit = match port {
-            Some(p) if per_chunk => p.unit(),
-            _ => usize::MAX,
-        };
-        let n = budget.min(reader.buffered()).min(chunk).min(unit);
-        let departure = match pacing {
-            Some(pacing) if per_chunk => Some(pacing.schedule(n, reader.readiness())),
-            Some(pacing) => reader.new_frame.take().map(|(frame, late)| {
-                pacing.schedule(frame, frame_readiness(reader.readiness(), late))
-            }),
-            None => None,
-        };
-        let data = reader.take(n).to_vec();
-        record(port, data.len());
-        return Ok((data, departure));
     }
 }
 
@@ -608,7 +655,7 @@ pub async fn send_zeros<S: Socket>(sink: &S, port: &Port, duration: Duration) ->
             Ready::Arrived(None)
         };
         pacing.depart(n, ready).await;
-        record(Some(port), n);
+        port.record(n);
         writer.chunk(&zeros[..n], pacing.lag).await?;
         total += n as u64;
     }
@@ -621,21 +668,54 @@ pub async fn send_zeros<S: Socket>(sink: &S, port: &Port, duration: Duration) ->
 pub async fn discard<S: Socket>(src: &S, port: &Port) -> io::Result<(u64, f64)> {
     let mut reader = Reader::new(src, Framing::Framed);
     let mut pacing = Pacing::new(port);
+    let mut lane = Lane::default();
+    let opts = PumpOptions::default();
     let mut total = 0u64;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
-    loop {
-        let (chunk, departure) = read_chunk(&mut reader, Some(&mut pacing), 256 * 1024).await?;
-        if chunk.is_empty() {
-            break;
-        }
-        if let Some(d) = departure {
-            pacing.wait(d).await;
-        }
+    while let Some(unit) = lane
+        .next_unit(&mut reader, Some(&mut pacing), true, opts)
+        .await?
+    {
+        pacing.wait(unit.release).await;
         first.get_or_insert_with(Instant::now);
         last = Instant::now();
-        total += chunk.len() as u64;
+        total += unit.bytes.len() as u64;
     }
     let secs = first.map(|f| (last - f).as_secs_f64()).unwrap_or(0.0);
     Ok((total, secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(bytes: Bytes) -> Unit {
+        Unit {
+            bytes,
+            release: Release::now(),
+        }
+    }
+
+    /// Bytes left in the lookahead or the pipe are where the next read would put its own:
+    /// while they wait nothing is read, whatever the window; copies may wait beside reads
+    /// up to the window.
+    #[test]
+    fn only_copied_units_wait_while_more_is_read() {
+        let mut held = Held::default();
+        assert!(held.room(0), "an empty direction reads");
+        held.push(unit(Bytes::Lookahead(100)));
+        assert!(!held.room(0) && !held.room(1 << 20));
+        held.pop();
+        held.push(unit(Bytes::Piped(100)));
+        assert!(!held.room(1 << 20));
+        held.pop();
+        held.push(unit(Bytes::Owned(vec![0; 100])));
+        assert!(!held.room(0), "no window: the unit goes first");
+        assert!(held.room(101) && !held.room(100));
+        held.push(unit(Bytes::Owned(vec![0; 50])));
+        assert_eq!(held.bytes, 150);
+        assert_eq!(held.pop().map(|u| u.bytes.len()), Some(100), "in order");
+        assert_eq!(held.bytes, 50);
+    }
 }
