@@ -123,6 +123,17 @@ fn counter(v: u64) -> Counter {
 /// The metrics of one status document.
 pub fn render(s: &Status) -> String {
     let mut r = Registry::with_labels([("node".into(), s.node.to_string().into())].into_iter());
+    register_traffic(&mut r, s);
+    register_setting(&mut r, s);
+    register_activity(&mut r, s);
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+    out
+}
+
+/// What crossed the link and how well it was paced, per direction.
+fn register_traffic(r: &mut Registry, s: &Status) {
     r.register_with_unit(
         "throttle_link_payload",
         "Payload bytes that crossed the emulated link",
@@ -191,12 +202,10 @@ pub fn render(s: &Status) -> String {
         Unit::Seconds,
         seconds_per_direction(s, |p| p.late_seconds),
     );
-    r.register_with_unit(
-        "throttle_agent_cpu_wait",
-        "Time the agent's threads waited for a CPU (run-queue delay)",
-        Unit::Seconds,
-        counter_f64(s.cpu.run_delay_seconds),
-    );
+}
+
+/// The link's setting: capacity, the share in force, added latency.
+fn register_setting(r: &mut Registry, s: &Status) {
     r.register_with_unit(
         "throttle_link_capacity",
         "Emulated link capacity per direction",
@@ -219,6 +228,17 @@ pub fn render(s: &Status) -> String {
         "Added one-way latency at egress",
         Unit::Seconds,
         gauge_f64(s.latency_us as f64 / 1e6),
+    );
+}
+
+/// What the agent is doing: CPU wait, streams, ranks, jobs, refusals, interception,
+/// uptime.
+fn register_activity(r: &mut Registry, s: &Status) {
+    r.register_with_unit(
+        "throttle_agent_cpu_wait",
+        "Time the agent's threads waited for a CPU (run-queue delay)",
+        Unit::Seconds,
+        counter_f64(s.cpu.run_delay_seconds),
     );
     r.register(
         "throttle_open_streams",
@@ -269,10 +289,6 @@ pub fn render(s: &Status) -> String {
         "The agent's version",
         Info::new(vec![("version".to_string(), s.version.clone())]),
     );
-    let mut out = String::new();
-    // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
-    out
 }
 
 #[cfg(test)]

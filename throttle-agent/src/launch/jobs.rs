@@ -240,6 +240,30 @@ impl Launcher {
         spec: &LaunchSpec,
     ) -> Result<Vec<u32>, LaunchError> {
         let program = self.check(spec)?;
+        let local = self.local_ranks(spec)?;
+        let number = self
+            .next_dir
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir_name = Name::parse("run directory", &format!("j{number}"))
+            .map_err(|e| LaunchError::Invalid(e.to_string()))?;
+        let run_dir = path_inside(&self.base_run_dir, "", &dir_name, "")
+            .ok_or_else(|| LaunchError::Invalid("no run directory".into()))?;
+        let entry = self.admit(job, spec, &local, &run_dir)?;
+        for (slot, &rank) in local.iter().enumerate() {
+            if entry.lock().unwrap_or_else(|e| e.into_inner()).closed {
+                break; // killed while this launch was still starting ranks
+            }
+            let cmd = self.rank_command(&program, job, spec, rank, &run_dir);
+            if !start_rank(&entry, slot, cmd, &program) {
+                break;
+            }
+        }
+        enforce_time_limit(entry, spec.time_limit_s.duration());
+        Ok(local)
+    }
+
+    /// The ranks `spec` places on this node, at most [`MAX_LOCAL_RANKS`].
+    fn local_ranks(&self, spec: &LaunchSpec) -> Result<Vec<u32>, LaunchError> {
         let local: Vec<u32> = spec
             .ranks
             .iter()
@@ -254,144 +278,114 @@ impl Launcher {
                 self.node
             )));
         }
-        let number = self
-            .next_dir
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir_name = Name::parse("run directory", &format!("j{number}"))
-            .map_err(|e| LaunchError::Invalid(e.to_string()))?;
-        let run_dir = path_inside(&self.base_run_dir, "", &dir_name, "")
-            .ok_or_else(|| LaunchError::Invalid("no run directory".into()))?;
-        // The job as inserted: a DELETE may remove it from the map at once, and then
-        // marks it closed, which the loop below sees (no rank starts).
-        let entry = {
-            let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-            let running: usize = jobs
-                .values()
-                .map(|j| {
-                    let j = j.lock().unwrap_or_else(|e| e.into_inner());
-                    j.ranks.iter().filter(|r| !r.state.finished()).count()
-                })
-                .sum();
-            if running + local.len() > MAX_RUNNING_RANKS {
-                return Err(LaunchError::Conflict(format!(
-                    "{running} ranks run on this node already; at most {MAX_RUNNING_RANKS} at once"
-                )));
-            }
-            if let Some(existing) = jobs.get(job) {
-                let j = existing.lock().unwrap_or_else(|e| e.into_inner());
-                if j.ranks.iter().any(|r| !r.state.finished()) {
-                    return Err(LaunchError::Conflict(format!(
-                        "job `{job}` is already running here; DELETE /jobs/{job} first"
-                    )));
-                }
-                // The finished job this launch replaces leaves no directory behind.
-                if j.run_dir.parent() == Some(self.base_run_dir.as_path()) {
-                    let _ = std::fs::remove_dir_all(&j.run_dir);
-                }
-            } else if jobs.len() >= MAX_JOBS {
-                return Err(LaunchError::Conflict(format!(
-                    "this agent holds {MAX_JOBS} jobs already; DELETE finished ones (or wait for their leases to run out)"
-                )));
-            }
-            crate::launch::private_dir::ensure(&self.base_run_dir)
-                .and_then(|_| crate::launch::private_dir::ensure(&run_dir))
-                .map_err(|e| LaunchError::Invalid(e.to_string()))?;
-            let slots = local
-                .iter()
-                .map(|&rank| RankSlot {
-                    rank,
-                    pid: None,
-                    state: RankState::Running,
-                    tail: VecDeque::new(),
-                    result: None,
-                    started: Instant::now(),
-                    ended: None,
-                })
-                .collect();
-            let entry = Arc::new(Mutex::new(Job {
-                name: job.clone(),
-                ranks: slots,
-                reason: None,
-                run_dir: run_dir.clone(),
-                lease: spec.lease_s.duration(),
-                renewed: Instant::now(),
-                closed: false,
-            }));
-            jobs.insert(job.clone(), entry.clone());
-            entry
-        };
-        for (slot, &rank) in local.iter().enumerate() {
-            if entry.lock().unwrap_or_else(|e| e.into_inner()).closed {
-                break; // killed while this launch was still starting ranks
-            }
-            let mut cmd = tokio::process::Command::new(&program);
-            cmd.args(&spec.args)
-                .envs(&spec.env)
-                .env("THROTTLE_JOB", job.as_str())
-                .env("THROTTLE_RANK", rank.to_string())
-                .env("THROTTLE_SIZE", spec.ranks.len().to_string())
-                .env("THROTTLE_NODE", self.node.as_str())
-                .env("THROTTLE_AGENT_SOCKET", &self.local_socket)
-                .env("THROTTLE_RUN_DIR", &run_dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true)
-                .process_group(0);
-            if let Some(set) = self.rank_cpus {
-                // SAFETY: sched_setaffinity is a plain system call (async-signal-safe);
-                // the CPU set was built before the fork.
-                unsafe {
-                    cmd.pre_exec(move || {
-                        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
-                        Ok(())
-                    });
-                }
-            }
-            // Forked from the agent's one long-lived spawner thread, so the rank is
-            // killed when the agent dies and not when a blocking-pool thread retires.
-            match crate::launch::spawner::spawn_tied_to_agent(cmd) {
-                Ok(child) => {
-                    {
-                        let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
-                        j.ranks[slot].pid = child.id();
-                        if j.closed {
-                            // Killed between the check above and the spawn: this rank
-                            // was marked killed without a pid; kill its group now.
-                            if let Some(pid) = child.id() {
-                                kill_group(pid);
-                            }
-                        }
-                    }
-                    tokio::spawn(watch_rank(entry.clone(), slot, child));
-                }
-                Err(e) => {
-                    let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
-                    j.ranks[slot].state = RankState::FailedToStart {
-                        error: format!("cannot start {}: {e}", program.display()),
-                    };
-                    j.ranks[slot].ended = Some(Instant::now());
-                    // The ranks not started yet are marked killed and stay unstarted.
-                    kill_all(&mut j, "another rank failed to start");
-                    break;
-                }
-            }
-        }
-        let limit = spec.time_limit_s.duration();
-        let watched = entry.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(limit).await;
-            let mut j = watched.lock().unwrap_or_else(|e| e.into_inner());
-            if j.ranks.iter().any(|r| !r.state.finished()) {
-                kill_all(
-                    &mut j,
-                    &format!("time limit of {:.0} s reached", limit.as_secs_f64()),
-                );
-            }
-        });
         Ok(local)
     }
 
+    /// Enter `job` in the table with its `local` ranks running (none started yet), within
+    /// the limits on running ranks and held jobs, its run directory made; a finished job
+    /// of the same name is replaced. Returns the job as inserted: a DELETE may remove it
+    /// from the map at once, and then marks it closed, which the launch sees (no rank
+    /// starts).
+    fn admit(
+        &self,
+        job: &Name,
+        spec: &LaunchSpec,
+        local: &[u32],
+        run_dir: &Path,
+    ) -> Result<Arc<Mutex<Job>>, LaunchError> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let running: usize = jobs
+            .values()
+            .map(|j| {
+                let j = j.lock().unwrap_or_else(|e| e.into_inner());
+                j.ranks.iter().filter(|r| !r.state.finished()).count()
+            })
+            .sum();
+        if running + local.len() > MAX_RUNNING_RANKS {
+            return Err(LaunchError::Conflict(format!(
+                "{running} ranks run on this node already; at most {MAX_RUNNING_RANKS} at once"
+            )));
+        }
+        if let Some(existing) = jobs.get(job) {
+            let j = existing.lock().unwrap_or_else(|e| e.into_inner());
+            if j.ranks.iter().any(|r| !r.state.finished()) {
+                return Err(LaunchError::Conflict(format!(
+                    "job `{job}` is already running here; DELETE /jobs/{job} first"
+                )));
+            }
+            // The finished job this launch replaces leaves no directory behind.
+            if j.run_dir.parent() == Some(self.base_run_dir.as_path()) {
+                let _ = std::fs::remove_dir_all(&j.run_dir);
+            }
+        } else if jobs.len() >= MAX_JOBS {
+            return Err(LaunchError::Conflict(format!(
+                "this agent holds {MAX_JOBS} jobs already; DELETE finished ones (or wait for their leases to run out)"
+            )));
+        }
+        crate::launch::private_dir::ensure(&self.base_run_dir)
+            .and_then(|_| crate::launch::private_dir::ensure(run_dir))
+            .map_err(|e| LaunchError::Invalid(e.to_string()))?;
+        let slots = local
+            .iter()
+            .map(|&rank| RankSlot {
+                rank,
+                pid: None,
+                state: RankState::Running,
+                tail: VecDeque::new(),
+                result: None,
+                started: Instant::now(),
+                ended: None,
+            })
+            .collect();
+        let entry = Arc::new(Mutex::new(Job {
+            name: job.clone(),
+            ranks: slots,
+            reason: None,
+            run_dir: run_dir.to_path_buf(),
+            lease: spec.lease_s.duration(),
+            renewed: Instant::now(),
+            closed: false,
+        }));
+        jobs.insert(job.clone(), entry.clone());
+        Ok(entry)
+    }
+
+    /// The command that starts `rank`: the program, its arguments and environment, the
+    /// job's variables, output piped, in its own process group, pinned to the rank CPUs.
+    fn rank_command(
+        &self,
+        program: &Path,
+        job: &Name,
+        spec: &LaunchSpec,
+        rank: u32,
+        run_dir: &Path,
+    ) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&spec.args)
+            .envs(&spec.env)
+            .env("THROTTLE_JOB", job.as_str())
+            .env("THROTTLE_RANK", rank.to_string())
+            .env("THROTTLE_SIZE", spec.ranks.len().to_string())
+            .env("THROTTLE_NODE", self.node.as_str())
+            .env("THROTTLE_AGENT_SOCKET", &self.local_socket)
+            .env("THROTTLE_RUN_DIR", run_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        if let Some(set) = self.rank_cpus {
+            // SAFETY: sched_setaffinity is a plain system call (async-signal-safe);
+            // the CPU set was built before the fork.
+            unsafe {
+                cmd.pre_exec(move || {
+                    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)?;
+                    Ok(())
+                });
+            }
+        }
+        cmd
+    }
     fn job(&self, job: &Name) -> Option<Arc<Mutex<Job>>> {
         self.jobs
             .lock()
@@ -613,6 +607,59 @@ async fn collect_lines<R: AsyncRead + Unpin>(job: Arc<Mutex<Job>>, slot: usize, 
         }
         r.tail.push_back(line);
     }
+}
+
+/// Start one rank of `entry` (its `slot`) with `cmd`. Returns whether the launch goes on:
+/// a rank that fails to start fails the job (the ranks not started yet are marked killed
+/// and stay unstarted).
+fn start_rank(
+    entry: &Arc<Mutex<Job>>,
+    slot: usize,
+    cmd: tokio::process::Command,
+    program: &Path,
+) -> bool {
+    // Forked from the agent's one long-lived spawner thread, so the rank is
+    // killed when the agent dies and not when a blocking-pool thread retires.
+    match crate::launch::spawner::spawn_tied_to_agent(cmd) {
+        Ok(child) => {
+            {
+                let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
+                j.ranks[slot].pid = child.id();
+                if j.closed {
+                    // Killed between the launch's check and the spawn: this rank
+                    // was marked killed without a pid; kill its group now.
+                    if let Some(pid) = child.id() {
+                        kill_group(pid);
+                    }
+                }
+            }
+            tokio::spawn(watch_rank(entry.clone(), slot, child));
+            true
+        }
+        Err(e) => {
+            let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
+            j.ranks[slot].state = RankState::FailedToStart {
+                error: format!("cannot start {}: {e}", program.display()),
+            };
+            j.ranks[slot].ended = Some(Instant::now());
+            kill_all(&mut j, "another rank failed to start");
+            false
+        }
+    }
+}
+
+/// Kill the job's ranks that still run when `limit` has passed.
+fn enforce_time_limit(entry: Arc<Mutex<Job>>, limit: Duration) {
+    tokio::spawn(async move {
+        tokio::time::sleep(limit).await;
+        let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
+        if j.ranks.iter().any(|r| !r.state.finished()) {
+            kill_all(
+                &mut j,
+                &format!("time limit of {:.0} s reached", limit.as_secs_f64()),
+            );
+        }
+    });
 }
 
 async fn watch_rank(job: Arc<Mutex<Job>>, slot: usize, mut child: tokio::process::Child) {
