@@ -150,65 +150,55 @@ async fn handle(
         }
         Request::Connect { dst } => {
             let dst = SocketAddr::new(dst.ip().to_canonical(), dst.port());
-            let src = match carried_source(&agent, from, owner) {
-                Ok(src) => src,
-                Err(why) => {
-                    agent.limits.warn_refusal(format_args!(
-                        "preload connection from {from} -> {dst} refused: {why}"
-                    ));
-                    client
-                        .write_all(
-                            &ConnectReply {
-                                errno: libc::EADDRNOTAVAIL,
-                            }
-                            .encode(),
-                        )
-                        .await?;
-                    crate::transport::socket::reset_on_close(client.as_raw_fd());
-                    return Ok(());
-                }
-            };
-            let list = node_list(&agent);
-            if !list.intercepts(dst) {
-                state
-                    .failed
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                agent.limits.warn_refusal(format_args!(
-                    "preload connection {src} -> {dst} refused: not another node's program port"
-                ));
-                client
-                    .write_all(
-                        &ConnectReply {
-                            errno: libc::EHOSTUNREACH,
-                        }
-                        .encode(),
-                    )
-                    .await?;
-                crate::transport::socket::reset_on_close(client.as_raw_fd());
-                return Ok(());
-            }
-            match super::outgoing::open(&agent, src, dst).await {
-                Ok(opened) => {
-                    client
-                        .write_all(&ConnectReply { errno: 0 }.encode())
-                        .await?;
-                    opened.carry(&agent, client).await
-                }
-                Err(e) => {
-                    client
-                        .write_all(
-                            &ConnectReply {
-                                errno: errno_for(e.code),
-                            }
-                            .encode(),
-                        )
-                        .await?;
-                    crate::transport::socket::reset_on_close(client.as_raw_fd());
-                    Ok(())
-                }
-            }
+            connect(&agent, state, client, from, owner, dst).await
         }
     }
+}
+
+/// A preloaded program's `connect` to `dst`: carried from the program's own address to
+/// the other node's program, or refused with the errno the program's `connect` returns.
+async fn connect(
+    agent: &Arc<Agent>,
+    state: &super::rules::Interception,
+    mut client: TcpStream,
+    from: SocketAddr,
+    owner: Option<u32>,
+    dst: SocketAddr,
+) -> std::io::Result<()> {
+    let src = match carried_source(agent, from, owner) {
+        Ok(src) => src,
+        Err(why) => {
+            agent.limits.warn_refusal(format_args!(
+                "preload connection from {from} -> {dst} refused: {why}"
+            ));
+            return refuse(client, libc::EADDRNOTAVAIL).await;
+        }
+    };
+    if !node_list(agent).intercepts(dst) {
+        state
+            .failed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        agent.limits.warn_refusal(format_args!(
+            "preload connection {src} -> {dst} refused: not another node's program port"
+        ));
+        return refuse(client, libc::EHOSTUNREACH).await;
+    }
+    match super::outgoing::open(agent, src, dst).await {
+        Ok(opened) => {
+            client
+                .write_all(&ConnectReply { errno: 0 }.encode())
+                .await?;
+            opened.carry(agent, client).await
+        }
+        Err(e) => refuse(client, errno_for(e.code)).await,
+    }
+}
+
+/// Tell the library its `connect` fails with `errno`, then reset the connection.
+async fn refuse(mut client: TcpStream, errno: i32) -> std::io::Result<()> {
+    client.write_all(&ConnectReply { errno }.encode()).await?;
+    crate::transport::socket::reset_on_close(client.as_raw_fd());
+    Ok(())
 }
 
 /// The source carried to the other node for a program's socket that reached the preload
