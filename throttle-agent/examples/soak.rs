@@ -160,112 +160,180 @@ fn fds(pid: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The command line.
+struct Options {
+    minutes: f64,
+    token: String,
+    controls: Vec<String>,
+    pids: Vec<String>,
+    /// (LISTEN, FORWARD) pairs.
+    echoes: Vec<(String, String)>,
+    long_streams: usize,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Options {
+        let list = |flag: &str| -> Vec<String> {
+            arg_values(args, flag)
+                .iter()
+                .flat_map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>())
+                .collect()
+        };
+        let o = Options {
+            minutes: arg_values(args, "--minutes")
+                .first()
+                .and_then(|m| m.parse().ok())
+                .unwrap_or(30.0),
+            token: arg_values(args, "--token-file")
+                .first()
+                .map(|f| {
+                    std::fs::read_to_string(f)
+                        .expect("token file")
+                        .trim()
+                        .to_string()
+                })
+                .expect("--token-file"),
+            controls: list("--control"),
+            pids: list("--pids"),
+            echoes: arg_values(args, "--echo")
+                .iter()
+                .map(|e| {
+                    let (l, f) = e.split_once('=').expect("--echo LISTEN=FORWARD");
+                    (l.to_string(), f.to_string())
+                })
+                .collect(),
+            long_streams: arg_values(args, "--long")
+                .first()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2),
+        };
+        if o.controls.is_empty() || o.pids.is_empty() || o.echoes.is_empty() {
+            eprintln!("usage: soak --minutes M --token-file F --control ADDR,.. --pids PID,.. --echo LISTEN=FORWARD [--long N]");
+            std::process::exit(2);
+        }
+        o
+    }
+}
+
+/// One sample: minutes since the start, RSS (KiB) and open descriptors per agent.
+type Sample = (f64, Vec<u64>, Vec<u64>);
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let minutes: f64 = arg_values(&args, "--minutes")
-        .first()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(30.0);
-    let token = arg_values(&args, "--token-file")
-        .first()
-        .map(|f| {
-            std::fs::read_to_string(f)
-                .expect("token file")
-                .trim()
-                .to_string()
-        })
-        .expect("--token-file");
-    let controls: Vec<String> = arg_values(&args, "--control")
-        .iter()
-        .flat_map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>())
-        .collect();
-    let pids: Vec<String> = arg_values(&args, "--pids")
-        .iter()
-        .flat_map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>())
-        .collect();
-    let echoes: Vec<(String, String)> = arg_values(&args, "--echo")
-        .iter()
-        .map(|e| {
-            let (l, f) = e.split_once('=').expect("--echo LISTEN=FORWARD");
-            (l.to_string(), f.to_string())
-        })
-        .collect();
-    let long_streams: usize = arg_values(&args, "--long")
-        .first()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
-    if controls.is_empty() || pids.is_empty() || echoes.is_empty() {
-        eprintln!("usage: soak --minutes M --token-file F --control ADDR,.. --pids PID,.. --echo LISTEN=FORWARD [--long N]");
-        std::process::exit(2);
-    }
+    let o = Options::parse(&args);
     let c = Arc::new(Counters::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let duration = Duration::from_secs_f64(minutes * 60.0);
+    let duration = Duration::from_secs_f64(o.minutes * 60.0);
     let start = Instant::now();
     let mut workers = Vec::new();
-    for (i, (listen, forward)) in echoes.iter().enumerate() {
+    for (i, (listen, forward)) in o.echoes.iter().enumerate() {
         echo_server(listen.clone());
         std::thread::sleep(Duration::from_millis(50));
-        // Long streams: 4..64 MiB each, reopened when done.
-        for k in 0..long_streams {
-            let (forward, c, stop) = (forward.clone(), c.clone(), stop.clone());
-            workers.push(std::thread::spawn(move || {
-                let mut rng = Rng(0x5eed ^ (((i * 31 + k) as u64 + 1) * 0x9E37_79B9));
-                while !stop.load(Ordering::Relaxed) {
-                    let len = (4 << 20) + (rng.next() % (60 << 20)) as usize;
-                    c.connections.fetch_add(1, Ordering::Relaxed);
-                    if !exchange(&forward, rng.next(), len, &c) {
-                        c.errors.fetch_add(1, Ordering::Relaxed);
-                        eprintln!("soak: a long stream through {forward} failed");
-                    }
-                }
-            }));
-        }
-        // Short connections.
-        let (forward, c, stop) = (forward.clone(), c.clone(), stop.clone());
+        workers.extend(traffic(i, forward, o.long_streams, &c, &stop));
+    }
+    workers.push(rate_changer(&o, &c, &stop));
+    let samples = sample(&o.pids, &c, start, duration);
+    stop.store(true, Ordering::Relaxed);
+    // Leave the link unlimited so the workers drain quickly.
+    for a in &o.controls {
+        http_put(a, &o.token, r#"{"pct": "unlimited"}"#);
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    let errors = c.errors.load(Ordering::Relaxed);
+    let flat = flat(&o.pids, &samples);
+    println!(
+        "soak: {:.1} min, {:.2} GiB checked byte by byte, {} connections, {} rate changes, {} errors: {}",
+        start.elapsed().as_secs_f64() / 60.0,
+        c.bytes.load(Ordering::Relaxed) as f64 / (1u64 << 30) as f64,
+        c.connections.load(Ordering::Relaxed),
+        c.rate_changes.load(Ordering::Relaxed),
+        errors,
+        if errors == 0 && flat { "PASS" } else { "FAIL" }
+    );
+    std::process::exit(if errors == 0 && flat { 0 } else { 1 });
+}
+
+/// The traffic through echo `i`'s forward: `long` long streams (4..64 MiB each, reopened
+/// when done) and one thread of short connections, until `stop`.
+fn traffic(
+    i: usize,
+    forward: &str,
+    long: usize,
+    c: &Arc<Counters>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
+    let mut workers = Vec::new();
+    for k in 0..long {
+        let (forward, c, stop) = (forward.to_string(), c.clone(), stop.clone());
         workers.push(std::thread::spawn(move || {
-            let mut rng = Rng(0xfeed ^ ((i as u64 + 7) * 0x9E37_79B9));
+            let mut rng = Rng(0x5eed ^ (((i * 31 + k) as u64 + 1) * 0x9E37_79B9));
             while !stop.load(Ordering::Relaxed) {
-                let len = 1 + (rng.next() % (256 * 1024)) as usize;
+                let len = (4 << 20) + (rng.next() % (60 << 20)) as usize;
                 c.connections.fetch_add(1, Ordering::Relaxed);
                 if !exchange(&forward, rng.next(), len, &c) {
                     c.errors.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("soak: a short connection through {forward} failed");
+                    eprintln!("soak: a long stream through {forward} failed");
                 }
             }
         }));
     }
-    {
-        // The rate changer.
-        let (c, stop, token, controls) = (c.clone(), stop.clone(), token.clone(), controls.clone());
-        workers.push(std::thread::spawn(move || {
-            let steps = [
-                "1",
-                "2",
-                "5",
-                "10",
-                "20",
-                "35",
-                "50",
-                "75",
-                "100",
-                "\"unlimited\"",
-            ];
-            let mut rng = Rng(0xc0ffee);
-            while !stop.load(Ordering::Relaxed) {
-                let pct = steps[(rng.next() % steps.len() as u64) as usize];
-                let body = format!(r#"{{"pct": {pct}}}"#);
-                for a in &controls {
-                    if !http_put(a, &token, &body) {
-                        eprintln!("soak: PUT /shape on {a} failed");
-                        c.errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                c.rate_changes.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(200));
+    let (forward, c, stop) = (forward.to_string(), c.clone(), stop.clone());
+    workers.push(std::thread::spawn(move || {
+        let mut rng = Rng(0xfeed ^ ((i as u64 + 7) * 0x9E37_79B9));
+        while !stop.load(Ordering::Relaxed) {
+            let len = 1 + (rng.next() % (256 * 1024)) as usize;
+            c.connections.fetch_add(1, Ordering::Relaxed);
+            if !exchange(&forward, rng.next(), len, &c) {
+                c.errors.fetch_add(1, Ordering::Relaxed);
+                eprintln!("soak: a short connection through {forward} failed");
             }
-        }));
-    }
+        }
+    }));
+    workers
+}
+
+/// A thread that sets a random percentage (or `unlimited`) on every control address every
+/// 200 ms until `stop`.
+fn rate_changer(
+    o: &Options,
+    c: &Arc<Counters>,
+    stop: &Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let (c, stop, token, controls) = (c.clone(), stop.clone(), o.token.clone(), o.controls.clone());
+    std::thread::spawn(move || {
+        let steps = [
+            "1",
+            "2",
+            "5",
+            "10",
+            "20",
+            "35",
+            "50",
+            "75",
+            "100",
+            "\"unlimited\"",
+        ];
+        let mut rng = Rng(0xc0ffee);
+        while !stop.load(Ordering::Relaxed) {
+            let pct = steps[(rng.next() % steps.len() as u64) as usize];
+            let body = format!(r#"{{"pct": {pct}}}"#);
+            for a in &controls {
+                if !http_put(a, &token, &body) {
+                    eprintln!("soak: PUT /shape on {a} failed");
+                    c.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            c.rate_changes.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    })
+}
+
+/// Print a sample of the agents (`pids`) and the counters every 10 s until `duration`
+/// has passed since `start`; returns the samples.
+fn sample(pids: &[String], c: &Counters, start: Instant, duration: Duration) -> Vec<Sample> {
     println!(
         "{:>7} {:>28} {:>16} {:>12} {:>11} {:>8} {:>7}",
         "minute",
@@ -276,7 +344,7 @@ fn main() {
         "changes",
         "errors"
     );
-    let mut samples: Vec<(f64, Vec<u64>, Vec<u64>)> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
     while start.elapsed() < duration {
         std::thread::sleep(Duration::from_secs(10).min(duration.saturating_sub(start.elapsed())));
         let rss: Vec<u64> = pids.iter().map(|p| rss_kib(p)).collect();
@@ -300,23 +368,15 @@ fn main() {
         );
         samples.push((t, rss, fd));
     }
-    stop.store(true, Ordering::Relaxed);
-    // Leave the link unlimited so the workers drain quickly.
-    for a in &controls {
-        http_put(a, &token, r#"{"pct": "unlimited"}"#);
-    }
-    for w in workers {
-        let _ = w.join();
-    }
-    let errors = c.errors.load(Ordering::Relaxed);
-    let base = samples
-        .iter()
-        .find(|s| s.0 >= 1.0)
-        .or(samples.first())
-        .cloned();
-    let last = samples.last().cloned();
+    samples
+}
+
+/// Whether every agent's RSS and descriptors stayed flat: the last sample within 10 % +
+/// 4 MiB and + 16 descriptors of the first after one minute of warm-up. Prints each.
+fn flat(pids: &[String], samples: &[Sample]) -> bool {
+    let base = samples.iter().find(|s| s.0 >= 1.0).or(samples.first());
     let mut flat = true;
-    if let (Some(b), Some(l)) = (base, last) {
+    if let (Some(b), Some(l)) = (base, samples.last()) {
         for (i, pid) in pids.iter().enumerate() {
             let rss_ok = l.1[i] as f64 <= b.1[i] as f64 * 1.10 + 4096.0;
             let fd_ok = l.2[i] <= b.2[i] + 16;
@@ -333,14 +393,5 @@ fn main() {
             flat &= rss_ok && fd_ok;
         }
     }
-    println!(
-        "soak: {:.1} min, {:.2} GiB checked byte by byte, {} connections, {} rate changes, {} errors: {}",
-        start.elapsed().as_secs_f64() / 60.0,
-        c.bytes.load(Ordering::Relaxed) as f64 / (1u64 << 30) as f64,
-        c.connections.load(Ordering::Relaxed),
-        c.rate_changes.load(Ordering::Relaxed),
-        errors,
-        if errors == 0 && flat { "PASS" } else { "FAIL" }
-    );
-    std::process::exit(if errors == 0 && flat { 0 } else { 1 });
+    flat
 }
