@@ -20,13 +20,20 @@
 //!   small messages to rank 0, which takes them with `recv_any` once they are there; and
 //!   rank 0 sends one to each peer in turn. Medians per call.
 //!
+//! [`measure`] runs these as phases, in this order on every rank: the streams to and from
+//! rank 0 are opened (`open_streams`); per size, smallest first (`size_cost`), the
+//! ping-pong (`ping_pong`) and the receive overheads (`receive_overheads`); the train for g
+//! (`train_gap`); the stream for G (`stream_send` on rank 0, `stream_receive` on rank 1);
+//! the master's side (`master_overheads`).
+//!
 //! Overheads are the thread's CPU time, not wall time (LogP's o is the time the processor
 //! is busy with a message): a `send` that wakes the agent can be preempted by it on a
 //! shared machine, and the wall clock charged that wait to o_s (one CI run measured 172 us
 //! for a 1-byte send inside a 208 us round trip, so that L came out below zero). Round
 //! trips, g and G stay wall time.
 //!
-//! Per-byte overheads O_s, O_r are the slopes of o_s(k), o_r(k) over the sizes.
+//! Per-byte overheads O_s, O_r are the slopes of o_s(k), o_r(k) over the sizes
+//! (`per_byte_overheads`).
 
 use std::time::{Duration, Instant};
 
@@ -193,190 +200,36 @@ pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>,
     let started = Instant::now();
     let world = comm.world();
     let cpu = CpuTimer::calibrated();
-    // Every stream to and from rank 0 exists before anything is timed.
-    if rank == 0 {
-        for r in 1..p {
-            comm.recv(r, TAG_SETUP)?;
-            comm.send(r, TAG_SETUP, &[0])?;
-        }
-    } else {
-        comm.send(0, TAG_SETUP, &[0])?;
-        comm.recv(0, TAG_SETUP)?;
-    }
+    open_streams(comm)?;
     collectives::barrier(comm, &world)?;
 
     // Smallest first: L, o and g are those of the smallest message.
     let mut sizes = Vec::new();
     for &k in &sizes_asked {
-        let msg = vec![7u8; k.max(1)];
-        // Ping-pong: RTT and the send overhead on an idle stream.
-        let (mut rtts, mut sends) = (Vec::new(), Vec::new());
-        for i in 0..cfg.repeats + 5 {
-            match rank {
-                0 => {
-                    let t = Instant::now();
-                    let (sent, s) = cpu.time(|| comm.send(1, TAG_PING, &msg));
-                    sent?;
-                    comm.recv(1, TAG_PONG)?;
-                    if i >= 5 {
-                        rtts.push(t.elapsed().as_secs_f64());
-                        sends.push(s);
-                    }
-                }
-                1 => {
-                    comm.recv(0, TAG_PING)?;
-                    comm.send(0, TAG_PONG, &msg)?;
-                }
-                _ => {}
-            }
-        }
-        // Receive overhead: the message is there before recv is called.
-        let rtt = median(rtts.clone());
-        let mut recvs = Vec::new();
-        for i in 0..cfg.repeats + 5 {
-            match rank {
-                0 => {
-                    // Until the message is there (at most ten round trips, then it is
-                    // taken as it comes: waiting for it uses no CPU time, so it does
-                    // not count as o_r).
-                    let give_up = Instant::now() + Duration::from_secs_f64((10.0 * rtt).max(1e-3));
-                    while !comm.probe(1) && Instant::now() < give_up {
-                        std::thread::sleep(Duration::from_micros(20));
-                    }
-                    let (got, o) = cpu.time(|| comm.recv(1, TAG_PING));
-                    got?;
-                    if i >= 5 {
-                        recvs.push(o);
-                    }
-                    comm.send(1, TAG_PONG, &[0])?;
-                }
-                1 => {
-                    comm.send(0, TAG_PING, &msg)?;
-                    comm.recv(0, TAG_PONG)?;
-                }
-                _ => {}
-            }
-        }
+        let cost = size_cost(comm, &cpu, k, cfg.repeats)?;
         if rank == 0 {
-            sizes.push(SizeCost {
-                bytes: msg.len(),
-                rtt,
-                send_overhead: median(sends),
-                recv_overhead: median(recvs),
-            });
+            sizes.push(cost);
         }
     }
-
-    // g: a train of small messages, acknowledged at its end.
-    let mut gap = f64::NAN;
-    match rank {
-        0 => {
-            let t = Instant::now();
-            for _ in 0..cfg.train {
-                comm.send(1, TAG_TRAIN, &[1])?;
-            }
-            comm.recv(1, TAG_PONG)?;
-            let total = t.elapsed().as_secs_f64();
-            gap = ((total - sizes[0].rtt) / (cfg.train - 1) as f64).max(0.0);
-        }
+    let gap = train_gap(comm, cfg.train, &sizes)?;
+    let (gap_per_byte, stream_bytes) = match rank {
+        0 => stream_send(comm, cfg.stream_seconds)?,
         1 => {
-            for _ in 0..cfg.train {
-                comm.recv(0, TAG_TRAIN)?;
-            }
-            comm.send(0, TAG_PONG, &[0])?;
+            stream_receive(comm)?;
+            (f64::NAN, 0)
         }
-        _ => {}
-    }
-
-    // G: a probe of 16 chunks for the rate, then a stream sized from it.
-    let (mut gap_per_byte, mut stream_bytes) = (f64::NAN, 0u64);
-    let chunk = vec![3u8; CHUNK];
-    match rank {
-        0 => {
-            for chunks in [16usize, 0] {
-                let n = if chunks > 0 {
-                    chunks
-                } else {
-                    let probe = f64_from(&comm.recv(1, TAG_REPLY)?)?;
-                    let rate = if probe > 0.0 { 1.0 / probe } else { 1e9 };
-                    let bytes = (rate * cfg.stream_seconds).clamp(8e6, 2e9);
-                    (bytes / CHUNK as f64).ceil() as usize
-                };
-                comm.send(1, TAG_STREAM, &(n as u64).to_le_bytes())?;
-                for _ in 0..n {
-                    comm.send(1, TAG_STREAM, &chunk)?;
-                }
-                stream_bytes = (n * CHUNK) as u64;
-            }
-            gap_per_byte = f64_from(&comm.recv(1, TAG_REPLY)?)?;
-        }
-        1 => {
-            for _ in 0..2 {
-                let head = comm.recv(0, TAG_STREAM)?;
-                let n = head
-                    .get(..8)
-                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                    .map(u64::from_le_bytes)
-                    .ok_or_else(|| CommError::Protocol("stream header".into()))?
-                    as usize;
-                let t0 = Instant::now();
-                let mut points = Vec::with_capacity(n);
-                let mut bytes = 0usize;
-                for _ in 0..n {
-                    bytes += comm.recv(0, TAG_STREAM)?.len();
-                    points.push((bytes as f64, t0.elapsed().as_secs_f64()));
-                }
-                let g = slope(&points[n / 2..]);
-                comm.send(0, TAG_REPLY, &f64_bytes(g))?;
-            }
-        }
-        _ => {}
-    }
+        _ => (f64::NAN, 0),
+    };
 
     // The master's side with P - 1 peers.
     collectives::barrier(comm, &world)?;
-    let (mut master_send, mut master_recv) = (Vec::new(), Vec::new());
-    if rank == 0 {
-        std::thread::sleep(Duration::from_millis(50).max(Duration::from_secs_f64(
-            sizes[0].rtt * cfg.per_peer as f64 * 2.0,
-        )));
-        for _ in 0..cfg.per_peer as usize * (p - 1) {
-            let (got, o) = cpu.time(|| comm.recv_any(TAG_ANY));
-            got?;
-            master_recv.push(o);
-        }
-        for _ in 0..cfg.per_peer {
-            for r in 1..p {
-                let (sent, o) = cpu.time(|| comm.send(r, TAG_ANY, &[2]));
-                sent?;
-                master_send.push(o);
-            }
-        }
-    } else {
-        for _ in 0..cfg.per_peer {
-            comm.send(0, TAG_ANY, &[2])?;
-        }
-        for _ in 0..cfg.per_peer {
-            comm.recv(0, TAG_ANY)?;
-        }
-    }
+    let (master_send, master_recv) = master_overheads(comm, &cpu, cfg.per_peer, &sizes)?;
     collectives::barrier(comm, &world)?;
     if rank != 0 {
         return Ok(None);
     }
     let s0 = &sizes[0];
-    let send_per_byte = slope(
-        &sizes
-            .iter()
-            .map(|s| (s.bytes as f64, s.send_overhead))
-            .collect::<Vec<_>>(),
-    );
-    let recv_per_byte = slope(
-        &sizes
-            .iter()
-            .map(|s| (s.bytes as f64, s.recv_overhead))
-            .collect::<Vec<_>>(),
-    );
+    let (send_per_byte, recv_per_byte) = per_byte_overheads(&sizes);
     Ok(Some(LogGpsResult {
         procs: p,
         latency: (s0.rtt / 2.0 - s0.send_overhead - s0.recv_overhead).max(0.0),
@@ -390,6 +243,234 @@ pub fn measure(comm: &Comm, cfg: &LogGpsOptions) -> Result<Option<LogGpsResult>,
         seconds: started.elapsed().as_secs_f64(),
         sizes,
     }))
+}
+
+/// Set-up: every stream to and from rank 0 exists before anything is timed.
+fn open_streams(comm: &Comm) -> Result<(), CommError> {
+    if comm.rank() == 0 {
+        for r in 1..comm.size() {
+            comm.recv(r, TAG_SETUP)?;
+            comm.send(r, TAG_SETUP, &[0])?;
+        }
+    } else {
+        comm.send(0, TAG_SETUP, &[0])?;
+        comm.recv(0, TAG_SETUP)?;
+    }
+    Ok(())
+}
+
+/// RTT(k), o_s(k), o_r(k): medians over the repeats on rank 0 (NaN on the other ranks).
+fn size_cost(comm: &Comm, cpu: &CpuTimer, k: usize, repeats: u32) -> Result<SizeCost, CommError> {
+    let msg = vec![7u8; k.max(1)];
+    let (rtts, sends) = ping_pong(comm, cpu, &msg, repeats)?;
+    let rtt = median(rtts.clone());
+    let recvs = receive_overheads(comm, cpu, &msg, repeats, rtt)?;
+    Ok(SizeCost {
+        bytes: msg.len(),
+        rtt,
+        send_overhead: median(sends),
+        recv_overhead: median(recvs),
+    })
+}
+
+/// O_s, O_r: the slopes of o_s(k) and o_r(k) over the sizes, seconds per byte.
+fn per_byte_overheads(sizes: &[SizeCost]) -> (f64, f64) {
+    let send_per_byte = slope(
+        &sizes
+            .iter()
+            .map(|s| (s.bytes as f64, s.send_overhead))
+            .collect::<Vec<_>>(),
+    );
+    let recv_per_byte = slope(
+        &sizes
+            .iter()
+            .map(|s| (s.bytes as f64, s.recv_overhead))
+            .collect::<Vec<_>>(),
+    );
+    (send_per_byte, recv_per_byte)
+}
+
+/// Ping-pong of `msg` between ranks 0 and 1: RTT and the send overhead on an idle stream.
+/// Returns rank 0's round trips and send overheads (s), five warm-up exchanges left out
+/// (empty on the other ranks).
+fn ping_pong(
+    comm: &Comm,
+    cpu: &CpuTimer,
+    msg: &[u8],
+    repeats: u32,
+) -> Result<(Vec<f64>, Vec<f64>), CommError> {
+    let (mut rtts, mut sends) = (Vec::new(), Vec::new());
+    for i in 0..repeats + 5 {
+        match comm.rank() {
+            0 => {
+                let t = Instant::now();
+                let (sent, s) = cpu.time(|| comm.send(1, TAG_PING, msg));
+                sent?;
+                comm.recv(1, TAG_PONG)?;
+                if i >= 5 {
+                    rtts.push(t.elapsed().as_secs_f64());
+                    sends.push(s);
+                }
+            }
+            1 => {
+                comm.recv(0, TAG_PING)?;
+                comm.send(0, TAG_PONG, msg)?;
+            }
+            _ => {}
+        }
+    }
+    Ok((rtts, sends))
+}
+
+/// Receive overhead: rank 1 sends `msg`, and rank 0 calls recv once the message is there.
+/// Returns rank 0's receive overheads (s), five warm-up exchanges left out (empty on the
+/// other ranks); `rtt` bounds the wait for the message.
+fn receive_overheads(
+    comm: &Comm,
+    cpu: &CpuTimer,
+    msg: &[u8],
+    repeats: u32,
+    rtt: f64,
+) -> Result<Vec<f64>, CommError> {
+    let mut recvs = Vec::new();
+    for i in 0..repeats + 5 {
+        match comm.rank() {
+            0 => {
+                // Until the message is there (at most ten round trips, then it is
+                // taken as it comes: waiting for it uses no CPU time, so it does
+                // not count as o_r).
+                let give_up = Instant::now() + Duration::from_secs_f64((10.0 * rtt).max(1e-3));
+                while !comm.probe(1) && Instant::now() < give_up {
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+                let (got, o) = cpu.time(|| comm.recv(1, TAG_PING));
+                got?;
+                if i >= 5 {
+                    recvs.push(o);
+                }
+                comm.send(1, TAG_PONG, &[0])?;
+            }
+            1 => {
+                comm.send(0, TAG_PING, msg)?;
+                comm.recv(0, TAG_PONG)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(recvs)
+}
+
+/// g: a train of `train` small messages from rank 0 to rank 1, acknowledged at its end.
+/// Returns (train time - RTT(1)) / (messages - 1) on rank 0 (`sizes[0]` is the smallest
+/// size), NaN elsewhere.
+fn train_gap(comm: &Comm, train: u32, sizes: &[SizeCost]) -> Result<f64, CommError> {
+    let mut gap = f64::NAN;
+    match comm.rank() {
+        0 => {
+            let t = Instant::now();
+            for _ in 0..train {
+                comm.send(1, TAG_TRAIN, &[1])?;
+            }
+            comm.recv(1, TAG_PONG)?;
+            let total = t.elapsed().as_secs_f64();
+            gap = ((total - sizes[0].rtt) / (train - 1) as f64).max(0.0);
+        }
+        1 => {
+            for _ in 0..train {
+                comm.recv(0, TAG_TRAIN)?;
+            }
+            comm.send(0, TAG_PONG, &[0])?;
+        }
+        _ => {}
+    }
+    Ok(gap)
+}
+
+/// G, rank 0's side: a probe of 16 chunks for the rate, then a stream sized from it to
+/// last about `stream_seconds`. Returns G as rank 1 measured it on the stream, and the
+/// stream's bytes.
+fn stream_send(comm: &Comm, stream_seconds: f64) -> Result<(f64, u64), CommError> {
+    let chunk = vec![3u8; CHUNK];
+    let mut stream_bytes = 0u64;
+    for chunks in [16usize, 0] {
+        let n = if chunks > 0 {
+            chunks
+        } else {
+            let probe = f64_from(&comm.recv(1, TAG_REPLY)?)?;
+            let rate = if probe > 0.0 { 1.0 / probe } else { 1e9 };
+            let bytes = (rate * stream_seconds).clamp(8e6, 2e9);
+            (bytes / CHUNK as f64).ceil() as usize
+        };
+        comm.send(1, TAG_STREAM, &(n as u64).to_le_bytes())?;
+        for _ in 0..n {
+            comm.send(1, TAG_STREAM, &chunk)?;
+        }
+        stream_bytes = (n * CHUNK) as u64;
+    }
+    let gap_per_byte = f64_from(&comm.recv(1, TAG_REPLY)?)?;
+    Ok((gap_per_byte, stream_bytes))
+}
+
+/// G, rank 1's side: for the probe and the stream, the slope of the arrival times against
+/// bytes over the second half, sent back to rank 0.
+fn stream_receive(comm: &Comm) -> Result<(), CommError> {
+    for _ in 0..2 {
+        let head = comm.recv(0, TAG_STREAM)?;
+        let n = head
+            .get(..8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| CommError::Protocol("stream header".into()))? as usize;
+        let t0 = Instant::now();
+        let mut points = Vec::with_capacity(n);
+        let mut bytes = 0usize;
+        for _ in 0..n {
+            bytes += comm.recv(0, TAG_STREAM)?.len();
+            points.push((bytes as f64, t0.elapsed().as_secs_f64()));
+        }
+        let g = slope(&points[n / 2..]);
+        comm.send(0, TAG_REPLY, &f64_bytes(g))?;
+    }
+    Ok(())
+}
+
+/// o_s(P), o_r(P): every other rank sends rank 0 `per_peer` small messages, which it takes
+/// with `recv_any` once they are there (after a wait of some round trips, `sizes[0]`
+/// being the smallest size); then rank 0 sends `per_peer` to each peer in turn. Returns
+/// rank 0's send and receive overheads per call (empty on the other ranks).
+fn master_overheads(
+    comm: &Comm,
+    cpu: &CpuTimer,
+    per_peer: u32,
+    sizes: &[SizeCost],
+) -> Result<(Vec<f64>, Vec<f64>), CommError> {
+    let p = comm.size();
+    let (mut master_send, mut master_recv) = (Vec::new(), Vec::new());
+    if comm.rank() == 0 {
+        std::thread::sleep(Duration::from_millis(50).max(Duration::from_secs_f64(
+            sizes[0].rtt * per_peer as f64 * 2.0,
+        )));
+        for _ in 0..per_peer as usize * (p - 1) {
+            let (got, o) = cpu.time(|| comm.recv_any(TAG_ANY));
+            got?;
+            master_recv.push(o);
+        }
+        for _ in 0..per_peer {
+            for r in 1..p {
+                let (sent, o) = cpu.time(|| comm.send(r, TAG_ANY, &[2]));
+                sent?;
+                master_send.push(o);
+            }
+        }
+    } else {
+        for _ in 0..per_peer {
+            comm.send(0, TAG_ANY, &[2])?;
+        }
+        for _ in 0..per_peer {
+            comm.recv(0, TAG_ANY)?;
+        }
+    }
+    Ok((master_send, master_recv))
 }
 
 #[cfg(test)]

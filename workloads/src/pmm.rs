@@ -12,7 +12,7 @@
 //! does not compete for the host's cores. There is then no product to check; instead
 //! every block a rank receives is checked against the block Fox's algorithm must deliver.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use throttle_proto::emulation;
@@ -232,86 +232,22 @@ pub fn multiply(comm: &Comm, cfg: &PmmOptions) -> Result<PmmResult, PmmError> {
         .map_err(|e| PmmError::Config(e.to_string()))?;
     let q = pmm_grid_side(p).unwrap_or(1);
     let m = cfg.size / q;
-    let kernel_time = match cfg.emulate_gflops {
-        None => None,
-        Some(g) => {
-            let secs = emulation::pmm_step_seconds(m, g);
-            if secs.is_nan() || secs > EMULATED_STEP_MAX_S {
-                return Err(PmmError::Config(format!(
-                    "at {g} GFLOP/s one step on {m} x {m} blocks would sleep {secs:.3e} s (at most {EMULATED_STEP_MAX_S} s): raise the rate or lower the size"
-                )));
-            }
-            Some(std::time::Duration::from_secs_f64(secs))
-        }
-    };
-    let me = comm.rank();
-    let (i, j) = (me / q, me % q);
-    let row = Group::new((0..q).map(|c| i * q + c).collect(), me);
+    let kernel_time = emulated_step(cfg.emulate_gflops, m)?;
     let world = comm.world();
-    let a = block(m, i, j, a_entry);
-    let mut b = block(m, i, j, b_entry);
-    let mut c = vec![
-        0.0f64;
-        if cfg.emulate_gflops.is_some() {
-            0
-        } else {
-            m * m
-        }
-    ];
-    // Emulated: per step, the checksum of the A block used, then of B after the roll.
-    let mut received = Vec::new();
-    let (mut t_compute, mut t_bcast, mut t_roll) = (0.0, 0.0, 0.0);
-    let a_bytes = to_bytes(&a);
+    let mut fox = FoxRank::new(comm.rank(), q, m, kernel_time);
 
     collectives::barrier(comm, &world)?;
     let start = Instant::now();
-    for k in 0..q {
-        let root = (i + k) % q;
-        let t = Instant::now();
-        let data = if j == root {
-            a_bytes.clone()
-        } else {
-            Vec::new()
-        };
-        let got = collectives::bcast(comm, &row, root, data, cfg.bcast)?;
-        let a_k = if j == root {
-            None
-        } else {
-            Some(from_bytes(&got)?)
-        };
-        t_bcast += t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        match kernel_time {
-            None => gemm_acc(m, a_k.as_deref().unwrap_or(&a), &b, &mut c),
-            Some(d) => {
-                received.push(checksum(a_k.as_deref().unwrap_or(&a)));
-                std::thread::sleep(d);
-            }
-        }
-        t_compute += t.elapsed().as_secs_f64();
-
-        if q > 1 && k + 1 < q {
-            let t = Instant::now();
-            let up = ((i + q - 1) % q) * q + j;
-            let down = ((i + 1) % q) * q + j;
-            comm.send(up, TAG_ROLL, &to_bytes(&b))?;
-            b = from_bytes(&comm.recv(down, TAG_ROLL)?)?;
-            t_roll += t.elapsed().as_secs_f64();
-            if kernel_time.is_some() {
-                received.push(checksum(&b));
-            }
-        }
-    }
+    let t = fox.steps(comm, cfg.bcast)?;
     collectives::barrier(comm, &world)?;
     let seconds = start.elapsed().as_secs_f64();
 
     let (verification, verified) = match cfg.emulate_gflops {
-        None => verify(comm, &world, cfg.size, q, m, &c)?,
-        Some(g) => verify_blocks(comm, &world, (i, j), q, m, &received, g)?,
+        None => verify(comm, &world, cfg.size, q, m, &fox.c)?,
+        Some(g) => verify_blocks(comm, &world, (fox.i, fox.j), q, m, &t.received, g)?,
     };
-    let max_compute = collectives::allreduce_max_f64(comm, &world, t_compute)?;
-    let max_comm = collectives::allreduce_max_f64(comm, &world, t_bcast + t_roll)?;
+    let max_compute = collectives::allreduce_max_f64(comm, &world, t.compute)?;
+    let max_comm = collectives::allreduce_max_f64(comm, &world, t.bcast + t.roll)?;
     let flops_per_rank = 2.0 * (m as f64).powi(3) * q as f64;
     let elements = if q > 1 {
         (2 * q - 1) as f64 * (m * m) as f64
@@ -332,21 +268,141 @@ pub fn multiply(comm: &Comm, cfg: &PmmOptions) -> Result<PmmResult, PmmError> {
         },
         emulate_gflops: cfg.emulate_gflops,
         seconds,
-        compute_seconds: t_compute,
-        bcast_seconds: t_bcast,
-        roll_seconds: t_roll,
+        compute_seconds: t.compute,
+        bcast_seconds: t.bcast,
+        roll_seconds: t.roll,
         max_compute_seconds: max_compute,
         max_comm_seconds: max_comm,
         gflops: 2.0 * (cfg.size as f64).powi(3) / seconds / 1e9,
-        tflops: t_compute / flops_per_rank,
+        tflops: t.compute / flops_per_rank,
         tcomm: if elements > 0.0 {
-            (t_bcast + t_roll) / elements
+            (t.bcast + t.roll) / elements
         } else {
             0.0
         },
         verification,
         verified,
     })
+}
+
+/// With `emulate_gflops`: the sleep that stands for one step's kernel on m x m blocks,
+/// refused when it is not a number or longer than [`EMULATED_STEP_MAX_S`].
+fn emulated_step(emulate_gflops: Option<f64>, m: usize) -> Result<Option<Duration>, PmmError> {
+    match emulate_gflops {
+        None => Ok(None),
+        Some(g) => {
+            let secs = emulation::pmm_step_seconds(m, g);
+            if secs.is_nan() || secs > EMULATED_STEP_MAX_S {
+                return Err(PmmError::Config(format!(
+                    "at {g} GFLOP/s one step on {m} x {m} blocks would sleep {secs:.3e} s (at most {EMULATED_STEP_MAX_S} s): raise the rate or lower the size"
+                )));
+            }
+            Ok(Some(Duration::from_secs_f64(secs)))
+        }
+    }
+}
+
+/// One rank of the q x q grid: its position (i, j), its process row, its blocks of A, B
+/// and C, and the kernel's sleep when compute is emulated.
+struct FoxRank {
+    q: usize,
+    m: usize,
+    i: usize,
+    j: usize,
+    row: Group,
+    a: Vec<f64>,
+    /// `a` as it is broadcast.
+    a_bytes: Vec<u8>,
+    b: Vec<f64>,
+    /// Empty when compute is emulated.
+    c: Vec<f64>,
+    kernel_time: Option<Duration>,
+}
+
+/// This rank's time in the kernel, broadcasts and rolls (s), and with emulated compute
+/// the checksums of the blocks it received.
+struct StepTimes {
+    compute: f64,
+    bcast: f64,
+    roll: f64,
+    /// Emulated: per step, the checksum of the A block used, then of B after the roll.
+    received: Vec<f64>,
+}
+
+impl FoxRank {
+    /// Rank `me`'s blocks of A and B, and C zeroed (empty when emulating).
+    fn new(me: usize, q: usize, m: usize, kernel_time: Option<Duration>) -> FoxRank {
+        let (i, j) = (me / q, me % q);
+        let row = Group::new((0..q).map(|c| i * q + c).collect(), me);
+        let a = block(m, i, j, a_entry);
+        let b = block(m, i, j, b_entry);
+        let c = vec![0.0f64; if kernel_time.is_some() { 0 } else { m * m }];
+        let a_bytes = to_bytes(&a);
+        FoxRank {
+            q,
+            m,
+            i,
+            j,
+            row,
+            a,
+            a_bytes,
+            b,
+            c,
+            kernel_time,
+        }
+    }
+
+    /// The q steps: broadcast A along the row, multiply (or sleep), roll B up the column.
+    fn steps(&mut self, comm: &Comm, bcast: Bcast) -> Result<StepTimes, PmmError> {
+        let (q, m, i, j) = (self.q, self.m, self.i, self.j);
+        let mut times = StepTimes {
+            compute: 0.0,
+            bcast: 0.0,
+            roll: 0.0,
+            received: Vec::new(),
+        };
+        for k in 0..q {
+            let root = (i + k) % q;
+            let t = Instant::now();
+            let data = if j == root {
+                self.a_bytes.clone()
+            } else {
+                Vec::new()
+            };
+            let got = collectives::bcast(comm, &self.row, root, data, bcast)?;
+            let a_k = if j == root {
+                None
+            } else {
+                Some(from_bytes(&got)?)
+            };
+            times.bcast += t.elapsed().as_secs_f64();
+
+            let t = Instant::now();
+            match self.kernel_time {
+                None => gemm_acc(m, a_k.as_deref().unwrap_or(&self.a), &self.b, &mut self.c),
+                Some(d) => {
+                    times
+                        .received
+                        .push(checksum(a_k.as_deref().unwrap_or(&self.a)));
+                    std::thread::sleep(d);
+                }
+            }
+            times.compute += t.elapsed().as_secs_f64();
+
+            if q > 1 && k + 1 < q {
+                let t = Instant::now();
+                let up = ((i + q - 1) % q) * q + j;
+                let down = ((i + 1) % q) * q + j;
+                comm.send(up, TAG_ROLL, &to_bytes(&self.b))?;
+                self.b = from_bytes(&comm.recv(down, TAG_ROLL)?)?;
+                times.roll += t.elapsed().as_secs_f64();
+                if self.kernel_time.is_some() {
+                    times.received.push(checksum(&self.b));
+                }
+            }
+        }
+        Ok(times)
+    }
 }
 
 /// Check C: against a serial product for small M, by the checksum identity

@@ -34,8 +34,21 @@
 //! The displayed equations are missing from the thesis's text extraction; these are
 //! rebuilt from its surviving terms, its two quartics for the index, and its worked
 //! example (figure 23), which the unit test reproduces to the digits printed.
+//!
+//! `compare` puts stored runs against these for `model mw`: per program setting and
+//! bandwidth, lambda = G and mo = L + o_s + o_r from the LogGPS measurements there (else
+//! the nominal lambda and mo = 0), the median time per worker count against Tt(n), and the
+//! saturation point with the master's overhead fitted over the process counts.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
+use throttle_proto::workload::{MwOptions, Options};
+use throttle_proto::Pct;
+
+use super::loggps::{self, LinkFit};
+use crate::analysis::stats::median;
+use crate::store::{LinkRow, RunRow};
 
 /// The model's inputs, in one unit of time throughout (seconds here; the thesis uses ms).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -180,6 +193,234 @@ impl MwModel {
             .min_by(|x, y| t(*x).total_cmp(&t(*y)))
             .unwrap_or(1);
         (best, best < max)
+    }
+}
+
+/// One worker count at one bandwidth: the median measured iteration time against Tt(n).
+#[derive(Debug, Serialize)]
+pub(crate) struct MwPoint {
+    pub(crate) workers: usize,
+    pub(crate) runs: usize,
+    pub(crate) measured_seconds: f64,
+    pub(crate) predicted_seconds: f64,
+    pub(crate) error: f64,
+    pub(crate) expression: Expression,
+    pub(crate) measured_index: f64,
+    pub(crate) predicted_index: f64,
+}
+
+/// One bandwidth of one program setting.
+#[derive(Debug, Serialize)]
+pub(crate) struct MwSetting {
+    pub(crate) options: MwOptions,
+    pub(crate) bw_pct: Pct,
+    pub(crate) model: MwModel,
+    /// Where mo and lambda came from.
+    pub(crate) source: String,
+    pub(crate) points: Vec<MwPoint>,
+    /// Worker counts with the lowest time and the lowest index Pi: measured, and
+    /// predicted over the same worker counts.
+    pub(crate) measured_best_time: usize,
+    pub(crate) measured_best_index: usize,
+    pub(crate) predicted_best_time: usize,
+    pub(crate) predicted_best_index: usize,
+    /// The root of (13)/(14) (V fixed).
+    pub(crate) optimal_workers_root: f64,
+    /// Mizutani et al.: with mo growing linearly in P (the LogGPS fit), the worker count with
+    /// the lowest time up to 4x the largest measured, and whether it lies below that.
+    pub(crate) saturation: Option<(usize, bool)>,
+    pub(crate) mean_abs_error: f64,
+}
+
+/// Stored master/worker runs against the model.
+pub(crate) struct MwComparison {
+    /// Per program setting and bandwidth, in that order.
+    pub(crate) settings: Vec<MwSetting>,
+    /// The groups of runs that could not be compared, and why.
+    pub(crate) skipped: Vec<String>,
+}
+
+/// Compare the stored runs with the model, per program setting and bandwidth: mo and
+/// lambda from the LogGPS measurements `links` at that bandwidth (else the nominal link
+/// and mo = 0), the saturation point from their fit over the process counts.
+pub(crate) fn compare(rows: &[RunRow], links: &[LinkRow], sending: Sending) -> MwComparison {
+    let fit = loggps::fit(links);
+    let mut groups: BTreeMap<(String, Pct), Vec<&RunRow>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((r.options.clone(), r.bw_pct))
+            .or_default()
+            .push(r);
+    }
+    let mut settings = Vec::new();
+    let mut skipped = Vec::new();
+    for ((options, _), runs) in groups {
+        match compare_setting(&options, &runs, links, &fit, sending) {
+            Ok(s) => settings.push(s),
+            Err(why) => skipped.push(why),
+        }
+    }
+    MwComparison { settings, skipped }
+}
+
+/// One program setting (`options`, as stored) at one bandwidth; Err: why its runs cannot
+/// be compared.
+fn compare_setting(
+    options: &str,
+    runs: &[&RunRow],
+    links: &[LinkRow],
+    fit: &LinkFit,
+    sending: Sending,
+) -> Result<MwSetting, String> {
+    let pct = runs[0].bw_pct;
+    let Ok(Options::Mw(opts)) = Options::from_json("mw", options) else {
+        return Err(format!(
+            "{} run(s) at {}: their options are not a master/worker program's ({options})",
+            runs.len(),
+            pct
+        ));
+    };
+    if opts.compute_seconds <= 0.0 || !opts.compute_seconds.is_finite() {
+        return Err(format!(
+            "{} run(s) at {}: compute_seconds = 0 (the model's index divides by Tc)",
+            runs.len(),
+            pct
+        ));
+    }
+    let (lambda, mo, source) = link_parameters(links, pct, runs[0].capacity, runs.len())?;
+    let model = MwModel {
+        mo,
+        lambda,
+        volume: opts.volume as f64,
+        alpha: opts.alpha,
+        tc: opts.compute_seconds,
+        mu_m: 0.0,
+    };
+    let by_n = times_by_workers(runs);
+    if by_n.is_empty() {
+        return Err(format!(
+            "{} run(s) at {}: none with a worker (2 processes or more)",
+            runs.len(),
+            pct
+        ));
+    }
+    let points = predict_points(&model, &by_n, sending);
+    let max_n = points.iter().map(|p| p.workers).max().unwrap_or(1);
+    Ok(MwSetting {
+        options: opts,
+        bw_pct: pct,
+        model,
+        source,
+        measured_best_time: best_workers(&points, |p| p.measured_seconds),
+        measured_best_index: best_workers(&points, |p| p.measured_index),
+        predicted_best_time: best_workers(&points, |p| p.predicted_seconds),
+        predicted_best_index: best_workers(&points, |p| p.predicted_index),
+        optimal_workers_root: model.optimal_workers(sending, VolumeScaling::Fixed, max_n),
+        saturation: saturation_point(&model, fit, max_n, sending),
+        mean_abs_error: points.iter().map(|p| p.error.abs()).sum::<f64>() / points.len() as f64,
+        points,
+    })
+}
+
+/// lambda, mo and where they came from, at `pct` of a link of `capacity`: medians of the
+/// LogGPS measurements there (G; L + o_s + o_r), else the nominal lambda and mo = 0. Err
+/// (for the `runs` runs there) at unlimited bandwidth without a measurement.
+fn link_parameters(
+    links: &[LinkRow],
+    pct: Pct,
+    capacity: f64,
+    runs: usize,
+) -> Result<(f64, f64, String), String> {
+    let at = loggps::measured_at(links, pct, capacity);
+    if at.is_empty() {
+        let Some(p) = pct.percent() else {
+            return Err(format!(
+                "{runs} run(s) at unlimited bandwidth: no LogGPS measured there, so no lambda"
+            ));
+        };
+        Ok((
+            1.0 / (p / 100.0 * capacity),
+            0.0,
+            "nominal lambda, mo = 0 (no LogGPS measurement at this bandwidth: run `model loggps`)"
+                .to_string(),
+        ))
+    } else {
+        Ok((
+            median(&at.iter().map(|l| l.gap_per_byte).collect::<Vec<_>>()),
+            median(
+                &at.iter()
+                    .map(|l| l.latency + l.send_overhead + l.recv_overhead)
+                    .collect::<Vec<_>>(),
+            ),
+            format!("LogGPS at {} ({} measurements)", pct, at.len()),
+        ))
+    }
+}
+
+/// The runs' iteration times (the kernel's, else the whole run's) by worker count
+/// (processes - 1; runs without a worker left out).
+fn times_by_workers(runs: &[&RunRow]) -> BTreeMap<usize, Vec<f64>> {
+    let mut by_n: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        if r.procs < 2 {
+            continue;
+        }
+        if let Some(t) = r.kernel_seconds.or(r.seconds) {
+            by_n.entry(r.procs as usize - 1).or_default().push(t);
+        }
+    }
+    by_n
+}
+
+/// Per worker count: the median measured time and index against the model's.
+fn predict_points(
+    model: &MwModel,
+    by_n: &BTreeMap<usize, Vec<f64>>,
+    sending: Sending,
+) -> Vec<MwPoint> {
+    by_n.iter()
+        .map(|(&n, ts)| {
+            let m = median(ts);
+            let p = model.iteration_time(n, sending);
+            MwPoint {
+                workers: n,
+                runs: ts.len(),
+                measured_seconds: m,
+                predicted_seconds: p,
+                error: p / m - 1.0,
+                expression: model.expression(n, sending),
+                measured_index: n as f64 * m * m / model.tc,
+                predicted_index: model.performance_index(n, sending),
+            }
+        })
+        .collect()
+}
+
+/// The worker count of the point with the lowest `f` (1 without points).
+fn best_workers(points: &[MwPoint], f: impl Fn(&MwPoint) -> f64) -> usize {
+    points
+        .iter()
+        .min_by(|a, b| f(a).total_cmp(&f(b)))
+        .map(|p| p.workers)
+        .unwrap_or(1)
+}
+
+/// Mizutani et al.'s saturation point up to 4x `max_n` workers, when the LogGPS fit has
+/// both of the master's overhead slopes.
+fn saturation_point(
+    model: &MwModel,
+    fit: &LinkFit,
+    max_n: usize,
+    sending: Sending,
+) -> Option<(usize, bool)> {
+    match (&fit.send, &fit.recv) {
+        // mo(P) = mo + b (P - 2): the ping-pong's start-up, growing with the
+        // master's fitted send and receive slopes.
+        (Some(s), Some(r)) => {
+            let b = s.b + r.b;
+            Some(model.saturation(model.mo - 2.0 * b, b, max_n * 4, sending))
+        }
+        _ => None,
     }
 }
 

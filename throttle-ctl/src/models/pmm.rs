@@ -23,6 +23,8 @@
 //! flat tree x = q (q + 1) / (4 M), for the binomial q (1 + log2 q) / (4 M), the paper's
 //! abscissas. The paper's check is that a line fitted to measured (x, h) has that slope.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use throttle_proto::Pct;
 
@@ -279,52 +281,22 @@ const MIN_COMM_SHARE: f64 = 0.05;
 /// slowest rank's kernel time per operation; `link` gives Tcomm and the start-up time
 /// at a bandwidth setting.
 pub fn compare(runs: &[PmmRun], link: impl Fn(Pct, f64) -> Option<LinkCost>) -> PmmComparison {
-    use std::collections::BTreeMap;
-    let mut tflops: BTreeMap<PmmShape, Vec<f64>> = BTreeMap::new();
-    let mut cells: BTreeMap<(PmmShape, u32, PctKey, u64), Vec<&PmmRun>> = BTreeMap::new();
-    for r in runs {
-        if let Some(c) = r.max_compute_seconds.filter(|c| *c > 0.0) {
-            tflops
-                .entry(r.shape)
-                .or_default()
-                .push(r.shape.tflops_from_compute(c));
-        }
-        cells
-            .entry((
-                r.shape,
-                r.ranks_per_node,
-                PctKey(r.pct),
-                r.capacity.to_bits(),
-            ))
-            .or_default()
-            .push(r);
-    }
+    let tflops = kernel_tflops(runs);
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
-    for ((shape, rpn, PctKey(pct), capacity), cell) in &cells {
-        let what = || {
-            format!(
-                "{}x{} M={} {} at {}",
-                shape.grid,
-                shape.grid,
-                shape.size,
-                shape.bcast,
-                pct.percent()
-                    .map(|p| format!("{p}%"))
-                    .unwrap_or_else(|| "unlimited".into())
-            )
-        };
+    for (key, cell) in &configurations(runs) {
+        let (shape, _, PctKey(pct), capacity) = key;
         let Some(tf) = tflops.get(shape).map(|v| median(v)) else {
             skipped.push(format!(
                 "{}: no run reported its kernel time (stored before schema 2?)",
-                what()
+                describe(shape, *pct)
             ));
             continue;
         };
         let Some(cost) = link(*pct, f64::from_bits(*capacity)) else {
             skipped.push(format!(
                 "{}: no Tcomm (unlimited, and no LogGPS measured there)",
-                what()
+                describe(shape, *pct)
             ));
             continue;
         };
@@ -333,86 +305,9 @@ pub fn compare(runs: &[PmmRun], link: impl Fn(Pct, f64) -> Option<LinkCost>) -> 
             tcomm: cost.tcomm,
             tstartup: cost.tstartup,
         };
-        let measured = median(&cell.iter().map(|r| r.seconds).collect::<Vec<_>>());
-        let predicted = shape.predict(&params);
-        let predicted_tree = shape.predict_with(&params, Factors::Tree);
-        let comm_share = (predicted.comm_seconds + predicted.startup_seconds) / predicted.seconds;
-        let caveat = if *rpn > 1 {
-            Some(format!(
-                "{rpn} ranks per node: traffic inside a node is not shaped, the model counts it"
-            ))
-        } else if shape.grid <= 1 {
-            Some("one process: no communication to model".into())
-        } else if comm_share < MIN_COMM_SHARE {
-            Some(format!(
-                "communication is {:.1}% of the time: this checks the kernel, not the link",
-                comm_share * 100.0
-            ))
-        } else {
-            None
-        };
-        rows.push(PmmRow {
-            shape: *shape,
-            procs: shape.procs(),
-            bw_pct: *pct,
-            runs: cell.len(),
-            measured_seconds: measured,
-            predicted,
-            predicted_tree,
-            params,
-            tcomm_source: cost.source.clone(),
-            error: predicted.seconds / measured - 1.0,
-            error_tree: predicted_tree.seconds / measured - 1.0,
-            caveat,
-        });
+        rows.push(compare_configuration(key, cell, params, cost.source));
     }
-    let mut groups: BTreeMap<(Bcast, PctKey), Vec<&PmmRow>> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.shape.grid > 1) {
-        groups
-            .entry((r.shape.bcast, PctKey(r.bw_pct)))
-            .or_default()
-            .push(r);
-    }
-    let mut checks = Vec::new();
-    for ((bcast, PctKey(pct)), g) in groups {
-        let points: Vec<(f64, f64)> = g
-            .iter()
-            .map(|r| {
-                (
-                    r.shape.overhead_abscissa(),
-                    r.shape
-                        .parallel_overhead(r.measured_seconds, r.params.tflops),
-                )
-            })
-            .collect();
-        let distinct_x = {
-            let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
-            xs.sort_by(f64::total_cmp);
-            xs.dedup_by(|a, b| (*a - *b).abs() <= 1e-12 * b.abs());
-            xs.len()
-        };
-        if distinct_x < 2 {
-            continue;
-        }
-        let Some(line) = super::fit_line(&points) else {
-            continue;
-        };
-        let expected = median(
-            &g.iter()
-                .map(|r| r.params.tcomm / r.params.tflops)
-                .collect::<Vec<_>>(),
-        );
-        checks.push(OverheadCheck {
-            bcast,
-            bw_pct: pct,
-            points,
-            intercept: line.intercept,
-            slope: line.slope,
-            r2: line.r2,
-            expected_slope: expected,
-            error: line.slope / expected - 1.0,
-        });
-    }
+    let checks = overhead_checks(&rows);
     let max_abs_error_where_assumptions_hold = rows
         .iter()
         .filter(|r| r.caveat.is_none())
@@ -430,6 +325,155 @@ pub fn compare(runs: &[PmmRun], link: impl Fn(Pct, f64) -> Option<LinkCost>) -> 
         max_abs_error_where_assumptions_hold,
         max_abs_error_tree,
     }
+}
+
+/// One configuration: shape, ranks per node, bandwidth setting, capacity (as bits).
+type ConfigKey = (PmmShape, u32, PctKey, u64);
+
+/// Tflops of every run that reported its kernel time, by shape.
+fn kernel_tflops(runs: &[PmmRun]) -> BTreeMap<PmmShape, Vec<f64>> {
+    let mut tflops: BTreeMap<PmmShape, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        if let Some(c) = r.max_compute_seconds.filter(|c| *c > 0.0) {
+            tflops
+                .entry(r.shape)
+                .or_default()
+                .push(r.shape.tflops_from_compute(c));
+        }
+    }
+    tflops
+}
+
+/// The runs of each configuration.
+fn configurations(runs: &[PmmRun]) -> BTreeMap<ConfigKey, Vec<&PmmRun>> {
+    let mut cells: BTreeMap<ConfigKey, Vec<&PmmRun>> = BTreeMap::new();
+    for r in runs {
+        cells
+            .entry((
+                r.shape,
+                r.ranks_per_node,
+                PctKey(r.pct),
+                r.capacity.to_bits(),
+            ))
+            .or_default()
+            .push(r);
+    }
+    cells
+}
+
+/// A configuration for people: "5x5 M=1000 binomial at 50%".
+fn describe(shape: &PmmShape, pct: Pct) -> String {
+    format!(
+        "{}x{} M={} {} at {}",
+        shape.grid,
+        shape.grid,
+        shape.size,
+        shape.bcast,
+        pct.percent()
+            .map(|p| format!("{p}%"))
+            .unwrap_or_else(|| "unlimited".into())
+    )
+}
+
+/// One configuration's runs against the model with `params`: the median measured time,
+/// both predictions, their errors and the caveat, if any.
+fn compare_configuration(
+    (shape, rpn, PctKey(pct), _): &ConfigKey,
+    cell: &[&PmmRun],
+    params: PmmParams,
+    tcomm_source: String,
+) -> PmmRow {
+    let measured = median(&cell.iter().map(|r| r.seconds).collect::<Vec<_>>());
+    let predicted = shape.predict(&params);
+    let predicted_tree = shape.predict_with(&params, Factors::Tree);
+    let comm_share = (predicted.comm_seconds + predicted.startup_seconds) / predicted.seconds;
+    PmmRow {
+        shape: *shape,
+        procs: shape.procs(),
+        bw_pct: *pct,
+        runs: cell.len(),
+        measured_seconds: measured,
+        predicted,
+        predicted_tree,
+        params,
+        tcomm_source,
+        error: predicted.seconds / measured - 1.0,
+        error_tree: predicted_tree.seconds / measured - 1.0,
+        caveat: caveat(*rpn, shape, comm_share),
+    }
+}
+
+/// Why the model's assumptions do not hold for a configuration, if they do not.
+fn caveat(rpn: u32, shape: &PmmShape, comm_share: f64) -> Option<String> {
+    if rpn > 1 {
+        Some(format!(
+            "{rpn} ranks per node: traffic inside a node is not shaped, the model counts it"
+        ))
+    } else if shape.grid <= 1 {
+        Some("one process: no communication to model".into())
+    } else if comm_share < MIN_COMM_SHARE {
+        Some(format!(
+            "communication is {:.1}% of the time: this checks the kernel, not the link",
+            comm_share * 100.0
+        ))
+    } else {
+        None
+    }
+}
+
+/// The paper's overhead check for every broadcast and bandwidth with communication.
+fn overhead_checks(rows: &[PmmRow]) -> Vec<OverheadCheck> {
+    let mut groups: BTreeMap<(Bcast, PctKey), Vec<&PmmRow>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.shape.grid > 1) {
+        groups
+            .entry((r.shape.bcast, PctKey(r.bw_pct)))
+            .or_default()
+            .push(r);
+    }
+    groups
+        .into_iter()
+        .filter_map(|((bcast, PctKey(pct)), g)| overhead_check(bcast, pct, &g))
+        .collect()
+}
+
+/// A line fitted to the measured (x, h) of one broadcast at one bandwidth, against the
+/// slope Tcomm / Tflops; None with fewer than two distinct x or no line.
+fn overhead_check(bcast: Bcast, pct: Pct, g: &[&PmmRow]) -> Option<OverheadCheck> {
+    let points: Vec<(f64, f64)> = g
+        .iter()
+        .map(|r| {
+            (
+                r.shape.overhead_abscissa(),
+                r.shape
+                    .parallel_overhead(r.measured_seconds, r.params.tflops),
+            )
+        })
+        .collect();
+    let distinct_x = {
+        let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup_by(|a, b| (*a - *b).abs() <= 1e-12 * b.abs());
+        xs.len()
+    };
+    if distinct_x < 2 {
+        return None;
+    }
+    let line = super::fit_line(&points)?;
+    let expected = median(
+        &g.iter()
+            .map(|r| r.params.tcomm / r.params.tflops)
+            .collect::<Vec<_>>(),
+    );
+    Some(OverheadCheck {
+        bcast,
+        bw_pct: pct,
+        points,
+        intercept: line.intercept,
+        slope: line.slope,
+        r2: line.r2,
+        expected_slope: expected,
+        error: line.slope / expected - 1.0,
+    })
 }
 
 /// A bandwidth setting as a map key (ordered from the highest setting down, unlimited

@@ -26,6 +26,7 @@ use crate::comm::collectives::{self, Bcast};
 use crate::comm::{Comm, CommError};
 use generator::Kronecker;
 use graph::DistGraph;
+use search::SearchResult;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BfsResult {
@@ -145,104 +146,25 @@ pub fn benchmark(comm: &Comm, cfg: &BfsOptions) -> Result<BfsResult, BfsError> {
     cfg.check()
         .and_then(|()| cfg.check_procs(comm.size()))
         .map_err(|e| BfsError::Config(e.to_string()))?;
-    let world = comm.world();
     let gen = Kronecker::new(cfg.scale, cfg.edge_factor, cfg.seed);
-    collectives::barrier(comm, &world)?;
-    let t = Instant::now();
-    let g = DistGraph::build(comm, &gen)?;
-    collectives::barrier(comm, &world)?;
-    let construction_seconds = t.elapsed().as_secs_f64();
+    let (g, construction_seconds) = construct(comm, &gen)?;
     let keys = choose_keys(comm, &g, &gen, cfg.keys)?;
     if keys.is_empty() {
         return Err(BfsError::Config(
             "the graph has no vertex with an edge".into(),
         ));
     }
-    // Rank 0 regenerates the edge list for validation (deterministic, no communication).
-    let all_edges = if cfg.validate && comm.rank() == 0 {
-        gen.edges_in(0, gen.edges())
-    } else {
-        Vec::new()
-    };
-    let mut search_seconds = Vec::new();
-    let mut edges_traversed = Vec::new();
-    let mut validation = if cfg.validate {
-        "passed".to_string()
-    } else {
-        "off".to_string()
-    };
-    let mut validated = cfg.validate;
-    let mut comm_seconds = 0.0;
-    let mut first_levels = Vec::new();
-    let scan_rate = cfg.emulate_meps.map(|r| r * 1e6);
-    let mut emulated = 0.0;
-    for (k, &root) in keys.iter().enumerate() {
-        collectives::barrier(comm, &world)?;
-        let c0 = comm.comm_seconds();
-        let t = Instant::now();
-        let r = search::bfs(comm, &g, root, scan_rate)?;
-        let secs = t.elapsed().as_secs_f64();
-        emulated += r.emulated_seconds;
-        comm_seconds += comm.comm_seconds() - c0;
-        // Edges in the component: half the degree sum of the reached vertices.
-        let local: u64 = r
-            .parent
-            .iter()
-            .zip(&g.degree)
-            .filter(|(p, _)| **p >= 0)
-            .map(|(_, d)| *d as u64)
-            .sum();
-        let traversed = collectives::allreduce_sum_u64(comm, &world, local)? / 2;
-        search_seconds.push(secs);
-        edges_traversed.push(traversed);
-        if cfg.validate || k == 0 {
-            let parents = collectives::gatherv(comm, &world, 0, &to_i64_bytes(&r.parent))?;
-            let levels = collectives::gatherv(comm, &world, 0, &to_i64_bytes(&r.level))?;
-            let mut verdict = Vec::new();
-            if comm.rank() == 0 {
-                let parent: Vec<i64> = parents.iter().flat_map(|b| from_i64_bytes(b)).collect();
-                let level: Vec<i64> = levels.iter().flat_map(|b| from_i64_bytes(b)).collect();
-                if k == 0 {
-                    first_levels = level.clone();
-                }
-                if cfg.validate && validated {
-                    if let Err(err) = validate::validate(&parent, &level, root, &all_edges) {
-                        verdict = format!("search {k} from {root}: {err}").into_bytes();
-                    }
-                }
-            }
-            let verdict = collectives::bcast(comm, &world, 0, verdict, Bcast::Binomial)?;
-            if !verdict.is_empty() {
-                validated = false;
-                validation = String::from_utf8_lossy(&verdict).into_owned();
-            }
-        }
-    }
+    let log = run_searches(comm, cfg, &g, &gen, &keys)?;
     // Every rank reports rank 0's times so the result is the same everywhere.
-    let times_bytes: Vec<u8> = search_seconds
-        .iter()
-        .flat_map(|x| x.to_le_bytes())
-        .collect();
-    let times = collectives::bcast(comm, &world, 0, times_bytes, Bcast::Binomial)?;
-    let search_seconds: Vec<f64> = times
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-        .collect();
+    let search_seconds = rank0_f64s(comm, &log.search_seconds)?;
     let teps: Vec<f64> = search_seconds
         .iter()
-        .zip(&edges_traversed)
+        .zip(&log.edges_traversed)
         .map(|(t, m)| *m as f64 / t.max(1e-12))
         .collect();
     let (hm, hsd) = harmonic_mean_and_stddev(&teps);
     let seconds: f64 = search_seconds.iter().sum();
-    let comm_seconds = collectives::bcast(
-        comm,
-        &world,
-        0,
-        comm_seconds.to_le_bytes().to_vec(),
-        Bcast::Binomial,
-    )?;
-    let comm_seconds = f64::from_le_bytes(comm_seconds.as_slice().try_into().unwrap_or([0; 8]));
+    let comm_seconds = rank0_f64(comm, log.comm_seconds)?;
     Ok(BfsResult {
         workload: "bfs",
         scale: cfg.scale,
@@ -250,11 +172,11 @@ pub fn benchmark(comm: &Comm, cfg: &BfsOptions) -> Result<BfsResult, BfsError> {
         procs: comm.size(),
         grid: [g.grid.rows, g.grid.cols],
         emulate_meps: cfg.emulate_meps,
-        emulated_compute_seconds: cfg.emulate_meps.map(|_| emulated),
+        emulated_compute_seconds: cfg.emulate_meps.map(|_| log.emulated),
         construction_seconds,
         keys,
         search_seconds,
-        edges_traversed,
+        edges_traversed: log.edges_traversed,
         teps,
         harmonic_mean_teps: hm,
         harmonic_stddev_teps: hsd,
@@ -266,10 +188,154 @@ pub fn benchmark(comm: &Comm, cfg: &BfsOptions) -> Result<BfsResult, BfsError> {
         } else {
             0.0
         },
-        validation,
-        validated,
-        first_levels,
+        validation: log.validation,
+        validated: log.validated,
+        first_levels: log.first_levels,
     })
+}
+
+/// Build the distributed graph between two barriers; returns it and the construction
+/// time (s).
+fn construct(comm: &Comm, gen: &Kronecker) -> Result<(DistGraph, f64), CommError> {
+    let world = comm.world();
+    collectives::barrier(comm, &world)?;
+    let t = Instant::now();
+    let g = DistGraph::build(comm, gen)?;
+    collectives::barrier(comm, &world)?;
+    Ok((g, t.elapsed().as_secs_f64()))
+}
+
+/// What the searches leave on this rank: their times and edge counts, the time in
+/// send/recv, the emulated compute, the first search's levels (rank 0) and the verdict.
+struct SearchLog {
+    search_seconds: Vec<f64>,
+    edges_traversed: Vec<u64>,
+    comm_seconds: f64,
+    emulated: f64,
+    first_levels: Vec<i64>,
+    /// `passed`, `off`, or the first failure.
+    validation: String,
+    validated: bool,
+}
+
+/// Search from every key in turn (timed between a barrier and the search's end),
+/// counting the edges traversed and validating as `cfg` asks.
+fn run_searches(
+    comm: &Comm,
+    cfg: &BfsOptions,
+    g: &DistGraph,
+    gen: &Kronecker,
+    keys: &[u32],
+) -> Result<SearchLog, CommError> {
+    let world = comm.world();
+    // Rank 0 regenerates the edge list for validation (deterministic, no communication).
+    let all_edges = if cfg.validate && comm.rank() == 0 {
+        gen.edges_in(0, gen.edges())
+    } else {
+        Vec::new()
+    };
+    let mut log = SearchLog {
+        search_seconds: Vec::new(),
+        edges_traversed: Vec::new(),
+        comm_seconds: 0.0,
+        emulated: 0.0,
+        first_levels: Vec::new(),
+        validation: if cfg.validate {
+            "passed".to_string()
+        } else {
+            "off".to_string()
+        },
+        validated: cfg.validate,
+    };
+    let scan_rate = cfg.emulate_meps.map(|r| r * 1e6);
+    for (k, &root) in keys.iter().enumerate() {
+        collectives::barrier(comm, &world)?;
+        let c0 = comm.comm_seconds();
+        let t = Instant::now();
+        let r = search::bfs(comm, g, root, scan_rate)?;
+        let secs = t.elapsed().as_secs_f64();
+        log.emulated += r.emulated_seconds;
+        log.comm_seconds += comm.comm_seconds() - c0;
+        let traversed = edges_in_component(comm, g, &r)?;
+        log.search_seconds.push(secs);
+        log.edges_traversed.push(traversed);
+        if cfg.validate || k == 0 {
+            let edges = (cfg.validate && log.validated).then_some(all_edges.as_slice());
+            let verdict = gather_and_validate(comm, k, root, &r, edges, &mut log.first_levels)?;
+            if !verdict.is_empty() {
+                log.validated = false;
+                log.validation = String::from_utf8_lossy(&verdict).into_owned();
+            }
+        }
+    }
+    Ok(log)
+}
+
+/// Edges in the component searched: half the degree sum of the reached vertices, summed
+/// over all ranks.
+fn edges_in_component(comm: &Comm, g: &DistGraph, r: &SearchResult) -> Result<u64, CommError> {
+    let local: u64 = r
+        .parent
+        .iter()
+        .zip(&g.degree)
+        .filter(|(p, _)| **p >= 0)
+        .map(|(_, d)| *d as u64)
+        .sum();
+    Ok(collectives::allreduce_sum_u64(comm, &comm.world(), local)? / 2)
+}
+
+/// Gather search `k`'s parents and levels on rank 0, keep the first search's levels
+/// there, and validate against `edges` when given; returns the verdict every rank gets
+/// (empty: none).
+fn gather_and_validate(
+    comm: &Comm,
+    k: usize,
+    root: u32,
+    r: &SearchResult,
+    edges: Option<&[(u32, u32)]>,
+    first_levels: &mut Vec<i64>,
+) -> Result<Vec<u8>, CommError> {
+    let world = comm.world();
+    let parents = collectives::gatherv(comm, &world, 0, &to_i64_bytes(&r.parent))?;
+    let levels = collectives::gatherv(comm, &world, 0, &to_i64_bytes(&r.level))?;
+    let mut verdict = Vec::new();
+    if comm.rank() == 0 {
+        let parent: Vec<i64> = parents.iter().flat_map(|b| from_i64_bytes(b)).collect();
+        let level: Vec<i64> = levels.iter().flat_map(|b| from_i64_bytes(b)).collect();
+        if k == 0 {
+            *first_levels = level.clone();
+        }
+        if let Some(edges) = edges {
+            if let Err(err) = validate::validate(&parent, &level, root, edges) {
+                verdict = format!("search {k} from {root}: {err}").into_bytes();
+            }
+        }
+    }
+    collectives::bcast(comm, &world, 0, verdict, Bcast::Binomial)
+}
+
+/// Rank 0's `values`, on every rank.
+fn rank0_f64s(comm: &Comm, values: &[f64]) -> Result<Vec<f64>, CommError> {
+    let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let got = collectives::bcast(comm, &comm.world(), 0, bytes, Bcast::Binomial)?;
+    Ok(got
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect())
+}
+
+/// Rank 0's `value`, on every rank.
+fn rank0_f64(comm: &Comm, value: f64) -> Result<f64, CommError> {
+    let got = collectives::bcast(
+        comm,
+        &comm.world(),
+        0,
+        value.to_le_bytes().to_vec(),
+        Bcast::Binomial,
+    )?;
+    Ok(f64::from_le_bytes(
+        got.as_slice().try_into().unwrap_or([0; 8]),
+    ))
 }
 
 /// Harmonic mean and its standard deviation, as the Graph500 reference computes them.

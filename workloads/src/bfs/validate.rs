@@ -17,7 +17,7 @@ pub struct ValidationError {
     pub message: String,
 }
 
-fn fail(rule: u8, message: String) -> Result<u64, ValidationError> {
+fn fail<T>(rule: u8, message: String) -> Result<T, ValidationError> {
     Err(ValidationError { rule, message })
 }
 
@@ -34,7 +34,24 @@ pub fn validate(
     if level.len() != n || root >= n {
         return fail(1, "parent and level arrays do not match the graph".into());
     }
-    // Rule 1: a tree rooted at `root`.
+    check_tree(parent, level, root)?;
+    check_tree_levels(parent, level, root)?;
+    let (in_component, parent_edge_seen) = check_input_edges(parent, level, edges)?;
+    // Rule 5: every tree edge is an edge of the input graph.
+    for v in 0..n {
+        if parent[v] >= 0 && v != root && !parent_edge_seen[v] {
+            return fail(
+                5,
+                format!("tree edge ({v}, {}) is not an edge of the graph", parent[v]),
+            );
+        }
+    }
+    Ok(in_component)
+}
+
+/// Rule 1: the parents form a tree rooted at `root` (no cycles, every chain ends there).
+fn check_tree(parent: &[i64], level: &[i64], root: usize) -> Result<(), ValidationError> {
+    let n = parent.len();
     if parent[root] != root as i64 || level[root] != 0 {
         return fail(
             1,
@@ -73,8 +90,12 @@ pub fn validate(
             state[u] = 2;
         }
     }
-    // Rule 2: tree edges span exactly one level.
-    for v in 0..n {
+    Ok(())
+}
+
+/// Rule 2: tree edges span exactly one level.
+fn check_tree_levels(parent: &[i64], level: &[i64], root: usize) -> Result<(), ValidationError> {
+    for v in 0..parent.len() {
         if parent[v] >= 0 && v != root {
             let p = parent[v] as usize;
             if level[v] != level[p] + 1 {
@@ -88,8 +109,17 @@ pub fn validate(
             }
         }
     }
-    // Rules 3 and 4 over the input edges; rule 5 marks the tree edges found.
-    let mut parent_edge_seen = vec![false; n];
+    Ok(())
+}
+
+/// Rules 3 and 4 over the input edges. Returns the edges inside the component (self-loops
+/// excluded) and, for rule 5, which vertices' tree edges were found among them.
+fn check_input_edges(
+    parent: &[i64],
+    level: &[i64],
+    edges: &[(u32, u32)],
+) -> Result<(u64, Vec<bool>), ValidationError> {
+    let mut parent_edge_seen = vec![false; parent.len()];
     let mut in_component = 0u64;
     for &(a, b) in edges {
         let (a, b) = (a as usize, b as usize);
@@ -123,15 +153,7 @@ pub fn validate(
             parent_edge_seen[b] = true;
         }
     }
-    for v in 0..n {
-        if parent[v] >= 0 && v != root && !parent_edge_seen[v] {
-            return fail(
-                5,
-                format!("tree edge ({v}, {}) is not an edge of the graph", parent[v]),
-            );
-        }
-    }
-    Ok(in_component)
+    Ok((in_component, parent_edge_seen))
 }
 
 /// A reference sequential BFS (tests): parent and level of every vertex.

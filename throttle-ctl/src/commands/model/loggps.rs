@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{anyhow, Result};
 use clap::Args as ClapArgs;
@@ -11,8 +12,9 @@ use throttle_proto::rate::format_bits_per_sec;
 use throttle_proto::workload::{LogGpsOptions, Options};
 use throttle_proto::Pct;
 
+use crate::cluster::Cluster;
 use crate::commands::{interrupt_flag, parse_list, Context};
-use crate::job::{self, JobSpec, RunStatus, SavedShapes};
+use crate::job::{self, JobSpec, Outcome, RunStatus, SavedShapes};
 use crate::models::loggps::{self, LinkFit, G_TOLERANCE};
 use crate::output;
 use crate::store::{LinkRow, Store, DEFAULT_DB};
@@ -110,21 +112,10 @@ impl Args {
         (3.0 * (pings + stream) + 60.0).min(7.0 * 86400.0)
     }
 
+    /// Measure at every process count and bandwidth, storing each row as it comes; the
+    /// previous bandwidth is put back at the end.
     fn measure(&self, ctx: &Context, db: &std::path::Path) -> Result<Vec<LinkRow>> {
-        let bandwidths: Vec<Pct> = self
-            .bandwidths
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse::<Pct>()
-                    .map_err(|e| anyhow!("--bandwidths: {e}"))
-            })
-            .collect::<Result<_>>()?;
-        let procs = parse_list::<usize>(&self.procs, "--procs")?;
-        let sizes = parse_list::<usize>(&self.sizes, "--sizes")?;
-        if bandwidths.is_empty() || procs.is_empty() || sizes.is_empty() {
-            anyhow::bail!("--bandwidths, --procs and --sizes need at least one value each");
-        }
+        let (bandwidths, procs, sizes) = self.parse_lists()?;
         // The program's own checks, before anything is shaped.
         let workload = Workload::new(Options::LogGps(LogGpsOptions {
             sizes: sizes.clone(),
@@ -142,10 +133,15 @@ impl Args {
         let store = Store::open(db)?;
         let max_p = procs.iter().copied().max().unwrap_or(2);
         let saved = SavedShapes::save(&cluster, max_p)?;
-        let cancel = interrupt_flag()?;
-        let host = std::fs::read_to_string("/etc/hostname")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
+        let campaign = Campaign {
+            cluster: &cluster,
+            workload,
+            sizes,
+            cancel: interrupt_flag()?,
+            host: std::fs::read_to_string("/etc/hostname")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+        };
         let mut rows = Vec::new();
         let total = procs.len() * bandwidths.len();
         let result = (|| -> Result<()> {
@@ -155,60 +151,7 @@ impl Args {
                 .enumerate()
             {
                 crate::note!("[{}/{total}] P={p} at {}", i + 1, bw.to_string());
-                let spec = JobSpec {
-                    workload: workload.clone(),
-                    nodes: p,
-                    ranks_per_node: 1,
-                    bw,
-                    time_limit: throttle_proto::TimeLimit::from_secs(self.time_limit(
-                        bw,
-                        cluster.file.capacity.bytes_per_sec(),
-                        &sizes,
-                    ))?,
-                    lease: throttle_proto::Lease::DEFAULT,
-                    job_prefix: None,
-                };
-                let outcome = job::execute(&cluster, &spec, cancel)?;
-                if outcome.status == RunStatus::Interrupted {
-                    anyhow::bail!("interrupted; {} measurements stored", rows.len());
-                }
-                if outcome.status != RunStatus::Ok {
-                    anyhow::bail!(
-                        "the measurement at P={p}, {} failed: {}",
-                        bw,
-                        outcome.reason.as_deref().unwrap_or("no reason given")
-                    );
-                }
-                let result = outcome
-                    .result
-                    .as_ref()
-                    .ok_or_else(|| anyhow!("throttle-loggps reported no result"))?;
-                let r: Reported = serde_json::from_value(result.detail.clone()).map_err(|e| {
-                    anyhow!("throttle-loggps's report is not what this throttle-ctl expects: {e}")
-                })?;
-                let first = r
-                    .sizes
-                    .first()
-                    .ok_or_else(|| anyhow!("throttle-loggps reported no message size"))?;
-                let row = LinkRow {
-                    measured_at: crate::sweep::now_utc(),
-                    host: host.clone(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    job: outcome.job.clone(),
-                    procs: r.procs as u32,
-                    bw_pct: bw,
-                    capacity: outcome.capacity_bytes_per_sec,
-                    latency: r.latency,
-                    send_overhead: first.send_overhead,
-                    recv_overhead: first.recv_overhead,
-                    gap: r.gap,
-                    gap_per_byte: r.gap_per_byte,
-                    send_per_byte: r.send_per_byte,
-                    recv_per_byte: r.recv_per_byte,
-                    master_send_overhead: r.master_send_overhead,
-                    master_recv_overhead: r.master_recv_overhead,
-                    detail: result.detail.to_string(),
-                };
+                let row = self.measure_at(&campaign, p, bw, rows.len())?;
                 store.insert_link(&row)?;
                 rows.push(row);
             }
@@ -220,6 +163,100 @@ impl Args {
         result?;
         Ok(rows)
     }
+
+    /// --bandwidths, --procs and --sizes, each with at least one value.
+    fn parse_lists(&self) -> Result<(Vec<Pct>, Vec<usize>, Vec<usize>)> {
+        let bandwidths: Vec<Pct> = self
+            .bandwidths
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<Pct>()
+                    .map_err(|e| anyhow!("--bandwidths: {e}"))
+            })
+            .collect::<Result<_>>()?;
+        let procs = parse_list::<usize>(&self.procs, "--procs")?;
+        let sizes = parse_list::<usize>(&self.sizes, "--sizes")?;
+        if bandwidths.is_empty() || procs.is_empty() || sizes.is_empty() {
+            anyhow::bail!("--bandwidths, --procs and --sizes need at least one value each");
+        }
+        Ok((bandwidths, procs, sizes))
+    }
+
+    /// One measurement: `throttle-loggps` on `p` nodes at `bw`, as a row for the store
+    /// (`stored`: the measurements stored so far, for the message when interrupted).
+    fn measure_at(&self, c: &Campaign, p: usize, bw: Pct, stored: usize) -> Result<LinkRow> {
+        let spec = JobSpec {
+            workload: c.workload.clone(),
+            nodes: p,
+            ranks_per_node: 1,
+            bw,
+            time_limit: throttle_proto::TimeLimit::from_secs(self.time_limit(
+                bw,
+                c.cluster.file.capacity.bytes_per_sec(),
+                &c.sizes,
+            ))?,
+            lease: throttle_proto::Lease::DEFAULT,
+            job_prefix: None,
+        };
+        let outcome = job::execute(c.cluster, &spec, c.cancel)?;
+        if outcome.status == RunStatus::Interrupted {
+            anyhow::bail!("interrupted; {stored} measurements stored");
+        }
+        if outcome.status != RunStatus::Ok {
+            anyhow::bail!(
+                "the measurement at P={p}, {} failed: {}",
+                bw,
+                outcome.reason.as_deref().unwrap_or("no reason given")
+            );
+        }
+        link_row(&outcome, bw, &c.host)
+    }
+}
+
+/// What every measurement of one `model loggps` shares.
+struct Campaign<'a> {
+    cluster: &'a Cluster,
+    workload: Workload,
+    sizes: Vec<usize>,
+    cancel: &'static AtomicBool,
+    /// This machine's name, stored with each row.
+    host: String,
+}
+
+/// The row a successful measurement at `bw` stores: `throttle-loggps`'s report, the
+/// smallest size's overheads as o_s and o_r.
+fn link_row(outcome: &Outcome, bw: Pct, host: &str) -> Result<LinkRow> {
+    let result = outcome
+        .result
+        .as_ref()
+        .ok_or_else(|| anyhow!("throttle-loggps reported no result"))?;
+    let r: Reported = serde_json::from_value(result.detail.clone()).map_err(|e| {
+        anyhow!("throttle-loggps's report is not what this throttle-ctl expects: {e}")
+    })?;
+    let first = r
+        .sizes
+        .first()
+        .ok_or_else(|| anyhow!("throttle-loggps reported no message size"))?;
+    Ok(LinkRow {
+        measured_at: crate::sweep::now_utc(),
+        host: host.to_string(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        job: outcome.job.clone(),
+        procs: r.procs as u32,
+        bw_pct: bw,
+        capacity: outcome.capacity_bytes_per_sec,
+        latency: r.latency,
+        send_overhead: first.send_overhead,
+        recv_overhead: first.recv_overhead,
+        gap: r.gap,
+        gap_per_byte: r.gap_per_byte,
+        send_per_byte: r.send_per_byte,
+        recv_per_byte: r.recv_per_byte,
+        master_send_overhead: r.master_send_overhead,
+        master_recv_overhead: r.master_recv_overhead,
+        detail: result.detail.to_string(),
+    })
 }
 
 fn us(v: f64) -> String {
