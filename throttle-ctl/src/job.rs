@@ -22,7 +22,7 @@ use throttle_proto::status::Status;
 use throttle_proto::{Lease, Name, Pct, TimeLimit};
 
 use crate::cluster::agent_client::AgentClient;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Node};
 use crate::external;
 use crate::fidelity::{Reading, RunFidelity};
 use crate::workload::Workload;
@@ -252,19 +252,7 @@ impl SavedShapes {
 /// Run one job; `Err` only when the job could not be started at all. When `cancel`
 /// becomes true the job is killed everywhere and the outcome says `interrupted`.
 pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result<Outcome> {
-    if spec.nodes == 0 || spec.nodes > cluster.file.nodes.len() {
-        bail!(
-            "--nodes {} is not available: the cluster file lists {} nodes ({})",
-            spec.nodes,
-            cluster.file.nodes.len(),
-            cluster.node_names().join(", ")
-        );
-    }
-    if spec.ranks_per_node == 0 || spec.ranks_per_node > 256 {
-        bail!("--ranks-per-node must be between 1 and 256");
-    }
-    spec.workload
-        .check_procs(spec.nodes * spec.ranks_per_node)?;
+    check_spec(cluster, spec)?;
     let nodes = &cluster.file.nodes[..spec.nodes];
     // Agents started by hand, by deploy or by Slurm know no other node until told.
     crate::cluster::directory::ensure(cluster, nodes)?;
@@ -283,28 +271,88 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     let renewing = ShapeRenewer::start(&clients, spec.lease);
     let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
-    let outcome = |status, reason, seconds, result, output, fidelity| Outcome {
-        job: job.to_string(),
-        workload: spec.workload.name().to_string(),
-        nodes: spec.nodes,
-        ranks_per_node: spec.ranks_per_node,
-        procs: spec.nodes * spec.ranks_per_node,
-        bw_pct: spec.bw,
-        capacity_bytes_per_sec: shape.capacity.bytes_per_sec(),
-        latency_us: shape.latency_us,
-        status,
-        reason,
-        seconds,
-        result,
-        output,
-        fidelity,
+    let run = Shaped {
+        cluster,
+        spec,
+        nodes,
+        clients: &clients,
+        job,
+        shape,
     };
-    // The pacing and CPU accounts of the nodes, read around the run: its proof.
-    let proof = |before: Option<Reading>| {
-        let after = Reading::take(&clients).ok()?;
+    let outcome = match spec.workload.launch() {
+        Some((program, args)) => run.launch(program, args, cancel)?,
+        None => run.command(cancel)?,
+    };
+    Ok(renewing.judge(outcome))
+}
+
+/// An error when the cluster lacks the nodes `spec` asks for, its ranks per node are out
+/// of range, or its workload cannot run on that many processes.
+fn check_spec(cluster: &Cluster, spec: &JobSpec) -> Result<()> {
+    if spec.nodes == 0 || spec.nodes > cluster.file.nodes.len() {
+        bail!(
+            "--nodes {} is not available: the cluster file lists {} nodes ({})",
+            spec.nodes,
+            cluster.file.nodes.len(),
+            cluster.node_names().join(", ")
+        );
+    }
+    if spec.ranks_per_node == 0 || spec.ranks_per_node > 256 {
+        bail!("--ranks-per-node must be between 1 and 256");
+    }
+    spec.workload
+        .check_procs(spec.nodes * spec.ranks_per_node)?;
+    Ok(())
+}
+
+/// A job whose nodes run at its bandwidth, about to be run.
+struct Shaped<'a> {
+    cluster: &'a Cluster,
+    spec: &'a JobSpec,
+    nodes: &'a [Node],
+    clients: &'a [AgentClient],
+    job: Name,
+    /// The shape the nodes reported once set (the last node's).
+    shape: Status,
+}
+
+impl Shaped<'_> {
+    /// The job's outcome with `status`, `reason` and `fidelity`; no time, result or
+    /// output yet.
+    fn outcome(
+        &self,
+        status: RunStatus,
+        reason: Option<String>,
+        fidelity: Option<RunFidelity>,
+    ) -> Outcome {
+        let spec = self.spec;
+        Outcome {
+            job: self.job.to_string(),
+            workload: spec.workload.name().to_string(),
+            nodes: spec.nodes,
+            ranks_per_node: spec.ranks_per_node,
+            procs: spec.nodes * spec.ranks_per_node,
+            bw_pct: spec.bw,
+            capacity_bytes_per_sec: self.shape.capacity.bytes_per_sec(),
+            latency_us: self.shape.latency_us,
+            status,
+            reason,
+            seconds: 0.0,
+            result: None,
+            output: Vec::new(),
+            fidelity,
+        }
+    }
+
+    /// The pacing and CPU accounts of the nodes, read around the run: its proof.
+    fn proof(&self, before: Option<Reading>) -> Option<RunFidelity> {
+        let after = Reading::take(self.clients).ok()?;
         RunFidelity::between(&before?, &after)
-    };
-    let Some((program, args)) = spec.workload.launch() else {
+    }
+
+    /// Run the workload's command on this host ([`external::run`]) for the nodes.
+    fn command(&self, cancel: &AtomicBool) -> Result<Outcome> {
+        let spec = self.spec;
         let command = spec
             .workload
             .command()
@@ -317,66 +365,68 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
             time_limit: spec.time_limit.duration(),
             intercept: command.intercept,
         };
-        let before = Reading::take(&clients).ok();
-        let ended = external::run(cluster, nodes, &invocation, cancel)?;
-        let fidelity = proof(before);
+        let before = Reading::take(self.clients).ok();
+        let ended = external::run(self.cluster, self.nodes, &invocation, cancel)?;
+        let fidelity = self.proof(before);
         let status = match (ended.ok, ended.interrupted) {
             (true, _) => RunStatus::Ok,
             (false, true) => RunStatus::Interrupted,
             (false, false) => RunStatus::Failed,
         };
-        return Ok(renewing.judge(outcome(
-            status,
-            ended.reason,
-            ended.wall_seconds,
-            ended.result,
-            ended.output,
-            fidelity,
-        )));
-    };
-    let ranks: Vec<Name> = (0..spec.nodes * spec.ranks_per_node)
-        .map(|r| nodes[r / spec.ranks_per_node].name.clone())
-        .collect();
-    let launch = LaunchSpec {
-        program,
-        args,
-        env: Default::default(),
-        ranks,
-        time_limit_s: spec.time_limit,
-        lease_s: spec.lease,
-    };
-    let before = Reading::take(&clients).ok();
-    let start = Instant::now();
-    for (k, c) in clients.iter().enumerate() {
-        if let Err(e) = c.launch(&job, &launch) {
-            for l in &clients[..k] {
-                let _ = l.delete_job(&job);
+        Ok(Outcome {
+            seconds: ended.wall_seconds,
+            result: ended.result,
+            output: ended.output,
+            ..self.outcome(status, ended.reason, fidelity)
+        })
+    }
+
+    /// Have every node's agent launch its ranks of `program`, wait for them, and remove
+    /// the job from the agents; the time is rank 0's.
+    fn launch(&self, program: String, args: Vec<String>, cancel: &AtomicBool) -> Result<Outcome> {
+        let (spec, clients, job) = (self.spec, self.clients, &self.job);
+        let ranks: Vec<Name> = (0..spec.nodes * spec.ranks_per_node)
+            .map(|r| self.nodes[r / spec.ranks_per_node].name.clone())
+            .collect();
+        let launch = LaunchSpec {
+            program,
+            args,
+            env: Default::default(),
+            ranks,
+            time_limit_s: spec.time_limit,
+            lease_s: spec.lease,
+        };
+        let before = Reading::take(clients).ok();
+        let start = Instant::now();
+        for (k, c) in clients.iter().enumerate() {
+            if let Err(e) = c.launch(job, &launch) {
+                for l in &clients[..k] {
+                    let _ = l.delete_job(job);
+                }
+                return Err(e);
             }
-            return Err(e);
         }
+        let (status, reason, reports) = wait(clients, job, spec, start, cancel);
+        let fidelity = self.proof(before);
+        for c in clients {
+            let _ = c.delete_job(job);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let rank0 = reports
+            .iter()
+            .flat_map(|r| r.ranks.iter())
+            .find(|r| r.rank == 0)
+            .cloned();
+        Ok(Outcome {
+            seconds: rank0
+                .as_ref()
+                .map(|r| r.seconds.min(seconds))
+                .unwrap_or(seconds),
+            result: rank0.as_ref().and_then(|r| r.result.clone()),
+            output: rank0.map(|r| r.output_tail).unwrap_or_default(),
+            ..self.outcome(status, reason, fidelity)
+        })
     }
-    let (status, reason, reports) = wait(&clients, &job, spec, start, cancel);
-    let fidelity = proof(before);
-    for c in &clients {
-        let _ = c.delete_job(&job);
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let rank0 = reports
-        .iter()
-        .flat_map(|r| r.ranks.iter())
-        .find(|r| r.rank == 0)
-        .cloned();
-    Ok(renewing.judge(outcome(
-        status,
-        reason,
-        rank0
-            .as_ref()
-            .map(|r| r.seconds.min(seconds))
-            .unwrap_or(seconds),
-        rank0.as_ref().and_then(|r| r.result.clone()),
-        rank0.map(|r| r.output_tail).unwrap_or_default(),
-        fidelity,
-    )))
 }
 
 /// Renews the shape's lease on the run's nodes from a thread of its own, every quarter of

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::job::RunStatus;
-use crate::sweep::SweepEvent;
+use crate::job::{Outcome, RunStatus};
+use crate::sweep::search::Bracket;
+use crate::sweep::until::Next;
+use crate::sweep::{SweepEvent, SweepPoint};
 
 pub struct SweepProgress {
     /// On a terminal: the bar, made when the first run starts (before, it has no length
@@ -106,11 +108,6 @@ impl SweepProgress {
                 eta_s,
                 retry,
             } => {
-                let then = if retry {
-                    "retrying"
-                } else {
-                    "no retries left"
-                };
                 let head = format!(
                     "[{}/{todo}] nodes={} bw={} rep={}",
                     index + 1,
@@ -118,38 +115,7 @@ impl SweepProgress {
                     point.bw,
                     point.repeat
                 );
-                if let (RunStatus::Ok, Some(flag)) = (outcome.status, outcome.flag()) {
-                    self.line(&format!(
-                        "{head}: {:.3} s but FLAGGED: {flag}; stored, left out of the analysis; {then}",
-                        outcome.seconds
-                    ));
-                } else if outcome.status == RunStatus::Ok {
-                    match &self.bar {
-                        Some(b) => b.set_position(index as u64 + 1),
-                        None => self.line(&format!(
-                            "{head}: {:.3} s{} | ETA {}",
-                            outcome.seconds,
-                            // What a command measured by its rate is analysed by.
-                            outcome
-                                .result
-                                .as_ref()
-                                .and_then(|r| r.metric("rate"))
-                                .map(|r| format!(", rate {r}"))
-                                .unwrap_or_default(),
-                            eta_text(eta_s)
-                        )),
-                    }
-                } else {
-                    let job = if outcome.job.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" as job {}", outcome.job)
-                    };
-                    self.line(&format!(
-                        "{head}: FAILED ({}), stored{job}; {then}",
-                        outcome.reason.as_deref().unwrap_or("unknown"),
-                    ));
-                }
+                self.finished(&head, outcome, (index, eta_s), retry)
             }
             SweepEvent::GaveUp { point, attempts } => self.line(&format!(
                 "nodes={} bw={} rep={}: gave up after {attempts} failed or flagged attempt(s)",
@@ -160,18 +126,7 @@ impl SweepProgress {
                     self.line(&format!("warm-up run on {nodes} node(s), not stored"))
                 }
             }
-            SweepEvent::Busy { point, busy } => {
-                self.busy_runs += 1;
-                if self.busy_runs == 1 {
-                    self.line(&format!(
-                        "warning: nodes={} bw={} rep={}: the machine was {:.0}% busy before this run started (something else is running; its time is suspect). Later busy runs are counted, not each named: the store keeps each run's share (`export`: cpu_busy_before)",
-                        point.nodes,
-                        point.bw,
-                        point.repeat,
-                        busy * 100.0
-                    ))
-                }
-            }
+            SweepEvent::Busy { point, busy } => self.busy(point, busy),
             SweepEvent::MoreRepeats { round, points } => self.line(&format!(
                 "repeats=auto, round {round}: {points} point(s) not yet within the precision asked get another run"
             )),
@@ -192,57 +147,79 @@ impl SweepProgress {
                 spent,
                 max_steps,
                 width,
-            } => {
-                use crate::sweep::search::Bracket;
-                let each: Vec<String> = levels
-                    .iter()
-                    .zip(&brackets)
-                    .map(|(l, b)| match b {
-                        Bracket::Width(w) => format!("{l}%: {w:.1}"),
-                        Bracket::Above(s) => format!("{l}%: above the highest step, {s}"),
-                        Bracket::Below(s) => format!("{l}%: under the lowest step, {s}"),
-                        Bracket::Unknown => format!("{l}%: no good runs to tell"),
-                    })
-                    .collect();
-                let open = brackets
-                    .iter()
-                    .any(|b| !matches!(b, Bracket::Width(w) if *w <= width));
-                let budget = if open && spent >= max_steps {
-                    format!(
-                        "; its budget is spent ({spent} steps beyond `bandwidths` are stored, counting any from earlier sweeps of this series): raise [search] max_steps to go on"
-                    )
-                } else {
-                    String::new()
-                };
-                self.line(&format!(
-                    "demand search at {nodes} node(s): steps around each level are apart by {}{budget}",
-                    each.join(", ")
-                ))
-            }
+            } => self.line(&format!(
+                "demand search at {nodes} node(s): steps around each level are apart by {}{}",
+                brackets_text(levels, &brackets),
+                search_budget_text(&brackets, spent, max_steps, width)
+            )),
             SweepEvent::Until {
                 round,
                 next,
                 spent,
                 budget,
-            } => {
-                use crate::sweep::until::Next;
-                let what = match next {
-                    Next::Reached { width } => format!(
-                        "done: the answer is {width:.1} pp wide at its widest, within the width asked"
-                    ),
-                    Next::Size { nodes } => {
-                        format!("measuring {nodes} node(s), which narrows the answer most")
-                    }
-                    Next::Repeats { points } => format!(
-                        "one more repeat of {} point(s) (each size's baseline and the steps around each demand)",
-                        points.len()
-                    ),
-                    Next::Stuck { why, .. } => format!("stopping: {why}"),
-                };
-                self.line(&format!(
-                    "[until] round {round} ({spent} of {budget} runs spent): {what}"
-                ))
+            } => self.line(&format!(
+                "[until] round {round} ({spent} of {budget} runs spent): {}",
+                until_text(next)
+            )),
+        }
+    }
+
+    /// A run ended (`head` names it; `index` of the runs, with the ETA of the rest): the
+    /// bar moves on a success, a line says a failure or a flag and whether it is retried.
+    fn finished(
+        &mut self,
+        head: &str,
+        outcome: &Outcome,
+        (index, eta_s): (usize, f64),
+        retry: bool,
+    ) {
+        let then = if retry { "retrying" } else { "no retries left" };
+        if let (RunStatus::Ok, Some(flag)) = (outcome.status, outcome.flag()) {
+            self.line(&format!(
+                "{head}: {:.3} s but FLAGGED: {flag}; stored, left out of the analysis; {then}",
+                outcome.seconds
+            ));
+        } else if outcome.status == RunStatus::Ok {
+            match &self.bar {
+                Some(b) => b.set_position(index as u64 + 1),
+                None => self.line(&format!(
+                    "{head}: {:.3} s{} | ETA {}",
+                    outcome.seconds,
+                    // What a command measured by its rate is analysed by.
+                    outcome
+                        .result
+                        .as_ref()
+                        .and_then(|r| r.metric("rate"))
+                        .map(|r| format!(", rate {r}"))
+                        .unwrap_or_default(),
+                    eta_text(eta_s)
+                )),
             }
+        } else {
+            let job = if outcome.job.is_empty() {
+                String::new()
+            } else {
+                format!(" as job {}", outcome.job)
+            };
+            self.line(&format!(
+                "{head}: FAILED ({}), stored{job}; {then}",
+                outcome.reason.as_deref().unwrap_or("unknown"),
+            ));
+        }
+    }
+
+    /// A run is about to start on a busy machine (`busy`, a share of its CPUs): counted,
+    /// and warned about the first time only.
+    fn busy(&mut self, point: &SweepPoint, busy: f64) {
+        self.busy_runs += 1;
+        if self.busy_runs == 1 {
+            self.line(&format!(
+                "warning: nodes={} bw={} rep={}: the machine was {:.0}% busy before this run started (something else is running; its time is suspect). Later busy runs are counted, not each named: the store keeps each run's share (`export`: cpu_busy_before)",
+                point.nodes,
+                point.bw,
+                point.repeat,
+                busy * 100.0
+            ))
         }
     }
 
@@ -256,6 +233,53 @@ impl SweepProgress {
                 "warning: {n} run(s) of this sweep started on a busy machine; their times are suspect"
             ));
         }
+    }
+}
+
+/// How far apart the demand search's steps around each level are, in words.
+fn brackets_text(levels: &[f64], brackets: &[Bracket]) -> String {
+    let each: Vec<String> = levels
+        .iter()
+        .zip(brackets)
+        .map(|(l, b)| match b {
+            Bracket::Width(w) => format!("{l}%: {w:.1}"),
+            Bracket::Above(s) => format!("{l}%: above the highest step, {s}"),
+            Bracket::Below(s) => format!("{l}%: under the lowest step, {s}"),
+            Bracket::Unknown => format!("{l}%: no good runs to tell"),
+        })
+        .collect();
+    each.join(", ")
+}
+
+/// That the demand search's budget is spent while a level is still wider than `width`
+/// (`spent` of `max_steps` steps), in words; empty otherwise.
+fn search_budget_text(brackets: &[Bracket], spent: usize, max_steps: usize, width: f64) -> String {
+    let open = brackets
+        .iter()
+        .any(|b| !matches!(b, Bracket::Width(w) if *w <= width));
+    if open && spent >= max_steps {
+        format!(
+            "; its budget is spent ({spent} steps beyond `bandwidths` are stored, counting any from earlier sweeps of this series): raise [search] max_steps to go on"
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// What a round of `[until]` does next, or why it stops, in words.
+fn until_text(next: &Next) -> String {
+    match next {
+        Next::Reached { width } => format!(
+            "done: the answer is {width:.1} pp wide at its widest, within the width asked"
+        ),
+        Next::Size { nodes } => {
+            format!("measuring {nodes} node(s), which narrows the answer most")
+        }
+        Next::Repeats { points } => format!(
+            "one more repeat of {} point(s) (each size's baseline and the steps around each demand)",
+            points.len()
+        ),
+        Next::Stuck { why, .. } => format!("stopping: {why}"),
     }
 }
 

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use super::answer::{BottomLine, Demand, Figure, Projection, Saturation};
+use super::answer::{Advice, BottomLine, Demand, Figure, Projection, Saturation};
 use super::backtest::{Model, Verdict};
 use super::demand::Censored;
 use super::narrow;
@@ -70,32 +70,79 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
         }
         return out;
     }
-    let best = b
-        .candidates
+    let Some(&(model, verdict, projections)) = best_candidate(b.candidates) else {
+        return no_basis(b.candidates, largest);
+    };
+    let trusted = verdict.trusted();
+    let saturation: Vec<&Saturation> = b.saturation.iter().filter(|s| s.model == model).collect();
+    let (mut lines, figures) = projected(projections, b.levels, model, &link, &saturation);
+    if let Some(s) = saturates(&saturation, model) {
+        lines.push(s);
+    }
+    lines.push(format!("  by {}; {}", name(model), basis(verdict)));
+    let advice = narrow::advice(
+        projections,
+        b.fitted,
+        b.runs_per_size,
+        b.demand,
+        b.min_repeats,
+    );
+    let next = if trusted {
+        advice.as_ref().map(Advice::text)
+    } else {
+        Some(untrusted_next(verdict, largest, advice.as_ref()))
+    };
+    BottomLine {
+        model: Some(model),
+        trusted,
+        lines,
+        figures,
+        next,
+        advice,
+    }
+}
+
+/// The candidate with projections whose verdict ranks first ([`rank`]); `None` when no
+/// projection passed its backtest.
+fn best_candidate<'c, 'a>(
+    candidates: &'c [(Model, &'a Verdict, &'a [Projection])],
+) -> Option<&'c (Model, &'a Verdict, &'a [Projection])> {
+    candidates
         .iter()
         .filter(|c| !c.2.is_empty())
         .filter_map(|c| Some((rank(c.1)?, c)))
         .min_by(|a, b| a.0 .0.cmp(&b.0 .0).then(a.0 .1.total_cmp(&b.0 .1)))
-        .map(|(_, c)| c);
-    let Some(&(model, verdict, projections)) = best else {
-        let why: Vec<String> = b
-            .candidates
-            .iter()
-            .filter(|c| !c.2.is_empty())
-            .map(|c| format!("{}: {}", name(c.0), c.1.text()))
-            .collect();
-        return BottomLine {
-            lines: vec![format!(
-                "NO ANSWER for the sizes asked: no projection passed its backtest ({})",
-                why.join("; ")
-            )],
-            next: Some(next_for_failure(b.candidates, largest)),
-            ..Default::default()
-        };
-    };
-    let trusted = verdict.trusted();
+        .map(|(_, c)| c)
+}
+
+/// The bottom line when no projection can be the answer: each one's verdict, and what to
+/// measure next.
+fn no_basis(candidates: &[(Model, &Verdict, &[Projection])], largest: Option<u32>) -> BottomLine {
+    let why: Vec<String> = candidates
+        .iter()
+        .filter(|c| !c.2.is_empty())
+        .map(|c| format!("{}: {}", name(c.0), c.1.text()))
+        .collect();
+    BottomLine {
+        lines: vec![format!(
+            "NO ANSWER for the sizes asked: no projection passed its backtest ({})",
+            why.join("; ")
+        )],
+        next: Some(next_for_failure(candidates, largest)),
+        ..Default::default()
+    }
+}
+
+/// The answer's model's projections at every level, as sentences and figures; one NO
+/// ANSWER line where it projects none.
+fn projected(
+    projections: &[Projection],
+    levels: &[f64],
+    model: Model,
+    link: &str,
+    saturation: &[&Saturation],
+) -> (Vec<String>, Vec<Figure>) {
     let target = projections.iter().map(|p| p.procs).max().unwrap_or(0);
-    let saturation: Vec<&Saturation> = b.saturation.iter().filter(|s| s.model == model).collect();
     let mut lines = Vec::new();
     let mut figures = Vec::new();
     // Held-out sizes first (the projection against what was measured there), then the
@@ -108,12 +155,12 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
     held.sort_unstable();
     held.dedup();
     for t in held.into_iter().chain([target]) {
-        for &c in b.levels {
+        for &c in levels {
             let Some(p) = projections.iter().find(|p| p.procs == t && p.cti == c) else {
                 continue;
             };
             let sat = saturation.iter().find(|s| s.cti == c).copied();
-            let (line, figure) = statement(p, model, &link, sat);
+            let (line, figure) = statement(p, model, link, sat);
             lines.push(line);
             figures.push(figure);
         }
@@ -124,10 +171,12 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
             name(model)
         ));
     }
-    if let Some(s) = saturates(&saturation, model) {
-        lines.push(s);
-    }
-    let basis = match verdict {
+    (lines, figures)
+}
+
+/// How far the answer's model can be trusted, by its backtest's verdict, in words.
+fn basis(verdict: &Verdict) -> String {
+    match verdict {
         Verdict::Passed { sizes, worst_pp, .. } => format!(
             "TRUSTED: its backtest passed on {sizes} measured sizes (worst {worst_pp:+.1} pp)"
         ),
@@ -141,40 +190,25 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
             error * 100.0
         ),
         _ => String::new(),
+    }
+}
+
+/// What to measure next when the answer is not trusted: what would make it trusted,
+/// then the `advice` that narrows it most.
+fn untrusted_next(verdict: &Verdict, largest: Option<u32>, advice: Option<&Advice>) -> String {
+    let first = match verdict {
+        Verdict::Unmodelled { part, .. } => format!(
+            "no model of {part} describes the measured sizes: measure nearer to the size you need (above {}), where less is extrapolated",
+            largest.map_or("the largest".into(), |l| l.to_string())
+        ),
+        _ => format!(
+            "measure one more size above {} (throttled steps around the demand) so the projection is checked on a second size",
+            largest.map_or("the largest".into(), |l| l.to_string())
+        ),
     };
-    lines.push(format!("  by {}; {basis}", name(model)));
-    let advice = narrow::advice(
-        projections,
-        b.fitted,
-        b.runs_per_size,
-        b.demand,
-        b.min_repeats,
-    );
-    let next = if trusted {
-        advice.as_ref().map(super::answer::Advice::text)
-    } else {
-        let first = match verdict {
-            Verdict::Unmodelled { part, .. } => format!(
-                "no model of {part} describes the measured sizes: measure nearer to the size you need (above {}), where less is extrapolated",
-                largest.map_or("the largest".into(), |l| l.to_string())
-            ),
-            _ => format!(
-                "measure one more size above {} (throttled steps around the demand) so the projection is checked on a second size",
-                largest.map_or("the largest".into(), |l| l.to_string())
-            ),
-        };
-        Some(match &advice {
-            Some(a) => format!("{first}; {}", a.text()),
-            None => first,
-        })
-    };
-    BottomLine {
-        model: Some(model),
-        trusted,
-        lines,
-        figures,
-        next,
-        advice,
+    match advice {
+        Some(a) => format!("{first}; {}", a.text()),
+        None => first,
     }
 }
 

@@ -118,6 +118,79 @@ fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> 
 
 /// Run the analysis on `obs`.
 pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
+    let (m, mut warnings) = measure(obs, req)?;
+    let (volumes, traffic_recorded) = traffic_volumes(&m.runs.good, req, &mut warnings);
+    let f = fit_and_judge(&m, req, volumes.as_ref(), &mut warnings);
+    let figures = compose::Figures {
+        answer: &f.answer,
+        spread: &f.spread,
+        cti: &req.cti,
+        held_out: &m.held_out,
+        smallest_fitted: f.fit.first().copied().unwrap_or(1),
+        largest_fitted: f.fit.last().copied().unwrap_or(1),
+        volumes: volumes.as_ref(),
+        error: f.error,
+    };
+    let stated = state(&figures, &f, traffic_recorded, &mut warnings);
+    let bottom_line = answer_first(req, &m, &f, &stated);
+    let resamples = f.resamples;
+    Ok(Analysis {
+        bottom_line,
+        time_source: req.time_source.clone(),
+        interpolation: req.interp,
+        time_unit: req.unit,
+        series: m.chosen,
+        runs: m.runs.good.len(),
+        failed_runs: m.runs.failed,
+        flagged_runs: m.runs.flagged.len(),
+        flagged_kept: req.keep_flagged,
+        min_repeats: m.min_repeats,
+        regression: m.regression,
+        points: m.points,
+        noise: m.noise,
+        demand: stated.demand,
+        dc: f.answer.dc,
+        dc_interval: f.spread.dc.and_then(|s| s.interval),
+        dc_pairs: figures.dc_pairs(),
+        dc_pairs_censored: f.answer.dc_pairs_left_out,
+        p_star: f.answer.p_star,
+        projection: stated.projection,
+        saturation: stated.saturation,
+        held_out: m.held_out,
+        intervals: format!(
+            "{:.0}% percentile bootstrap over runs ({resamples} resamples): run-to-run noise only",
+            bootstrap::LEVEL * 100.0
+        ),
+        resamples,
+        backtest: f.backtest,
+        verdict: f.verdict,
+        dc_error: f.error[0],
+        traffic: stated.traffic,
+        supported: stated.supported,
+        warnings,
+    })
+}
+
+/// The chosen series' runs as the analysis measures them: grouped into (size, bandwidth)
+/// cells with their medians, and the noise each size's repeats can resolve.
+struct Measured<'a> {
+    chosen: String,
+    runs: Selection<'a>,
+    cells: BTreeMap<(u32, BwKey), Vec<f64>>,
+    medians: BTreeMap<(u32, BwKey), f64>,
+    /// The measured sizes, and those of them asked to be projected to (held out).
+    sizes: Vec<u32>,
+    held_out: Vec<u32>,
+    min_repeats: usize,
+    regression: Option<regression::Regression>,
+    points: Vec<MedianPoint>,
+    noise: Vec<noise::Floor>,
+    floors: BTreeMap<u32, noise::Floor>,
+}
+
+/// Choose the series, sort its runs and group them into cells; what was measured, and
+/// the warnings about it.
+fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, Vec<String>)> {
     let chosen = choose_series(obs, &req.series)?;
     let runs = Selection::of(obs, &chosen, req.keep_flagged);
     let mut warnings = warnings::selection(&runs, req.keep_flagged);
@@ -145,32 +218,80 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let noise = noise::floors(&cells);
     let floors = noise::by_size(&noise);
     warnings.extend(warnings::baselines(&sizes, &medians, &floors));
-    let (volumes, traffic_recorded) = match req.unit {
-        TimeUnit::Seconds => volumes(&runs.good, req.capacity),
+    let measured = Measured {
+        chosen,
+        runs,
+        cells,
+        medians,
+        sizes,
+        held_out,
+        min_repeats,
+        regression,
+        points,
+        noise,
+        floors,
+    };
+    Ok((measured, warnings))
+}
+
+/// The runs' traffic for the traffic model ([`volumes`]), none where the times are not
+/// seconds; and whether any run recorded its bytes.
+fn traffic_volumes(
+    good: &[&Observation],
+    req: &Question,
+    warnings: &mut Vec<String>,
+) -> (Option<traffic::Volumes>, bool) {
+    match req.unit {
+        TimeUnit::Seconds => volumes(good, req.capacity),
         // Bytes over a capacity are seconds: they do not add to the inverse of a rate.
         TimeUnit::InverseRate => {
-            if runs.good.iter().any(|o| o.bytes_sent.is_some()) {
+            if good.iter().any(|o| o.bytes_sent.is_some()) {
                 warnings.push("the times are the inverse of the program's rate, not seconds: no traffic-based projection (it adds bytes over the link's capacity to T(100%)); `analyze --time job` fits it on the job's wall time".into());
             }
             (None, false)
         }
-    };
+    }
+}
+
+/// The chain fitted on the sizes not held out, its bootstrap intervals, and the backtest
+/// that judges its models.
+struct Fitted {
+    fit: Vec<u32>,
+    answer: chain::Chain,
+    resamples: usize,
+    spread: bootstrap::Intervals,
+    backtest: Vec<backtest::Check>,
+    /// How far the DC and the traffic projection's models may be off.
+    error: [Option<model_error::ErrorModel>; 2],
+    /// The DC projection's verdict.
+    verdict: backtest::Verdict,
+}
+
+/// Run the chain on the measured medians (fitted on every size not held out), its
+/// bootstrap, and the backtest over every measured size.
+fn fit_and_judge(
+    m: &Measured,
+    req: &Question,
+    volumes: Option<&traffic::Volumes>,
+    warnings: &mut Vec<String>,
+) -> Fitted {
     let inputs = chain::Inputs {
         levels: &req.cti,
         interp: req.interp,
-        noise: &floors,
-        volumes: volumes.as_ref(),
+        noise: &m.floors,
+        volumes,
     };
     // The chain on the measured medians: fitted on every size not held out.
-    let fit: Vec<u32> = sizes
+    let fit: Vec<u32> = m
+        .sizes
         .iter()
         .copied()
-        .filter(|p| !held_out.contains(p))
+        .filter(|p| !m.held_out.contains(p))
         .collect();
-    let answer = chain::run(&inputs, &medians, &fit, &req.predict);
-    let resamples = bootstrap::resamples_for(runs.good.len());
-    let spread = bootstrap::intervals(&inputs, &cells, &fit, &req.predict, resamples);
-    warnings.extend(warnings::chain(&answer, &req.cti, &medians, fit.len()));
+    let answer = chain::run(&inputs, &m.medians, &fit, &req.predict);
+    let resamples = bootstrap::resamples_for(m.runs.good.len());
+    let spread = bootstrap::intervals(&inputs, &m.cells, &fit, &req.predict, resamples);
+    warnings.extend(warnings::chain(&answer, &req.cti, &m.medians, fit.len()));
     // The backtest over every measured size. Held-out sizes are shown but neither judged
     // nor fitted on: the verdict (and which model the data favour) must not know the
     // measurement the projection is then compared with.
@@ -178,54 +299,74 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         volumes: None,
         ..inputs
     };
-    let all = chain::run(&demands_only, &medians, &sizes, &[]);
+    let all = chain::run(&demands_only, &m.medians, &m.sizes, &[]);
     let backtest = backtest::run(
         &inputs,
-        &cells,
-        &medians,
+        &m.cells,
+        &m.medians,
         &all,
         &spread.demand,
-        &held_out,
+        &m.held_out,
         resamples,
     );
     // How wrong each model has been: at its own fitted sizes, and projected.
-    let insample = chain::run(&inputs, &medians, &fit, &fit);
+    let insample = chain::run(&inputs, &m.medians, &fit, &fit);
     let [dc_residuals, traffic_residuals] = compose::residuals(&insample, &answer, &spread, &fit);
     let error = [
         model_error::estimate(&backtest, Model::Dc, &dc_residuals),
         model_error::estimate(&backtest, Model::Traffic, &traffic_residuals),
     ];
     let verdict = backtest::verdict(&backtest, Model::Dc);
-    let figures = compose::Figures {
-        answer: &answer,
-        spread: &spread,
-        cti: &req.cti,
-        held_out: &held_out,
-        smallest_fitted: fit.first().copied().unwrap_or(1),
-        largest_fitted: fit.last().copied().unwrap_or(1),
-        volumes: volumes.as_ref(),
+    Fitted {
+        fit,
+        answer,
+        resamples,
+        spread,
+        backtest,
         error,
-    };
+        verdict,
+    }
+}
+
+/// The figures the analysis states, each with its interval and verdict.
+struct Stated {
+    projection: Vec<Projection>,
+    traffic: Option<TrafficAnswer>,
+    /// Which projection the backtest supports, in words.
+    supported: String,
+    saturation: Vec<Saturation>,
+    demand: Vec<Demand>,
+}
+
+/// The DC and traffic projections, saturation and demand as stated, with which
+/// projection the backtest supports; `traffic_recorded`: whether any run recorded its
+/// bytes.
+fn state(
+    figures: &compose::Figures,
+    f: &Fitted,
+    traffic_recorded: bool,
+    warnings: &mut Vec<String>,
+) -> Stated {
     let projection = figures.dc_projections();
     if !projection.is_empty() {
-        warnings.extend(warnings::dc_verdict(&verdict));
+        warnings.extend(warnings::dc_verdict(&f.verdict));
     }
-    let traffic = volumes.as_ref().map(|v| TrafficAnswer {
+    let traffic = figures.volumes.map(|v| TrafficAnswer {
         bytes_per_node: v.bytes_per_node.iter().map(|(&p, &b)| (p, b)).collect(),
         busiest_link: v.busiest,
-        fit: answer.traffic.clone(),
+        fit: f.answer.traffic.clone(),
         projection: figures.traffic_projections(),
         verdict: backtest::with_fit(
-            backtest::verdict(&backtest, Model::Traffic),
-            answer.traffic.as_ref(),
+            backtest::verdict(&f.backtest, Model::Traffic),
+            f.answer.traffic.as_ref(),
         ),
-        error: error[1],
-        stability: stability(&spread),
+        error: f.error[1],
+        stability: stability(&f.spread),
     });
-    if volumes.is_none() && traffic_recorded {
+    if figures.volumes.is_none() && traffic_recorded {
         warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());
     }
-    let mut supported = backtest::support(&backtest, traffic.is_some());
+    let mut supported = backtest::support(&f.backtest, traffic.is_some());
     if let Some(TrafficAnswer {
         verdict: backtest::Verdict::Unmodelled { part, .. },
         ..
@@ -236,68 +377,50 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         ));
     }
     let untested = backtest::Verdict::Untested { why: String::new() };
-    let saturation =
-        figures.saturations([&verdict, traffic.as_ref().map_or(&untested, |t| &t.verdict)]);
+    let saturation = figures.saturations([
+        &f.verdict,
+        traffic.as_ref().map_or(&untested, |t| &t.verdict),
+    ]);
     let demand = figures.demands();
-    let mut candidates = vec![(Model::Dc, &verdict, &projection[..])];
-    if let Some(t) = &traffic {
+    Stated {
+        projection,
+        traffic,
+        supported,
+        saturation,
+        demand,
+    }
+}
+
+/// The answer first ([`bottom_line::bottom_line`]): the best supported projection, or
+/// what was measured, and what would narrow it.
+fn answer_first(req: &Question, m: &Measured, f: &Fitted, s: &Stated) -> answer::BottomLine {
+    let mut candidates = vec![(Model::Dc, &f.verdict, &s.projection[..])];
+    if let Some(t) = &s.traffic {
         candidates.push((Model::Traffic, &t.verdict, &t.projection[..]));
     }
-    let runs_per_size = cells.iter().fold(BTreeMap::new(), |mut m, (&(p, _), t)| {
-        *m.entry(p).or_insert(0usize) += t.len();
-        m
-    });
-    let bottom_line = bottom_line::bottom_line(
+    let runs_per_size = m
+        .cells
+        .iter()
+        .fold(BTreeMap::new(), |mut per, (&(p, _), t)| {
+            *per.entry(p).or_insert(0usize) += t.len();
+            per
+        });
+    bottom_line::bottom_line(
         &bottom_line::Basis {
             candidates: &candidates,
-            demand: &demand,
-            saturation: &saturation,
+            demand: &s.demand,
+            saturation: &s.saturation,
             levels: &req.cti,
-            fitted: &fit,
+            fitted: &f.fit,
             runs_per_size: &runs_per_size,
-            min_repeats,
+            min_repeats: m.min_repeats,
             capacity: req
                 .capacity
                 .map(throttle_proto::rate::format_bits_per_sec)
                 .as_deref(),
         },
         !req.predict.is_empty(),
-    );
-    Ok(Analysis {
-        bottom_line,
-        time_source: req.time_source.clone(),
-        interpolation: req.interp,
-        time_unit: req.unit,
-        series: chosen,
-        runs: runs.good.len(),
-        failed_runs: runs.failed,
-        flagged_runs: runs.flagged.len(),
-        flagged_kept: req.keep_flagged,
-        min_repeats,
-        regression,
-        points,
-        noise,
-        demand,
-        dc: answer.dc,
-        dc_interval: spread.dc.and_then(|s| s.interval),
-        dc_pairs: figures.dc_pairs(),
-        dc_pairs_censored: answer.dc_pairs_left_out,
-        p_star: answer.p_star,
-        projection,
-        saturation,
-        held_out,
-        intervals: format!(
-            "{:.0}% percentile bootstrap over runs ({resamples} resamples): run-to-run noise only",
-            bootstrap::LEVEL * 100.0
-        ),
-        resamples,
-        backtest,
-        verdict,
-        dc_error: error[0],
-        traffic,
-        supported,
-        warnings,
-    })
+    )
 }
 
 /// How often each form of the traffic model's parts won over the resamples.

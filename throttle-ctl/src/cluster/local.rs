@@ -330,75 +330,23 @@ fn start_agents(
     base: u32,
     layout: Option<&crate::cluster::netns::Layout>,
 ) -> Result<Vec<Node>> {
-    /// An agent started and not yet ready: node, process, ready file, namespace and address.
-    type Starting = (
-        Name,
-        std::process::Child,
-        PathBuf,
-        Option<(String, std::net::Ipv4Addr)>,
-    );
-    fn kill_all(children: &mut [Starting]) {
-        for (_, c, _, _) in children.iter_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    let launch = AgentLaunch {
+        req,
+        agent,
+        dir,
+        token_path,
+        ca,
+        base,
+        layout,
+    };
     let mut children: Vec<Starting> = Vec::new();
     for i in 0..req.nodes {
-        let name = Name::parse("node name", &format!("n{i}")).map_err(|e| anyhow!("{e}"))?;
-        let (addr, ports, netns) = match layout {
-            // Fixed ports: every node has its own address, and people can remember them.
-            Some(l) => (l.node_addr(i), (7600, 7601), Some(l.namespace(i))),
-            None => (std::net::Ipv4Addr::from(base + i as u32), (0, 0), None),
-        };
+        let site = launch.site(i)?;
+        let name = &site.name;
         let ready = dir.join(format!("{name}.ready"));
         let _ = std::fs::remove_file(&ready);
         let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
-        let mut cmd = match &netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns])
-                    .arg(agent)
-                    .arg(req.intercept.agent_flag());
-                // Only the cluster's own /24 is intercepted, whatever a token holder adds
-                // to the directory.
-                if let Some(l) = layout {
-                    c.arg("--intercept-within").arg(format!("{}/24", l.subnet));
-                }
-                c
-            }
-            None => Command::new(agent),
-        };
-        cmd.args(["--node", name.as_str()])
-            .args([
-                "--control",
-                &format!("{addr}:{}", ports.0),
-                "--data",
-                &format!("{addr}:{}", ports.1),
-            ])
-            .arg("--local-socket")
-            .arg(dir.join(format!("{name}.sock")))
-            .arg("--token-file")
-            .arg(token_path)
-            .args(["--capacity", &req.capacity.to_string().replace(' ', "")])
-            .arg("--ready-file")
-            .arg(&ready)
-            .args(&req.agent_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        if let Some((ca, _)) = ca {
-            let cert = ca.issue(dir, &name, std::net::IpAddr::V4(addr))?;
-            cmd.arg("--tls-cert")
-                .arg(&cert.cert)
-                .arg("--tls-key")
-                .arg(&cert.key);
-        }
-        {
-            use std::os::unix::process::CommandExt;
-            // Own process group: a Ctrl-C aimed at throttle-ctl leaves the agents running.
-            cmd.process_group(0);
-        }
+        let mut cmd = launch.command(&site, &ready, log)?;
         // The command line, for `local restart` (the ports are the ones it got then).
         let argv: Vec<String> = std::iter::once(cmd.get_program())
             .chain(cmd.get_args())
@@ -415,33 +363,15 @@ fn start_agents(
                 bail!("cannot start {}: {e}", agent.display());
             }
         };
+        let AgentSite {
+            name, addr, netns, ..
+        } = site;
         children.push((name, child, ready, netns.map(|ns| (ns, addr))));
     }
     let mut nodes = Vec::new();
     for k in 0..children.len() {
         let (name, child, ready, netns) = &mut children[k];
-        let start = Instant::now();
-        let mut failure = None;
-        while !ready.exists() {
-            if let Ok(Some(status)) = child.try_wait() {
-                let log =
-                    std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-                failure = Some(format!(
-                    "agent {name} exited ({status}) before it was ready:\n{}",
-                    tail(&log, 10)
-                ));
-                break;
-            }
-            if start.elapsed() > Duration::from_secs(15) {
-                failure = Some(format!(
-                    "agent {name} did not become ready within 15 s; see {}",
-                    dir.join(format!("{name}.log")).display()
-                ));
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if let Some(f) = failure {
+        if let Some(f) = wait_ready(dir, name, child, ready) {
             kill_all(&mut children);
             bail!(f);
         }
@@ -467,6 +397,148 @@ fn start_agents(
         });
     }
     Ok(nodes)
+}
+
+/// An agent started and not yet ready: node, process, ready file, namespace and address.
+type Starting = (
+    Name,
+    std::process::Child,
+    PathBuf,
+    Option<(String, std::net::Ipv4Addr)>,
+);
+
+/// Kill the agents started so far, and wait for them.
+fn kill_all(children: &mut [Starting]) {
+    for (_, c, _, _) in children.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// What every agent `local up` starts is started with ([`start_agents`]).
+struct AgentLaunch<'a> {
+    req: &'a LocalUp,
+    agent: &'a Path,
+    dir: &'a Path,
+    token_path: &'a Path,
+    ca: &'a Option<(crate::cluster::certs::ClusterCa, PathBuf)>,
+    /// The first loopback address, as a number (loopback clusters).
+    base: u32,
+    layout: Option<&'a crate::cluster::netns::Layout>,
+}
+
+/// Where one node's agent runs: its name, address, control and data ports (0: any), and
+/// namespace (namespace hosts).
+struct AgentSite {
+    name: Name,
+    addr: std::net::Ipv4Addr,
+    ports: (u16, u16),
+    netns: Option<String>,
+}
+
+impl AgentLaunch<'_> {
+    /// Where the agent of node `i` runs.
+    fn site(&self, i: usize) -> Result<AgentSite> {
+        let name = Name::parse("node name", &format!("n{i}")).map_err(|e| anyhow!("{e}"))?;
+        let (addr, ports, netns) = match self.layout {
+            // Fixed ports: every node has its own address, and people can remember them.
+            Some(l) => (l.node_addr(i), (7600, 7601), Some(l.namespace(i))),
+            None => (std::net::Ipv4Addr::from(self.base + i as u32), (0, 0), None),
+        };
+        Ok(AgentSite {
+            name,
+            addr,
+            ports,
+            netns,
+        })
+    }
+
+    /// The command that starts the agent at `site` (in its own process group), writing
+    /// `ready` once it serves and its log to `log`; a TLS certificate is issued for it
+    /// with a cluster CA.
+    fn command(&self, site: &AgentSite, ready: &Path, log: std::fs::File) -> Result<Command> {
+        let (req, agent, dir, layout) = (self.req, self.agent, self.dir, self.layout);
+        let AgentSite {
+            name,
+            addr,
+            ports,
+            netns,
+        } = site;
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns])
+                    .arg(agent)
+                    .arg(req.intercept.agent_flag());
+                // Only the cluster's own /24 is intercepted, whatever a token holder adds
+                // to the directory.
+                if let Some(l) = layout {
+                    c.arg("--intercept-within").arg(format!("{}/24", l.subnet));
+                }
+                c
+            }
+            None => Command::new(agent),
+        };
+        cmd.args(["--node", name.as_str()])
+            .args([
+                "--control",
+                &format!("{addr}:{}", ports.0),
+                "--data",
+                &format!("{addr}:{}", ports.1),
+            ])
+            .arg("--local-socket")
+            .arg(dir.join(format!("{name}.sock")))
+            .arg("--token-file")
+            .arg(self.token_path)
+            .args(["--capacity", &req.capacity.to_string().replace(' ', "")])
+            .arg("--ready-file")
+            .arg(ready)
+            .args(&req.agent_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if let Some((ca, _)) = self.ca {
+            let cert = ca.issue(dir, name, std::net::IpAddr::V4(*addr))?;
+            cmd.arg("--tls-cert")
+                .arg(&cert.cert)
+                .arg("--tls-key")
+                .arg(&cert.key);
+        }
+        {
+            use std::os::unix::process::CommandExt;
+            // Own process group: a Ctrl-C aimed at throttle-ctl leaves the agents running.
+            cmd.process_group(0);
+        }
+        Ok(cmd)
+    }
+}
+
+/// Wait until the agent of node `name` (`child`) writes its `ready` file; why it did not
+/// (it exited, with its log's last lines, or 15 s passed), if it did not.
+fn wait_ready(
+    dir: &Path,
+    name: &Name,
+    child: &mut std::process::Child,
+    ready: &Path,
+) -> Option<String> {
+    let start = Instant::now();
+    while !ready.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
+            return Some(format!(
+                "agent {name} exited ({status}) before it was ready:\n{}",
+                tail(&log, 10)
+            ));
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            return Some(format!(
+                "agent {name} did not become ready within 15 s; see {}",
+                dir.join(format!("{name}.log")).display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
 }
 
 /// Start node `name`'s agent again, with the command line `local up` gave it and the

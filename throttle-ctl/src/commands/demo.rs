@@ -334,22 +334,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
     }
     let capacity = opts.capacity();
-    crate::note!("starting {max_nodes} agents at {capacity} each ...");
-    let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
-    if opts.pin {
-        agent_args.extend(local_cluster::pin_args()?);
-    }
-    let up = LocalUp {
-        nodes: max_nodes,
-        capacity,
-        base_addr: opts.base_addr,
-        dir: dir.join("state"),
-        agent_args,
-        tls: false,
-        netns: None,
-        intercept: crate::intercept::Mode::Kernel,
-    };
-    local_cluster::up(&up, &cluster_path)?;
+    start_cluster(opts, &dir, &cluster_path, max_nodes, capacity)?;
     let _down = Down(cluster_path.clone());
     let cluster = Cluster::load(&cluster_path)?;
     std::fs::write(dir.join("sweep.toml"), &spec_text)?;
@@ -359,15 +344,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         sweep.steps.len(),
         opts.repeats,
         sweep.points.len(),
-        match &sweep.spec.search {
-            Some(s) => format!(
-                ", then a demand search: more steps until CTI {} each lie between steps at most {} points apart (at most {} more steps per size)",
-                s.levels.iter().map(|l| format!("{l}%")).collect::<Vec<_>>().join(", "),
-                s.width,
-                s.max_steps
-            ),
-            None => String::new(),
-        }
+        search_text(sweep.spec.search.as_ref())
     );
     if let Some(w) =
         crate::load::oversubscription(&cluster, max_nodes, 1, sweep.workload.emulates_compute())
@@ -376,15 +353,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     }
     let store = Store::open(&db)?;
     sweep.resume_as_stored(&store)?;
-    let options = sweep::SweepOptions {
-        job_prefix: sweep::job_prefix(&db, &sweep.series),
-        lease: throttle_proto::Lease::DEFAULT,
-        fail_fast: false,
-    };
-    let mut progress = SweepProgress::new(false);
-    let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
-    progress.finish();
-    let interrupted = matches!(end?, SweepEnd::Interrupted { .. });
+    let interrupted = run_sweep(&sweep, &cluster, &store, &db, cancel)?;
     let held_out = max_nodes as u32;
     let (obs, chosen) = measurements::observations(&store.rows()?, TimeSource::Auto)?;
     let question = Question {
@@ -401,22 +370,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     if !analysis.demand.iter().any(|d| d.procs == held_out) {
         // The held-out size could not be measured here: say why the projection could
         // not be checked against it, and what would let it.
-        let rows = store.rows()?;
-        let mine: Vec<_> = rows.iter().filter(|r| r.nodes == held_out).collect();
-        let flagged = mine.iter().filter(|r| r.flag.is_some()).count();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let why = if flagged > 0 {
-            format!(
-                "the held-out size, {held_out} nodes, has no good run here ({flagged} of its {} runs flagged: its links did not run at their setting, {held_out} agents and {held_out} ranks on {cores} cores), so no projection was checked against it; run the demo where every agent and rank has a core, or end --sizes at a size this machine can emulate",
-                mine.len()
-            )
-        } else {
-            format!(
-                "the held-out size, {held_out} nodes, has no demand measured ({} runs stored{}), so no projection was checked against it",
-                mine.len(),
-                if interrupted { "; the demo was interrupted" } else { "" }
-            )
-        };
+        let why = unmeasured_held_out(&store, held_out, interrupted)?;
         let next = analysis.bottom_line.next.take();
         analysis.bottom_line.next = Some(match next {
             Some(n) => format!("{why}; {n}"),
@@ -432,6 +386,89 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         report,
         db,
         interrupted,
+    })
+}
+
+/// Start the demo's local cluster: `nodes` agents at `capacity`, their state in `dir`,
+/// its cluster file at `cluster_path`.
+fn start_cluster(
+    opts: &Args,
+    dir: &Path,
+    cluster_path: &Path,
+    nodes: usize,
+    capacity: Rate,
+) -> Result<()> {
+    crate::note!("starting {nodes} agents at {capacity} each ...");
+    let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
+    if opts.pin {
+        agent_args.extend(local_cluster::pin_args()?);
+    }
+    let up = LocalUp {
+        nodes,
+        capacity,
+        base_addr: opts.base_addr,
+        dir: dir.join("state"),
+        agent_args,
+        tls: false,
+        netns: None,
+        intercept: crate::intercept::Mode::Kernel,
+    };
+    local_cluster::up(&up, cluster_path)?;
+    Ok(())
+}
+
+/// The demand search the sweep goes on with, in words (empty without one).
+fn search_text(search: Option<&Search>) -> String {
+    match search {
+        Some(s) => format!(
+            ", then a demand search: more steps until CTI {} each lie between steps at most {} points apart (at most {} more steps per size)",
+            s.levels.iter().map(|l| format!("{l}%")).collect::<Vec<_>>().join(", "),
+            s.width,
+            s.max_steps
+        ),
+        None => String::new(),
+    }
+}
+
+/// Run the demo's sweep with a progress display, storing into `store` (the database at
+/// `db`); whether it was interrupted.
+fn run_sweep(
+    sweep: &Sweep,
+    cluster: &Cluster,
+    store: &Store,
+    db: &Path,
+    cancel: &AtomicBool,
+) -> Result<bool> {
+    let options = sweep::SweepOptions {
+        job_prefix: sweep::job_prefix(db, &sweep.series),
+        lease: throttle_proto::Lease::DEFAULT,
+        fail_fast: false,
+    };
+    let mut progress = SweepProgress::new(false);
+    let end = sweep.execute(cluster, store, &options, cancel, |e| progress.event(e));
+    progress.finish();
+    Ok(matches!(end?, SweepEnd::Interrupted { .. }))
+}
+
+/// Why no projection was checked against the held-out size (`held_out` nodes), which has
+/// no demand measured: its runs were flagged (this machine cannot emulate it), or too few
+/// are stored.
+fn unmeasured_held_out(store: &Store, held_out: u32, interrupted: bool) -> Result<String> {
+    let rows = store.rows()?;
+    let mine: Vec<_> = rows.iter().filter(|r| r.nodes == held_out).collect();
+    let flagged = mine.iter().filter(|r| r.flag.is_some()).count();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(if flagged > 0 {
+        format!(
+            "the held-out size, {held_out} nodes, has no good run here ({flagged} of its {} runs flagged: its links did not run at their setting, {held_out} agents and {held_out} ranks on {cores} cores), so no projection was checked against it; run the demo where every agent and rank has a core, or end --sizes at a size this machine can emulate",
+            mine.len()
+        )
+    } else {
+        format!(
+            "the held-out size, {held_out} nodes, has no demand measured ({} runs stored{}), so no projection was checked against it",
+            mine.len(),
+            if interrupted { "; the demo was interrupted" } else { "" }
+        )
     })
 }
 

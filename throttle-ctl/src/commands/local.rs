@@ -10,6 +10,7 @@ use throttle_proto::Rate;
 
 use super::{Context, Exit};
 use crate::cluster::local::{self as local_cluster, LocalUp};
+use crate::cluster::Cluster;
 use crate::output;
 
 #[derive(ClapArgs, Debug)]
@@ -156,18 +157,7 @@ impl Args {
                 if pin {
                     agent_args.extend(local_cluster::pin_args()?);
                 }
-                // The agents run elsewhere (their state directory): absolute paths.
-                for (flag, paths) in [
-                    ("--allow-program", &allow_programs),
-                    ("--allow-dir", &allow_dirs),
-                ] {
-                    for p in paths {
-                        let abs = std::path::absolute(p)
-                            .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", p.display()))?;
-                        agent_args.push(flag.into());
-                        agent_args.push(abs.display().to_string());
-                    }
-                }
+                agent_args.extend(allow_args(&allow_programs, &allow_dirs)?);
                 let req = LocalUp {
                     nodes,
                     capacity,
@@ -179,64 +169,93 @@ impl Args {
                     intercept,
                 };
                 let cluster = local_cluster::up(&req, &ctx.cluster_path)?;
-                if json {
-                    output::print_json(&json!({
-                        "cluster_file": ctx.cluster_path,
-                        "cluster": cluster.file,
-                    }))?;
-                } else {
-                    crate::note!(
-                        "started {} agents; cluster file {}:",
-                        cluster.file.nodes.len(),
-                        ctx.cluster_path.display()
-                    );
-                    output::print(std::fs::read_to_string(&ctx.cluster_path)?)?;
-                }
+                print_up(ctx, &cluster, json)?;
             }
-            LocalCommand::Restart { node, json } => {
-                let n = local_cluster::restart(&ctx.cluster_path, &node)?;
-                if json {
-                    output::print_json(&n)?;
-                } else {
-                    output::print(format!(
-                        "restarted node {}'s agent (pid {}), control {}, data {}\n",
-                        n.name,
-                        n.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
-                        n.control,
-                        n.data
-                    ))?;
-                }
-            }
+            LocalCommand::Restart { node, json } => restart(ctx, &node, json)?,
             LocalCommand::Down {
                 force,
                 keep_logs,
                 json,
-            } => {
-                let stopped = local_cluster::down_with(
-                    &ctx.cluster_path,
-                    local_cluster::Down { force, keep_logs },
-                )?;
-                if json {
-                    output::print_json(&json!({
-                        "cluster_file": ctx.cluster_path,
-                        "stopped": stopped.clone().unwrap_or_default(),
-                    }))?;
-                } else {
-                    match stopped {
-                        Some(s) => output::print(format!(
-                            "stopped {} agents ({}); removed {}\n",
-                            s.len(),
-                            s.join(", "),
-                            ctx.cluster_path.display()
-                        ))?,
-                        None => output::print(format!(
-                            "no local cluster at {}: nothing to stop\n",
-                            ctx.cluster_path.display()
-                        ))?,
-                    }
-                }
-            }
+            } => down(ctx, local_cluster::Down { force, keep_logs }, json)?,
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The agents' `--allow-program` and `--allow-dir` flags, with absolute paths.
+fn allow_args(allow_programs: &[PathBuf], allow_dirs: &[PathBuf]) -> anyhow::Result<Vec<String>> {
+    let mut args = Vec::new();
+    // The agents run elsewhere (their state directory): absolute paths.
+    for (flag, paths) in [
+        ("--allow-program", allow_programs),
+        ("--allow-dir", allow_dirs),
+    ] {
+        for p in paths {
+            let abs = std::path::absolute(p)
+                .map_err(|e| anyhow::anyhow!("{flag} {}: {e}", p.display()))?;
+            args.push(flag.into());
+            args.push(abs.display().to_string());
+        }
+    }
+    Ok(args)
+}
+
+/// Print the cluster `local up` started: as JSON, or its cluster file.
+fn print_up(ctx: &Context, cluster: &Cluster, json: bool) -> anyhow::Result<()> {
+    if json {
+        output::print_json(&json!({
+            "cluster_file": ctx.cluster_path,
+            "cluster": cluster.file,
+        }))?;
+    } else {
+        crate::note!(
+            "started {} agents; cluster file {}:",
+            cluster.file.nodes.len(),
+            ctx.cluster_path.display()
+        );
+        output::print(std::fs::read_to_string(&ctx.cluster_path)?)?;
+    }
+    Ok(())
+}
+
+/// `local restart NODE`: start the node's agent again and say where it serves.
+fn restart(ctx: &Context, node: &str, json: bool) -> anyhow::Result<()> {
+    let n = local_cluster::restart(&ctx.cluster_path, node)?;
+    if json {
+        output::print_json(&n)?;
+    } else {
+        output::print(format!(
+            "restarted node {}'s agent (pid {}), control {}, data {}\n",
+            n.name,
+            n.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
+            n.control,
+            n.data
+        ))?;
+    }
+    Ok(())
+}
+
+/// `local down`: stop the local cluster and say what was stopped.
+fn down(ctx: &Context, how: local_cluster::Down, json: bool) -> anyhow::Result<()> {
+    let stopped = local_cluster::down_with(&ctx.cluster_path, how)?;
+    if json {
+        output::print_json(&json!({
+            "cluster_file": ctx.cluster_path,
+            "stopped": stopped.clone().unwrap_or_default(),
+        }))?;
+    } else {
+        match stopped {
+            Some(s) => output::print(format!(
+                "stopped {} agents ({}); removed {}\n",
+                s.len(),
+                s.join(", "),
+                ctx.cluster_path.display()
+            ))?,
+            None => output::print(format!(
+                "no local cluster at {}: nothing to stop\n",
+                ctx.cluster_path.display()
+            ))?,
+        }
+    }
+    Ok(())
 }

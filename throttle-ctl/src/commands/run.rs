@@ -12,7 +12,7 @@ use throttle_proto::workload::{
 use throttle_proto::{Lease, Pct, TimeLimit};
 
 use super::{interrupt_flag, Context, Exit};
-use crate::job::{self, JobSpec, RunStatus, SavedShapes};
+use crate::job::{self, JobSpec, Outcome, RunStatus, SavedShapes};
 use crate::output;
 use crate::workload::Workload;
 
@@ -154,55 +154,7 @@ impl Args {
         if self.json {
             output::print(format!("{}\n", serde_json::to_string(&outcome)?))?;
         } else {
-            let hidden = if self.verbose {
-                0
-            } else {
-                outcome.output.len().saturating_sub(SHOWN_LINES)
-            };
-            let mut text = String::new();
-            if hidden > 0 {
-                text.push_str(&format!(
-                    "[{hidden} earlier line(s) of output not shown: --verbose prints them]\n"
-                ));
-            }
-            for l in &outcome.output[hidden..] {
-                text.push_str(l);
-                text.push('\n');
-            }
-            text.push_str(&format!(
-                "job {}: {} on {} procs ({} nodes x {}), bw {}: {} in {:.3} s\n",
-                outcome.job,
-                outcome.workload,
-                outcome.procs,
-                outcome.nodes,
-                outcome.ranks_per_node,
-                outcome.bw_pct,
-                outcome.status,
-                outcome.seconds
-            ));
-            if let Some(re) = spec_workload.command().and_then(|c| c.time_regex.as_ref()) {
-                let rate = outcome.result.as_ref().and_then(|r| r.metric("rate"));
-                match (re.is_rate(), rate, outcome.kernel_seconds()) {
-                    (true, Some(r), _) => {
-                        text.push_str(&format!("its rate {r} (--rate-regex; stored as 1/rate)\n"))
-                    }
-                    (false, _, Some(own)) => {
-                        text.push_str(&format!("its own time {own:.3} s (--time-regex)\n"))
-                    }
-                    _ => {}
-                }
-            }
-            match &outcome.fidelity {
-                Some(f) if !f.flagged() => text.push_str(&format!(
-                    "links at their setting: {}\n",
-                    crate::fidelity::brief(f)
-                )),
-                Some(_) => {}
-                None => text.push_str(
-                    "links: not known (an agent did not answer before or after the run)\n",
-                ),
-            }
-            output::print(text)?;
+            output::print(outcome_text(&outcome, &spec_workload, self.verbose))?;
         }
         if let Some(flag) = outcome.flag() {
             crate::note!("warning: this run's links did not run at their setting: {flag}");
@@ -222,4 +174,59 @@ impl Args {
             }
         })
     }
+}
+
+/// The run as people read it: the output's last lines (all with `verbose`), the outcome,
+/// what a --time-regex or --rate-regex captured, and whether the links held their
+/// setting.
+fn outcome_text(outcome: &Outcome, workload: &Workload, verbose: bool) -> String {
+    let hidden = if verbose {
+        0
+    } else {
+        outcome.output.len().saturating_sub(SHOWN_LINES)
+    };
+    let mut text = String::new();
+    if hidden > 0 {
+        text.push_str(&format!(
+            "[{hidden} earlier line(s) of output not shown: --verbose prints them]\n"
+        ));
+    }
+    for l in &outcome.output[hidden..] {
+        text.push_str(l);
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "job {}: {} on {} procs ({} nodes x {}), bw {}: {} in {:.3} s\n",
+        outcome.job,
+        outcome.workload,
+        outcome.procs,
+        outcome.nodes,
+        outcome.ranks_per_node,
+        outcome.bw_pct,
+        outcome.status,
+        outcome.seconds
+    ));
+    if let Some(re) = workload.command().and_then(|c| c.time_regex.as_ref()) {
+        let rate = outcome.result.as_ref().and_then(|r| r.metric("rate"));
+        match (re.is_rate(), rate, outcome.kernel_seconds()) {
+            (true, Some(r), _) => {
+                text.push_str(&format!("its rate {r} (--rate-regex; stored as 1/rate)\n"))
+            }
+            (false, _, Some(own)) => {
+                text.push_str(&format!("its own time {own:.3} s (--time-regex)\n"))
+            }
+            _ => {}
+        }
+    }
+    match &outcome.fidelity {
+        Some(f) if !f.flagged() => text.push_str(&format!(
+            "links at their setting: {}\n",
+            crate::fidelity::brief(f)
+        )),
+        Some(_) => {}
+        None => {
+            text.push_str("links: not known (an agent did not answer before or after the run)\n")
+        }
+    }
+    text
 }

@@ -173,6 +173,22 @@ fn host_line(node: &Node, ranks_per_node: usize) -> String {
 /// A private directory for one run's hostfile, removed when dropped.
 struct RunDir(PathBuf);
 
+impl RunDir {
+    /// A new directory, readable by this user only, in the temporary directory.
+    fn create() -> Result<RunDir> {
+        let mut b = [0u8; 6];
+        let _ = getrandom::getrandom(&mut b);
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let d = std::env::temp_dir().join(format!("{RUN_DIR_PREFIX}{hex}"));
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&d)
+            .with_context(|| format!("cannot create {}", d.display()))?;
+        Ok(RunDir(d))
+    }
+}
+
 impl Drop for RunDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -212,18 +228,7 @@ pub fn run(
         }
         _ => None,
     };
-    let dir = {
-        let mut b = [0u8; 6];
-        let _ = getrandom::getrandom(&mut b);
-        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        let d = std::env::temp_dir().join(format!("{RUN_DIR_PREFIX}{hex}"));
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&d)
-            .with_context(|| format!("cannot create {}", d.display()))?;
-        RunDir(d)
-    };
+    let dir = RunDir::create()?;
     let hostfile = dir.0.join("hostfile");
     let hosts: String = nodes.iter().map(|n| host_line(n, ranks_per_node)).collect();
     std::fs::write(&hostfile, hosts)?;
@@ -244,24 +249,7 @@ pub fn run(
     let _ = nix::sys::prctl::set_child_subreaper(true);
     let mut guard = guard::Guard::start(&dir.0)?;
     let spared = children();
-    let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
-    let mut command = Command::new("/bin/sh");
-    if let Some(lib) = &preload {
-        command
-            .env(crate::intercept::ENV, "preload")
-            .env(crate::intercept::LIB_ENV, lib);
-    }
-    let mut child = command
-        .arg("-c")
-        .arg(&line)
-        .env("THROTTLE_CLUSTER", &cluster_path)
-        .env(guard::MARKER_ENV, guard.marker())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .with_context(|| format!("cannot start /bin/sh -c {line:?}"))?;
+    let mut child = spawn(cluster, &line, preload.as_deref(), &guard)?;
     let start = Instant::now();
     guard.group(child.id());
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
@@ -270,6 +258,68 @@ pub fn run(
         let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         kill_descendants(&spared);
     };
+    let exit = wait(&mut child, cancel, (start, time_limit), &kill)?;
+    // What the command left behind (background children, daemons that called setsid,
+    // processes in their own groups such as mpirun's): all are our descendants, since
+    // this process is their subreaper.
+    kill_descendants(&spared);
+    let (output, captured) = capture.finish();
+    warn_if_not_intercepted(
+        cluster,
+        nodes,
+        intercepted_before,
+        exit.killed_why.is_none(),
+    );
+    ended(exit, &line, time_regex, output, captured)
+}
+
+/// Start `/bin/sh -c line` in its own process group, its output piped, with the cluster
+/// file and the guard's marker in its environment (and the preload library's, with
+/// `preload`).
+fn spawn(
+    cluster: &Cluster,
+    line: &str,
+    preload: Option<&std::path::Path>,
+    guard: &guard::Guard,
+) -> Result<std::process::Child> {
+    let cluster_path = std::path::absolute(&cluster.path).unwrap_or(cluster.path.clone());
+    let mut command = Command::new("/bin/sh");
+    if let Some(lib) = preload {
+        command
+            .env(crate::intercept::ENV, "preload")
+            .env(crate::intercept::LIB_ENV, lib);
+    }
+    command
+        .arg("-c")
+        .arg(line)
+        .env("THROTTLE_CLUSTER", &cluster_path)
+        .env(guard::MARKER_ENV, guard.marker())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start /bin/sh -c {line:?}"))
+}
+
+/// How the command's wait ended.
+struct Exit {
+    /// Its exit status (none where it could not be had after a kill).
+    status: Option<std::process::ExitStatus>,
+    /// Why it was killed, where it was.
+    killed_why: Option<String>,
+    /// Wall time from start to exit (or kill).
+    wall_seconds: f64,
+}
+
+/// Wait for `child` (started at `start`), killing it with `kill` when `cancel` becomes
+/// true or past `time_limit`.
+fn wait(
+    child: &mut std::process::Child,
+    cancel: &AtomicBool,
+    (start, time_limit): (Instant, Duration),
+    kill: &dyn Fn(),
+) -> Result<Exit> {
     let (status, killed_why) = loop {
         if let Some(s) = child.try_wait()? {
             break (Some(s), None);
@@ -293,29 +343,18 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let wall_seconds = start.elapsed().as_secs_f64();
-    // What the command left behind (background children, daemons that called setsid,
-    // processes in their own groups such as mpirun's): all are our descendants, since
-    // this process is their subreaper.
-    kill_descendants(&spared);
-    let (output, captured) = capture.finish();
-    let with_tail = |why: String| {
-        let last: Vec<&str> = output
-            .iter()
-            .rev()
-            .take(5)
-            .rev()
-            .map(String::as_str)
-            .collect();
-        if last.is_empty() {
-            why
-        } else {
-            format!("{why}; output ends: {}", last.join(" | "))
-        }
-    };
-    if let (Some(before), Some(after)) = (intercepted_before, intercepted_outgoing(cluster, nodes))
-    {
-        if nodes.len() > 1 && after == before && killed_why.is_none() {
+    Ok(Exit {
+        status,
+        killed_why,
+        wall_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Warn when a command that ran to its end between several nodes had none of its
+/// connections intercepted (`before`: the agents' count before it started).
+fn warn_if_not_intercepted(cluster: &Cluster, nodes: &[Node], before: Option<u64>, ran: bool) {
+    if let (Some(before), Some(after)) = (before, intercepted_outgoing(cluster, nodes)) {
+        if nodes.len() > 1 && after == before && ran {
             crate::note!(
                 "warning: no connection of this command between nodes went through the agents (intercepted: 0 on {} nodes): its time is not throttled. \
                  A statically linked program, raw system calls or io_uring escape the preload library; a command that does not start its processes with `throttle-ctl exec` (or LD_PRELOAD) on namespace hosts, or whose processes do not talk over TCP, is not intercepted either",
@@ -323,6 +362,38 @@ pub fn run(
             );
         }
     }
+}
+
+/// `why`, with the last lines of the command's output.
+fn with_tail(why: String, output: &[String]) -> String {
+    let last: Vec<&str> = output
+        .iter()
+        .rev()
+        .take(5)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    if last.is_empty() {
+        why
+    } else {
+        format!("{why}; output ends: {}", last.join(" | "))
+    }
+}
+
+/// How the command `line` ended, from its exit, its `output` and what `time_regex`
+/// `captured`: a failure when it was killed, exited non-zero, or its own time is missing.
+fn ended(
+    exit: Exit,
+    line: &str,
+    time_regex: Option<&TimeRegex>,
+    output: Vec<String>,
+    captured: Option<Result<f64, String>>,
+) -> Result<Ended> {
+    let Exit {
+        status,
+        killed_why,
+        wall_seconds,
+    } = exit;
     let fail = |reason: String, interrupted: bool| Ended {
         ok: false,
         interrupted,
@@ -333,7 +404,7 @@ pub fn run(
     };
     if let Some(why) = killed_why {
         let interrupted = why.starts_with("interrupted");
-        return Ok(fail(with_tail(why), interrupted));
+        return Ok(fail(with_tail(why, &output), interrupted));
     }
     let status = status.ok_or_else(|| anyhow!("lost the command's exit status"))?;
     if !status.success() {
@@ -342,7 +413,7 @@ pub fn run(
             Some(c) => format!("the command exited with status {c}"),
             None => format!("the command was killed ({status})"),
         };
-        return Ok(fail(with_tail(why), false));
+        return Ok(fail(with_tail(why, &output), false));
     }
     Ok(match own_result(time_regex, captured) {
         Ok(result) => Ended {
@@ -353,7 +424,7 @@ pub fn run(
             result,
             output,
         },
-        Err(why) => fail(with_tail(why), false),
+        Err(why) => fail(with_tail(why, &output), false),
     })
 }
 

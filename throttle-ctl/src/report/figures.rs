@@ -105,17 +105,10 @@ where
     };
     let (top, bottom) = area.split_vertically(H * 2 / 3);
     let model = |p: f64| r.c0 + r.c1 / p + r.c2 / p.sqrt();
-    // Where the model is not positive it has no place on a log axis.
-    let curve: Vec<(f64, f64)> = (0..=100)
-        .map(|i| lmin + (lmax - lmin) * i as f64 / 100.0)
-        .map(|l| (l, model(10f64.powf(l))))
-        .filter(|&(_, t)| t.is_finite() && t > 0.0)
-        .map(|(l, t)| (l, t.log10()))
-        .collect();
     let mut series = vec![
         Series {
             name: "the paper's T(p)".into(),
-            points: curve,
+            points: log_curve(lmin, lmax, model),
             intervals: None,
             markers: false,
             colour: None,
@@ -123,29 +116,7 @@ where
         },
         measured,
     ];
-    // The traffic model's T(100%), chosen by the model search, over the sizes it was
-    // fitted on.
-    if let Some(fit) = a.traffic.as_ref().and_then(|t| t.fit.as_ref()) {
-        let sizes = fit.exposed_by_size.iter().map(|&(p, _)| p as f64);
-        let (lo, hi) = sizes.fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p), b.max(p)));
-        if lo < hi {
-            let (l0, l1) = (lo.log10(), hi.log10());
-            let m = &fit.baseline.best;
-            series.push(Series {
-                name: "traffic model's T(100%)".into(),
-                points: (0..=100)
-                    .map(|i| l0 + (l1 - l0) * i as f64 / 100.0)
-                    .map(|l| (l, m.at(10f64.powf(l))))
-                    .filter(|&(_, t)| t.is_finite() && t > 0.0)
-                    .map(|(l, t)| (l, t.log10()))
-                    .collect(),
-                intervals: None,
-                markers: false,
-                colour: Some(2),
-                ..Default::default()
-            });
-        }
-    }
+    series.extend(traffic_baseline(a));
     plot_with(
         &top,
         &format!(
@@ -159,6 +130,21 @@ where
         log_y,
         &series,
     )?;
+    residuals(&bottom, a, &at_full, model, x)
+}
+
+/// The strong-scaling `model`'s residuals at each size measured at 100% (`at_full`),
+/// against the size on a log axis (`x`, log10 values).
+fn residuals<DB: DrawingBackend>(
+    area: &Draw<DB>,
+    a: &Analysis,
+    at_full: &[&MedianPoint],
+    model: impl Fn(f64) -> f64,
+    x: std::ops::Range<f64>,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
     let resid: Vec<(f64, f64)> = at_full
         .iter()
         .map(|p| {
@@ -167,7 +153,7 @@ where
         })
         .collect();
     plot(
-        &bottom,
+        area,
         "residuals (measured - model)",
         "processes (log scale)",
         a.time_unit.axis(),
@@ -175,6 +161,38 @@ where
         from_log,
         &[Series::measured("residual", resid)],
     )
+}
+
+/// `f` over sizes from 10^`l0` to 10^`l1`, evenly spaced on a log axis (101 points), as
+/// log10 values.
+fn log_curve(l0: f64, l1: f64, f: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
+    // Where the model is not positive it has no place on a log axis.
+    (0..=100)
+        .map(|i| l0 + (l1 - l0) * i as f64 / 100.0)
+        .map(|l| (l, f(10f64.powf(l))))
+        .filter(|&(_, t)| t.is_finite() && t > 0.0)
+        .map(|(l, t)| (l, t.log10()))
+        .collect()
+}
+
+/// The traffic model's T(100%), chosen by the model search, over the sizes it was fitted
+/// on (log10 values); none without a traffic model fitted on two sizes or more.
+fn traffic_baseline(a: &Analysis) -> Option<Series> {
+    let fit = a.traffic.as_ref().and_then(|t| t.fit.as_ref())?;
+    let sizes = fit.exposed_by_size.iter().map(|&(p, _)| p as f64);
+    let (lo, hi) = sizes.fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p), b.max(p)));
+    if lo >= hi {
+        return None;
+    }
+    let m = &fit.baseline.best;
+    Some(Series {
+        name: "traffic model's T(100%)".into(),
+        points: log_curve(lo.log10(), hi.log10(), |p| m.at(p)),
+        intervals: None,
+        markers: false,
+        colour: Some(2),
+        ..Default::default()
+    })
 }
 
 pub(super) fn demand_plot<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Result<()>

@@ -9,7 +9,8 @@ use anyhow::{anyhow, Result};
 use super::figures::{render_all, size_label};
 use super::plot::font;
 use crate::analysis::demand::Censored;
-use crate::analysis::Analysis;
+use crate::analysis::regression::Regression;
+use crate::analysis::{traffic, Analysis, TrafficAnswer};
 
 /// The page style both reports share.
 pub(super) const STYLE: &str = "<style>
@@ -60,17 +61,70 @@ pub(super) fn html_table(header: &[String], rows: &[Vec<String>]) -> String {
 pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
     let mut out = String::new();
     if let Some(r) = &a.regression {
-        out.push_str(&format!(
-            "<h3>Strong scaling at 100%</h3><p>{}; R² {:.3}, MSE {:.3e}{}</p>\n",
-            r.formula(|v| format!("{v:.4}")),
-            r.r2,
-            r.mse,
-            r.crossover_procs
-                .map(|p| format!("; communication overtakes processing at p ≈ {p:.0}"))
-                .unwrap_or_default()
-        ));
+        out.push_str(&strong_scaling(r));
     }
-    out.push_str("<h3>Completion time and CTI per point</h3>\n");
+    out.push_str(&points_table(a));
+    // The demand table's header, which the projection tables share.
+    let mut header = vec!["procs".to_string()];
+    header.extend(levels.iter().map(|c| format!("CTI {c}%")));
+    out.push_str(&demand_table(a, levels, capacity, &header));
+    out.push_str(&match (a.dc, a.dc_interval) {
+        (Some(dc), Some(i)) => format!(
+            "<p>Demand constant DC = {dc:.3} (90% bootstrap interval over runs {:.3} – {:.3}, {} pairs).</p>\n",
+            i.low,
+            i.high,
+            a.dc_pairs.len()
+        ),
+        (Some(dc), None) => format!("<p>Demand constant DC = {dc:.3}.</p>\n"),
+        _ => "<p>Demand constant: not available.</p>\n".into(),
+    });
+    if !a.projection.is_empty() {
+        out.push_str(&format!(
+            "<h3>Projection from p* = {} procs (DC model, demand ~ DC × sqrt(p))</h3>\n",
+            a.p_star.unwrap_or(0)
+        ));
+        out.push_str(&projection_table(&a.projection, levels, &header, |c| {
+            a.demand_at_star(c)
+        }));
+        if a.projection.iter().any(|p| p.from_censored) {
+            out.push_str("<p>&lt;X: at most X, projected from a demand at p* censored below; X (from &gt;B): projected from a demand at p* known only to exceed B, not a bound.</p>\n");
+        }
+    }
+    if let Some(t) = &a.traffic {
+        if let Some(f) = &t.fit {
+            out.push_str(&traffic_model(t, f));
+        }
+        if !t.projection.is_empty() {
+            out.push_str("<h3>Projection from traffic</h3>\n");
+            out.push_str(&projection_table(&t.projection, levels, &header, |_| None));
+        }
+    }
+    if !a.saturation.is_empty() {
+        out.push_str("<h3>Where the link saturates</h3>\n");
+        out.push_str(&format!(
+            "<p>{}</p>\n",
+            crate::table::escape_html(crate::analysis::render::SATURATION_MEANING)
+        ));
+        out.push_str(&crate::analysis::render::saturation_table(a).html());
+    }
+    out
+}
+
+/// The strong-scaling regression at 100%, with where communication overtakes.
+fn strong_scaling(r: &Regression) -> String {
+    format!(
+        "<h3>Strong scaling at 100%</h3><p>{}; R² {:.3}, MSE {:.3e}{}</p>\n",
+        r.formula(|v| format!("{v:.4}")),
+        r.r2,
+        r.mse,
+        r.crossover_procs
+            .map(|p| format!("; communication overtakes processing at p ≈ {p:.0}"))
+            .unwrap_or_default()
+    )
+}
+
+/// Each point's completion time, its interval and CTI, under its heading.
+fn points_table(a: &Analysis) -> String {
     let header: Vec<String> = [
         "procs",
         "bw %",
@@ -106,13 +160,15 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
             ]
         })
         .collect();
-    out.push_str(&html_table(&header, &rows));
-    out.push_str(&format!(
-        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%); (noise): below the noise floor (not used).</p>\n",
-        escape(capacity.unwrap_or("the link"))
-    ));
-    let mut header = vec!["procs".to_string()];
-    header.extend(levels.iter().map(|c| format!("CTI {c}%")));
+    format!(
+        "<h3>Completion time and CTI per point</h3>\n{}",
+        html_table(&header, &rows)
+    )
+}
+
+/// The measured demand of each size at each level (`header`: its columns), under its
+/// heading and legend.
+fn demand_table(a: &Analysis, levels: &[f64], capacity: Option<&str>, header: &[String]) -> String {
     let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -130,81 +186,53 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
             row
         })
         .collect();
-    out.push_str(&html_table(&header, &rows));
-    out.push_str(&match (a.dc, a.dc_interval) {
-        (Some(dc), Some(i)) => format!(
-            "<p>Demand constant DC = {dc:.3} (90% bootstrap interval over runs {:.3} – {:.3}, {} pairs).</p>\n",
-            i.low,
-            i.high,
-            a.dc_pairs.len()
-        ),
-        (Some(dc), None) => format!("<p>Demand constant DC = {dc:.3}.</p>\n"),
-        _ => "<p>Demand constant: not available.</p>\n".into(),
-    });
-    if !a.projection.is_empty() {
-        out.push_str(&format!(
-            "<h3>Projection from p* = {} procs (DC model, demand ~ DC × sqrt(p))</h3>\n",
-            a.p_star.unwrap_or(0)
-        ));
-        out.push_str(&projection_table(&a.projection, levels, &header, |c| {
-            a.demand_at_star(c)
-        }));
-        if a.projection.iter().any(|p| p.from_censored) {
-            out.push_str("<p>&lt;X: at most X, projected from a demand at p* censored below; X (from &gt;B): projected from a demand at p* known only to exceed B, not a bound.</p>\n");
-        }
-    }
-    if let Some(t) = &a.traffic {
-        if let Some(f) = &t.fit {
-            out.push_str("<h3>Traffic model</h3><p>T(w) = T(100%) + k V/C (1/w − 1); each part's forms weighed by their fit beyond the noise (AICc with a cost for the shape) and averaged. The best form, its weight among those averaged, and how often it was the best over resampled runs:</p>\n");
-            let rows: Vec<Vec<String>> = [
-                ("T(100%)", "T(100%)", &f.baseline),
-                ("bytes V", "V", &f.volume),
-                ("weight k", "k", &f.exposed),
-            ]
-            .iter()
-            .map(|(what, part, found)| {
-                let won = t.stability.iter().find(|s| s.part == *part).map(|s| {
-                    let name = found.best.form.name();
-                    let n = s.forms.iter().find(|f| f.0 == name).map_or(0, |f| f.1);
-                    format!("{n} of {}", s.resamples)
-                });
-                vec![
-                    what.to_string(),
-                    found.best.text(|c| format!("{c:.4}")),
-                    match found.best.weight {
-                        Some(w) if found.judged > 0 => {
-                            format!("{w:.2} ({} averaged)", found.close.len())
-                        }
-                        _ => "– (two sizes: the paper's form)".into(),
-                    },
-                    won.unwrap_or_else(|| "–".into()),
-                ]
-            })
-            .collect();
-            out.push_str(&html_table(
-                &[
-                    "part".to_string(),
-                    "best form".to_string(),
-                    "weight".to_string(),
-                    "best in resamples".to_string(),
-                ],
-                &rows,
-            ));
-        }
-        if !t.projection.is_empty() {
-            out.push_str("<h3>Projection from traffic</h3>\n");
-            out.push_str(&projection_table(&t.projection, levels, &header, |_| None));
-        }
-    }
-    if !a.saturation.is_empty() {
-        out.push_str("<h3>Where the link saturates</h3>\n");
-        out.push_str(&format!(
-            "<p>{}</p>\n",
-            crate::table::escape_html(crate::analysis::render::SATURATION_MEANING)
-        ));
-        out.push_str(&crate::analysis::render::saturation_table(a).html());
-    }
-    out
+    format!(
+        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%); (noise): below the noise floor (not used).</p>\n{}",
+        escape(capacity.unwrap_or("the link")),
+        html_table(header, &rows)
+    )
+}
+
+/// The traffic model `f`: each part's best form, its weight, and how often it was the
+/// best over resampled runs.
+fn traffic_model(t: &TrafficAnswer, f: &traffic::Fit) -> String {
+    let rows: Vec<Vec<String>> = [
+        ("T(100%)", "T(100%)", &f.baseline),
+        ("bytes V", "V", &f.volume),
+        ("weight k", "k", &f.exposed),
+    ]
+    .iter()
+    .map(|(what, part, found)| {
+        let won = t.stability.iter().find(|s| s.part == *part).map(|s| {
+            let name = found.best.form.name();
+            let n = s.forms.iter().find(|f| f.0 == name).map_or(0, |f| f.1);
+            format!("{n} of {}", s.resamples)
+        });
+        vec![
+            what.to_string(),
+            found.best.text(|c| format!("{c:.4}")),
+            match found.best.weight {
+                Some(w) if found.judged > 0 => {
+                    format!("{w:.2} ({} averaged)", found.close.len())
+                }
+                _ => "– (two sizes: the paper's form)".into(),
+            },
+            won.unwrap_or_else(|| "–".into()),
+        ]
+    })
+    .collect();
+    format!(
+        "<h3>Traffic model</h3><p>T(w) = T(100%) + k V/C (1/w − 1); each part's forms weighed by their fit beyond the noise (AICc with a cost for the shape) and averaged. The best form, its weight among those averaged, and how often it was the best over resampled runs:</p>\n{}",
+        html_table(
+            &[
+                "part".to_string(),
+                "best form".to_string(),
+                "weight".to_string(),
+                "best in resamples".to_string(),
+            ],
+            &rows,
+        )
+    )
 }
 
 /// A projection table: each target's demand per level with the interval the answer uses

@@ -430,27 +430,9 @@ impl Sweep {
                 total: self.points.len(),
             });
         }
-        let mut runner = Runner {
-            sweep: self,
-            cluster,
-            store,
-            options,
-            cancel,
-            host: std::fs::read_to_string("/etc/hostname")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into()),
-            failed: store.failed_attempts()?,
-            warmed: HashSet::new(),
-            started: Instant::now(),
-            ran: 0,
-            gave_up: 0,
-            outcomes: HashMap::new(),
-            hopeless: HashSet::new(),
-        };
-        for (i, p) in todo.iter().enumerate() {
-            if !runner.point(p, i, todo.len(), &mut on_event)? {
-                return Ok(SweepEnd::Interrupted { ran: runner.ran });
-            }
+        let mut runner = Runner::new(self, cluster, store, options, cancel)?;
+        if !runner.run_each(&todo, &mut on_event)? {
+            return Ok(SweepEnd::Interrupted { ran: runner.ran });
         }
         // Steps an earlier, stopped run of the search placed get their extra repeats too.
         let earlier = self.stored_search_points(store)?;
@@ -469,115 +451,16 @@ impl Sweep {
         }
         let mut until_end = None;
         if let Some(until) = &self.spec.until {
-            let mut nodes = self.spec.nodes.clone();
-            let started = runner.ran;
-            let mut round = 0;
-            loop {
-                round += 1;
-                let spent = runner.ran - started;
-                let left = until.budget.saturating_sub(spent);
-                let next = match self.analyse(store, until) {
-                    Ok(a) => until::next(until, &a, &nodes, self.spec.ranks_per_node, left),
-                    Err(e) => until::Next::Stuck {
-                        width: None,
-                        why: format!("the analysis failed: {e:#}"),
-                    },
-                };
-                let points: Vec<SweepPoint> = match &next {
-                    until::Next::Size { nodes: n } => {
-                        nodes.push(*n);
-                        self.grid_points(*n)
-                    }
-                    until::Next::Repeats { points } => self.repeat_points(store, points)?,
-                    _ => Vec::new(),
-                };
-                on_event(SweepEvent::Until {
-                    round,
-                    next: &next,
-                    spent,
-                    budget: until.budget,
-                });
-                if points.is_empty() {
-                    until_end = Some(match next {
-                        until::Next::Reached { width } => UntilEnd {
-                            reached: true,
-                            width: Some(width),
-                            spent,
-                            budget: until.budget,
-                            why: format!(
-                                "the answer at {} procs is within {} pp",
-                                until.procs, until.width
-                            ),
-                        },
-                        until::Next::Stuck { width, why } => UntilEnd {
-                            reached: false,
-                            width,
-                            spent,
-                            budget: until.budget,
-                            why,
-                        },
-                        _ => UntilEnd {
-                            reached: false,
-                            width: None,
-                            spent,
-                            budget: until.budget,
-                            why: "every point it asked for is stored already".into(),
-                        },
-                    });
-                    break;
-                }
-                let done = store.done_points()?;
-                let todo: Vec<&SweepPoint> =
-                    points.iter().filter(|p| !done.contains(&p.key)).collect();
-                for (i, p) in todo.iter().enumerate() {
-                    if !runner.point(p, i, todo.len(), &mut on_event)? {
-                        return Ok(SweepEnd::Interrupted { ran: runner.ran });
-                    }
-                }
-                if let until::Next::Size { nodes: n } = next {
-                    if !self.search_rounds(
-                        &mut runner,
-                        &[n],
-                        (&earlier, &mut searched, &mut tried),
-                        &mut on_event,
-                    )? {
-                        return Ok(SweepEnd::Interrupted { ran: runner.ran });
-                    }
-                }
-                if runner.ran - started >= until.budget {
-                    let width = self
-                        .analyse(store, until)
-                        .ok()
-                        .and_then(|a| a.bottom_line.advice)
-                        .map(|a| a.width);
-                    let why = format!(
-                        "the budget of {} runs is spent{}",
-                        until.budget,
-                        width.map_or(String::new(), |w| format!(
-                            " (the answer is {w:.1} pp wide, {} asked)",
-                            until.width
-                        ))
-                    );
-                    let next = until::Next::Stuck {
-                        width,
-                        why: why.clone(),
-                    };
-                    on_event(SweepEvent::Until {
-                        round: round + 1,
-                        next: &next,
-                        spent: runner.ran - started,
-                        budget: until.budget,
-                    });
-                    until_end = Some(UntilEnd {
-                        reached: width.is_some_and(|w| w <= until.width),
-                        width,
-                        spent: runner.ran - started,
-                        budget: until.budget,
-                        why,
-                    });
-                    break;
-                }
-            }
+            let Some(end) = self.until_rounds(
+                &mut runner,
+                until,
+                (&earlier, &mut searched, &mut tried),
+                &mut on_event,
+            )?
+            else {
+                return Ok(SweepEnd::Interrupted { ran: runner.ran });
+            };
+            until_end = Some(end);
         }
         Ok(SweepEnd::Complete {
             ran: runner.ran,
@@ -585,6 +468,146 @@ impl Sweep {
             gave_up: runner.gave_up,
             until: until_end,
         })
+    }
+
+    /// `[until]`: rounds of precision on request (a new size with its search, or more
+    /// repeats) until the answer is narrow enough, the budget is spent, or nothing
+    /// affordable narrows it; how it ended, or `None` when interrupted. `earlier`,
+    /// `searched` and `tried` are as for [`Sweep::search_rounds`].
+    fn until_rounds(
+        &self,
+        runner: &mut Runner<'_>,
+        until: &Until,
+        (earlier, searched, tried): (
+            &[SweepPoint],
+            &mut Vec<SweepPoint>,
+            &mut HashMap<usize, HashSet<Pct>>,
+        ),
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> Result<Option<UntilEnd>> {
+        let store = runner.store;
+        let mut nodes = self.spec.nodes.clone();
+        let started = runner.ran;
+        let mut round = 0;
+        loop {
+            round += 1;
+            let spent = runner.ran - started;
+            let left = until.budget.saturating_sub(spent);
+            let next = match self.analyse(store, until) {
+                Ok(a) => until::next(until, &a, &nodes, self.spec.ranks_per_node, left),
+                Err(e) => until::Next::Stuck {
+                    width: None,
+                    why: format!("the analysis failed: {e:#}"),
+                },
+            };
+            let points: Vec<SweepPoint> = match &next {
+                until::Next::Size { nodes: n } => {
+                    nodes.push(*n);
+                    self.grid_points(*n)
+                }
+                until::Next::Repeats { points } => self.repeat_points(store, points)?,
+                _ => Vec::new(),
+            };
+            on_event(SweepEvent::Until {
+                round,
+                next: &next,
+                spent,
+                budget: until.budget,
+            });
+            if points.is_empty() {
+                return Ok(Some(until_stopped(until, next, spent)));
+            }
+            let done = store.done_points()?;
+            let todo: Vec<&SweepPoint> = points.iter().filter(|p| !done.contains(&p.key)).collect();
+            if !runner.run_each(&todo, on_event)? {
+                return Ok(None);
+            }
+            if let until::Next::Size { nodes: n } = next {
+                if !self.search_rounds(runner, &[n], (earlier, searched, tried), on_event)? {
+                    return Ok(None);
+                }
+            }
+            if runner.ran - started >= until.budget {
+                let spent = runner.ran - started;
+                return Ok(Some(self.until_budget_spent(
+                    store,
+                    until,
+                    (round, spent),
+                    on_event,
+                )));
+            }
+        }
+    }
+
+    /// `[until]` after a round that spent its budget (`spent` runs, round `round`): the
+    /// width the answer reached, told as one more round that is stuck; how it ended.
+    fn until_budget_spent(
+        &self,
+        store: &Store,
+        until: &Until,
+        (round, spent): (usize, usize),
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> UntilEnd {
+        let width = self
+            .analyse(store, until)
+            .ok()
+            .and_then(|a| a.bottom_line.advice)
+            .map(|a| a.width);
+        let why = format!(
+            "the budget of {} runs is spent{}",
+            until.budget,
+            width.map_or(String::new(), |w| format!(
+                " (the answer is {w:.1} pp wide, {} asked)",
+                until.width
+            ))
+        );
+        let next = until::Next::Stuck {
+            width,
+            why: why.clone(),
+        };
+        on_event(SweepEvent::Until {
+            round: round + 1,
+            next: &next,
+            spent,
+            budget: until.budget,
+        });
+        UntilEnd {
+            reached: width.is_some_and(|w| w <= until.width),
+            width,
+            spent,
+            budget: until.budget,
+            why,
+        }
+    }
+}
+
+/// How `[until]` ended when its round `next` asked for no points (`spent` runs added).
+fn until_stopped(until: &Until, next: until::Next, spent: usize) -> UntilEnd {
+    match next {
+        until::Next::Reached { width } => UntilEnd {
+            reached: true,
+            width: Some(width),
+            spent,
+            budget: until.budget,
+            why: format!(
+                "the answer at {} procs is within {} pp",
+                until.procs, until.width
+            ),
+        },
+        until::Next::Stuck { width, why } => UntilEnd {
+            reached: false,
+            width,
+            spent,
+            budget: until.budget,
+            why,
+        },
+        _ => UntilEnd {
+            reached: false,
+            width: None,
+            spent,
+            budget: until.budget,
+            why: "every point it asked for is stored already".into(),
+        },
     }
 }
 
@@ -614,7 +637,55 @@ struct Runner<'a> {
 /// emulate it (its agents starved), every run of it would be tried and thrown away.
 const HOPELESS: u32 = 3;
 
-impl Runner<'_> {
+/// How busy the machine was around one run: the share of its CPUs busy over the settle
+/// pause before it, and the share stolen from it while it ran.
+struct RunLoad {
+    busy: Option<f64>,
+    steal: Option<f64>,
+}
+
+impl<'a> Runner<'a> {
+    /// A runner for one invocation of `sweep`, with the failed attempts stored so far.
+    fn new(
+        sweep: &'a Sweep,
+        cluster: &'a Cluster,
+        store: &'a Store,
+        options: &'a SweepOptions,
+        cancel: &'a AtomicBool,
+    ) -> Result<Runner<'a>> {
+        Ok(Runner {
+            sweep,
+            cluster,
+            store,
+            options,
+            cancel,
+            host: std::fs::read_to_string("/etc/hostname")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+            failed: store.failed_attempts()?,
+            warmed: HashSet::new(),
+            started: Instant::now(),
+            ran: 0,
+            gave_up: 0,
+            outcomes: HashMap::new(),
+            hopeless: HashSet::new(),
+        })
+    }
+
+    /// Run every point of `todo` in turn ([`Runner::point`]); `false` when interrupted.
+    fn run_each(
+        &mut self,
+        todo: &[&SweepPoint],
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> Result<bool> {
+        for (i, p) in todo.iter().enumerate() {
+            if !self.point(p, i, todo.len(), on_event)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Under `repeats = "auto"`, rounds of more repeats (of the spec's points and
     /// `searched`) until every median is precise enough; `false` when interrupted.
     fn auto_repeats(
@@ -675,19 +746,10 @@ impl Runner<'_> {
         todo: usize,
         on_event: &mut dyn FnMut(SweepEvent<'_>),
     ) -> Result<bool> {
-        let spec = &self.sweep.spec;
-        if spec.warmup && self.warmed.insert(p.nodes) {
-            if self.cancel.load(Ordering::SeqCst) {
-                return Ok(false);
-            }
-            on_event(SweepEvent::WarmingUp { nodes: p.nodes });
-            // Not stored: whatever it measured, or however it failed, the runs after it
-            // say the same again.
-            if let Ok(o) = job::execute(self.cluster, &self.job(p.nodes, Pct::FULL), self.cancel) {
-                if o.status == RunStatus::Interrupted {
-                    return Ok(false);
-                }
-            }
+        let sweep = self.sweep;
+        let spec = &sweep.spec;
+        if spec.warmup && self.warmed.insert(p.nodes) && !self.warm_up(p.nodes, on_event) {
+            return Ok(false);
         }
         if self.hopeless.contains(&p.nodes) {
             self.gave_up += 1;
@@ -699,19 +761,7 @@ impl Runner<'_> {
         loop {
             let attempts = self.failed.get(&p.key).copied().unwrap_or(0);
             if attempts > spec.retries {
-                self.gave_up += 1;
-                on_event(SweepEvent::GaveUp { point: p, attempts });
-                if !attempted {
-                    return Ok(true);
-                }
-                let seen = self.outcomes.entry(p.nodes).or_default();
-                seen.0 += 1;
-                if seen.0 >= HOPELESS && seen.1 == 0 && self.hopeless.insert(p.nodes) {
-                    on_event(SweepEvent::SizeGivenUp {
-                        nodes: p.nodes,
-                        points: seen.0,
-                    });
-                }
+                self.give_up(p, attempts, attempted, on_event);
                 return Ok(true);
             }
             if self.cancel.load(Ordering::SeqCst) {
@@ -723,19 +773,7 @@ impl Runner<'_> {
                 point: p,
             });
             let job_spec = self.job(p.nodes, p.bw);
-            // Settle, measuring how busy the machine is while nothing of ours runs.
-            let before_settle = load::CpuTimes::now();
-            if spec.settle > 0.0 {
-                std::thread::sleep(Duration::from_secs_f64(spec.settle));
-            }
-            let before_run = load::CpuTimes::now();
-            let busy = before_settle
-                .zip(before_run)
-                .and_then(|(a, b)| load::shares(a, b))
-                .map(|s| s.0);
-            if let Some(b) = busy.filter(|b| *b > load::BUSY) {
-                on_event(SweepEvent::Busy { point: p, busy: b });
-            }
+            let (before_run, busy) = self.settle(p, on_event);
             let started_at = now_utc();
             attempted = true;
             let outcome = match job::execute(self.cluster, &job_spec, self.cancel) {
@@ -755,47 +793,10 @@ impl Runner<'_> {
                 .zip(load::CpuTimes::now())
                 .and_then(|(a, b)| load::shares(a, b))
                 .map(|s| s.1);
-            let traffic = outcome.fidelity.as_ref().map(|f| f.traffic());
             self.ran += 1;
             let ok = outcome.status == RunStatus::Ok;
-            self.store.insert_with_output(
-                &RunRow {
-                    point_key: p.key.clone(),
-                    series: self.sweep.series.clone(),
-                    workload: spec.workload.clone(),
-                    options: self.sweep.options.to_string(),
-                    nodes: p.nodes as u32,
-                    ranks_per_node: spec.ranks_per_node as u32,
-                    procs: outcome.procs as u32,
-                    bw_pct: p.bw,
-                    capacity: outcome.capacity_bytes_per_sec,
-                    latency_us: outcome.latency_us,
-                    repeat: p.repeat,
-                    started_at,
-                    seconds: ok.then_some(outcome.seconds),
-                    kernel_seconds: outcome.kernel_seconds(),
-                    teps: outcome.teps(),
-                    status: outcome.status,
-                    reason: outcome.reason.clone(),
-                    host: self.host.clone(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    job: outcome.job.clone(),
-                    bytes_sent: traffic.map(|t| t.0),
-                    bytes_received: traffic.map(|t| t.1),
-                    cpu_busy_before: busy,
-                    cpu_steal: steal,
-                    metrics: outcome
-                        .result
-                        .as_ref()
-                        .and_then(|r| serde_json::to_string(&r.metrics).ok()),
-                    fidelity: outcome
-                        .fidelity
-                        .as_ref()
-                        .and_then(|f| serde_json::to_string(f).ok()),
-                    flag: outcome.flag(),
-                },
-                &outcome.output,
-            )?;
+            let row = self.row(p, &outcome, started_at, RunLoad { busy, steal });
+            self.store.insert_with_output(&row, &outcome.output)?;
             let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
             let good = ok && outcome.flag().is_none();
             on_event(SweepEvent::Finished {
@@ -813,6 +814,112 @@ impl Runner<'_> {
                 return Ok(true);
             }
             *self.failed.entry(p.key.clone()).or_default() += 1;
+        }
+    }
+
+    /// The unstored warm-up run of a node count at full bandwidth; `false` when
+    /// interrupted.
+    fn warm_up(&self, nodes: usize, on_event: &mut dyn FnMut(SweepEvent<'_>)) -> bool {
+        if self.cancel.load(Ordering::SeqCst) {
+            return false;
+        }
+        on_event(SweepEvent::WarmingUp { nodes });
+        // Not stored: whatever it measured, or however it failed, the runs after it
+        // say the same again.
+        if let Ok(o) = job::execute(self.cluster, &self.job(nodes, Pct::FULL), self.cancel) {
+            if o.status == RunStatus::Interrupted {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Give `p` up after `attempts` attempts; a point `attempted` in this invocation
+    /// counts towards giving its whole node count up ([`HOPELESS`]).
+    fn give_up(
+        &mut self,
+        p: &SweepPoint,
+        attempts: u32,
+        attempted: bool,
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) {
+        self.gave_up += 1;
+        on_event(SweepEvent::GaveUp { point: p, attempts });
+        if !attempted {
+            return;
+        }
+        let seen = self.outcomes.entry(p.nodes).or_default();
+        seen.0 += 1;
+        if seen.0 >= HOPELESS && seen.1 == 0 && self.hopeless.insert(p.nodes) {
+            on_event(SweepEvent::SizeGivenUp {
+                nodes: p.nodes,
+                points: seen.0,
+            });
+        }
+    }
+
+    /// The settle pause before running `p`, measuring how busy the machine is while
+    /// nothing of ours runs (told when over [`load::BUSY`]); the CPU times at its end and
+    /// the busy share.
+    fn settle(
+        &self,
+        p: &SweepPoint,
+        on_event: &mut dyn FnMut(SweepEvent<'_>),
+    ) -> (Option<load::CpuTimes>, Option<f64>) {
+        let before_settle = load::CpuTimes::now();
+        if self.sweep.spec.settle > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(self.sweep.spec.settle));
+        }
+        let before_run = load::CpuTimes::now();
+        let busy = before_settle
+            .zip(before_run)
+            .and_then(|(a, b)| load::shares(a, b))
+            .map(|s| s.0);
+        if let Some(b) = busy.filter(|b| *b > load::BUSY) {
+            on_event(SweepEvent::Busy { point: p, busy: b });
+        }
+        (before_run, busy)
+    }
+
+    /// The stored row of one attempt at `p`, started at `started_at`.
+    fn row(&self, p: &SweepPoint, outcome: &Outcome, started_at: String, load: RunLoad) -> RunRow {
+        let spec = &self.sweep.spec;
+        let ok = outcome.status == RunStatus::Ok;
+        let traffic = outcome.fidelity.as_ref().map(|f| f.traffic());
+        RunRow {
+            point_key: p.key.clone(),
+            series: self.sweep.series.clone(),
+            workload: spec.workload.clone(),
+            options: self.sweep.options.to_string(),
+            nodes: p.nodes as u32,
+            ranks_per_node: spec.ranks_per_node as u32,
+            procs: outcome.procs as u32,
+            bw_pct: p.bw,
+            capacity: outcome.capacity_bytes_per_sec,
+            latency_us: outcome.latency_us,
+            repeat: p.repeat,
+            started_at,
+            seconds: ok.then_some(outcome.seconds),
+            kernel_seconds: outcome.kernel_seconds(),
+            teps: outcome.teps(),
+            status: outcome.status,
+            reason: outcome.reason.clone(),
+            host: self.host.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            job: outcome.job.clone(),
+            bytes_sent: traffic.map(|t| t.0),
+            bytes_received: traffic.map(|t| t.1),
+            cpu_busy_before: load.busy,
+            cpu_steal: load.steal,
+            metrics: outcome
+                .result
+                .as_ref()
+                .and_then(|r| serde_json::to_string(&r.metrics).ok()),
+            fidelity: outcome
+                .fidelity
+                .as_ref()
+                .and_then(|f| serde_json::to_string(f).ok()),
+            flag: outcome.flag(),
         }
     }
 }
