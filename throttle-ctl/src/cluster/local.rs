@@ -234,35 +234,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     if req.netns.is_some() {
         crate::cluster::netns::check_prerequisites()?;
     }
-    // `local down` removes the state directory, and the token and sockets go in it: it
-    // must be one `up` makes, or an empty private one of this user's, never a directory
-    // with someone's files in it, nor a link to one, nor another user's (who could read
-    // the token, or answer for the agents through a ready file).
-    let state = state_dir(&req.dir)?;
-    let holds_files = !state.is_empty()?;
-    if holds_files && !made_by_up(&req.dir) {
-        bail!(
-            "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one (a state directory left by an older throttle has no marker: remove it by hand)",
-            req.dir.display()
-        );
-    }
-    // Token, certificates' keys, sockets and the ranks' run directories live here: the
-    // directory checked above is private (0700, this user's), its parent lets no one else
-    // replace it.
-    state.make_private()?;
-    let dir = req.dir.canonicalize()?;
-    {
-        use std::io::Write;
-        // The marker names the cluster file this state belongs to: `local down` acts only
-        // for that file (a hand-written one naming this directory is not it).
-        let mut marker = state.replace(MARKER, 0o600)?;
-        writeln!(
-            marker,
-            "made by `throttle-ctl local up`; `throttle-ctl local down` removes this directory\n{CLUSTER_LINE}{}",
-            absolute(cluster_path).display()
-        )
-        .with_context(|| format!("cannot write {}", dir.join(MARKER).display()))?;
-    }
+    let dir = prepare_state(&req.dir, cluster_path)?;
     let token_path = dir.join("token");
     crate::cluster::write_new_token(&token_path)?;
     let base = u32::from(req.base_addr);
@@ -319,8 +291,43 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     ready
 }
 
+/// The state directory `up` keeps the token, logs and sockets in, made private and
+/// marked as `up`'s for `cluster_path`; its canonical path.
+fn prepare_state(state_path: &Path, cluster_path: &Path) -> Result<PathBuf> {
+    // `local down` removes the state directory, and the token and sockets go in it: it
+    // must be one `up` makes, or an empty private one of this user's, never a directory
+    // with someone's files in it, nor a link to one, nor another user's (who could read
+    // the token, or answer for the agents through a ready file).
+    let state = state_dir(state_path)?;
+    let holds_files = !state.is_empty()?;
+    if holds_files && !made_by_up(state_path) {
+        bail!(
+            "--dir {} exists and holds files; `local up` keeps its state (token, logs, sockets) in a directory of its own, which `local down` removes: name a new or empty one (a state directory left by an older throttle has no marker: remove it by hand)",
+            state_path.display()
+        );
+    }
+    // Token, certificates' keys, sockets and the ranks' run directories live here: the
+    // directory checked above is private (0700, this user's), its parent lets no one else
+    // replace it.
+    state.make_private()?;
+    let dir = state_path.canonicalize()?;
+    {
+        use std::io::Write;
+        // The marker names the cluster file this state belongs to: `local down` acts only
+        // for that file (a hand-written one naming this directory is not it).
+        let mut marker = state.replace(MARKER, 0o600)?;
+        writeln!(
+            marker,
+            "made by `throttle-ctl local up`; `throttle-ctl local down` removes this directory\n{CLUSTER_LINE}{}",
+            absolute(cluster_path).display()
+        )
+        .with_context(|| format!("cannot write {}", dir.join(MARKER).display()))?;
+    }
+    Ok(dir)
+}
+
 /// Start one agent per node (inside its namespace for namespace hosts) and wait until
-/// each is ready; kills those started when one fails.
+/// each is ready; kills those started when anything fails.
 fn start_agents(
     req: &LocalUp,
     agent: &Path,
@@ -340,12 +347,22 @@ fn start_agents(
         layout,
     };
     let mut children: Vec<Starting> = Vec::new();
-    for i in 0..req.nodes {
+    let nodes = spawn_all(&launch, &mut children).and_then(|()| ready_nodes(dir, &mut children));
+    if nodes.is_err() {
+        // Whatever failed, no agent started for this cluster is left running.
+        kill_all(&mut children);
+    }
+    nodes
+}
+
+/// Start every node's agent, each recorded in `children` as soon as it runs.
+fn spawn_all(launch: &AgentLaunch<'_>, children: &mut Vec<Starting>) -> Result<()> {
+    for i in 0..launch.req.nodes {
         let site = launch.site(i)?;
         let name = &site.name;
-        let ready = dir.join(format!("{name}.ready"));
+        let ready = launch.dir.join(format!("{name}.ready"));
         let _ = std::fs::remove_file(&ready);
-        let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
+        let log = std::fs::File::create(launch.dir.join(format!("{name}.log")))?;
         let mut cmd = launch.command(&site, &ready, log)?;
         // The command line, for `local restart` (the ports are the ones it got then).
         let argv: Vec<String> = std::iter::once(cmd.get_program())
@@ -353,39 +370,31 @@ fn start_agents(
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         std::fs::write(
-            dir.join(format!("{name}.command.json")),
+            launch.dir.join(format!("{name}.command.json")),
             serde_json::to_string(&argv)?,
         )?;
-        let child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                kill_all(&mut children);
-                bail!("cannot start {}: {e}", agent.display());
-            }
-        };
+        let child = cmd
+            .spawn()
+            .map_err(|e| anyhow!("cannot start {}: {e}", launch.agent.display()))?;
         let AgentSite {
             name, addr, netns, ..
         } = site;
         children.push((name, child, ready, netns.map(|ns| (ns, addr))));
     }
+    Ok(())
+}
+
+/// Wait for each started agent's ready file; the nodes, in order.
+fn ready_nodes(dir: &Path, children: &mut [Starting]) -> Result<Vec<Node>> {
     let mut nodes = Vec::new();
-    for k in 0..children.len() {
-        let (name, child, ready, netns) = &mut children[k];
+    for (name, child, ready, netns) in children.iter_mut() {
         if let Some(f) = wait_ready(dir, name, child, ready) {
-            kill_all(&mut children);
             bail!(f);
         }
-        let ready: Ready = match std::fs::read_to_string(&*ready)
+        let ready: Ready = std::fs::read_to_string(&*ready)
             .map_err(anyhow::Error::from)
             .and_then(|t| serde_json::from_str(&t).map_err(anyhow::Error::from))
-        {
-            Ok(r) => r,
-            Err(e) => {
-                let name = name.clone();
-                kill_all(&mut children);
-                bail!("agent {name} wrote an unreadable ready file: {e}");
-            }
-        };
+            .map_err(|e| anyhow!("agent {name} wrote an unreadable ready file: {e}"))?;
         nodes.push(Node {
             name: name.clone(),
             control: ready.control,
@@ -742,28 +751,7 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
         Vec::new()
     };
     if !busy.is_empty() {
-        if !how.force {
-            bail!(
-                "programs still run on the cluster's nodes ({}): stopping the agents now would cut them off (an mpirun on this host then hangs); wait for them, or `throttle-ctl local down --force` to end them first",
-                busy.join("; ")
-            );
-        }
-        crate::note!("ending what still runs on the nodes: {}", busy.join("; "));
-        if let Some(ns) = &file.namespaces {
-            if crate::cluster::netns::is_tag(&ns.tag) {
-                let layout = crate::cluster::netns::Layout {
-                    tag: ns.tag.clone(),
-                    subnet: ns.subnet,
-                    nodes: ns.nodes,
-                };
-                let agents: Vec<i32> = file
-                    .nodes
-                    .iter()
-                    .filter_map(|n| n.pid.map(|p| p as i32))
-                    .collect();
-                crate::cluster::netns::end_programs(&layout, &agents);
-            }
-        }
+        end_programs(&file, &busy, how.force)?;
     }
     if how.keep_logs && ours {
         // Logs not kept are no reason to leave the agents running.
@@ -783,17 +771,7 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
         if !ours || !alive(pid) || !started_for(pid, &dir) {
             continue;
         }
-        let p = nix::unistd::Pid::from_raw(pid as i32);
-        let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM);
-        let start = Instant::now();
-        while alive(pid) && start.elapsed() < Duration::from_secs(5) {
-            // Reap it if it is our child (it usually is not: `local up` ran earlier).
-            let _ = nix::sys::wait::waitpid(p, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if alive(pid) {
-            let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
-        }
+        stop_agent(pid);
         stopped.push(n.name.to_string());
     }
     if let Some(ns) = &file.namespaces {
@@ -824,6 +802,49 @@ pub fn down_with(cluster_path: &Path, how: Down) -> Result<Option<Vec<String>>> 
     }
     std::fs::remove_file(cluster_path)?;
     Ok(Some(stopped))
+}
+
+/// Programs still run on the nodes (`busy` names them): refuse, or with `force` end
+/// them first (on namespace hosts, everything in the namespaces but the agents).
+fn end_programs(file: &ClusterFile, busy: &[String], force: bool) -> Result<()> {
+    if !force {
+        bail!(
+            "programs still run on the cluster's nodes ({}): stopping the agents now would cut them off (an mpirun on this host then hangs); wait for them, or `throttle-ctl local down --force` to end them first",
+            busy.join("; ")
+        );
+    }
+    crate::note!("ending what still runs on the nodes: {}", busy.join("; "));
+    if let Some(ns) = &file.namespaces {
+        if crate::cluster::netns::is_tag(&ns.tag) {
+            let layout = crate::cluster::netns::Layout {
+                tag: ns.tag.clone(),
+                subnet: ns.subnet,
+                nodes: ns.nodes,
+            };
+            let agents: Vec<i32> = file
+                .nodes
+                .iter()
+                .filter_map(|n| n.pid.map(|p| p as i32))
+                .collect();
+            crate::cluster::netns::end_programs(&layout, &agents);
+        }
+    }
+    Ok(())
+}
+
+/// Stop an agent: SIGTERM, up to 5 s to go, then SIGKILL.
+fn stop_agent(pid: u32) {
+    let p = nix::unistd::Pid::from_raw(pid as i32);
+    let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGTERM);
+    let start = Instant::now();
+    while alive(pid) && start.elapsed() < Duration::from_secs(5) {
+        // Reap it if it is our child (it usually is not: `local up` ran earlier).
+        let _ = nix::sys::wait::waitpid(p, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if alive(pid) {
+        let _ = nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 /// Copy the agents' logs from the state directory `dir` to `throttle-local-logs/` beside

@@ -1,7 +1,7 @@
 //! `throttle-ctl sweep SPEC.toml`: node counts x bandwidth steps x repeats, every run
 //! stored; resumable.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
@@ -68,32 +68,7 @@ impl Args {
             fail_fast: self.fail_fast,
         };
         let cancel = interrupt_flag()?;
-        crate::note!(
-            "sweep {}: {} points ({} node counts x {} bandwidths x {} repeats{}), results in {}",
-            sweep.series,
-            sweep.points.len(),
-            sweep.spec.nodes.len(),
-            sweep.steps.len(),
-            match sweep.spec.repeats {
-                sweep::Repeats::Fixed(n) => n.to_string(),
-                sweep::Repeats::Auto => format!(
-                    "{} (auto: more where the median is not within {}%, up to {})",
-                    sweep::AUTO_FIRST,
-                    sweep.spec.precision * 100.0,
-                    sweep.spec.max_repeats
-                ),
-            },
-            match &sweep.spec.search {
-                Some(s) => format!(
-                    "; the 100% baseline twice as many; then a demand search for CTI {} until each lies between steps at most {} points apart, at most {} more steps per node count",
-                    s.levels.iter().map(|l| format!("{l}%")).collect::<Vec<_>>().join(", "),
-                    s.width,
-                    s.max_steps
-                ),
-                None => String::new(),
-            },
-            db.display()
-        );
+        crate::note!("{}", plan_text(&sweep, &db));
         let max_nodes = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
         if let Some(w) = crate::load::oversubscription(
             &cluster,
@@ -146,4 +121,35 @@ impl Args {
             }
         })
     }
+}
+
+/// The line that says what the sweep will run: points, node counts, steps, repeats, the
+/// demand search, and where the results go.
+fn plan_text(sweep: &Sweep, db: &Path) -> String {
+    format!(
+        "sweep {}: {} points ({} node counts x {} bandwidths x {} repeats{}), results in {}",
+        sweep.series,
+        sweep.points.len(),
+        sweep.spec.nodes.len(),
+        sweep.steps.len(),
+        match sweep.spec.repeats {
+            sweep::Repeats::Fixed(n) => n.to_string(),
+            sweep::Repeats::Auto => format!(
+                "{} (auto: more where the median is not within {}%, up to {})",
+                sweep::AUTO_FIRST,
+                sweep.spec.precision * 100.0,
+                sweep.spec.max_repeats
+            ),
+        },
+        match &sweep.spec.search {
+            Some(s) => format!(
+                "; the 100% baseline twice as many; then a demand search for CTI {} until each lies between steps at most {} points apart, at most {} more steps per node count",
+                s.levels.iter().map(|l| format!("{l}%")).collect::<Vec<_>>().join(", "),
+                s.width,
+                s.max_steps
+            ),
+            None => String::new(),
+        },
+        db.display()
+    )
 }

@@ -180,19 +180,9 @@ where
     area.fill(&WHITE).map_err(err)?;
     let (width, _) = area.dim_in_pixel();
     let (chart_area, legend_area) = area.split_horizontally(width.saturating_sub(LEGEND_W));
-    let ys = series.iter().flat_map(|s| {
-        s.points
-            .iter()
-            .map(|p| p.1)
-            .chain(s.intervals.iter().flatten().flat_map(|&(lo, hi)| [lo, hi]))
-            .chain(s.bounds.iter().map(|b| b.0 .1))
-    });
-    let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-    if y0 > y1 {
+    let Some((y0, y1)) = y_range(series, &y) else {
         return Ok(());
-    }
-    let pad = ((y1 - y0) * 0.08).max(1e-9);
-    let (y0, y1) = y.range.unwrap_or((y0 - pad, y1 + pad));
+    };
     let mut chart = ChartBuilder::on(&chart_area)
         .caption(title, ("sans-serif", 22))
         .margin(14)
@@ -265,6 +255,24 @@ where
         }
     }
     legend(&legend_area, series)
+}
+
+/// The y axis's range: the one given, or every value drawn (points, intervals, bounds)
+/// with 8% of room; `None` when nothing is drawn.
+fn y_range(series: &[Series], y: &YAxis) -> Option<(f64, f64)> {
+    let ys = series.iter().flat_map(|s| {
+        s.points
+            .iter()
+            .map(|p| p.1)
+            .chain(s.intervals.iter().flatten().flat_map(|&(lo, hi)| [lo, hi]))
+            .chain(s.bounds.iter().map(|b| b.0 .1))
+    });
+    let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    if y0 > y1 {
+        return None;
+    }
+    let pad = ((y1 - y0) * 0.08).max(1e-9);
+    Some(y.range.unwrap_or((y0 - pad, y1 + pad)))
 }
 
 /// A tick label: as few digits as the value needs.
