@@ -484,10 +484,12 @@ impl Lane {
         owned: bool,
         opts: PumpOptions,
     ) -> io::Result<Option<Unit>> {
-        // Units are chunks read from an application, or whole frames from another agent:
-        // a frame is scheduled when its header arrives, its first bytes carry the release.
+        // Units are chunks read from an application, or whole frames from another agent.
+        // A frame is scheduled when its header arrives; where bytes stay where they are
+        // read, an empty unit waits for its release before any of its body is read (it
+        // streams in meanwhile, and is then spliced whole); copied out, its first bytes
+        // carry the release.
         let per_chunk = reader.framing == Framing::Raw;
-        let mut frame: Option<Release> = None;
         loop {
             let budget = reader.budget().await?;
             if budget == 0 {
@@ -495,7 +497,11 @@ impl Lane {
             }
             if !owned {
                 if let (Some((len, late)), Some(p)) = (reader.new_frame.take(), pacing.as_mut()) {
-                    frame = Some(p.schedule(len, frame_readiness(reader.readiness(), late)));
+                    let release = p.schedule(len, frame_readiness(reader.readiness(), late));
+                    return Ok(Some(Unit {
+                        bytes: Bytes::Lookahead(0),
+                        release,
+                    }));
                 }
             }
             let unit = match pacing.as_ref() {
@@ -504,7 +510,7 @@ impl Lane {
             };
             if reader.buffered() > 0 {
                 let n = budget.min(reader.buffered()).min(unit).min(opts.chunk);
-                let release = release_of(reader, pacing.as_deref_mut(), n, frame.take());
+                let release = release_of(reader, pacing.as_deref_mut(), n);
                 let bytes = if owned {
                     Bytes::Owned(reader.take(n).to_vec())
                 } else {
@@ -537,7 +543,7 @@ impl Lane {
             } else {
                 n >= LOOKAHEAD
             };
-            let release = release_of(reader, pacing.as_deref_mut(), n, frame.take());
+            let release = release_of(reader, pacing.as_deref_mut(), n);
             return Ok(Some(Unit {
                 bytes: Bytes::Piped(n),
                 release,
@@ -559,6 +565,10 @@ impl Lane {
         }
         let lag = pacing.map(|p| p.lag).unwrap_or_default();
         let n = unit.bytes.len();
+        if n == 0 {
+            // A frame's release, its body not read yet: nothing to write.
+            return Ok(0);
+        }
         match unit.bytes {
             Bytes::Lookahead(n) => writer.chunk(reader.take(n), lag).await?,
             Bytes::Owned(data) => writer.chunk(&data, lag).await?,
@@ -578,21 +588,18 @@ impl Lane {
 }
 
 /// When `n` bytes just read may be written: scheduled on their own (a chunk from an
-/// application), with the frame they begin, or carried (the rest of a frame; unshaped).
+/// application), with the frame they begin (copied out), or carried (the rest of a
+/// frame; unshaped).
 fn release_of<A: Socket>(
     reader: &mut Reader<'_, A>,
     pacing: Option<&mut Pacing<'_>>,
     n: usize,
-    frame: Option<Release>,
 ) -> Release {
     let Some(p) = pacing else {
         return Release::now();
     };
     if reader.framing == Framing::Raw {
         return p.schedule(n, reader.readiness());
-    }
-    if let Some(r) = frame {
-        return r;
     }
     match reader.new_frame.take() {
         Some((len, late)) => p.schedule(len, frame_readiness(reader.readiness(), late)),
