@@ -59,7 +59,7 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
         "workload = \"pmm\"\nnodes = [1, 4]\nbandwidths = [50, 20]\nrepeats = 1\nsettle = 0.1\nseed = 2\n[pmm]\nsize = 384\nbcast = \"flat\"\n",
     )
     .unwrap();
-    let out = ctl(dir, &["sweep", "pmm.toml", "--db", "m.db"]);
+    let out = ctl(dir, &["sweep", "pmm.toml", "--db", "m.db", "--no-baseline"]);
     assert!(
         out.status.success(),
         "{}",
@@ -105,7 +105,7 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
         "workload = \"mw\"\nnodes = [2, 4]\nbandwidths = [20]\nrepeats = 1\nsettle = 0.1\nseed = 3\n[mw]\nvolume = 2000000\nalpha = 0.5\ncompute_seconds = 0.3\niterations = 2\n",
     )
     .unwrap();
-    let out = ctl(dir, &["sweep", "mw.toml", "--db", "m.db"]);
+    let out = ctl(dir, &["sweep", "mw.toml", "--db", "m.db", "--no-baseline"]);
     assert!(
         out.status.success(),
         "{}",

@@ -212,6 +212,54 @@ fn analyze_reports_bad_csv_rows_and_missing_data() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The commands that read a store leave what they are given as it was: an empty file or
+/// a text file named with --db is refused as not a throttle database, by name, and stays
+/// byte for byte what it was (before, `analyze` made a 0-byte file a 20 KB database).
+#[test]
+fn reading_commands_refuse_a_file_that_is_not_a_store_and_leave_it_as_it_was() {
+    let dir = std::env::temp_dir().join(format!("throttle-not-a-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("empty.db"), b"").unwrap();
+    std::fs::write(dir.join("notes.db"), b"my notes, not a database\n").unwrap();
+    let listing = |dir: &Path| {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                (n, std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&dir);
+    for file in ["empty.db", "notes.db"] {
+        for cmd in [
+            &["analyze", "--db", file][..],
+            &["export", "--db", file],
+            &["output", "--db", file, "j"],
+            &["model", "pmm", "--db", file],
+            &["model", "loggps", "--db", file, "--stored"],
+        ] {
+            let out = ctl(&dir, cmd);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && err.contains("is not a throttle results database"),
+                "{cmd:?}: {err}"
+            );
+            assert!(err.contains(file), "{cmd:?} does not name the file: {err}");
+        }
+    }
+    assert_eq!(
+        listing(&dir),
+        before,
+        "a reading command changed the directory"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Finding 7 of the security review: a dead node fails its points with a reason naming
 /// it, and the sweep goes on; with --fail-fast it stops with that message.
 #[test]
@@ -392,6 +440,11 @@ fn a_sweep_the_cluster_cannot_run_is_refused_before_the_database_exists() {
         (
             "nodes = [1, 2]\nbandwidths = [50, 20]\n[search]\nlevels = [10]\n",
             "no 100% step",
+        ),
+        // No baseline, no CTI: refused with the fix unless the user says why not.
+        (
+            "nodes = [1, 2]\nbandwidths = [50, 20]\n",
+            "Add 100 to `bandwidths`, or pass --no-baseline",
         ),
     ] {
         std::fs::write(dir.join("spec.toml"), format!("{head}{spec}{tail}")).unwrap();

@@ -176,15 +176,15 @@ impl SweepProgress {
         let then = if retry { "retrying" } else { "no retries left" };
         if let (RunStatus::Ok, Some(flag)) = (outcome.status, outcome.flag()) {
             self.line(&format!(
-                "{head}: {:.3} s but FLAGGED: {flag}; stored, left out of the analysis; {then}",
-                outcome.seconds
+                "{head}: {} but FLAGGED: {flag}; stored, left out of the analysis; {then}",
+                times_text(outcome)
             ));
         } else if outcome.status == RunStatus::Ok {
             match &self.bar {
                 Some(b) => b.set_position(index as u64 + 1),
                 None => self.line(&format!(
-                    "{head}: {:.3} s{} | ETA {}",
-                    outcome.seconds,
+                    "{head}: {}{} | ETA {}",
+                    times_text(outcome),
                     // What a command measured by its rate is analysed by.
                     outcome
                         .result
@@ -283,6 +283,16 @@ fn until_text(next: &Next) -> String {
     }
 }
 
+/// A run's times, each named as `analyze --time` names it: the workload's own (`kernel`)
+/// when it reported one, and the job's wall time (`job`, rank 0's start to exit), which
+/// includes start-up.
+fn times_text(outcome: &Outcome) -> String {
+    match outcome.result.as_ref().and_then(|r| r.seconds) {
+        Some(k) => format!("kernel {k:.4} s, job {:.3} s", outcome.seconds),
+        None => format!("job {:.3} s", outcome.seconds),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +322,34 @@ mod tests {
 
     fn point(repeat: u32) -> SweepPoint {
         SweepPoint::new("s", 2, 1, Pct::new(50.0).unwrap(), repeat)
+    }
+
+    /// One run, two times (the workload's and the job's): both named, never a bare
+    /// `1.301 s` beside an analysis of 0.4846 (issue 37).
+    #[test]
+    fn a_runs_times_are_named() {
+        let mut o = Outcome {
+            job: "j".into(),
+            workload: "bfs".into(),
+            nodes: 2,
+            ranks_per_node: 1,
+            procs: 2,
+            bw_pct: Pct::new(50.0).unwrap(),
+            capacity_bytes_per_sec: 125e6,
+            latency_us: 0,
+            status: RunStatus::Ok,
+            reason: None,
+            seconds: 1.301,
+            result: None,
+            output: Vec::new(),
+            fidelity: None,
+        };
+        assert_eq!(times_text(&o), "job 1.301 s");
+        o.result = Some(throttle_proto::result::WorkloadResult {
+            seconds: Some(0.4846),
+            ..Default::default()
+        });
+        assert_eq!(times_text(&o), "kernel 0.4846 s, job 1.301 s");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use rusqlite::{params, Connection};
 use throttle_proto::Pct;
@@ -122,7 +122,39 @@ const ADDED: [(i64, &str, &str); 7] = [
 
 pub struct Store {
     conn: Connection,
+    /// The `runs` columns to select, in [`COLUMNS`]' order: [`COLUMNS`] itself for a store
+    /// opened to write (brought to this schema), `NULL` for the ones an older store read
+    /// as it is lacks.
+    select: String,
+    /// Whether the store has the LogGPS and outputs tables (an older one read as it is
+    /// may not).
+    links: bool,
+    outputs: bool,
 }
+
+/// The columns of the first schema: a table named `runs` without them is not ours.
+const FIRST_COLUMNS: [&str; 20] = [
+    "point_key",
+    "series",
+    "workload",
+    "options",
+    "nodes",
+    "ranks_per_node",
+    "procs",
+    "bw_pct",
+    "capacity",
+    "latency_us",
+    "repeat",
+    "started_at",
+    "seconds",
+    "kernel_seconds",
+    "teps",
+    "status",
+    "reason",
+    "host",
+    "version",
+    "job",
+];
 
 const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag";
 
@@ -226,7 +258,80 @@ impl Store {
         )
         .with_context(|| format!("{} is not a throttle results database", path.display()))?;
         migrate(&conn).with_context(|| format!("cannot open {}", path.display()))?;
-        Ok(Store { conn })
+        Ok(Store {
+            conn,
+            select: COLUMNS.to_string(),
+            links: true,
+            outputs: true,
+        })
+    }
+
+    /// Open the database at `path` to read it only, for the commands that read (analyze,
+    /// export, output, the models): nothing is created, migrated or written, so a file is
+    /// left as it was found; a file that is not a throttle results database (another
+    /// program's SQLite file, an empty file, anything else) is refused by name. An older
+    /// store is read as it is (the columns it lacks read as empty).
+    pub fn read(path: &Path) -> Result<Store> {
+        check_place(path)?;
+        let not_ours = || {
+            anyhow!(
+                "{} is not a throttle results database (no `runs` table of throttle's in it): name the file a sweep or the demo wrote with --db",
+                path.display()
+            )
+        };
+        // A store no writer has open (no `-wal` or `-shm` beside it) is read as an
+        // immutable file: a read-only connection to a WAL store would otherwise create
+        // both (and leave them). One a sweep is writing is read as SQLite's readers read:
+        // its side files exist already.
+        let writer_open = ["-wal", "-shm"]
+            .iter()
+            .any(|x| std::fs::symlink_metadata(format!("{}{x}", path.display())).is_ok());
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let uri = format!(
+            "file:{}{}",
+            uri_path(&std::path::absolute(path)?),
+            if writer_open { "" } else { "?immutable=1" }
+        );
+        let conn = Connection::open_with_flags(uri, flags)
+            .with_context(|| format!("cannot open the results database {}", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let names = |sql: &str| -> rusqlite::Result<HashSet<String>> {
+            let mut st = conn.prepare(sql)?;
+            let names = st.query_map([], |r| r.get::<_, String>(0))?;
+            names.collect()
+        };
+        // Another file than SQLite's fails here ("file is not a database").
+        let tables =
+            names("SELECT name FROM sqlite_master WHERE type = 'table'").map_err(|_| not_ours())?;
+        if !tables.contains("runs") {
+            return Err(not_ours());
+        }
+        let have = names("SELECT name FROM pragma_table_info('runs')").map_err(|_| not_ours())?;
+        if FIRST_COLUMNS.iter().any(|c| !have.contains(*c)) {
+            return Err(not_ours());
+        }
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        check_version(version).with_context(|| format!("cannot read {}", path.display()))?;
+        let select = COLUMNS
+            .split(", ")
+            .map(|c| {
+                if have.contains(c) {
+                    c.to_string()
+                } else {
+                    format!("NULL AS {c}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(Store {
+            links: tables.contains("link_params"),
+            outputs: tables.contains("outputs"),
+            conn,
+            select,
+        })
     }
 
     pub fn insert(&self, r: &RunRow) -> Result<()> {
@@ -256,6 +361,9 @@ impl Store {
     /// The stored output of each run of job `job` (a retry is a run of its own job; a
     /// name matches one run unless a store was merged by hand), oldest first.
     pub fn outputs_of(&self, job: &str) -> Result<Vec<String>> {
+        if !self.outputs {
+            return Ok(Vec::new());
+        }
         let mut st = self.conn.prepare(
             "SELECT o.text FROM runs r JOIN outputs o ON o.run_id = r.id WHERE r.job = ?1 ORDER BY r.id",
         )?;
@@ -326,7 +434,7 @@ impl Store {
     pub fn rows(&self) -> Result<Vec<RunRow>> {
         let mut st = self
             .conn
-            .prepare(&format!("SELECT {COLUMNS}, id FROM runs ORDER BY id"))?;
+            .prepare(&format!("SELECT {}, id FROM runs ORDER BY id", self.select))?;
         let rows = st.query_map([], |r| {
             let id: i64 = r.get(27)?;
             Ok(RunRow {
@@ -377,6 +485,9 @@ impl Store {
 
     /// Every stored LogGPS measurement, oldest first.
     pub fn links(&self) -> Result<Vec<LinkRow>> {
+        if !self.links {
+            return Ok(Vec::new());
+        }
         let mut st = self.conn.prepare(&format!(
             "SELECT {LINK_COLUMNS}, id FROM link_params ORDER BY id"
         ))?;
@@ -523,6 +634,21 @@ pub const EXPORT_COLUMNS: [&str; 27] = [
     "wall_seconds",
     "rate",
 ];
+
+/// `path` for a `file:` URI: every byte but the unreserved ones and `/` percent-encoded
+/// (a `?` or `#` in a file name would otherwise start the query or the fragment).
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
 
 /// Bring a store to [`SCHEMA_VERSION`]: add the columns it lacks, in one write
 /// transaction taken before reading the version (two processes opening an old store at
@@ -740,6 +866,90 @@ mod tests {
         assert!(!s.has_job("nothing").unwrap());
         assert_eq!(s.rows().unwrap().len(), 3);
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// The files in `dir`, with their bytes.
+    fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// A reading command must not write: another program's database, an empty file or a
+    /// text file is refused by name and left as it was (no table added, no journal made);
+    /// an older store is read as it is, not migrated; a store this build wrote reads the
+    /// same and its directory is left as it was.
+    #[test]
+    fn reading_leaves_every_file_as_it_was_and_refuses_what_is_not_a_store() {
+        let dir = std::env::temp_dir().join(format!("throttle-store-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let other = dir.join("other.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        std::fs::write(dir.join("empty.db"), b"").unwrap();
+        std::fs::write(dir.join("notes.txt"), b"not a database\n").unwrap();
+        let before = snapshot(&dir);
+        for name in ["other.db", "empty.db", "notes.txt"] {
+            let e = Store::read(&dir.join(name)).err().map(|e| format!("{e:#}"));
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("is not a throttle results database")),
+                "{name}: {e:?}"
+            );
+        }
+        assert_eq!(snapshot(&dir), before, "a refused file was changed");
+
+        let old = dir.join("old.db");
+        version_0(&old);
+        let before = snapshot(&dir);
+        let s = Store::read(&old).unwrap();
+        let rows = s.rows().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].bytes_sent, rows[0].flag.clone()), (None, None));
+        assert!(s.links().unwrap().is_empty() && s.outputs_of("j").unwrap().is_empty());
+        drop(s);
+        assert_eq!(snapshot(&dir), before, "reading an older store changed it");
+
+        let ours = dir.join("ours.db");
+        let want = {
+            let s = Store::open(&ours).unwrap();
+            s.insert(&row("k", RunStatus::Ok)).unwrap();
+            s.rows().unwrap()
+        };
+        let before = snapshot(&dir);
+        let s = Store::read(&ours).unwrap();
+        assert_eq!(s.rows().unwrap(), want);
+        drop(s);
+        let after = snapshot(&dir);
+        let names = |v: &[(String, Vec<u8>)]| -> Vec<(String, usize)> {
+            v.iter().map(|(n, b)| (n.clone(), b.len())).collect()
+        };
+        assert_eq!(
+            names(&after),
+            names(&before),
+            "reading a store changed its directory"
+        );
+        assert_eq!(after, before, "reading a store changed a file's bytes");
+        // A name a URI would misread.
+        let odd = dir.join("our store #1?%20.db");
+        std::fs::copy(&ours, &odd).unwrap();
+        assert_eq!(Store::read(&odd).unwrap().rows().unwrap(), want);
+        // While a sweep writes it: read as SQLite's readers read, the new row seen.
+        let writer = Store::open(&ours).unwrap();
+        writer.insert(&row("k2", RunStatus::Ok)).unwrap();
+        assert_eq!(Store::read(&ours).unwrap().rows().unwrap().len(), 2);
+        drop(writer);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Args {
                 if !db.exists() {
                     anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
                 }
-                let store = Store::open(&db)?;
+                let store = Store::read(&db)?;
                 // The time is chosen over the series analysed, not the whole store (a
                 // store may hold a rate-measured command beside timed workloads).
                 let mut rows = store.rows()?;

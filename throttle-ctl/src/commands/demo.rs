@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::Args as ClapArgs;
 use throttle_proto::workload::{Bcast, BfsOptions, MwOptions, MwWork, Options, PmmOptions};
 use throttle_proto::Rate;
@@ -320,7 +320,7 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         anyhow::bail!("the demo needs at least 4 node counts (3 to fit, the largest held out)");
     }
     let max_nodes = *sizes.last().unwrap_or(&1);
-    // Every input is checked before the previous demo's results are removed.
+    // Every input is checked before an earlier demo's results are moved aside.
     let nodes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
     let (spec, what) = opts.spec(&sizes)?;
     let spec_text = toml::to_string(&spec)?;
@@ -330,8 +330,12 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
     let cluster_path = dir.join("throttle-cluster.toml");
     let _ = local_cluster::down(&cluster_path);
     let db = dir.join("results.db");
-    for ext in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
+    if let Some(kept) = keep_earlier_results(&db)? {
+        crate::note!(
+            "an earlier demo's results are kept as {} (this one writes {})",
+            kept.display(),
+            db.display()
+        );
     }
     let capacity = opts.capacity();
     start_cluster(opts, &dir, &cluster_path, max_nodes, capacity)?;
@@ -387,6 +391,43 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
         db,
         interrupted,
     })
+}
+
+/// Move an earlier demo's results at `db` aside (with their journal files), named after
+/// when they were last written: `results-20261127T204300Z.db`. Returns the new name, or
+/// `None` when there were none. A demo never deletes measurements.
+fn keep_earlier_results(db: &Path) -> Result<Option<PathBuf>> {
+    let Ok(meta) = std::fs::symlink_metadata(db) else {
+        return Ok(None);
+    };
+    let when = meta
+        .modified()
+        .ok()
+        .and_then(|t| jiff::Timestamp::try_from(t).ok())
+        .map(|t| t.strftime("%Y%m%dT%H%M%SZ").to_string())
+        .unwrap_or_else(|| "earlier".into());
+    let dir = db.parent().unwrap_or(Path::new("."));
+    let kept = (1..1000)
+        .map(|n| match n {
+            1 => dir.join(format!("results-{when}.db")),
+            n => dir.join(format!("results-{when}-{n}.db")),
+        })
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no free name beside {} to keep the earlier results",
+                db.display()
+            )
+        })?;
+    for ext in ["", "-wal", "-shm"] {
+        let from = PathBuf::from(format!("{}{ext}", db.display()));
+        if std::fs::symlink_metadata(&from).is_ok() {
+            std::fs::rename(&from, format!("{}{ext}", kept.display())).with_context(|| {
+                format!("cannot keep the earlier results {} aside", from.display())
+            })?;
+        }
+    }
+    Ok(Some(kept))
 }
 
 /// Start the demo's local cluster: `nodes` agents at `capacity`, their state in `dir`,
@@ -475,4 +516,39 @@ fn unmeasured_held_out(store: &Store, held_out: u32, interrupted: bool) -> Resul
 /// The default demo directory.
 pub fn default_dir() -> PathBuf {
     Path::new("throttle-demo").to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second demo in the same directory keeps the first one's results (before, it
+    /// deleted them: 11 runs became 3), journal files with them, under a free name.
+    #[test]
+    fn an_earlier_demos_results_are_kept_aside() {
+        let dir = std::env::temp_dir().join(format!("throttle-demo-keep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let db = dir.join("results.db");
+        assert_eq!(keep_earlier_results(&db).unwrap(), None);
+        std::fs::write(&db, b"first").unwrap();
+        std::fs::write(dir.join("results.db-wal"), b"first's journal").unwrap();
+        let first = keep_earlier_results(&db).unwrap().unwrap();
+        assert!(!db.exists() && !dir.join("results.db-wal").exists());
+        assert_eq!(std::fs::read(&first).unwrap(), b"first");
+        let journal = PathBuf::from(format!("{}-wal", first.display()));
+        assert_eq!(std::fs::read(journal).unwrap(), b"first's journal");
+        let name = first.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("results-2") && name.ends_with("Z.db"),
+            "{name}"
+        );
+        // Written in the same second: the next free name.
+        std::fs::write(&db, b"second").unwrap();
+        let second = keep_earlier_results(&db).unwrap().unwrap();
+        assert_ne!(second, first);
+        assert_eq!(std::fs::read(&first).unwrap(), b"first");
+        assert_eq!(std::fs::read(&second).unwrap(), b"second");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

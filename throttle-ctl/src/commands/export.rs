@@ -34,7 +34,7 @@ impl Args {
         if !db.exists() {
             anyhow::bail!("no results database at {}", db.display());
         }
-        let store = Store::open(&db)?;
+        let store = Store::read(&db)?;
         let rows = store.rows()?;
         // A store of rates beside seconds has no one `seconds`: export still writes every
         // row, with the job's wall time there (and says so).

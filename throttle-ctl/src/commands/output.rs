@@ -33,7 +33,7 @@ impl Args {
         if !db.exists() {
             bail!("no results database at {}", db.display());
         }
-        let store = Store::open(&db)?;
+        let store = Store::read(&db)?;
         let outputs = store.outputs_of(&self.job)?;
         let job = printable(&self.job);
         if outputs.is_empty() {

@@ -42,17 +42,25 @@ pub struct Args {
     /// Print a JSON summary on standard output at the end (progress stays on stderr).
     #[arg(long)]
     json: bool,
+    /// Run a sweep whose `bandwidths` have no 100% step: no CTI (and so no demand or
+    /// projection) can be derived from it alone; enough for `throttle-ctl model`, which
+    /// fits the analytic models on the stepped runs.
+    #[arg(long)]
+    no_baseline: bool,
 }
 
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
         let mut sweep = Sweep::load(&self.spec)?;
+        if !sweep.steps.contains(&throttle_proto::Pct::FULL) && !self.no_baseline {
+            anyhow::bail!(
+                "{}: `bandwidths` has no 100% step, and a CTI is a time against the unshaped run: `analyze` could derive no demand from this sweep. Add 100 to `bandwidths`, or pass --no-baseline if these runs are for `throttle-ctl model` (which fits on the stepped runs)",
+                self.spec.display()
+            );
+        }
         let cluster = ctx.cluster()?;
         // Checked before the database is created or a node touched.
         sweep.check_cluster(&cluster)?;
-        if !sweep.steps.contains(&throttle_proto::Pct::FULL) {
-            crate::note!("warning: `bandwidths` has no 100% step: no CTI can be computed from this sweep alone (enough for `throttle-ctl model`, which fits on the stepped runs)");
-        }
         if sweep.workload.command().is_some() {
             let max = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
             if let Some(why) = crate::external::unshaped(&cluster, max) {

@@ -76,7 +76,7 @@ impl Args {
             if !db.exists() {
                 anyhow::bail!("no results database at {}", db.display());
             }
-            Store::open(&db)?.links()?
+            Store::read(&db)?.links()?
         } else {
             self.measure(ctx, &db)?
         };

@@ -59,7 +59,7 @@ fn stored(db: &Option<PathBuf>, workload: &str, how: &str) -> Result<(Vec<RunRow
             db.display()
         );
     }
-    let store = Store::open(&db)?;
+    let store = Store::read(&db)?;
     let runs: Vec<RunRow> = store
         .rows()?
         .into_iter()
