@@ -168,7 +168,7 @@ const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_no
 fn check_place(path: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     for suffix in ["", "-wal", "-shm", "-journal"] {
-        let p = PathBuf::from(format!("{}{suffix}", path.display()));
+        let p = side_file(path, suffix);
         if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
             bail!(
                 "{} is a symbolic link: the results database and its journal files are opened only as themselves; name the real file with --db",
@@ -270,7 +270,9 @@ impl Store {
     /// export, output, the models): nothing is created, migrated or written, so a file is
     /// left as it was found; a file that is not a throttle results database (another
     /// program's SQLite file, an empty file, anything else) is refused by name. An older
-    /// store is read as it is (the columns it lacks read as empty).
+    /// store is read as it is (the columns it lacks read as empty). A store no writer has
+    /// open is read as immutable (no lock): a sweep that opens it and checkpoints during
+    /// the read could change what is read, a window of milliseconds this accepts.
     pub fn read(path: &Path) -> Result<Store> {
         check_place(path)?;
         let not_ours = || {
@@ -285,14 +287,16 @@ impl Store {
         // its side files exist already.
         let writer_open = ["-wal", "-shm"]
             .iter()
-            .any(|x| std::fs::symlink_metadata(format!("{}{x}", path.display())).is_ok());
+            .any(|x| std::fs::symlink_metadata(side_file(path, x)).is_ok());
         let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
             | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW
             | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
             | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let real = std::fs::canonicalize(path)
+            .with_context(|| format!("cannot open the results database {}", path.display()))?;
         let uri = format!(
             "file:{}{}",
-            uri_path(&std::path::absolute(path)?),
+            uri_path(&real),
             if writer_open { "" } else { "?immutable=1" }
         );
         let conn = Connection::open_with_flags(uri, flags)
@@ -303,13 +307,21 @@ impl Store {
             let names = st.query_map([], |r| r.get::<_, String>(0))?;
             names.collect()
         };
-        // Another file than SQLite's fails here ("file is not a database").
+        // Another file than SQLite's fails here ("file is not a database"); any other
+        // failure (permissions, a journal it cannot read) is said as SQLite says it.
+        let failed = |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => not_ours(),
+            _ => anyhow::Error::new(e).context(format!(
+                "cannot read the results database {}",
+                path.display()
+            )),
+        };
         let tables =
-            names("SELECT name FROM sqlite_master WHERE type = 'table'").map_err(|_| not_ours())?;
+            names("SELECT name FROM sqlite_master WHERE type = 'table'").map_err(failed)?;
         if !tables.contains("runs") {
             return Err(not_ours());
         }
-        let have = names("SELECT name FROM pragma_table_info('runs')").map_err(|_| not_ours())?;
+        let have = names("SELECT name FROM pragma_table_info('runs')").map_err(failed)?;
         if FIRST_COLUMNS.iter().any(|c| !have.contains(*c)) {
             return Err(not_ours());
         }
@@ -634,6 +646,13 @@ pub const EXPORT_COLUMNS: [&str; 27] = [
     "wall_seconds",
     "rate",
 ];
+
+/// `path` with `suffix` added to its name (`-wal`, `-shm`, `-journal`), bytes kept.
+fn side_file(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
 
 /// `path` for a `file:` URI: every byte but the unreserved ones and `/` percent-encoded
 /// (a `?` or `#` in a file name would otherwise start the query or the fragment).

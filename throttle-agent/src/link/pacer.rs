@@ -224,16 +224,21 @@ impl Pacer {
     }
 
     /// Reschedule `d` if the rate changed since it was made: the wait left is rescaled to
-    /// the new rate. Returns whether it changed.
+    /// the new rate. A departure already past stays where it was (the unit left the link
+    /// before the change; it may still be held for the link's delay). Returns whether it
+    /// moved.
     pub fn refresh(&self, d: &mut Departure, now: Instant) -> bool {
         let s = self.lock();
         if d.generation == s.generation {
             return false;
         }
         let left = d.at.saturating_duration_since(now);
-        d.at = now + rescale(left, d.rate, s.rate);
-        d.rate = s.rate;
+        let was = std::mem::replace(&mut d.rate, s.rate);
         d.generation = s.generation;
+        if left.is_zero() {
+            return false;
+        }
+        d.at = now + rescale(left, was, s.rate);
         true
     }
 
@@ -446,6 +451,23 @@ mod tests {
             next.at - later
         );
         assert!(!p.refresh(&mut d, later));
+    }
+
+    /// A unit that already left the link keeps its departure through a change of rate:
+    /// held for the link's delay meanwhile, it would otherwise wait that delay again.
+    #[test]
+    fn a_rate_change_leaves_a_past_departure_where_it_was() {
+        let p = Pacer::new(Some(125e6), Arrival::Whole);
+        let now = Instant::now();
+        let mut d = p.schedule(125_000, Ready::Arrived(None), now);
+        let left_at = d.at;
+        p.set_rate(Some(12.5e6));
+        let later = left_at + 5 * MS;
+        assert!(!p.refresh(&mut d, later));
+        assert_eq!(d.at, left_at);
+        // And it is not rescaled again later.
+        assert!(!p.refresh(&mut d, later + MS));
+        assert_eq!(d.at, left_at);
     }
 
     #[test]

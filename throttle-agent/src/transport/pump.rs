@@ -62,8 +62,9 @@ impl Default for PumpOptions {
 const LOOKAHEAD: usize = 16 * 1024;
 
 /// The reading side of one direction: a small lookahead buffer, and frame tracking on a
-/// framed leg. Bytes in the lookahead are not yet paid for: the port is charged when they
-/// move on to the sink, so shaping holds them at most [`LOOKAHEAD`] bytes ahead.
+/// framed leg. Bytes in the lookahead are not yet scheduled: without a window the copy
+/// loop reads at most [`LOOKAHEAD`] bytes ahead of what the link let go; with one, the
+/// units held besides (at most [`Port::window`] bytes).
 struct Reader<'a, S> {
     sock: &'a S,
     framing: Framing,
@@ -290,19 +291,18 @@ impl<'a> Pacing<'a> {
         }
     }
 
-    /// When `bytes` may be written. A unit that was not backlogged begins a new burst:
-    /// the one before ended with the last unit's lag.
-    fn schedule(&mut self, bytes: usize, ready: Ready) -> Release {
-        if ready != Ready::Backlogged {
-            self.end_burst();
-        }
-        self.port.schedule(bytes, ready)
+    /// When `bytes` may be written, and whether they begin a new burst (they were not
+    /// backlogged: the burst before ended with the unit written before them, whose lag
+    /// [`Pacing::end_burst`] reports).
+    fn schedule(&mut self, bytes: usize, ready: Ready) -> (Release, bool) {
+        (self.port.schedule(bytes, ready), ready != Ready::Backlogged)
     }
 
     /// Wait until `r` is due (rescheduled if the rate changes meanwhile); a paced unit's
-    /// lateness becomes the lag.
-    async fn wait(&mut self, mut r: Release) {
-        let mut slept = false;
+    /// lateness becomes the lag, and counts as a wait when the copy loop slept for it
+    /// here or before (`waited`: a held unit's timer).
+    async fn wait(&mut self, mut r: Release, waited: bool) {
+        let mut slept = waited;
         loop {
             self.port.refresh(&mut r);
             let now = Instant::now();
@@ -327,8 +327,11 @@ impl<'a> Pacing<'a> {
     }
 
     async fn depart(&mut self, bytes: usize, ready: Ready) {
-        let r = self.schedule(bytes, ready);
-        self.wait(r).await;
+        let (r, new_burst) = self.schedule(bytes, ready);
+        if new_burst {
+            self.end_burst();
+        }
+        self.wait(r, false).await;
     }
 
     fn end_burst(&mut self) {
@@ -353,6 +356,17 @@ enum Bytes {
     Owned(Vec<u8>),
 }
 
+impl Unit {
+    fn new(bytes: Bytes, (release, starts_burst): (Release, bool)) -> Unit {
+        Unit {
+            bytes,
+            release,
+            starts_burst,
+            ends_burst: false,
+        }
+    }
+}
+
 impl Bytes {
     fn len(&self) -> usize {
         match self {
@@ -366,6 +380,11 @@ impl Bytes {
 struct Unit {
     bytes: Bytes,
     release: Release,
+    /// It was not backlogged: the burst before it ended with the unit before it.
+    starts_burst: bool,
+    /// The last unit of its burst (one that starts the next was read while it waited):
+    /// the burst's lateness is its own, known when it is written.
+    ends_burst: bool,
 }
 
 /// Units read and not yet written, in order (the link delays, it never reorders).
@@ -376,7 +395,17 @@ struct Held {
 }
 
 impl Held {
-    fn push(&mut self, u: Unit) {
+    /// Queue `u`. If it starts a burst, the burst before ends with the unit written
+    /// before it: the last one held (marked, reported when it is written), or, with none
+    /// held, the one written last (reported now).
+    fn push(&mut self, mut u: Unit, pacing: Option<&mut Pacing<'_>>) {
+        if std::mem::take(&mut u.starts_burst) {
+            match (self.units.back_mut(), pacing) {
+                (Some(last), _) => last.ends_burst = true,
+                (None, Some(p)) => p.end_burst(),
+                (None, None) => {}
+            }
+        }
         self.bytes += u.bytes.len();
         self.units.push_back(u);
     }
@@ -430,7 +459,7 @@ pub async fn pump<A: Socket, B: Socket>(
         if reader.ended || !held.room(window) {
             let Some(unit) = held.pop() else { break };
             total += lane
-                .release(unit, &mut reader, &mut writer, pacing.as_mut())
+                .release(unit, &mut reader, &mut writer, pacing.as_mut(), false)
                 .await?;
             continue;
         }
@@ -440,7 +469,7 @@ pub async fn pump<A: Socket, B: Socket>(
                 .next_unit(&mut reader, pacing.as_mut(), owned, opts)
                 .await?
             {
-                held.push(u);
+                held.push(u, pacing.as_mut());
             }
             continue;
         };
@@ -449,12 +478,12 @@ pub async fn pump<A: Socket, B: Socket>(
             biased;
             _ = head_timer.until(head) => {
                 if let Some(unit) = held.pop() {
-                    total += lane.release(unit, &mut reader, &mut writer, pacing.as_mut()).await?;
+                    total += lane.release(unit, &mut reader, &mut writer, pacing.as_mut(), true).await?;
                 }
             }
             u = lane.next_unit(&mut reader, pacing.as_mut(), owned, opts) => {
                 if let Some(u) = u? {
-                    held.push(u);
+                    held.push(u, pacing.as_mut());
                 }
             }
         }
@@ -497,11 +526,8 @@ impl Lane {
             }
             if !owned {
                 if let (Some((len, late)), Some(p)) = (reader.new_frame.take(), pacing.as_mut()) {
-                    let release = p.schedule(len, frame_readiness(reader.readiness(), late));
-                    return Ok(Some(Unit {
-                        bytes: Bytes::Lookahead(0),
-                        release,
-                    }));
+                    let scheduled = p.schedule(len, frame_readiness(reader.readiness(), late));
+                    return Ok(Some(Unit::new(Bytes::Lookahead(0), scheduled)));
                 }
             }
             let unit = match pacing.as_ref() {
@@ -510,13 +536,13 @@ impl Lane {
             };
             if reader.buffered() > 0 {
                 let n = budget.min(reader.buffered()).min(unit).min(opts.chunk);
-                let release = release_of(reader, pacing.as_deref_mut(), n);
+                let scheduled = release_of(reader, pacing.as_deref_mut(), n);
                 let bytes = if owned {
                     Bytes::Owned(reader.take(n).to_vec())
                 } else {
                     Bytes::Lookahead(n)
                 };
-                return Ok(Some(Unit { bytes, release }));
+                return Ok(Some(Unit::new(bytes, scheduled)));
             }
             if owned || !(self.bulk && opts.splice) {
                 let n = reader.fill_or_end().await?;
@@ -543,24 +569,26 @@ impl Lane {
             } else {
                 n >= LOOKAHEAD
             };
-            let release = release_of(reader, pacing.as_deref_mut(), n);
-            return Ok(Some(Unit {
-                bytes: Bytes::Piped(n),
-                release,
-            }));
+            let scheduled = release_of(reader, pacing.as_deref_mut(), n);
+            return Ok(Some(Unit::new(Bytes::Piped(n), scheduled)));
         }
     }
 
-    /// Wait for `unit`'s release, then write it; returns its bytes.
+    /// Wait for `unit`'s release (`waited`: the loop slept for it already), then write
+    /// it; returns its bytes.
     async fn release<A: Socket, B: Socket>(
         &mut self,
         unit: Unit,
         reader: &mut Reader<'_, A>,
         writer: &mut Writer<'_, B>,
         mut pacing: Option<&mut Pacing<'_>>,
+        waited: bool,
     ) -> io::Result<u64> {
         if let Some(p) = pacing.as_deref_mut() {
-            p.wait(unit.release).await;
+            p.wait(unit.release, waited).await;
+            if unit.ends_burst {
+                p.end_burst();
+            }
             p.port.record(unit.bytes.len());
         }
         let lag = pacing.map(|p| p.lag).unwrap_or_default();
@@ -587,23 +615,23 @@ impl Lane {
     }
 }
 
-/// When `n` bytes just read may be written: scheduled on their own (a chunk from an
-/// application), with the frame they begin (copied out), or carried (the rest of a
-/// frame; unshaped).
+/// When `n` bytes just read may be written, and whether they start a burst: scheduled
+/// on their own (a chunk from an application), with the frame they begin (copied out),
+/// or carried (the rest of a frame; unshaped).
 fn release_of<A: Socket>(
     reader: &mut Reader<'_, A>,
     pacing: Option<&mut Pacing<'_>>,
     n: usize,
-) -> Release {
+) -> (Release, bool) {
     let Some(p) = pacing else {
-        return Release::now();
+        return (Release::now(), false);
     };
     if reader.framing == Framing::Raw {
         return p.schedule(n, reader.readiness());
     }
     match reader.new_frame.take() {
         Some((len, late)) => p.schedule(len, frame_readiness(reader.readiness(), late)),
-        None => p.port.carry(),
+        None => (p.port.carry(), false),
     }
 }
 
@@ -684,7 +712,11 @@ pub async fn discard<S: Socket>(src: &S, port: &Port) -> io::Result<(u64, f64)> 
         .next_unit(&mut reader, Some(&mut pacing), true, opts)
         .await?
     {
-        pacing.wait(unit.release).await;
+        if unit.starts_burst {
+            pacing.end_burst();
+        }
+        pacing.wait(unit.release, false).await;
+        port.record(unit.bytes.len());
         first.get_or_insert_with(Instant::now);
         last = Instant::now();
         total += unit.bytes.len() as u64;
@@ -698,10 +730,7 @@ mod tests {
     use super::*;
 
     fn unit(bytes: Bytes) -> Unit {
-        Unit {
-            bytes,
-            release: Release::now(),
-        }
+        Unit::new(bytes, (Release::now(), false))
     }
 
     /// Bytes left in the lookahead or the pipe are where the next read would put its own:
@@ -711,18 +740,34 @@ mod tests {
     fn only_copied_units_wait_while_more_is_read() {
         let mut held = Held::default();
         assert!(held.room(0), "an empty direction reads");
-        held.push(unit(Bytes::Lookahead(100)));
+        held.push(unit(Bytes::Lookahead(100)), None);
         assert!(!held.room(0) && !held.room(1 << 20));
         held.pop();
-        held.push(unit(Bytes::Piped(100)));
+        held.push(unit(Bytes::Piped(100)), None);
         assert!(!held.room(1 << 20));
         held.pop();
-        held.push(unit(Bytes::Owned(vec![0; 100])));
+        held.push(unit(Bytes::Owned(vec![0; 100])), None);
         assert!(!held.room(0), "no window: the unit goes first");
         assert!(held.room(101) && !held.room(100));
-        held.push(unit(Bytes::Owned(vec![0; 50])));
+        held.push(unit(Bytes::Owned(vec![0; 50])), None);
         assert_eq!(held.bytes, 150);
         assert_eq!(held.pop().map(|u| u.bytes.len()), Some(100), "in order");
         assert_eq!(held.bytes, 50);
+    }
+
+    /// A unit that starts a burst while others wait ends the burst with the last of them
+    /// (its lateness is reported when it is written, not the lateness of one written
+    /// earlier).
+    #[test]
+    fn a_new_burst_marks_the_last_unit_held_as_the_end_of_the_one_before() {
+        let mut held = Held::default();
+        held.push(unit(Bytes::Owned(vec![0; 10])), None);
+        held.push(unit(Bytes::Owned(vec![0; 10])), None);
+        let mut first = unit(Bytes::Owned(vec![0; 10]));
+        first.starts_burst = true;
+        held.push(first, None);
+        let ends: Vec<bool> = held.units.iter().map(|u| u.ends_burst).collect();
+        assert_eq!(ends, [false, true, false]);
+        assert!(held.units.iter().all(|u| !u.starts_burst));
     }
 }

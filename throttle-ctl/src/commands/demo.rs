@@ -397,7 +397,17 @@ fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> R
 /// when they were last written: `results-20261127T204300Z.db`. Returns the new name, or
 /// `None` when there were none. A demo never deletes measurements.
 fn keep_earlier_results(db: &Path) -> Result<Option<PathBuf>> {
+    let with = |p: &Path, ext: &str| {
+        let mut name = p.as_os_str().to_owned();
+        name.push(ext);
+        PathBuf::from(name)
+    };
     let Ok(meta) = std::fs::symlink_metadata(db) else {
+        // Journals without their database hold no results, and must not be read as the
+        // new store's.
+        for ext in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(with(db, ext));
+        }
         return Ok(None);
     };
     let when = meta
@@ -412,7 +422,11 @@ fn keep_earlier_results(db: &Path) -> Result<Option<PathBuf>> {
             1 => dir.join(format!("results-{when}.db")),
             n => dir.join(format!("results-{when}-{n}.db")),
         })
-        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .find(|p| {
+            ["", "-wal", "-shm"]
+                .iter()
+                .all(|ext| std::fs::symlink_metadata(with(p, ext)).is_err())
+        })
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "no free name beside {} to keep the earlier results",
@@ -420,9 +434,9 @@ fn keep_earlier_results(db: &Path) -> Result<Option<PathBuf>> {
             )
         })?;
     for ext in ["", "-wal", "-shm"] {
-        let from = PathBuf::from(format!("{}{ext}", db.display()));
+        let from = with(db, ext);
         if std::fs::symlink_metadata(&from).is_ok() {
-            std::fs::rename(&from, format!("{}{ext}", kept.display())).with_context(|| {
+            std::fs::rename(&from, with(&kept, ext)).with_context(|| {
                 format!("cannot keep the earlier results {} aside", from.display())
             })?;
         }
@@ -530,7 +544,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
         let db = dir.join("results.db");
+        // Journals left without their database go.
+        std::fs::write(dir.join("results.db-shm"), b"stray").unwrap();
         assert_eq!(keep_earlier_results(&db).unwrap(), None);
+        assert!(!dir.join("results.db-shm").exists());
         std::fs::write(&db, b"first").unwrap();
         std::fs::write(dir.join("results.db-wal"), b"first's journal").unwrap();
         let first = keep_earlier_results(&db).unwrap().unwrap();
