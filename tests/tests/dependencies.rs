@@ -1,4 +1,4 @@
-//! The dependency audit that can run without a network: every crate the Linux build pulls
+//! The dependency audit that can run without a network: every crate this machine's build pulls
 //! in comes from crates.io (no git source, no path outside the workspace) and is under a
 //! licence a MIT OR Apache-2.0 project may ship with. Read from `cargo metadata`, locked
 //! and offline (the build has already fetched what it names).
@@ -77,6 +77,19 @@ fn term(t: &[&str], at: &mut usize) -> Option<bool> {
     Some(v)
 }
 
+/// The machine's target triple (what the build fetched dependencies for), from rustc.
+fn host() -> String {
+    let out = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names its host")
+        .to_string()
+}
+
 #[test]
 fn every_dependency_is_from_crates_io_under_a_permissive_licence() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -88,7 +101,7 @@ fn every_dependency_is_from_crates_io_under_a_permissive_licence() {
             "--locked",
             "--offline",
             "--filter-platform",
-            "x86_64-unknown-linux-gnu",
+            &host(),
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
