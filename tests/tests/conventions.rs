@@ -66,6 +66,73 @@ fn export_into_a_closed_pipe_ends_quietly() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("# seconds: "));
 }
 
+/// `THROTTLE_CLUSTER=` (set, empty) is unset, as shells read `${VAR:-default}`: the
+/// default cluster file is named, not an empty path (issue 37); every flag of every
+/// command says what it does in `--help`.
+#[test]
+fn an_empty_cluster_variable_is_unset_and_help_describes_every_flag() {
+    let s = scratch("emptyvar");
+    let out = Command::new(exe())
+        .args(["status"])
+        .current_dir(&s.0)
+        .env("THROTTLE_CLUSTER", "")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no cluster file at throttle-cluster.toml"),
+        "{err}"
+    );
+    for cmd in [
+        "sweep",
+        "analyze",
+        "export",
+        "output",
+        "set",
+        "status",
+        "run",
+        "exec",
+        "demo",
+        "forward add",
+        "forward remove",
+        "deploy",
+        "calibrate",
+        "completions",
+        "model pmm",
+        "model mw",
+        "model loggps",
+        "local up",
+        "local down",
+        "local restart",
+    ] {
+        let help = Command::new(exe())
+            .args(cmd.split(' ').chain(["--help"]))
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&help.stdout).to_string();
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let flag = line.trim_start();
+            let indent = line.len() - flag.len();
+            let is_flag =
+                |t: &str| t.starts_with("--") || (t.starts_with('-') && t.get(2..4) == Some(", "));
+            if indent < 2 || !is_flag(flag) {
+                continue;
+            }
+            // A description on the same line (after two spaces), or on the next, deeper.
+            let same_line = flag.split("  ").filter(|p| !p.trim().is_empty()).count() > 1;
+            let next_line = lines.get(i + 1).is_some_and(|n| {
+                let t = n.trim_start();
+                !t.is_empty() && n.len() - t.len() > indent && !is_flag(t)
+            });
+            assert!(
+                same_line || next_line,
+                "`{cmd} --help`: a flag without a description: {line}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_dead_node_stays_in_the_status_table_and_json() {
     let c = up("deadstatus", 2, "1Gbit", "127.0.19.1");

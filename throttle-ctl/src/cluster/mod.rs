@@ -362,9 +362,15 @@ pub fn read_file(path: &Path) -> Result<Option<String>> {
     Ok(Some(text))
 }
 
+/// The cluster file: `--cluster`, else `$THROTTLE_CLUSTER` when set and not empty (an
+/// empty variable is unset, as the shell's `${VAR:-default}` reads it), else the default.
 pub fn resolve_path(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os("THROTTLE_CLUSTER").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
+    flag.or_else(|| {
+        std::env::var_os("THROTTLE_CLUSTER")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+    .unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
 }
 
 #[cfg(test)]

@@ -44,6 +44,8 @@ pub struct Args {
     /// or stopped, its backlog lost) instead of leaving them out. Said in the output.
     #[arg(long)]
     keep_flagged: bool,
+    /// Print the analysis as one JSON object on standard output instead of the tables
+    /// (warnings stay on standard error).
     #[arg(long)]
     json: bool,
     /// Write plots (SVG, PNG) and index.html here.

@@ -25,6 +25,7 @@ pub struct Args {
     /// Seconds per measurement (0.1 to 60).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
+    /// Print the measured rates as JSON on standard output instead of the table.
     #[arg(long)]
     json: bool,
 }

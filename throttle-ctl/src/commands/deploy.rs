@@ -49,6 +49,8 @@ pub struct Args {
     command: DeployCommand,
     #[command(flatten)]
     ssh: SshArgs,
+    /// Print each node's result as JSON on standard output (progress stays on standard
+    /// error).
     #[arg(long, global = true)]
     json: bool,
 }
