@@ -214,7 +214,7 @@ pub fn to_bytes(v: &[f64]) -> Vec<u8> {
 }
 
 pub fn from_bytes(b: &[u8]) -> Result<Vec<f64>, CommError> {
-    if b.len() % 8 != 0 {
+    if !b.len().is_multiple_of(8) {
         return Err(CommError::Protocol(
             "matrix block is not a whole number of doubles".into(),
         ));

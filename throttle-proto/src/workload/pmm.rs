@@ -103,7 +103,7 @@ impl PmmOptions {
                 "pmm needs a square number of processes (1, 4, 9, 16, 25, ...): {procs} is not"
             ))
         })?;
-        if self.size % q != 0 {
+        if !self.size.is_multiple_of(q) {
             return Err(OptionsError(format!(
                 "pmm size {} is not a multiple of {q}, the grid side for {procs} processes",
                 self.size

@@ -25,7 +25,7 @@ impl Grid {
     /// The most square r x c grid with r <= c.
     pub fn new(p: usize, rank: usize) -> Grid {
         let mut rows = (p as f64).sqrt() as usize;
-        while rows > 1 && p % rows != 0 {
+        while rows > 1 && !p.is_multiple_of(rows) {
             rows -= 1;
         }
         let rows = rows.max(1);
