@@ -356,17 +356,6 @@ enum Bytes {
     Owned(Vec<u8>),
 }
 
-impl Unit {
-    fn new(bytes: Bytes, (release, starts_burst): (Release, bool)) -> Unit {
-        Unit {
-            bytes,
-            release,
-            starts_burst,
-            ends_burst: false,
-        }
-    }
-}
-
 impl Bytes {
     fn len(&self) -> usize {
         match self {
@@ -385,6 +374,17 @@ struct Unit {
     /// The last unit of its burst (one that starts the next was read while it waited):
     /// the burst's lateness is its own, known when it is written.
     ends_burst: bool,
+}
+
+impl Unit {
+    fn new(bytes: Bytes, (release, starts_burst): (Release, bool)) -> Unit {
+        Unit {
+            bytes,
+            release,
+            starts_burst,
+            ends_burst: false,
+        }
+    }
 }
 
 /// Units read and not yet written, in order (the link delays, it never reorders).
