@@ -109,17 +109,33 @@ pub struct Outcome {
 impl Outcome {
     /// A run that could not be started (a node unreachable, a launch refused).
     pub fn not_started(cluster: &Cluster, spec: &JobSpec, reason: String) -> Outcome {
+        Outcome::of(
+            String::new(),
+            spec,
+            (cluster.file.capacity.bytes_per_sec(), 0),
+            (RunStatus::Failed, Some(reason)),
+        )
+    }
+
+    /// Job `job` of `spec` on a link of (capacity in bytes/s, added latency in us) that
+    /// ended with (status, reason); no time, result, output or proof yet.
+    fn of(
+        job: String,
+        spec: &JobSpec,
+        (capacity_bytes_per_sec, latency_us): (f64, u64),
+        (status, reason): (RunStatus, Option<String>),
+    ) -> Outcome {
         Outcome {
-            job: String::new(),
+            job,
             workload: spec.workload.name().to_string(),
             nodes: spec.nodes,
             ranks_per_node: spec.ranks_per_node,
             procs: spec.nodes * spec.ranks_per_node,
             bw_pct: spec.bw,
-            capacity_bytes_per_sec: cluster.file.capacity.bytes_per_sec(),
-            latency_us: 0,
-            status: RunStatus::Failed,
-            reason: Some(reason),
+            capacity_bytes_per_sec,
+            latency_us,
+            status,
+            reason,
             seconds: 0.0,
             result: None,
             output: Vec::new(),
@@ -325,22 +341,14 @@ impl Shaped<'_> {
         reason: Option<String>,
         fidelity: Option<RunFidelity>,
     ) -> Outcome {
-        let spec = self.spec;
         Outcome {
-            job: self.job.to_string(),
-            workload: spec.workload.name().to_string(),
-            nodes: spec.nodes,
-            ranks_per_node: spec.ranks_per_node,
-            procs: spec.nodes * spec.ranks_per_node,
-            bw_pct: spec.bw,
-            capacity_bytes_per_sec: self.shape.capacity.bytes_per_sec(),
-            latency_us: self.shape.latency_us,
-            status,
-            reason,
-            seconds: 0.0,
-            result: None,
-            output: Vec::new(),
             fidelity,
+            ..Outcome::of(
+                self.job.to_string(),
+                self.spec,
+                (self.shape.capacity.bytes_per_sec(), self.shape.latency_us),
+                (status, reason),
+            )
         }
     }
 
