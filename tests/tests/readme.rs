@@ -28,24 +28,60 @@ fn blocks(kind: &str) -> Vec<String> {
     out
 }
 
-fn run_blocks(kind: &str, tag: &str) {
+/// Who runs a block.
+#[derive(Clone, Copy, PartialEq)]
+enum As {
+    /// Whoever runs the tests.
+    Tester,
+    /// An unprivileged user: "nobody" (uid 65534) where the tests run as root, else the
+    /// tester, who is one.
+    Unprivileged,
+}
+
+fn run_blocks(kind: &str, tag: &str, who: As) {
     let blocks = blocks(kind);
     assert!(!blocks.is_empty(), "the README has no ```{kind} block");
-    let path = format!(
-        "{}:{}",
-        bin_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let nobody = who == As::Unprivileged && nix::unistd::geteuid().is_root();
     for (i, block) in blocks.iter().enumerate() {
         let dir = scratch(&format!("{tag}{i}"));
+        // Another user may not reach this build (a checkout in root's home): the
+        // binaries and the library it runs are copied into the block's directory.
+        let bin = if nobody {
+            let bin = dir.0.join("bin");
+            std::fs::create_dir(&bin).unwrap();
+            for name in ["throttle-ctl", "throttle-agent"] {
+                std::fs::copy(bin_dir().join(name), bin.join(name)).unwrap();
+            }
+            std::fs::copy(preload_lib(), bin.join("libthrottle_preload.so")).unwrap();
+            std::os::unix::fs::chown(&dir.0, Some(65534), Some(65534)).unwrap();
+            bin
+        } else {
+            bin_dir()
+        };
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         // What the block left in the background (a server waiting for its client) ends
-        // with it, also when the block fails.
-        let script = format!("trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{block}");
-        let out = Command::new("bash")
+        // with it, and so does a local cluster it left up, also when the block fails.
+        let script = format!(
+            "trap 'kill $(jobs -p) 2>/dev/null || true; throttle-ctl local down --force >/dev/null 2>&1 || true' EXIT\n{block}"
+        );
+        let mut cmd = if nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"])
+                .env("HOME", &dir.0);
+            c
+        } else {
+            Command::new("bash")
+        };
+        let out = cmd
             .args(["-euo", "pipefail", "-c", &script])
             .current_dir(&dir.0)
             .env("PATH", &path)
             .env_remove("THROTTLE_CLUSTER")
+            .env_remove("THROTTLE_PRELOAD_LIB")
             .output()
             .unwrap();
         assert!(
@@ -99,7 +135,21 @@ fn the_readmes_loopback_blocks_run_as_written() {
     if !needs("the_readmes_loopback_blocks_run_as_written", "iperf3", "-v") {
         return;
     }
-    run_blocks("sh runnable", "readme");
+    run_blocks("sh runnable", "readme", As::Tester);
+}
+
+/// Issue 37: the loopback cluster's block (iperf3 and an MPI program as nodes) runs as an
+/// unprivileged user.
+#[test]
+fn the_readmes_unprivileged_blocks_run_as_a_user_without_root() {
+    let test = "the_readmes_unprivileged_blocks_run_as_a_user_without_root";
+    if !needs(test, "iperf3", "-v") || !throttle_tests::namespace::have_mpi(test) {
+        return;
+    }
+    if nix::unistd::geteuid().is_root() && !needs(test, "setpriv", "--version") {
+        return;
+    }
+    run_blocks("sh runnable user", "readmeuser", As::Unprivileged);
 }
 
 #[test]
@@ -108,5 +158,5 @@ fn the_readmes_namespace_blocks_run_as_written() {
     if !can_run(test) || !needs(test, "iperf3", "-v") || !needs(test, "mpirun", "--version") {
         return;
     }
-    run_blocks("sh runnable root", "readmens");
+    run_blocks("sh runnable root", "readmens", As::Tester);
 }

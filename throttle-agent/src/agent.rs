@@ -75,6 +75,9 @@ pub struct RunningAgent {
     pub state: Arc<Agent>,
     pub control_addr: SocketAddr,
     pub data_addr: SocketAddr,
+    /// Where the preload library reaches this agent (its first preload port), if it
+    /// serves the library.
+    pub preload_addr: Option<SocketAddr>,
     pub local_socket: PathBuf,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -96,6 +99,17 @@ impl RunningAgent {
     }
 }
 
+/// The local endpoint's socket file while the start may still fail: removed then.
+struct Unbind(Option<PathBuf>);
+
+impl Drop for Unbind {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// Bind every listener and start the agent's services on the current tokio runtime.
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let link = Link::new(config.shape);
@@ -110,9 +124,15 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             config.local_socket.display()
         )
     })?;
+    // A start that fails from here on leaves no socket file behind.
+    let mut unbind = Unbind(Some(config.local_socket.clone()));
     let control_addr = control.local_addr()?;
     let data_addr = data.local_addr()?;
     let (intercept_listener, preload_listeners) = interception_listeners(&config, data_addr)?;
+    let preload_addr = match preload_listeners.first() {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
     let intercept = interception(
         &config,
         data_addr,
@@ -182,10 +202,12 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     }
     tracing::info!(node = %agent.node, control = %control_addr, data = %data_addr,
         local = %config.local_socket.display(), "agent started");
+    unbind.0 = None;
     Ok(RunningAgent {
         state: agent,
         control_addr,
         data_addr,
+        preload_addr,
         local_socket: config.local_socket,
         stop,
         tasks,
@@ -193,16 +215,18 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
 }
 
 /// The interception port (`--intercept`, on 127.0.0.1) and the preload ports (`--preload`,
-/// on 127.0.0.1 and ::1), bound; both need the node's own address as its data address.
+/// on 127.0.0.1 and ::1, or on the node's own address in a loopback cluster), bound; both
+/// need the node's own address as its data address (a loopback one: preload only).
 fn interception_listeners(
     config: &AgentConfig,
     data_addr: SocketAddr,
 ) -> anyhow::Result<(Option<TcpListener>, Vec<TcpListener>)> {
-    if config.intercept || config.preload_port.is_some() {
-        let ip = data_addr.ip();
-        if ip.is_loopback() || ip.is_unspecified() || (config.intercept && !ip.is_ipv4()) {
-            anyhow::bail!("--intercept and --preload need the node's own address as --data (got {data_addr}; IPv4 for --intercept): the other nodes' agents and programs must see this node at that address; a loopback cluster (one network stack for all nodes) cannot intercept, use rank tunnels or forwards there");
-        }
+    let ip = data_addr.ip().to_canonical();
+    if config.intercept && (ip.is_loopback() || ip.is_unspecified() || !ip.is_ipv4()) {
+        anyhow::bail!("--intercept needs the node's own IPv4 address as --data (got {data_addr}): the other nodes' agents must see this node at that address; on a loopback cluster (one network stack for all nodes) programs are intercepted by the preload library (--preload)");
+    }
+    if config.preload_port.is_some() && ip.is_unspecified() {
+        anyhow::bail!("--preload needs the node's own address as --data (got {data_addr}): the other nodes' agents and programs must see this node at that address");
     }
     let intercept_listener = if config.intercept {
         Some(
@@ -213,22 +237,33 @@ fn interception_listeners(
         None
     };
     let mut preload_listeners = Vec::new();
-    if let Some(port) = config.preload_port {
-        preload_listeners.push(
-            crate::transport::listen(SocketAddr::from(([127, 0, 0, 1], port)))
-                .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?,
-        );
-        // IPv6 sockets reach the agent on ::1 (where this host has IPv6). Someone else
-        // there would receive the programs' IPv6 connections: the agent does not start.
-        let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
-        match crate::transport::listen(v6) {
-            Ok(l) => preload_listeners.push(l),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
-                "cannot bind the preload port {v6}: something else listens there, and the programs' IPv6 connections would go to it; stop it or choose another --preload-port (and the same THROTTLE_PRELOAD_AGENT for the programs)"
-            ),
-            // No IPv6 on this host: IPv6 sockets cannot reach ::1 at all.
-            Err(e) => tracing::info!(error = %e, "no preload port on {v6}"),
-        }
+    let Some(port) = config.preload_port else {
+        return Ok((intercept_listener, preload_listeners));
+    };
+    // A node of a loopback cluster is one of several on this network stack: its preload
+    // port is on its own address (each node's programs name theirs in
+    // THROTTLE_PRELOAD_AGENT), not on 127.0.0.1, which the nodes would share.
+    if ip.is_loopback() {
+        let at = SocketAddr::new(ip, port);
+        preload_listeners.push(crate::transport::listen(at).with_context(|| {
+            format!("cannot bind the preload port {at} (another agent at this address? choose a free port with --preload-port, 0 for any)")
+        })?);
+        return Ok((intercept_listener, preload_listeners));
+    }
+    preload_listeners.push(
+        crate::transport::listen(SocketAddr::from(([127, 0, 0, 1], port)))
+            .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?,
+    );
+    // IPv6 sockets reach the agent on ::1 (where this host has IPv6). Someone else
+    // there would receive the programs' IPv6 connections: the agent does not start.
+    let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+    match crate::transport::listen(v6) {
+        Ok(l) => preload_listeners.push(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "cannot bind the preload port {v6}: something else listens there, and the programs' IPv6 connections would go to it; stop it or choose another --preload-port (and the same THROTTLE_PRELOAD_AGENT for the programs)"
+        ),
+        // No IPv6 on this host: IPv6 sockets cannot reach ::1 at all.
+        Err(e) => tracing::info!(error = %e, "no preload port on {v6}"),
     }
     Ok((intercept_listener, preload_listeners))
 }

@@ -113,12 +113,14 @@ struct Args {
     #[arg(long)]
     open_forwards: bool,
     /// Serve the preload library (LD_PRELOAD=libthrottle_preload.so in the programs) on
-    /// 127.0.0.1 and ::1 at --preload-port: programs' connections to the other nodes go
-    /// through the agents without root or kernel rules. Needs --data on this node's own
-    /// address. Serves only programs of the agent's own user (any user when run as root).
+    /// 127.0.0.1 and ::1 at --preload-port (with a loopback --data, on that address: a
+    /// node of a loopback cluster): programs' connections to the other nodes go through
+    /// the agents without root or kernel rules. Needs --data on this node's own address.
+    /// Serves only programs of the agent's own user (any user when run as root).
     #[arg(long)]
     preload: bool,
-    /// The preload port (the library's THROTTLE_PRELOAD_AGENT must name the same).
+    /// The preload port (the library's THROTTLE_PRELOAD_AGENT must name the same; 0:
+    /// any free port, written to the ready file).
     #[arg(long, default_value_t = throttle_proto::preload::DEFAULT_PORT, requires = "preload")]
     preload_port: u16,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
@@ -347,6 +349,7 @@ async fn serve(
             "node": running.state.node,
             "control": running.control_addr.to_string(),
             "data": running.data_addr.to_string(),
+            "preload": running.preload_addr.map(|a| a.to_string()),
             "local_socket": running.local_socket,
             "pid": std::process::id(),
         });

@@ -422,6 +422,42 @@ fn the_deploy_examples_are_valid() {
 /// Finding: another user who bound `[::1]:PORT` before the agent started received the
 /// programs' IPv6 preload connections (the agent bound 127.0.0.1 only, silently). The
 /// agent now refuses to start while something else holds an address it serves.
+/// Issue 37: an agent that refuses to start after binding its local endpoint (here: the
+/// kernel redirect asked of a loopback node, or a preload port someone holds) leaves no
+/// socket file behind (it left `n0.sock`, which the next start had to clear).
+#[test]
+fn a_failed_start_leaves_no_socket_file() {
+    let scratch = Scratch::new("failedstart");
+    let token = scratch.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let held = std::net::TcpListener::bind("127.0.45.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    for (why, flags) in [
+        ("--intercept on a loopback node", vec!["--intercept"]),
+        (
+            "a preload port held by someone",
+            vec!["--preload", "--preload-port", &port],
+        ),
+    ] {
+        let sock = scratch.path("n0.sock");
+        let out = Command::new(env!("CARGO_BIN_EXE_throttle-agent"))
+            .args(["--node", "n0", "--control", "127.0.45.1:0"])
+            .args(["--data", "127.0.45.1:0"])
+            .args(["--token-file", token.to_str().unwrap()])
+            .args(["--local-socket", sock.to_str().unwrap()])
+            .args(&flags)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{why}: the agent started");
+        assert!(
+            !sock.exists(),
+            "{why}: {} left behind ({})",
+            sock.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
     let Ok(squatter) = std::net::TcpListener::bind("[::1]:0") else {

@@ -19,6 +19,8 @@
 //! * Everything else (other families, UDP, loopback and non-cluster addresses, a missing
 //!   agent) goes straight to the C library. Without an agent the program runs unthrottled
 //!   and the library says so once on stderr.
+//! * On a node of a loopback cluster (the agent says the nodes share this network stack)
+//!   the program also sees the machine as that node: [`node`].
 //!
 //! What it cannot see: static binaries, raw system calls, io_uring. Settings, from the
 //! environment: `THROTTLE_PRELOAD_AGENT` (the preload port, `127.0.0.1:7602`),
@@ -27,11 +29,12 @@
 //! needed).
 
 pub mod agent;
+pub mod node;
 pub mod real;
 pub mod sockaddr;
 pub mod table;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use libc::{c_int, c_void, sockaddr as c_sockaddr, socklen_t};
@@ -69,7 +72,24 @@ fn warn_once(why: &str) {
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
 }
 
-fn int_opt(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
+/// Say once per process that a connection went to an address where only another node
+/// listens: on a loopback cluster every node has its own address, and 127.0.0.1 (or this
+/// machine's other addresses) is not where the other nodes' programs are.
+fn warn_misaddressed(dst: SocketAddr, other: IpAddr, own: IpAddr) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let msg = format!(
+        "throttle-preload: nothing listens at {dst}, but a program of node {other} does at port {}: connect to {other}:{} (each node of this loopback cluster has its own address; this one is {own}); a connection to {dst} is not throttled\n",
+        dst.port(),
+        dst.port(),
+    );
+    // SAFETY: writing a valid buffer to stderr.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+pub(crate) fn int_opt(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
     let mut v: c_int = 0;
     let mut len = std::mem::size_of::<c_int>() as socklen_t;
     // SAFETY: an int-sized option into an int.
@@ -118,12 +138,7 @@ unsafe fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) 
         _ => {}
     }
     let ip = dst.ip().to_canonical();
-    if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
-        return None;
-    }
-    if int_opt(fd, libc::SOL_SOCKET, libc::SO_TYPE)? != libc::SOCK_STREAM
-        || int_opt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL)? != libc::IPPROTO_TCP
-    {
+    if ip.is_unspecified() || ip.is_multicast() || !node::is_tcp(fd) {
         return None;
     }
     let nodes = match agent::nodes() {
@@ -133,19 +148,43 @@ unsafe fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) 
             return None;
         }
     };
+    let emulated = node::of(&nodes);
     if !nodes.intercepts(dst) {
-        return None;
+        let own = emulated?;
+        // A node of a loopback cluster: localhost is the node (its own listener), and a
+        // program that names an address where only another node listens hears why.
+        return match node::resolve(own, &nodes, dst) {
+            node::Local::Own(there) => {
+                if !node::bound(fd) {
+                    node::bind_source(fd, own);
+                }
+                let family = int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+                let (st, slen) = sockaddr::to_c(sockaddr::for_family(there, family));
+                // SAFETY: a valid address on the program's own socket.
+                Some(unsafe { (real().connect)(fd, &st as *const _ as *const c_sockaddr, slen) })
+            }
+            node::Local::AsAsked(Some(other)) => {
+                warn_misaddressed(dst, other, own);
+                None
+            }
+            node::Local::AsAsked(None) => None,
+        };
     }
     let family = int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
-    // The source: the program's, or the one the kernel would choose for `dst`. The agent
-    // carries the socket's real address, so it must be this node's, not loopback's.
-    let bound = sockaddr::local(fd).is_some_and(|a| a.port() != 0 || !a.ip().is_unspecified());
-    if !bound {
-        if let Some(src) = route_source(family, dst) {
-            let (st, slen) = sockaddr::to_c(src);
-            // SAFETY: a valid address; a failure leaves the socket unbound, which the
-            // agent handles (it then carries this node's address).
-            unsafe { libc::bind(fd, &st as *const _ as *const c_sockaddr, slen) };
+    // The source: the program's, or the one the kernel would choose for `dst` (on a node
+    // of a loopback cluster, the node's address). The agent carries the socket's real
+    // address, so it must be this node's, not loopback's.
+    if !node::bound(fd) {
+        match emulated {
+            Some(own) => node::bind_source(fd, own),
+            None => {
+                if let Some(src) = route_source(family, dst) {
+                    let (st, slen) = sockaddr::to_c(src);
+                    // SAFETY: a valid address; a failure leaves the socket unbound, which
+                    // the agent handles (it then carries this node's address).
+                    unsafe { (real().bind)(fd, &st as *const _ as *const c_sockaddr, slen) };
+                }
+            }
         }
     }
     // SAFETY: reading the descriptor's flags.
@@ -188,10 +227,14 @@ unsafe fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) 
         return;
     };
     // Deliveries come from this node's own address; anything else is left alone without
-    // asking the agent, and so are connections from the agent's own loopback address
-    // (never a delivery, and in a process that is itself preloaded and accepts there,
-    // asking would wait on itself).
-    if via.ip().to_canonical() == agent::address().ip().to_canonical() {
+    // asking the agent, and so are connections from the agent's own address on 127.0.0.1
+    // or ::1 (never a delivery, and in a process that is itself preloaded and accepts
+    // there, asking would wait on itself). On a loopback cluster the agent's address is
+    // the node's, where deliveries come from.
+    let v = via.ip().to_canonical();
+    if v == agent::address().ip().to_canonical()
+        && (v == IpAddr::V4(Ipv4Addr::LOCALHOST) || v == IpAddr::V6(Ipv6Addr::LOCALHOST))
+    {
         return;
     }
     let nodes = agent::cached_nodes().or_else(|| agent::nodes().ok());
@@ -317,6 +360,48 @@ pub unsafe extern "C" fn getsockopt(
             // buffer need not be aligned for one.
             unsafe { value.cast::<c_int>().write_unaligned(e) };
         }
+    }
+    r
+}
+
+/// # Safety
+/// As `bind(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn bind(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> c_int {
+    // SAFETY: the program's arguments, as bind(2) requires them.
+    match unsafe { node::bind(fd, addr, len) } {
+        Some(r) => r,
+        // SAFETY: the C library's bind with the program's own arguments.
+        None => unsafe { (real().bind)(fd, addr, len) },
+    }
+}
+
+/// `ioctl(2)`, declared with its one optional argument: every request passes at most
+/// one, an integer or a pointer, where the C ABIs of Linux's 64-bit targets put a fixed
+/// third argument; it is passed on as it came.
+///
+/// # Safety
+/// As `ioctl(2)`: `arg` is what `request` expects.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: *mut c_void) -> c_int {
+    // SAFETY: the C library's ioctl with the program's own arguments.
+    let r = unsafe { (real().ioctl)(fd, request, arg) };
+    if r == 0 {
+        // SAFETY: `arg` is the argument the real call just filled for `request`.
+        unsafe { node::after_ioctl(request, arg) };
+    }
+    r
+}
+
+/// # Safety
+/// As `getifaddrs(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn getifaddrs(list: *mut *mut libc::ifaddrs) -> c_int {
+    // SAFETY: the C library's getifaddrs with the program's own argument.
+    let r = unsafe { (real().getifaddrs)(list) };
+    if r == 0 && !list.is_null() {
+        // SAFETY: the list the real call just returned.
+        unsafe { node::after_getifaddrs(*list) };
     }
     r
 }

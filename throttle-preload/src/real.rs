@@ -12,6 +12,9 @@ type Accept4 = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t, c_int)
 type GetName = unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int;
 type GetSockOpt = unsafe extern "C" fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int;
 type Close = unsafe extern "C" fn(c_int) -> c_int;
+type Bind = unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int;
+type Ioctl = unsafe extern "C" fn(c_int, libc::c_ulong, ...) -> c_int;
+type GetIfAddrs = unsafe extern "C" fn(*mut *mut libc::ifaddrs) -> c_int;
 
 /// The next definitions of the calls this library interposes.
 pub struct Real {
@@ -21,6 +24,9 @@ pub struct Real {
     pub getpeername: GetName,
     pub getsockopt: GetSockOpt,
     pub close: Close,
+    pub bind: Bind,
+    pub ioctl: Ioctl,
+    pub getifaddrs: GetIfAddrs,
 }
 
 static REAL: OnceLock<Real> = OnceLock::new();
@@ -37,6 +43,9 @@ pub fn real() -> &'static Real {
                 getpeername: std::mem::transmute::<*mut c_void, GetName>(next(c"getpeername")),
                 getsockopt: std::mem::transmute::<*mut c_void, GetSockOpt>(next(c"getsockopt")),
                 close: std::mem::transmute::<*mut c_void, Close>(next(c"close")),
+                bind: std::mem::transmute::<*mut c_void, Bind>(next(c"bind")),
+                ioctl: std::mem::transmute::<*mut c_void, Ioctl>(next(c"ioctl")),
+                getifaddrs: std::mem::transmute::<*mut c_void, GetIfAddrs>(next(c"getifaddrs")),
             }
         }
     })

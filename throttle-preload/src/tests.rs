@@ -56,6 +56,7 @@ fn answer(mut c: TcpStream) -> std::io::Result<()> {
                 nodes: vec![NODE.parse().unwrap(), "2001:2::ff".parse().unwrap()],
                 exempt: vec![SocketAddr::new(NODE.parse().unwrap(), 7601)],
                 own: Some("127.0.0.2".parse().unwrap()),
+                shared_stack: false,
             }
             .encode(),
         ),

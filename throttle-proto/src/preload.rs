@@ -196,6 +196,10 @@ pub struct NodeList {
     /// This node's address: the agent delivers connections from it (a connection accepted
     /// from it may be a delivery whose original source the agent knows).
     pub own: Option<IpAddr>,
+    /// The nodes share this machine's one network stack, each at its own loopback
+    /// address (a loopback cluster): the library gives a program of this node that
+    /// node's view (its wildcard binds, its interfaces, its localhost).
+    pub shared_stack: bool,
 }
 
 /// Lowest destination port that is intercepted: system services are left alone, as with
@@ -215,7 +219,7 @@ impl NodeList {
     }
 
     /// Length-prefixed encoding: a u32 entry count, then per entry a kind byte (1 node,
-    /// 2 exempt, 3 own) and an address.
+    /// 2 exempt, 3 own, 4 shared stack: its address unused) and an address.
     pub fn encode(&self) -> Vec<u8> {
         let entries: Vec<(u8, SocketAddr)> = self
             .nodes
@@ -223,6 +227,10 @@ impl NodeList {
             .map(|ip| (1, SocketAddr::new(*ip, 0)))
             .chain(self.exempt.iter().map(|a| (2, *a)))
             .chain(self.own.iter().map(|ip| (3, SocketAddr::new(*ip, 0))))
+            .chain(
+                self.shared_stack
+                    .then(|| (4, SocketAddr::from(([0, 0, 0, 0], 0)))),
+            )
             .collect();
         let mut out = Vec::with_capacity(4 + entries.len() * (1 + ADDR_LEN));
         out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
@@ -257,6 +265,7 @@ impl NodeList {
                 1 => list.nodes.push(addr.ip()),
                 2 => list.exempt.push(addr),
                 3 => list.own = Some(addr.ip()),
+                4 => list.shared_stack = true,
                 k => return Err(PreloadError::BadKind(k)),
             }
         }
@@ -307,10 +316,18 @@ mod tests {
             nodes: vec!["198.18.0.2".parse().unwrap(), "2001:2::2".parse().unwrap()],
             exempt: vec!["198.18.0.2:7601".parse().unwrap()],
             own: Some("198.18.0.1".parse().unwrap()),
+            shared_stack: false,
         };
         let b = list.encode();
         let n = NodeList::entries(b[..4].try_into().unwrap()).unwrap();
         assert_eq!(NodeList::decode(n, &b[4..]), Ok(list.clone()));
+        let shared = NodeList {
+            shared_stack: true,
+            ..list.clone()
+        };
+        let b = shared.encode();
+        let n = NodeList::entries(b[..4].try_into().unwrap()).unwrap();
+        assert_eq!(NodeList::decode(n, &b[4..]), Ok(shared));
         assert!(list.intercepts("198.18.0.2:5000".parse().unwrap()));
         // A v4-mapped destination (a dual-stack socket) is the same node.
         assert!(list.intercepts("[::ffff:198.18.0.2]:5000".parse().unwrap()));

@@ -52,6 +52,7 @@ pub async fn deliver<'a>(
             agent.control_addr.port(),
             agent.data_addr.port(),
             state.port,
+            state.preload_port.unwrap_or(0),
         ]
         .contains(&dst.port())
     {

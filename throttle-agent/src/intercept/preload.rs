@@ -227,11 +227,14 @@ fn carried_source(
 }
 
 /// What the library sends through the agent: every other node's data address (IPv4 and
-/// IPv6) whose agent proved the token there, except their agents' ports, and this node's address for deliveries.
+/// IPv6) whose agent proved the token there, except their agents' ports, and this node's
+/// address for deliveries. In a loopback cluster the nodes' addresses are loopback ones
+/// (127.0.1.1, ...); anywhere else a loopback address is never a node.
 pub fn node_list(agent: &Agent) -> NodeList {
     let own = agent.data_addr.ip().to_canonical();
     let mut list = NodeList {
         own: Some(own),
+        shared_stack: own.is_loopback(),
         ..NodeList::default()
     };
     let Some(state) = agent.intercept.as_ref() else {
@@ -242,7 +245,13 @@ pub fn node_list(agent: &Agent) -> NodeList {
             continue;
         }
         let ip = n.data.ip().to_canonical();
-        if ip == own || ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+        // Loopback addresses are nodes only in a loopback cluster (this node's own address
+        // is one): elsewhere a directory entry must not capture this host's own services.
+        if ip == own
+            || (ip.is_loopback() && !own.is_loopback())
+            || ip.is_unspecified()
+            || ip.is_multicast()
+        {
             continue;
         }
         if let IpAddr::V4(v4) = ip {

@@ -12,8 +12,9 @@
 //! With `--netns` each node is a network namespace on a bridge ([`crate::cluster::netns`]) with
 //! its own 198.18.x.y address, and each agent runs inside its node's namespace with
 //! interception on (the kernel redirect, or the preload port with `--intercept preload`),
-//! so unmodified programs can be throttled. The loopback
-//! cluster (one network stack for every node) has rank tunnels and forwards only.
+//! so unmodified programs can be throttled. On the loopback cluster (one network stack
+//! for every node) each agent serves the preload library on its own address, and
+//! `throttle-ctl exec` runs a program as a node with the library loaded.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -403,6 +404,7 @@ fn ready_nodes(dir: &Path, children: &mut [Starting]) -> Result<Vec<Node>> {
             pid: Some(child.id()),
             netns: netns.as_ref().map(|(ns, _)| ns.clone()),
             address: netns.as_ref().map(|(_, a)| std::net::IpAddr::V4(*a)),
+            preload: ready.preload,
         });
     }
     Ok(nodes)
@@ -486,7 +488,14 @@ impl AgentLaunch<'_> {
                 }
                 c
             }
-            None => Command::new(agent),
+            // A loopback cluster's agents serve the preload library, each on its own
+            // address at a port of its choosing: `throttle-ctl exec NODE` runs a program
+            // as that node, its connections to the others through the agents.
+            None => {
+                let mut c = Command::new(agent);
+                c.args(["--preload", "--preload-port", "0"]);
+                c
+            }
         };
         cmd.args(["--node", name.as_str()])
             .args([
@@ -584,10 +593,17 @@ pub fn restart(cluster_path: &Path, name: &str) -> Result<Node> {
         }
     }
     // The addresses it had, whatever ports it picked the first time.
-    for (flag, addr) in [("--control", node.control), ("--data", node.data)] {
+    let mut keep = vec![
+        ("--control", node.control.to_string()),
+        ("--data", node.data.to_string()),
+    ];
+    if let Some(p) = node.preload {
+        keep.push(("--preload-port", p.port().to_string()));
+    }
+    for (flag, value) in keep {
         if let Some(i) = argv.iter().position(|a| a == flag) {
             if let Some(v) = argv.get_mut(i + 1) {
-                *v = addr.to_string();
+                *v = value;
             }
         }
     }
@@ -648,6 +664,9 @@ struct Ready {
     control: std::net::SocketAddr,
     data: std::net::SocketAddr,
     local_socket: PathBuf,
+    /// The preload port (agents that serve the library).
+    #[serde(default)]
+    preload: Option<std::net::SocketAddr>,
 }
 
 /// Stop the agents of the local cluster and remove its state. Returns the nodes stopped;

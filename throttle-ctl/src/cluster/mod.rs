@@ -65,6 +65,11 @@ pub struct Node {
     /// The node's address, where its programs listen and other nodes reach them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<std::net::IpAddr>,
+    /// The agent's preload port, where the preload library in the node's programs hands
+    /// over their connections (a loopback cluster's nodes: `throttle-ctl exec` names it in
+    /// THROTTLE_PRELOAD_AGENT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preload: Option<SocketAddr>,
 }
 
 /// The namespaces, links and bridge of a namespace-host cluster.
@@ -397,6 +402,7 @@ mod tests {
                 pid: Some(5),
                 netns: None,
                 address: None,
+                preload: None,
             }],
         };
         let path = dir.join("c.toml");

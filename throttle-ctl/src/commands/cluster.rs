@@ -180,6 +180,7 @@ pub fn build(
             control: SocketAddr::new(ip, control_port),
             data: SocketAddr::new(ip, data_port),
             address: Some(ip),
+            preload: None,
             name,
             pid: None,
             netns: None,

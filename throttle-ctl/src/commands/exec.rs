@@ -1,5 +1,7 @@
-//! `throttle-ctl exec NODE [--] COMMAND...`: run a command inside a node of a namespace
-//! cluster, the way `ssh HOST COMMAND...` runs it on a host.
+//! `throttle-ctl exec NODE [--] COMMAND...`: run a command inside a node of a local
+//! cluster, the way `ssh HOST COMMAND...` runs it on a host: in the node's network
+//! namespace (namespace hosts), or on this host as the node of a loopback cluster (the
+//! preload library loaded, naming that node's agent).
 //!
 //! Like ssh, the words of the command are joined with spaces and run by `/bin/sh -c`, so
 //! Open MPI can use it as its launch agent (`mpirun --mca plm_rsh_agent "throttle-ctl
@@ -21,7 +23,7 @@ use super::{Context, Exit};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl exec n0 -- iperf3 -s -B 198.18.0.1\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nThe command runs in the node's network namespace (so it needs root), with this\nprocess's environment and working directory, and TMPDIR set to the node's own\ntemporary directory in the cluster's state directory (as on separate hosts), and with\nOMPI_MCA_mpi_yield_when_idle=1 unless set: all nodes share this machine's cores, and\nbusy-polling Open MPI ranks starved each other and the agents (--mca\nmpi_yield_when_idle 0 or the variable set to 0 restores busy polling).\nSet THROTTLE_CLUSTER to an absolute path when the command runs elsewhere (mpirun's\ndaemons call exec again from the nodes)."
+    after_help = "Examples:\n  throttle-ctl exec n1 -- iperf3 -s -D -1\n  throttle-ctl exec n0 -- iperf3 -c 127.0.1.2 -t 5      (a loopback cluster: n1 is 127.0.1.2)\n  throttle-ctl exec 198.18.0.2 'iperf3 -c 198.18.0.1 -t 5'   (namespace hosts)\n  mpirun --mca plm_rsh_agent \"throttle-ctl exec\" --hostfile hosts -np 4 ./app\n\nOn namespace hosts the command runs in the node's network namespace (so it needs\nroot); on a loopback cluster it runs on this host as the node, without root: the\npreload library in LD_PRELOAD (THROTTLE_PRELOAD_AGENT naming the node's agent) carries\nits TCP connections to the other nodes through the agents, gives its wildcard binds the\nnode's address and shows that address on the loopback interface, and\nOMPI_MCA_btl_tcp_if_include=lo is set unless Open MPI's interfaces are chosen already.\nEither way it runs with this process's environment and working directory, TMPDIR set\nto the node's own temporary directory in the cluster's state directory (as on separate hosts), and with\nOMPI_MCA_mpi_yield_when_idle=1 unless set: all nodes share this machine's cores, and\nbusy-polling Open MPI ranks starved each other and the agents (--mca\nmpi_yield_when_idle 0 or the variable set to 0 restores busy polling).\nSet THROTTLE_CLUSTER to an absolute path when the command runs elsewhere (mpirun's\ndaemons call exec again from the nodes)."
 )]
 pub struct Args {
     /// Load the preload library into the command (`preload`), or not (`kernel`: the
@@ -43,16 +45,30 @@ pub struct Args {
 
 /// Open MPI's "yield the CPU while waiting" setting, as an environment variable.
 const YIELD_WHEN_IDLE: &str = "OMPI_MCA_mpi_yield_when_idle";
+/// Open MPI's TCP transport's interfaces, as environment variables.
+const IF_INCLUDE: &str = "OMPI_MCA_btl_tcp_if_include";
+const IF_EXCLUDE: &str = "OMPI_MCA_btl_tcp_if_exclude";
+
+/// Where a node's commands run.
+enum Place {
+    /// In the node's network namespace.
+    Namespace(String),
+    /// On this host's network stack, as the node of a loopback cluster whose agent's
+    /// preload port is here.
+    Loopback(std::net::SocketAddr),
+}
 
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
         let cluster = ctx.cluster()?;
         let node = cluster.node_by_name_or_address(&self.node)?;
-        let Some(netns) = &node.netns else {
-            bail!(
-                "node `{}` is not a namespace host: `exec` runs commands in the nodes of a cluster started with `throttle-ctl local up --netns`; on real hosts use ssh",
+        let place = match (&node.netns, node.preload) {
+            (Some(ns), _) => Place::Namespace(ns.clone()),
+            (None, Some(agent)) if agent.ip().is_loopback() => Place::Loopback(agent),
+            _ => bail!(
+                "node `{}` is neither a namespace host nor a node of a loopback cluster: `exec` runs commands in the nodes of a cluster started with `throttle-ctl local up` (with or without --netns); on real hosts use ssh",
                 node.name
-            );
+            ),
         };
         let words: Vec<&str> = match self.command.first().map(String::as_str) {
             Some("--") => self.command[1..].iter().map(String::as_str).collect(),
@@ -80,29 +96,57 @@ impl Args {
                 ),
             }
         }
-        crate::cluster::netns::enter(netns)?;
+        let asked = match (self.intercept, std::env::var(crate::intercept::ENV)) {
+            (Some(m), _) => Some(m),
+            (None, Ok(v)) if !v.is_empty() => Some(
+                crate::intercept::Mode::parse(&v)
+                    .map_err(|e| anyhow!("{}: {e}", crate::intercept::ENV))?,
+            ),
+            _ => None,
+        };
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.arg("-c").arg(&line);
+        let mode = match &place {
+            Place::Namespace(ns) => {
+                crate::cluster::netns::enter(ns)?;
+                asked.unwrap_or_else(|| {
+                    cluster
+                        .file
+                        .namespaces
+                        .as_ref()
+                        .map_or(crate::intercept::Mode::Kernel, |n| n.intercept)
+                })
+            }
+            Place::Loopback(agent) => {
+                if asked == Some(crate::intercept::Mode::Kernel) {
+                    bail!(
+                        "node `{}` is a node of a loopback cluster, where only the preload library intercepts (the kernel redirect needs namespace hosts: `local up --netns`, as root)",
+                        node.name
+                    );
+                }
+                // The library asks this node's agent which node it is, and hands its
+                // connections to the others over to it.
+                cmd.env("THROTTLE_PRELOAD_AGENT", agent.to_string());
+                // Open MPI's TCP transport publishes its interfaces' addresses and leaves
+                // out loopback by default: on a loopback cluster the node's address is on
+                // the loopback interface (as the library shows it).
+                if std::env::var_os(IF_INCLUDE).is_none() && std::env::var_os(IF_EXCLUDE).is_none()
+                {
+                    cmd.env(IF_INCLUDE, "lo");
+                }
+                crate::intercept::Mode::Preload
+            }
+        };
         if let Some(t) = &tmp {
             cmd.env("TMPDIR", t);
         }
-        // Every node of a namespace cluster shares this machine's cores: an MPI rank that
+        // Every node of a local cluster shares this machine's cores: an MPI rank that
         // busy-polls while it waits takes a core its own node would have to itself, from
         // the other ranks and from the agents. Open MPI yields instead when told to; a
         // setting of the user's own (environment or --mca) wins.
         if std::env::var_os(YIELD_WHEN_IDLE).is_none() {
             cmd.env(YIELD_WHEN_IDLE, "1");
         }
-        let mode = match (self.intercept, std::env::var(crate::intercept::ENV)) {
-            (Some(m), _) => m,
-            (None, Ok(v)) if !v.is_empty() => crate::intercept::Mode::parse(&v)
-                .map_err(|e| anyhow!("{}: {e}", crate::intercept::ENV))?,
-            _ => cluster
-                .file
-                .namespaces
-                .as_ref()
-                .map_or(crate::intercept::Mode::Kernel, |n| n.intercept),
-        };
         if mode == crate::intercept::Mode::Preload {
             let lib = crate::intercept::library()?;
             for p in crate::intercept::static_programs(&line) {

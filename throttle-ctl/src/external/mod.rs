@@ -121,19 +121,19 @@ fn uncaptured(
 }
 
 /// Why a command's traffic between the first `nodes` nodes of `cluster` cannot be shaped,
-/// where that is known before it runs: on a loopback cluster (`local up` without
-/// `--netns`) every node is this host, the command's processes talk over loopback, and no
-/// agent is between them.
+/// where that is known before it runs: on a loopback cluster whose agents do not serve
+/// the preload library (a cluster file written before they did) every node is this host,
+/// the command's processes talk over loopback, and no agent is between them.
 pub fn unshaped(cluster: &Cluster, nodes: usize) -> Option<String> {
     let used: Vec<&Node> = cluster.file.nodes.iter().take(nodes).collect();
     let loopback = used.len() > 1
         && cluster.file.namespaces.is_none()
         && used
             .iter()
-            .all(|n| n.netns.is_none() && n.data.ip().is_loopback());
+            .all(|n| n.netns.is_none() && n.data.ip().is_loopback() && n.preload.is_none());
     loopback.then(|| {
         format!(
-            "this is a loopback cluster: its {} nodes are all this host, so a command's processes talk to each other over loopback and nothing between them is shaped (its time is the unthrottled one). Run commands on namespace hosts (`throttle-ctl local up --netns`) or on real nodes; a loopback cluster shapes only the workloads built in (bfs, pmm, mw, program)",
+            "this loopback cluster's {} agents do not serve the preload library (its cluster file is older than that), so a command's processes talk to each other over loopback and nothing between them is shaped (its time is the unthrottled one). Start it again (`throttle-ctl local down`, `local up`) and launch the processes as nodes with `throttle-ctl exec` (mpirun: `--mca plm_rsh_agent \"throttle-ctl exec\"`)",
             used.len()
         )
     })
@@ -357,7 +357,7 @@ fn warn_if_not_intercepted(cluster: &Cluster, nodes: &[Node], before: Option<u64
         if nodes.len() > 1 && after == before && ran {
             crate::note!(
                 "warning: no connection of this command between nodes went through the agents (intercepted: 0 on {} nodes): its time is not throttled. \
-                 A statically linked program, raw system calls or io_uring escape the preload library; a command that does not start its processes with `throttle-ctl exec` (or LD_PRELOAD) on namespace hosts, or whose processes do not talk over TCP, is not intercepted either",
+                 A statically linked program, raw system calls or io_uring escape the preload library; a command that does not start its processes with `throttle-ctl exec` (or LD_PRELOAD) on namespace hosts or a loopback cluster, or whose processes do not talk over TCP, is not intercepted either",
                 nodes.len()
             );
         }

@@ -160,6 +160,17 @@ pub fn listener_owner(dst: SocketAddr) -> Option<u32> {
     }
 }
 
+/// The addresses of the IPv4 sockets listening at `port`, and of the IPv6 ones that may
+/// take IPv4 connections there (v4-mapped and wildcard addresses in their IPv4 form).
+pub fn listeners_at(port: u16) -> Vec<SocketAddr> {
+    let at_port = |r: &Row| r.state == LISTEN && r.local.port() == port;
+    let rows: Vec<Row> = match diag::works().then(|| diag::listeners(true)) {
+        Some(Ok(all)) => all.into_iter().filter(at_port).collect(),
+        _ => rows(&read()).filter(at_port).collect(),
+    };
+    rows.into_iter().map(|r| canonical(r.local)).collect()
+}
+
 /// The kernel's socket lookup over netlink (`sock_diag(7)`): a request without
 /// `NLM_F_DUMP` names one socket by its four-tuple and gets back that socket alone; a
 /// dump of the listening sockets lists them all (a few, whatever the connections).

@@ -1,0 +1,190 @@
+//! A node of a loopback cluster: several nodes share this machine's one network stack,
+//! each at its own loopback address (127.0.1.1, 127.0.1.2, ...), and a program started as
+//! one of them (`throttle-ctl exec NODE`, which names that node's agent) must see the
+//! machine as that node would.
+//!
+//! * A wildcard bind of a TCP socket (0.0.0.0 or ::) takes the node's address: two
+//!   nodes' servers can use one port, and a connection to a node's address reaches that
+//!   node's programs only, as between hosts.
+//! * The loopback interface shows the node's address instead of 127.0.0.1
+//!   (`SIOCGIFCONF`, `SIOCGIFADDR`, `getifaddrs`): programs that publish their interfaces'
+//!   addresses to their peers (Open MPI's TCP transport with `btl_tcp_if_include lo`)
+//!   publish the node's, which the library then carries through the agents.
+//! * A connection to another loopback address (127.0.0.1) reaches a listener of this
+//!   node at that port when there is one: localhost is the node.
+//!
+//! The agent says which node this is (its node list's own address) and that the nodes
+//! share this network stack. On a node with a network stack of its own (a host, a namespace) none of
+//! this applies and every call goes to the C library unchanged.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use libc::{c_int, c_void, sockaddr as c_sockaddr, socklen_t};
+use throttle_proto::preload::{NodeList, FIRST_PORT};
+
+use crate::real::real;
+use crate::{agent, sockaddr};
+
+/// This program's node address when it runs as a node of a loopback cluster (`None`
+/// elsewhere, and while no agent answers: the connect then says why).
+pub fn own() -> Option<IpAddr> {
+    agent::nodes().ok().and_then(|n| of(&n))
+}
+
+/// The node's address, when the node list says the nodes share this network stack.
+pub fn of(nodes: &NodeList) -> Option<IpAddr> {
+    nodes.own.filter(|_| nodes.shared_stack)
+}
+
+/// Whether `fd` is a TCP socket.
+pub fn is_tcp(fd: c_int) -> bool {
+    crate::int_opt(fd, libc::SOL_SOCKET, libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+        && crate::int_opt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) == Some(libc::IPPROTO_TCP)
+}
+
+/// `bind()` of a TCP socket to the wildcard address, on a node of a loopback cluster: to
+/// the node's address at the same port instead. `None`: the C library's bind as asked.
+///
+/// # Safety
+/// `addr` is null or points to `len` readable bytes, as `bind(2)` requires.
+pub unsafe fn bind(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> Option<c_int> {
+    // SAFETY: the caller passed `len` readable bytes at `addr` (or null).
+    let asked = unsafe { sockaddr::read(addr, len) }?;
+    if !asked.ip().to_canonical().is_unspecified() || !is_tcp(fd) {
+        return None;
+    }
+    let family = crate::int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+    // An IPv6-only socket cannot take an IPv4 address: it stays as it asked (it reaches
+    // no node: the nodes' addresses are IPv4).
+    if family == libc::AF_INET6 && crate::int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)? != 0 {
+        return None;
+    }
+    let own = own()?;
+    let (st, l) = sockaddr::to_c(sockaddr::for_family(
+        SocketAddr::new(own, asked.port()),
+        family,
+    ));
+    // SAFETY: a valid address of `l` bytes on the program's own socket.
+    Some(unsafe { (real().bind)(fd, &st as *const _ as *const c_sockaddr, l) })
+}
+
+/// Where a connection from this node goes when the agents do not carry it.
+pub enum Local {
+    /// To this node's own listener at that port: the program asked for 127.0.0.1 (or
+    /// another loopback address no node has), and localhost is the node.
+    Own(SocketAddr),
+    /// As asked. `Some(node)`: nothing listens there, but a program of that other node
+    /// listens at the port (the program named the wrong address).
+    AsAsked(Option<IpAddr>),
+}
+
+/// Where a connection from this node (at `own`) to `dst` goes, `dst` being no other
+/// node's address the agents carry to.
+pub fn resolve(own: IpAddr, nodes: &NodeList, dst: SocketAddr) -> Local {
+    let ip = dst.ip().to_canonical();
+    if ip == own || nodes.nodes.contains(&ip) || dst.port() < FIRST_PORT {
+        return Local::AsAsked(None);
+    }
+    let at = throttle_proto::os::socket_table::listeners_at(dst.port());
+    // Reachable as asked: a service of this machine's, there or on every address.
+    if at.iter().any(|a| a.ip() == ip || a.ip().is_unspecified()) {
+        return Local::AsAsked(None);
+    }
+    if ip.is_loopback() && at.iter().any(|a| a.ip() == own) {
+        return Local::Own(SocketAddr::new(own, dst.port()));
+    }
+    Local::AsAsked(at.iter().map(|a| a.ip()).find(|a| nodes.nodes.contains(a)))
+}
+
+/// Bind an unbound socket to this node's address (any port), so that the connection
+/// comes from the node, as the agent and the far side's program must see it.
+pub fn bind_source(fd: c_int, own: IpAddr) {
+    let family = crate::int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN).unwrap_or(libc::AF_INET);
+    let (st, l) = sockaddr::to_c(sockaddr::for_family(SocketAddr::new(own, 0), family));
+    // SAFETY: a valid address of `l` bytes; a failure leaves the socket unbound, which
+    // the agent carries as this node's address anyway.
+    unsafe { (real().bind)(fd, &st as *const _ as *const c_sockaddr, l) };
+}
+
+/// Whether `fd` has an address of its own (a port, or a specific address).
+pub fn bound(fd: c_int) -> bool {
+    sockaddr::local(fd).is_some_and(|a| a.port() != 0 || !a.ip().is_unspecified())
+}
+
+/// The IPv4 loopback address an interface list shows, replaced by the node's.
+fn replace_in(sa: *mut c_sockaddr, own: Ipv4Addr) {
+    if sa.is_null() {
+        return;
+    }
+    // SAFETY: `sa` points to a socket address the C library filled (at least a
+    // sockaddr's 16 bytes: an interface's IPv4 address); read and written unaligned.
+    unsafe {
+        let family = std::ptr::read_unaligned(sa.cast::<libc::sa_family_t>());
+        if c_int::from(family) != libc::AF_INET {
+            return;
+        }
+        let mut sin = std::ptr::read_unaligned(sa.cast::<libc::sockaddr_in>());
+        if Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)) == Ipv4Addr::LOCALHOST {
+            sin.sin_addr.s_addr = u32::from(own).to_be();
+            std::ptr::write_unaligned(sa.cast::<libc::sockaddr_in>(), sin);
+        }
+    }
+}
+
+/// The node's IPv4 address, when this program is a node of a loopback cluster.
+fn own_v4() -> Option<Ipv4Addr> {
+    match own()?.to_canonical() {
+        IpAddr::V4(ip) => Some(ip),
+        IpAddr::V6(_) => None,
+    }
+}
+
+/// After a successful `ioctl(SIOCGIFCONF)` or `ioctl(SIOCGIFADDR)`: 127.0.0.1 in the
+/// answer becomes the node's address.
+///
+/// # Safety
+/// `arg` is what the program passed with `request`, and the real call succeeded on it.
+pub unsafe fn after_ioctl(request: libc::c_ulong, arg: *mut c_void) {
+    if arg.is_null() || (request != libc::SIOCGIFCONF && request != libc::SIOCGIFADDR) {
+        return;
+    }
+    let Some(own) = own_v4() else { return };
+    let entry = std::mem::size_of::<libc::ifreq>();
+    // The address follows the interface's name in every `ifreq`.
+    let at = libc::IFNAMSIZ;
+    if request == libc::SIOCGIFADDR {
+        // SAFETY: SIOCGIFADDR's argument is one ifreq the call filled.
+        replace_in(unsafe { arg.cast::<u8>().add(at) }.cast(), own);
+        return;
+    }
+    // SAFETY: SIOCGIFCONF's argument is an ifconf: the length used, then the buffer.
+    let conf = unsafe { std::ptr::read_unaligned(arg.cast::<libc::ifconf>()) };
+    // SAFETY: reading the buffer pointer of the union (a size query leaves it null).
+    let buf = unsafe { conf.ifc_ifcu.ifcu_buf };
+    if buf.is_null() || conf.ifc_len <= 0 {
+        return;
+    }
+    let mut off = 0;
+    while off + entry <= conf.ifc_len as usize {
+        // SAFETY: the entry lies within the ifc_len bytes the call wrote.
+        replace_in(unsafe { buf.cast::<u8>().add(off + at) }.cast(), own);
+        off += entry;
+    }
+}
+
+/// After a successful `getifaddrs`: 127.0.0.1 in the list becomes the node's address.
+///
+/// # Safety
+/// `list` is the list the C library just returned (or null).
+pub unsafe fn after_getifaddrs(mut list: *mut libc::ifaddrs) {
+    if list.is_null() {
+        return;
+    }
+    let Some(own) = own_v4() else { return };
+    while !list.is_null() {
+        // SAFETY: a node of the list the C library allocated for the program.
+        let ifa = unsafe { &*list };
+        replace_in(ifa.ifa_addr, own);
+        list = ifa.ifa_next;
+    }
+}
