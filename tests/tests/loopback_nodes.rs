@@ -242,3 +242,45 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// Localhost is the node only for the node's own user (or root): a program of n0 that
+/// connects to 127.0.0.1:P, where nothing listens, does not reach another user's listener
+/// at n0's address and port P.
+#[test]
+fn localhost_is_never_another_users_listener() {
+    let test = "localhost_is_never_another_users_listener";
+    let root = nix::unistd::geteuid().is_root();
+    if !have("iperf3", "-v") || !root || !have("setpriv", "--version") {
+        skip(
+            test,
+            "iperf3, root and setpriv (a second user)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    let c = up("lbother", 2, "1Gbit", "127.0.46.1");
+    let _theirs = Killed({
+        use std::os::unix::process::CommandExt;
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["iperf3", "-s", "-1", "-B", "127.0.46.1", "-p", "5304"])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let out = exec_in(
+        &c.0,
+        "n0",
+        &["iperf3", "-c", "127.0.0.1", "-p", "5304", "-t", "1"],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        !out.status.success(),
+        "a program of n0 reached another user's listener at its address: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -10,8 +10,9 @@
 //!   (`SIOCGIFCONF`, `SIOCGIFADDR`, `getifaddrs`): programs that publish their interfaces'
 //!   addresses to their peers (Open MPI's TCP transport with `btl_tcp_if_include lo`)
 //!   publish the node's, which the library then carries through the agents.
-//! * A connection to another loopback address (127.0.0.1) reaches a listener of this
-//!   node at that port when there is one: localhost is the node.
+//! * A connection to another loopback address (127.0.0.1) where nothing listens reaches
+//!   this node's listener at that port (its user's or root's) when there is one:
+//!   localhost is the node.
 //!
 //! The agent says which node this is (its node list's own address) and that the nodes
 //! share this network stack. On a node with a network stack of its own (a host, a namespace) none of
@@ -87,13 +88,28 @@ pub fn resolve(own: IpAddr, nodes: &NodeList, dst: SocketAddr) -> Local {
     }
     let at = throttle_proto::os::socket_table::listeners_at(dst.port());
     // Reachable as asked: a service of this machine's, there or on every address.
-    if at.iter().any(|a| a.ip() == ip || a.ip().is_unspecified()) {
+    if at
+        .iter()
+        .any(|(a, _)| a.ip() == ip || a.ip().is_unspecified())
+    {
         return Local::AsAsked(None);
     }
-    if ip.is_loopback() && at.iter().any(|a| a.ip() == own) {
+    // The node's own listener, when it is this user's (or root's): another user's there
+    // must not receive what the program sent where nothing listened.
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    let me = unsafe { libc::geteuid() };
+    if ip.is_loopback()
+        && at
+            .iter()
+            .any(|(a, uid)| a.ip() == own && (*uid == me || *uid == 0))
+    {
         return Local::Own(SocketAddr::new(own, dst.port()));
     }
-    Local::AsAsked(at.iter().map(|a| a.ip()).find(|a| nodes.nodes.contains(a)))
+    Local::AsAsked(
+        at.iter()
+            .map(|(a, _)| a.ip())
+            .find(|a| nodes.nodes.contains(a)),
+    )
 }
 
 /// Bind an unbound socket to this node's address (any port), so that the connection

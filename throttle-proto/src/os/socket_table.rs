@@ -160,15 +160,17 @@ pub fn listener_owner(dst: SocketAddr) -> Option<u32> {
     }
 }
 
-/// The addresses of the IPv4 sockets listening at `port`, and of the IPv6 ones that may
-/// take IPv4 connections there (v4-mapped and wildcard addresses in their IPv4 form).
-pub fn listeners_at(port: u16) -> Vec<SocketAddr> {
+/// The addresses and owners of the IPv4 sockets listening at `port`, and of the IPv6 ones
+/// that may take IPv4 connections there (v4-mapped addresses in their IPv4 form).
+pub fn listeners_at(port: u16) -> Vec<(SocketAddr, u32)> {
     let at_port = |r: &Row| r.state == LISTEN && r.local.port() == port;
     let rows: Vec<Row> = match diag::works().then(|| diag::listeners(true)) {
         Some(Ok(all)) => all.into_iter().filter(at_port).collect(),
         _ => rows(&read()).filter(at_port).collect(),
     };
-    rows.into_iter().map(|r| canonical(r.local)).collect()
+    rows.into_iter()
+        .map(|r| (canonical(r.local), r.uid))
+        .collect()
 }
 
 /// The kernel's socket lookup over netlink (`sock_diag(7)`): a request without
