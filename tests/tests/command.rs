@@ -386,13 +386,28 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
         String::from_utf8_lossy(&out.stderr)
     );
     let csv = std::fs::read_to_string(dir.join("c.csv")).unwrap();
-    assert!(csv.starts_with("# seconds: 1/rate"), "{csv}");
-    // `rate` is the last column (the fidelity before it holds quoted commas).
-    assert!(csv.lines().nth(1).unwrap().ends_with(",rate"), "{csv}");
+    // What `seconds` holds is a column (no comment line: pandas stops at one).
+    assert!(
+        csv.lines().next().unwrap().ends_with(",rate,seconds_is"),
+        "{csv}"
+    );
+    assert!(
+        throttle_ctl::analysis::csv::seconds_is(&csv).is_some_and(|w| w.starts_with("1/rate")),
+        "{csv}"
+    );
+    // `rate` is the column before `seconds_is` (quoted: it holds commas), the fidelity
+    // before it quoted commas too.
     let rates: Vec<f64> = csv
         .lines()
-        .skip(2)
-        .filter_map(|l| l.rsplit(',').next()?.parse().ok())
+        .skip(1)
+        .filter_map(|l| {
+            l.rsplit_once(",\"1/rate")?
+                .0
+                .rsplit(',')
+                .next()?
+                .parse()
+                .ok()
+        })
         .collect();
     assert_eq!(rates.len(), 6, "the rate as printed, every run: {csv}");
     let out = ctl(dir, &["analyze", "--csv", "c.csv", "--json"]);

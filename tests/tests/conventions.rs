@@ -62,8 +62,9 @@ fn export_into_a_closed_pipe_ends_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}: {err}", out.status);
     assert!(err.is_empty(), "{err}");
-    // The first line says what `seconds` is; `head -1` closed the pipe after it.
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("# seconds: "));
+    // The header first (no comment line: pandas stops at one); `head -1` closed the pipe
+    // after it.
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("workload,nodes,procs,"));
 }
 
 /// `THROTTLE_CLUSTER=` (set, empty) is unset, as shells read `${VAR:-default}`: the
@@ -234,4 +235,74 @@ fn local_up_and_sweep_speak_json_and_a_run_puts_the_bandwidth_back() {
     for what in ["agent started", "shape set", "job launched", "rank ended"] {
         assert!(log.contains(what), "`{what}` not in the log:\n{log}");
     }
+}
+
+/// Issue 37: `sweep ... 2>&1 | head -6` stops the sweep once `head` has its lines, the way
+/// other tools stop on a closed pipe (it used to go on, unseen, until killed): the
+/// bandwidth is put back, what ran is stored, the status is a closed pipe's (141).
+#[test]
+fn a_closed_output_stops_a_sweep() {
+    let s = up("closedsweep", 2, "1Gbit", "127.0.47.1");
+    assert!(ctl(&s.0, &["set", "40"]).status.success());
+    std::fs::write(
+        s.0.join("spec.toml"),
+        "workload = \"bfs\"\nnodes = [1, 2]\nbandwidths = [100, 90, 80, 70, 60, 50, 40, 30, 20, 10]\nrepeats = 3\n[bfs]\nscale = 8\nkeys = 2\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+                "'{}' sweep spec.toml --db r.db --plain 2>&1 | head -6; echo \"status ${{PIPESTATUS[0]}}\"",
+                exe().display()
+            ),
+        ])
+        .current_dir(&s.0)
+        .env_remove("THROTTLE_CLUSTER")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.ends_with("status 141\n"), "{text}");
+    let store = throttle_ctl::store::Store::read(&s.0.join("r.db")).unwrap();
+    let stored = store.rows().unwrap().len();
+    assert!(
+        (1..60).contains(&stored),
+        "{stored} of 60 runs stored in {:?}",
+        started.elapsed()
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&ctl(&s.0, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(
+        status[0]["pct"], 40.0,
+        "the sweep must put 40% back: {status}"
+    );
+    assert_eq!(status[1]["pct"], 40.0, "{status}");
+}
+
+/// Issue 37: `local up` says where the nodes are and what to do next, not the cluster
+/// file (a token path and ports are for programs: `--json`, or the file).
+#[test]
+fn local_up_says_where_the_nodes_are() {
+    let s = scratch("upsays");
+    let out = ctl(
+        &s.0,
+        &["local", "up", "--nodes", "2", "--base-addr", "127.0.49.1"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("token_file") && !text.contains("[[node]]"),
+        "{text}"
+    );
+    assert!(
+        text.contains(" n0 ") && text.contains("127.0.49.1") && text.contains("127.0.49.2"),
+        "{text}"
+    );
+    assert!(text.contains("throttle-ctl exec n0 --"), "{text}");
+    assert!(text.contains("throttle-ctl local down"), "{text}");
 }

@@ -39,6 +39,23 @@ pub fn is_closed_output(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Whether the reader of descriptor `fd` went away (a pipe whose reading end was closed:
+/// `throttle-ctl sweep ... | head -3` after `head` exits), asked without writing.
+pub fn reader_gone(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(fd, PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+}
+
+/// Whether standard output or standard error lost its reader.
+pub fn an_output_is_gone() -> bool {
+    use std::os::fd::AsFd;
+    reader_gone(std::io::stdout().as_fd()) || reader_gone(std::io::stderr().as_fd())
+}
+
 /// Print `text` to standard output.
 pub fn print(text: impl Display) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -53,8 +70,9 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
 }
 
 /// `eprintln!` that never panics: progress, warnings and errors go to standard error, and
-/// a closed one (`throttle-ctl sweep spec.toml 2>&1 | head`) must not stop a sweep half
-/// way, with its nodes left at a throttled bandwidth.
+/// a closed one (`throttle-ctl sweep spec.toml 2>&1 | head`) must not end the process
+/// with its nodes left at a throttled bandwidth (a sweep stops as on Ctrl-C instead:
+/// [`crate::progress`]).
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {{

@@ -4,6 +4,7 @@
 //! and counted at the end.
 
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -22,6 +23,10 @@ pub struct SweepProgress {
     out: Box<dyn Write + Send>,
     /// Runs that started on a busy machine: the first is warned about, all are counted.
     busy_runs: usize,
+    /// Set when an output lost its reader (`| head`): the sweep then stops as on Ctrl-C.
+    stop: Option<&'static AtomicBool>,
+    /// An output lost its reader.
+    closed: bool,
 }
 
 /// `1h02m`, `3m05s`, `12s`.
@@ -51,6 +56,29 @@ impl SweepProgress {
             terminal,
             out,
             busy_runs: 0,
+            stop: None,
+            closed: false,
+        }
+    }
+
+    /// Stop the sweep (set `flag`, its Ctrl-C flag) when standard output or error loses its
+    /// reader, as other tools stop on a closed pipe: the bandwidth is put back and what is
+    /// stored kept, where a sweep that went on unseen would run until killed.
+    pub fn stop_on_closed_output(mut self, flag: &'static AtomicBool) -> SweepProgress {
+        self.stop = Some(flag);
+        self
+    }
+
+    /// Whether an output lost its reader (and the sweep was told to stop).
+    pub fn output_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Note that an output is gone, and stop the sweep.
+    fn closing(&mut self) {
+        if let Some(flag) = self.stop {
+            self.closed = true;
+            flag.store(true, Ordering::SeqCst);
         }
     }
 
@@ -77,7 +105,11 @@ impl SweepProgress {
             // A closed standard error (`2>&1 | head`) must not stop the sweep: the
             // bandwidth is put back and the runs stored whatever becomes of the output.
             None => {
-                let _ = writeln!(self.out, "{text}");
+                if writeln!(self.out, "{text}")
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+                {
+                    self.closing();
+                }
             }
         }
     }
@@ -91,6 +123,9 @@ impl SweepProgress {
                 "resuming: {stored} of {total} points already stored"
             )),
             SweepEvent::Starting { index, todo, point } => {
+                if self.stop.is_some() && crate::output::an_output_is_gone() {
+                    self.closing();
+                }
                 if let Some(b) = self.bar_for(todo) {
                     b.set_length(todo as u64);
                     b.set_position(index as u64);

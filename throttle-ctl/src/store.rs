@@ -536,15 +536,16 @@ impl Store {
     }
 
     /// Write `rows` as CSV (the columns `analyze --csv` reads first, then the rest),
-    /// quoted where needed: `seconds` is `time` of each run, said in words (`what`) in a
-    /// first `# seconds: ...` line; the job's wall time is `wall_seconds`.
+    /// quoted where needed: `seconds` is `time` of each run, said in words (`what`) in the
+    /// `seconds_is` column (a comment line would stop readers such as pandas); the job's
+    /// wall time is `wall_seconds`.
     pub fn export_csv<W: Write>(
         rows: Vec<RunRow>,
-        mut w: W,
+        w: W,
         time: impl Fn(&RunRow) -> Option<f64>,
         what: &str,
     ) -> Result<()> {
-        writeln!(w, "# seconds: {}", what.replace(['\n', '\r'], " "))?;
+        let what = cell(&what.replace(['\n', '\r'], " "));
         let mut out = csv::Writer::from_writer(w);
         out.write_record(EXPORT_COLUMNS)?;
         for r in rows {
@@ -588,6 +589,7 @@ impl Store {
                 text(r.fidelity.unwrap_or_default()),
                 opt(r.seconds),
                 opt(rate),
+                what.clone(),
             ])?;
         }
         out.flush()?;
@@ -617,7 +619,7 @@ fn cell(text: &str) -> String {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 27] = [
+pub const EXPORT_COLUMNS: [&str; 28] = [
     "workload",
     "nodes",
     "procs",
@@ -645,6 +647,7 @@ pub const EXPORT_COLUMNS: [&str; 27] = [
     "fidelity",
     "wall_seconds",
     "rate",
+    "seconds_is",
 ];
 
 /// `path` with `suffix` added to its name (`-wal`, `-shm`, `-journal`), bytes kept.
@@ -1023,14 +1026,16 @@ mod tests {
         let mut csv = Vec::new();
         Store::export_csv(s.rows().unwrap(), &mut csv, |r| r.seconds, "wall").unwrap();
         let csv = String::from_utf8(csv).unwrap();
-        assert_eq!(csv.lines().next().unwrap(), "# seconds: wall", "{csv}");
+        // No comment line (pandas and others stop at one): the header comes first, and
+        // what `seconds` is goes in a column.
         assert!(
             csv.lines()
-                .nth(1)
+                .next()
                 .unwrap()
-                .ends_with(",flag,fidelity,wall_seconds,rate"),
+                .ends_with(",flag,fidelity,wall_seconds,rate,seconds_is"),
             "{csv}"
         );
+        assert!(csv.lines().nth(1).unwrap().ends_with(",wall"), "{csv}");
         assert!(csv.contains("76.0% of its setting"), "{csv}");
         drop(s);
         let _ = std::fs::remove_file(&path);

@@ -14,7 +14,8 @@
 //! The time analysed is `seconds` unless the caller names another column
 //! (`analyze --csv --time job` reads `wall_seconds`, `--time kernel` `kernel_seconds`:
 //! the columns `export` writes beside `seconds`, which holds the time `analyze --db`
-//! would use, said in the file's first line, a `# seconds: ...` comment).
+//! would use, said in its `seconds_is` column; files exported before that say it in a
+//! first `# seconds: ...` comment line, which is read too).
 
 use anyhow::{bail, Result};
 
@@ -24,7 +25,7 @@ use super::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 18] = [
+const PER_RUN: [&str; 19] = [
     "status",
     "flag",
     "fidelity",
@@ -43,6 +44,7 @@ const PER_RUN: [&str; 18] = [
     "version",
     "job",
     "id",
+    "seconds_is",
 ];
 
 /// Field `i` of a row, if the column exists and the field is not empty.
@@ -240,6 +242,31 @@ impl Columns {
 /// Parse CSV text into observations, the time read from the `seconds` column.
 pub fn parse(text: &str) -> Result<Vec<Observation>> {
     parse_with_time(text, "seconds")
+}
+
+/// What the `seconds` column of a file `export` wrote holds, in its words (`wall`,
+/// `kernel`, `1/rate ...`): its `seconds_is` column, or the first-line `# seconds: ...`
+/// comment of files exported before that column; control characters left out.
+pub fn seconds_is(text: &str) -> Option<String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let said = match text.lines().next()?.strip_prefix("# seconds: ") {
+        Some(old) => old.to_string(),
+        None => {
+            let mut reader = csv::ReaderBuilder::new()
+                .comment(Some(b'#'))
+                .flexible(true)
+                .trim(csv::Trim::All)
+                .from_reader(text.as_bytes());
+            let at = reader
+                .headers()
+                .ok()?
+                .iter()
+                .position(|h| h == "seconds_is")?;
+            reader.records().next()?.ok()?.get(at)?.to_string()
+        }
+    };
+    let said: String = said.chars().filter(|c| !c.is_control()).take(200).collect();
+    (!said.is_empty()).then_some(said)
 }
 
 /// Parse CSV text into observations, the time read from column `time`.

@@ -87,17 +87,9 @@ impl Args {
                 };
                 let obs = analysis::csv::parse_with_time(&text, column)
                     .map_err(|e| anyhow!("{}: {e}", f.display()))?;
-                let said = text
-                    .trim_start_matches('\u{feff}')
-                    .lines()
-                    .next()
-                    .and_then(|l| l.strip_prefix("# seconds: "))
+                let said = analysis::csv::seconds_is(&text)
                     .filter(|_| column == "seconds")
-                    .map(|w| {
-                        // The file's words, without what a terminal would act on.
-                        let w: String = w.chars().filter(|c| !c.is_control()).take(200).collect();
-                        format!(" ({w})")
-                    })
+                    .map(|w| format!(" ({w})"))
                     .unwrap_or_default();
                 // `export` says when `seconds` holds the inverse of a rate.
                 let unit = if said.starts_with(" (1/rate") {

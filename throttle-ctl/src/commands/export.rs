@@ -13,7 +13,7 @@ use crate::store::{RunRow, Store, DEFAULT_DB};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "The first columns are the ones `analyze --csv` reads:\n  workload,nodes,procs,bw_pct,repeat,seconds,status,...\n`seconds` is the time `analyze --db` analyses with the same --time (the first line of the\nfile, a `# seconds: ...` comment, says which); `wall_seconds` is the job's wall time and\n`kernel_seconds` the workload's own, for `analyze --csv --time job|kernel`."
+    after_help = "The first columns are the ones `analyze --csv` reads:\n  workload,nodes,procs,bw_pct,repeat,seconds,status,...\n`seconds` is the time `analyze --db` analyses with the same --time (the `seconds_is`\ncolumn says which: wall, kernel, or 1/rate and the rate's name); `wall_seconds` is the job's wall time and\n`kernel_seconds` the workload's own, for `analyze --csv --time job|kernel`."
 )]
 pub struct Args {
     /// Results database [default: ./throttle-results.db].

@@ -208,14 +208,48 @@ fn print_up(ctx: &Context, cluster: &Cluster, json: bool) -> anyhow::Result<()> 
             "cluster": cluster.file,
         }))?;
     } else {
-        crate::note!(
-            "started {} agents; cluster file {}:",
-            cluster.file.nodes.len(),
-            ctx.cluster_path.display()
-        );
-        output::print(std::fs::read_to_string(&ctx.cluster_path)?)?;
+        output::print(up_summary(cluster, &ctx.cluster_path))?;
     }
     Ok(())
+}
+
+/// What `local up` says: the nodes, where they are, and what to do next (the cluster
+/// file itself is for programs: `--json` or the file).
+fn up_summary(cluster: &Cluster, path: &std::path::Path) -> String {
+    let f = &cluster.file;
+    let kind = match &f.namespaces {
+        Some(_) => "namespace hosts",
+        None => "loopback cluster, no root needed",
+    };
+    let mut out = format!(
+        "started {} agents ({kind}), links of {} each way; cluster file {}\n",
+        f.nodes.len(),
+        f.capacity,
+        path.display()
+    );
+    out.push_str(&format!(
+        " {:<6} {:<18} {}\n",
+        "node", "address", "agent pid"
+    ));
+    for n in &f.nodes {
+        let addr = n.address.unwrap_or_else(|| n.data.ip());
+        let pid = n.pid.map_or("?".to_string(), |p| p.to_string());
+        out.push_str(&format!(
+            " {:<6} {:<18} {pid}\n",
+            n.name.as_str(),
+            addr.to_string()
+        ));
+    }
+    if let (Some(first), Some(second)) = (f.nodes.first(), f.nodes.get(1)) {
+        let to = second.address.unwrap_or_else(|| second.data.ip());
+        out.push_str(&format!(
+            "next: throttle-ctl set 30; throttle-ctl exec {} -- iperf3 -s -D -1; throttle-ctl exec {} -- iperf3 -c {to}\n",
+            second.name.as_str(),
+            first.name.as_str()
+        ));
+    }
+    out.push_str("stop: throttle-ctl local down\n");
+    out
 }
 
 /// `local restart NODE`: start the node's agent again and say where it serves.

@@ -90,12 +90,12 @@ impl Args {
         let restore = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len()))
             .ok()
             .map(job::RestoreOnDrop::new);
-        let mut progress = SweepProgress::new(self.plain);
+        let mut progress = SweepProgress::new(self.plain).stop_on_closed_output(cancel);
         let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
         progress.finish();
         drop(restore);
         let end = end?;
-        if self.json {
+        if self.json && !progress.output_closed() {
             output::print_json(&json!({ "db": db, "series": sweep.series, "result": end }))?;
         }
         Ok(match end {
@@ -122,6 +122,12 @@ impl Args {
                 } else {
                     ExitCode::SUCCESS
                 }
+            }
+            SweepEnd::Interrupted { ran } if progress.output_closed() => {
+                // Said on standard error, where that is still read (`| head` closed the
+                // other one); the status a tool killed by SIGPIPE has.
+                crate::note!("stopped: the output was closed after {ran} runs; the bandwidth is back, everything stored is kept in {}. Run the same command to resume.", db.display());
+                ExitCode::from(141)
             }
             SweepEnd::Interrupted { ran } => {
                 crate::note!("interrupted after {ran} runs; everything stored is kept in {}. Run the same command to resume.", db.display());
