@@ -284,3 +284,119 @@ fn localhost_is_never_another_users_listener() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The first line a spawned `preload_probe serve ADDR` (as node `node`) prints: where it
+/// listens.
+fn listening(dir: &std::path::Path, node: &str, addr: &str) -> String {
+    use std::io::BufRead;
+    let probe = bin_dir().join("preload_probe");
+    let mut child = Killed(
+        exec_in(dir, node, &[probe.to_str().unwrap(), "serve", addr])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim().to_string()
+}
+
+/// A server's port on every address is its node's (two nodes can each have one); a
+/// wildcard bind without a port (a client's before it connects) is left as it is, so
+/// such a client still reaches other hosts.
+#[test]
+fn a_port_on_every_address_is_the_nodes_and_a_portless_wildcard_bind_is_left_alone() {
+    let c = up("lbbind", 2, "1Gbit", "127.0.50.1");
+    assert_eq!(
+        listening(&c.0, "n1", "0.0.0.0:5320"),
+        "listening=127.0.50.2:5320"
+    );
+    assert_eq!(
+        listening(&c.0, "n1", "[::]:5321"),
+        "listening=[::ffff:127.0.50.2]:5321"
+    );
+    let portless = listening(&c.0, "n1", "0.0.0.0:0");
+    assert!(portless.starts_with("listening=0.0.0.0:"), "{portless}");
+}
+
+/// `exec` on a node whose agent is gone is refused, as ssh to a host that is down fails:
+/// the command would run as no node and unthrottled.
+#[test]
+fn exec_refuses_a_node_whose_agent_is_gone() {
+    let c = up("lbgone", 2, "1Gbit", "127.0.51.1");
+    let pid = agent_pid(&c.0, "n1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let marker = c.0.join("ran");
+    let out = exec_in(&c.0, "n1", &["touch", marker.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("throttle-ctl local restart n1"), "{err}");
+    assert!(!marker.exists());
+}
+
+/// Another user's listener at 127.0.0.1:P does not take what a node's program sends to
+/// localhost while the node's own server (this user's) listens at P: localhost is the
+/// node.
+#[test]
+fn localhost_is_the_nodes_server_not_another_users_listener() {
+    let test = "localhost_is_the_nodes_server_not_another_users_listener";
+    if !have("iperf3", "-v") || !nix::unistd::geteuid().is_root() || !have("setpriv", "--version") {
+        skip(
+            test,
+            "iperf3, root and setpriv (a second user)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    let c = up("lbtheirs", 2, "1Gbit", "127.0.52.1");
+    let mut theirs = Killed({
+        use std::os::unix::process::CommandExt;
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", "5305"])
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    });
+    let mut mine = Killed(
+        exec_in(&c.0, "n1", &["iperf3", "-s", "-1", "-p", "5305"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let out = exec_in(
+        &c.0,
+        "n1",
+        &["iperf3", "-c", "127.0.0.1", "-p", "5305", "-t", "1"],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        mine.0.try_wait().unwrap().is_some(),
+        "n1's own server had no client"
+    );
+    assert!(
+        theirs.0.try_wait().unwrap().is_none(),
+        "the other user's listener got n1's connection"
+    );
+}

@@ -17,7 +17,8 @@
 //!   node's own address) ask the agent for the original source and report it, as do
 //!   later `getpeername()` calls: Open MPI drops connections from unexpected addresses.
 //! * Everything else (other families, UDP, loopback and non-cluster addresses, a missing
-//!   agent) goes straight to the C library. Without an agent the program runs unthrottled
+//!   agent) goes straight to the C library (loopback ones after asking the agent: on a
+//!   loopback cluster they are the nodes'). Without an agent the program runs unthrottled
 //!   and the library says so once on stderr.
 //! * On a node of a loopback cluster (the agent says the nodes share this network stack)
 //!   the program also sees the machine as that node: [`node`].
@@ -387,8 +388,11 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: libc::c_ulong, arg: *mut c_vo
     // SAFETY: the C library's ioctl with the program's own arguments.
     let r = unsafe { (real().ioctl)(fd, request, arg) };
     if r == 0 {
+        // SAFETY: the calling thread's errno location is always valid.
+        let saved = unsafe { *libc::__errno_location() };
         // SAFETY: `arg` is the argument the real call just filled for `request`.
         unsafe { node::after_ioctl(request, arg) };
+        set_errno(saved);
     }
     r
 }
@@ -400,8 +404,11 @@ pub unsafe extern "C" fn getifaddrs(list: *mut *mut libc::ifaddrs) -> c_int {
     // SAFETY: the C library's getifaddrs with the program's own argument.
     let r = unsafe { (real().getifaddrs)(list) };
     if r == 0 && !list.is_null() {
+        // SAFETY: the calling thread's errno location is always valid.
+        let saved = unsafe { *libc::__errno_location() };
         // SAFETY: the list the real call just returned.
         unsafe { node::after_getifaddrs(*list) };
+        set_errno(saved);
     }
     r
 }

@@ -3,16 +3,20 @@
 //! one of them (`throttle-ctl exec NODE`, which names that node's agent) must see the
 //! machine as that node would.
 //!
-//! * A wildcard bind of a TCP socket (0.0.0.0 or ::) takes the node's address: two
-//!   nodes' servers can use one port, and a connection to a node's address reaches that
-//!   node's programs only, as between hosts.
+//! * A bind of a TCP socket to a port on every address (0.0.0.0:P or [::]:P) takes the
+//!   node's address: two nodes' servers can use one port, and a connection to a node's
+//!   address reaches that node's programs only, as between hosts. (A wildcard bind
+//!   without a port is left alone: a client's, or a server's on an ephemeral port, which
+//!   the node's address reaches anyway.)
 //! * The loopback interface shows the node's address instead of 127.0.0.1
 //!   (`SIOCGIFCONF`, `SIOCGIFADDR`, `getifaddrs`): programs that publish their interfaces'
 //!   addresses to their peers (Open MPI's TCP transport with `btl_tcp_if_include lo`)
 //!   publish the node's, which the library then carries through the agents.
-//! * A connection to another loopback address (127.0.0.1) where nothing listens reaches
-//!   this node's listener at that port (its user's or root's) when there is one:
-//!   localhost is the node.
+//! * A connection to another IPv4 loopback address (127.0.0.1) reaches this node's
+//!   server at that port (its user's or root's) unless a server of this user's listens
+//!   where it asked: localhost is the node. Another user's listeners never count, there
+//!   or as the advice of the warning for a connection that names 127.0.0.1 where only
+//!   another node's server listens.
 //!
 //! The agent says which node this is (its node list's own address) and that the nodes
 //! share this network stack. On a node with a network stack of its own (a host, a namespace) none of
@@ -43,15 +47,20 @@ pub fn is_tcp(fd: c_int) -> bool {
         && crate::int_opt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL) == Some(libc::IPPROTO_TCP)
 }
 
-/// `bind()` of a TCP socket to the wildcard address, on a node of a loopback cluster: to
-/// the node's address at the same port instead. `None`: the C library's bind as asked.
+/// `bind()` of a TCP socket to a port on the wildcard address, on a node of a loopback
+/// cluster: to the node's address at that port instead. `None`: the C library's bind as
+/// asked.
 ///
 /// # Safety
 /// `addr` is null or points to `len` readable bytes, as `bind(2)` requires.
 pub unsafe fn bind(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> Option<c_int> {
     // SAFETY: the caller passed `len` readable bytes at `addr` (or null).
     let asked = unsafe { sockaddr::read(addr, len) }?;
-    if !asked.ip().to_canonical().is_unspecified() || !is_tcp(fd) {
+    // A port on every address is a server's; a wildcard bind without a port (any
+    // address, any port: what some clients do before connecting) is left alone, so a
+    // client can still reach other hosts, and a server on an ephemeral port is reached
+    // at its node's address anyway.
+    if !asked.ip().to_canonical().is_unspecified() || asked.port() == 0 || !is_tcp(fd) {
         return None;
     }
     let family = crate::int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
@@ -79,37 +88,34 @@ pub enum Local {
     AsAsked(Option<IpAddr>),
 }
 
-/// Where a connection from this node (at `own`) to `dst` goes, `dst` being no other
-/// node's address the agents carry to.
+/// Where a connection from this node (at `own`) to `dst`, no other node's address the
+/// agents carry to, goes. Only an IPv4 loopback destination (127.0.0.1, plain or
+/// v4-mapped) is looked at: anything else goes as asked, unlooked-up.
 pub fn resolve(own: IpAddr, nodes: &NodeList, dst: SocketAddr) -> Local {
     let ip = dst.ip().to_canonical();
-    if ip == own || nodes.nodes.contains(&ip) || dst.port() < FIRST_PORT {
+    let IpAddr::V4(v4) = ip else {
+        return Local::AsAsked(None);
+    };
+    if !v4.is_loopback() || ip == own || nodes.nodes.contains(&ip) || dst.port() < FIRST_PORT {
         return Local::AsAsked(None);
     }
-    let at = throttle_proto::os::socket_table::listeners_at(dst.port());
-    // Reachable as asked: a service of this machine's, there or on every address.
-    if at
-        .iter()
-        .any(|(a, _)| a.ip() == ip || a.ip().is_unspecified())
-    {
-        return Local::AsAsked(None);
-    }
-    // The node's own listener, when it is this user's (or root's): another user's there
-    // must not receive what the program sent where nothing listened.
+    // Only this user's listeners (or root's) count: another user's at 127.0.0.1 must not
+    // receive what the program meant for its node's server, nor be recommended to it.
     // SAFETY: geteuid cannot fail and touches no memory of ours.
     let me = unsafe { libc::geteuid() };
-    if ip.is_loopback()
-        && at
-            .iter()
-            .any(|(a, uid)| a.ip() == own && (*uid == me || *uid == 0))
-    {
+    let at: Vec<SocketAddr> = throttle_proto::os::socket_table::listeners_at(dst.port())
+        .into_iter()
+        .filter(|(_, uid)| *uid == me || *uid == 0)
+        .map(|(a, _)| a)
+        .collect();
+    // A server of this user's there, or on every address: as asked.
+    if at.iter().any(|a| a.ip() == ip || a.ip().is_unspecified()) {
+        return Local::AsAsked(None);
+    }
+    if at.iter().any(|a| a.ip() == own) {
         return Local::Own(SocketAddr::new(own, dst.port()));
     }
-    Local::AsAsked(
-        at.iter()
-            .map(|(a, _)| a.ip())
-            .find(|a| nodes.nodes.contains(a)),
-    )
+    Local::AsAsked(at.iter().map(|a| a.ip()).find(|a| nodes.nodes.contains(a)))
 }
 
 /// Bind an unbound socket to this node's address (any port), so that the connection

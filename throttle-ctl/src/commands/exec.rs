@@ -124,6 +124,18 @@ impl Args {
                         node.name
                     );
                 }
+                // Without its agent the command would run as no node at all (its binds and
+                // interfaces this host's) and unthrottled: refused, as ssh to a host that
+                // is down fails. Only an agent of this user's (or root's) counts.
+                let me = nix::unistd::geteuid().as_raw();
+                match throttle_proto::os::socket_table::listener_owner(*agent) {
+                    Some(uid) if uid == me || uid == 0 => {}
+                    _ => bail!(
+                        "node `{}`'s agent does not listen at its preload port {agent} (it stopped, or crashed): start it again with `throttle-ctl local restart {}`",
+                        node.name,
+                        node.name
+                    ),
+                }
                 // The library asks this node's agent which node it is, and hands its
                 // connections to the others over to it.
                 cmd.env("THROTTLE_PRELOAD_AGENT", agent.to_string());
