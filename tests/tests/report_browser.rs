@@ -159,6 +159,7 @@ fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
         scaling.matches("(log scale)").count() >= 3,
         "the strong-scaling plot is not log-log"
     );
+    figure_styles(dir);
     // And the screenshot has something on it (a blank page is a few kB).
     let shot = dir.join("shot.png");
     let out = Command::new("timeout")
@@ -173,5 +174,111 @@ fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
         size > 30_000,
         "screenshot of {size} bytes: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The texts of an SVG's `<text>` elements.
+fn texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = t.split_once('>')?.1;
+            Some(body.split_once("</text>")?.0.trim().to_string())
+        })
+        .collect()
+}
+
+/// Issue 37: plots a performance engineer would publish. Measured solid with filled
+/// markers, projected dashed with hollow markers over a band; NOT TRUSTED exactly when the
+/// backtest does not trust the projection, the model named; process ticks at whole
+/// numbers (the sizes), no text under 14 px; the SVG files carry their font (the page
+/// does not), the PNGs are twice the SVGs' size.
+fn figure_styles(dir: &Path) {
+    let out = ctl(
+        dir,
+        &[
+            "analyze",
+            "--csv",
+            "runs.csv",
+            "--cti",
+            "10,20",
+            "--predict",
+            "16,32",
+            "--json",
+        ],
+    );
+    let a: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let trusted = a["verdict"]["verdict"] == "passed";
+    let svg = std::fs::read_to_string(dir.join("rep/demand_vs_size.svg")).unwrap();
+    let blue = "#1F77B4";
+    assert!(
+        svg.contains(&format!("fill=\"{blue}\" stroke=\"none\"")),
+        "no filled (measured) marker"
+    );
+    assert!(
+        svg.contains(&format!("fill=\"none\" stroke=\"{blue}\"")),
+        "no hollow (projected) marker"
+    );
+    assert!(
+        svg.contains(&format!("<polygon opacity=\"0.15\" fill=\"{blue}\"")),
+        "no band for the projection's interval"
+    );
+    assert_eq!(
+        svg.contains("NOT TRUSTED"),
+        !trusted,
+        "the mark on the projection against the verdict {}",
+        a["verdict"]
+    );
+    assert!(
+        svg.contains("DC model"),
+        "the projection's model is not named"
+    );
+    let t = texts(&svg);
+    for size in ["2", "4", "8", "16", "32"] {
+        assert!(
+            t.iter().any(|x| x == size),
+            "no tick at {size} processes: {t:?}"
+        );
+    }
+    let fractional: Vec<&String> = t
+        .iter()
+        .filter(|x| x.parse::<f64>().is_ok() && x.parse::<i64>().is_err())
+        .collect();
+    assert!(
+        fractional.is_empty(),
+        "ticks that are not whole: {fractional:?}"
+    );
+    for name in [
+        "demand_vs_size",
+        "time_vs_bandwidth",
+        "cti_vs_bandwidth",
+        "strong_scaling",
+        "demand",
+    ] {
+        let svg = std::fs::read_to_string(dir.join(format!("rep/{name}.svg"))).unwrap();
+        for size in svg.split("font-size=\"").skip(1) {
+            let px: f64 = size.split('"').next().unwrap().parse().unwrap();
+            assert!(px >= 14.0, "{name}.svg has text of {px} px");
+        }
+        assert!(
+            svg.contains("@font-face"),
+            "{name}.svg does not carry its font"
+        );
+        let width: u32 = svg
+            .split_once("width=\"")
+            .and_then(|(_, r)| r.split('"').next()?.parse().ok())
+            .unwrap();
+        let png = std::fs::read(dir.join(format!("rep/{name}.png"))).unwrap();
+        let png_width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+        assert_eq!(
+            png_width,
+            2 * width,
+            "{name}.png is not drawn at twice the SVG's size"
+        );
+    }
+    let page = std::fs::read_to_string(dir.join("rep/index.html")).unwrap();
+    assert!(
+        !page.contains("@font-face"),
+        "the page inlines the figures' fonts"
     );
 }

@@ -1,6 +1,8 @@
 //! The analysis's five plots: demand against the size with the projection and its
 //! interval, completion time and CTI against bandwidth per size, the strong-scaling fit
-//! with its residuals, and predicted against measured demand; each drawn as SVG and PNG.
+//! with its residuals, and predicted against measured demand; each drawn as SVG (its
+//! font embedded) and as PNG at twice the size. A projection names its model and says
+//! when its backtest does not make it trusted.
 
 use std::path::Path;
 
@@ -24,6 +26,42 @@ pub(super) fn size_label(a: &Analysis, s: u32) -> String {
 
 /// The interval drawn around a point.
 type IntervalOf = fn(&MedianPoint) -> (f64, f64);
+
+/// What the figures draw: the analysis, and the link's capacity where known (the demand
+/// axes say "% of a 1 Gbit/s link").
+#[derive(Clone, Copy)]
+pub(super) struct Figures<'a> {
+    pub a: &'a Analysis,
+    pub capacity: Option<&'a str>,
+}
+
+impl Figures<'_> {
+    /// The demand axis's label.
+    fn demand_axis(&self) -> String {
+        match self.capacity {
+            Some(c) => format!("bandwidth needed (% of a {c} link)"),
+            None => "bandwidth needed (% of the link)".to_string(),
+        }
+    }
+}
+
+/// A projection's name in a legend (its model is in the plot's title): NOT TRUSTED where
+/// its backtest does not make it trusted.
+fn projected_name(what: &str, trusted: bool) -> String {
+    if trusted {
+        format!("{what} projected")
+    } else {
+        format!("{what} projected, NOT TRUSTED")
+    }
+}
+
+/// A projection plot's title: what it shows, the model, and NOT TRUSTED where so.
+fn projection_title(what: &str, model: &str, trusted: bool) -> String {
+    format!(
+        "{what}; projection: {model} model{}",
+        if trusted { "" } else { ", NOT TRUSTED" }
+    )
+}
 
 pub(super) fn per_size(
     a: &Analysis,
@@ -79,10 +117,14 @@ where
     if lmin > lmax {
         return Ok(());
     }
-    let x = lmin - 0.05..lmax + 0.05;
+    let x = Ticked::new(
+        lmin - 0.05..lmax + 0.05,
+        procs_ticks(at_full.iter().map(|p| p.procs)),
+    );
     let log_y = YAxis {
         range: None,
         format: from_log_compact,
+        log: true,
     };
     let y_label = format!("{} (log scale)", a.time_unit.axis());
     let mut measured = Series::measured("median (bars: min-max)", pts.clone());
@@ -98,12 +140,12 @@ where
             "strong scaling at 100% (no fit: too few sizes)",
             ("processes (log scale)", &y_label),
             x,
-            from_log,
+            procs_label,
             log_y,
             &[measured],
         );
     };
-    let (top, bottom) = area.split_vertically(H * 2 / 3);
+    let (top, bottom) = area.split_vertically(area.dim_in_pixel().1 * 2 / 3);
     let model = |p: f64| r.c0 + r.c1 / p + r.c2 / p.sqrt();
     let mut series = vec![
         Series {
@@ -119,14 +161,10 @@ where
     series.extend(traffic_baseline(a));
     plot_with(
         &top,
-        &format!(
-            "strong scaling at 100%: {}, R^2 {:.2}",
-            r.formula(|v| a.time_unit.format(v)),
-            r.r2
-        ),
+        &format!("strong scaling at 100% (the fit's R^2 {:.2})", r.r2),
         ("processes (log scale)", &y_label),
         x.clone(),
-        from_log,
+        procs_label,
         log_y,
         &series,
     )?;
@@ -140,7 +178,7 @@ fn residuals<DB: DrawingBackend>(
     a: &Analysis,
     at_full: &[&MedianPoint],
     model: impl Fn(f64) -> f64,
-    x: std::ops::Range<f64>,
+    x: Ticked,
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
@@ -158,7 +196,7 @@ where
         "processes (log scale)",
         a.time_unit.axis(),
         x,
-        from_log,
+        procs_label,
         &[Series::measured("residual", resid)],
     )
 }
@@ -195,10 +233,13 @@ fn traffic_baseline(a: &Analysis) -> Option<Series> {
     })
 }
 
-pub(super) fn demand_plot<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Result<()>
+/// Demand against the CTI level per size: measured, and the DC model's projection to the
+/// sizes asked (dashed, hollow, its interval a band), marked when not trusted.
+pub(super) fn demand_plot<DB: DrawingBackend>(area: &Draw<DB>, f: Figures<'_>) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
+    let a = f.a;
     let mut series = Vec::new();
     let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
     sizes.sort_unstable();
@@ -220,6 +261,7 @@ where
             series.push(m);
         }
     }
+    let trusted = a.verdict.trusted();
     let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
     targets.dedup();
@@ -234,25 +276,26 @@ where
             continue;
         }
         series.push(Series {
-            name: format!("{t} procs predicted"),
+            name: projected_name(&format!("{t} procs"), trusted),
             points: proj.iter().map(|p| (p.cti, p.bw_pct)).collect(),
             intervals: proj
                 .iter()
                 .all(|p| interval_of(p).is_some())
                 .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
             markers: true,
-            colour: None,
+            projected: true,
             ..Default::default()
         });
     }
     let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
     };
+    let title = projection_title("demand per CTI level", "DC", trusted);
     plot(
         area,
-        "bandwidth demand: measured and predicted",
-        "completion-time increment (%)",
-        "bandwidth needed (% of link)",
+        &title,
+        "completion-time increment, CTI (%)",
+        &f.demand_axis(),
         (x0 - 1.0).max(0.0)..x1 + 1.0,
         compact,
         &series,
@@ -277,25 +320,32 @@ fn interval_of(p: &crate::analysis::Projection) -> Option<(f64, f64)> {
     p.interval.or(p.noise_interval).map(|i| (i.low, i.high))
 }
 
-/// Demand against the size, one colour per CTI level: what was measured (censored
-/// demands hollow at their bound, with an arrow), and the projection the bottom line
-/// uses (or the traffic one, else DC's) at the sizes asked, with its interval.
-pub(super) fn demand_vs_size<DB: DrawingBackend>(area: &Draw<DB>, a: &Analysis) -> Result<()>
+/// Demand against the size, one colour per CTI level: what was measured (solid, filled;
+/// censored demands hollow at their bound, with an arrow), and the projection the bottom
+/// line uses (or the traffic one, else DC's) at the sizes asked (dashed, hollow, its
+/// interval a band), its model named and NOT TRUSTED where its backtest says so. The
+/// process axis has its ticks at the sizes drawn.
+pub(super) fn demand_vs_size<DB: DrawingBackend>(area: &Draw<DB>, f: Figures<'_>) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
     use crate::analysis::backtest::Model;
-    let (projections, model) = match &a.traffic {
-        Some(t) if a.bottom_line.model != Some(Model::Dc) => (&t.projection, "traffic"),
-        _ => (&a.projection, "DC"),
+    let a = f.a;
+    let (projections, model, trusted) = match &a.traffic {
+        Some(t) if a.bottom_line.model != Some(Model::Dc) => {
+            (&t.projection, "traffic", t.verdict.trusted())
+        }
+        _ => (&a.projection, "DC", a.verdict.trusted()),
     };
     let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
     levels.sort_by(|x, y| x.total_cmp(y));
     levels.dedup();
     let lg = |p: u32| (p.max(1) as f64).log10();
     let mut series = Vec::new();
+    let mut sizes: Vec<u32> = Vec::new();
     for (li, &c) in levels.iter().enumerate() {
         let mine: Vec<_> = a.demand.iter().filter(|d| d.cti == c).collect();
+        sizes.extend(mine.iter().map(|d| d.procs));
         let mut m = Series::measured(
             format!("CTI {c}% measured"),
             mine.iter()
@@ -324,8 +374,9 @@ where
             .filter(|p| p.cti == c && !p.saturates)
             .collect();
         if !proj.is_empty() {
+            sizes.extend(proj.iter().map(|p| p.procs));
             series.push(Series {
-                name: format!("CTI {c}% projected ({model})"),
+                name: projected_name(&format!("CTI {c}%"), trusted),
                 points: proj.iter().map(|p| (lg(p.procs), p.bw_pct)).collect(),
                 intervals: proj
                     .iter()
@@ -333,6 +384,7 @@ where
                     .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
                 markers: true,
                 colour: Some(li),
+                projected: true,
                 ..Default::default()
             });
         }
@@ -340,13 +392,14 @@ where
     let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
     };
+    let title = projection_title("demand against the size", model, trusted);
     plot(
         area,
-        "bandwidth demand against the size",
+        &title,
         "processes (log scale)",
-        "bandwidth needed (% of link)",
-        x0 - 0.05..x1 + 0.05,
-        from_log,
+        &f.demand_axis(),
+        Ticked::new(x0 - 0.05..x1 + 0.05, procs_ticks(sizes)),
+        procs_label,
         &series,
     )
 }
@@ -362,6 +415,7 @@ where
 {
     let mut s = per_size(a, |p| p.cti, None);
     let x = log_bandwidth(&mut s);
+    let (x_start, x_end) = x.ends();
     let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
     levels.sort_by(|x, y| x.total_cmp(y));
     levels.dedup();
@@ -385,20 +439,24 @@ where
     for c in levels {
         s.push(Series {
             name: format!("CTI {c}% (asked)"),
-            points: vec![(x.start, c), (x.end, c)],
+            points: vec![(x_start, c), (x_end, c)],
             intervals: None,
             markers: false,
             colour: Some(7),
+            // On the right, where the curves run low: clear of their points.
+            label_at_end: Some(End::Right),
             ..Default::default()
         });
     }
     if let Some(f) = floor {
         s.push(Series {
             name: format!("noise floor ({f:.1}%, the highest)"),
-            points: vec![(x.start, f), (x.end, f)],
+            points: vec![(x_start, f), (x_end, f)],
             intervals: None,
             markers: false,
             colour: Some(5),
+            // On the left, where the curves run high: clear of their points.
+            label_at_end: Some(End::Left),
             ..Default::default()
         });
     }
@@ -410,21 +468,27 @@ where
     plot_with(
         area,
         &title,
-        ("bandwidth (% of link, log scale)", "CTI (%)"),
+        ("bandwidth (% of the link, log scale)", "CTI (%)"),
         x,
         from_log,
         YAxis {
             range: Some((bottom, top)),
             format: compact,
+            log: false,
         },
         &s,
     )
 }
 
-pub(super) fn draw_one<DB: DrawingBackend>(name: &str, area: &Draw<DB>, a: &Analysis) -> Result<()>
+pub(super) fn draw_one<DB: DrawingBackend>(
+    name: &str,
+    area: &Draw<DB>,
+    f: Figures<'_>,
+) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
+    let a = f.a;
     match name {
         "time_vs_bandwidth" => {
             let mut s = per_size(
@@ -436,7 +500,7 @@ where
             plot(
                 area,
                 "completion time vs bandwidth (median of repeats, with its CI)",
-                "bandwidth (% of link, log scale)",
+                "bandwidth (% of the link, log scale)",
                 a.time_unit.axis(),
                 x,
                 from_log,
@@ -445,15 +509,15 @@ where
         }
         "cti_vs_bandwidth" => cti_plot(area, a),
         "strong_scaling" => scaling(area, a),
-        "demand_vs_size" => demand_vs_size(area, a),
-        _ => demand_plot(area, a),
+        "demand_vs_size" => demand_vs_size(area, f),
+        _ => demand_plot(area, f),
     }?;
     // Once, on the whole drawing: the SVG backend writes its file here, so every panel
     // (the residuals too) is in it.
     area.present().map_err(err)
 }
 
-pub(super) fn render_all(dir: &Path, a: &Analysis) -> Result<Vec<(String, String)>> {
+pub(super) fn render_all(dir: &Path, f: Figures<'_>) -> Result<Vec<(String, String)>> {
     let plots: [(&str, &str); 5] = [
         (
             "demand_vs_size",
@@ -462,7 +526,10 @@ pub(super) fn render_all(dir: &Path, a: &Analysis) -> Result<Vec<(String, String
         ("time_vs_bandwidth", "Completion time vs bandwidth"),
         ("cti_vs_bandwidth", "Completion-time increment vs bandwidth"),
         ("strong_scaling", "Strong-scaling fit and residuals"),
-        ("demand", "Bandwidth demand, predicted vs measured"),
+        (
+            "demand",
+            "Bandwidth demand per CTI level, measured and projected (DC model)",
+        ),
     ];
     let mut out = Vec::new();
     for (name, title) in plots {
@@ -471,12 +538,13 @@ pub(super) fn render_all(dir: &Path, a: &Analysis) -> Result<Vec<(String, String
         draw_one(
             name,
             &SVGBackend::new(&svg_path, (W, H)).into_drawing_area(),
-            a,
+            f,
         )?;
+        embed_font(&svg_path)?;
         draw_one(
             name,
-            &BitMapBackend::new(&png_path, (W, H)).into_drawing_area(),
-            a,
+            &BitMapBackend::new(&png_path, (W * PNG_SCALE, H * PNG_SCALE)).into_drawing_area(),
+            f,
         )?;
         out.push((name.to_string(), title.to_string()));
     }

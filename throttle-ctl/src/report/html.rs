@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 
-use super::figures::{render_all, size_label};
+use super::figures::{render_all, size_label, Figures};
 use super::plot::font;
 use crate::analysis::demand::Censored;
 use crate::analysis::regression::Regression;
@@ -25,10 +25,13 @@ figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
 .answer { font-size: 17px; font-weight: bold; margin: .3em 0; }
 </style>";
 
-/// A plot written as `dir/NAME.svg` and `.png`, as a figure of the page: the SVG inline,
-/// links to both files.
+/// A plot written as `dir/NAME.svg` and `.png`, as a figure of the page: the SVG inline
+/// (without the font its file carries), links to both files.
 pub(super) fn figure_html(dir: &Path, name: &str, title: &str) -> Result<String> {
     let svg = std::fs::read_to_string(dir.join(format!("{name}.svg")))?;
+    // The file carries its font (for use elsewhere); the page, which inlines them all,
+    // leaves it out.
+    let svg = super::plot::without_font(&svg);
     let svg = svg.trim_start_matches(|c| c != '<');
     Ok(format!(
         "<figure><figcaption>{}</figcaption>{svg}<p class=\"files\"><a href=\"{name}.svg\">{name}.svg</a> · <a href=\"{name}.png\">{name}.png</a></p></figure>\n",
@@ -345,6 +348,26 @@ pub(super) fn trust(a: &Analysis) -> String {
     out
 }
 
+/// A series' name as a heading: the workload (its first word), and its parameters
+/// (`key=value` words) as a line of their own, `key value` apart; HTML, escaped.
+fn heading(series: &str) -> (&str, String) {
+    let (name, rest) = series.split_once(' ').unwrap_or((series, ""));
+    if rest.trim().is_empty() {
+        return (name, String::new());
+    }
+    let params: Vec<String> = rest
+        .split_whitespace()
+        .map(|w| match w.split_once('=') {
+            Some((k, v)) => format!("{} <b>{}</b>", escape(k), escape(v)),
+            None => escape(w),
+        })
+        .collect();
+    (
+        name,
+        format!("<p class=\"params\">{}</p>", params.join(" · ")),
+    )
+}
+
 /// Write the report into `dir`; returns the path of `index.html`.
 pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -> Result<PathBuf> {
     std::fs::create_dir_all(dir)
@@ -352,7 +375,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
     let mut figures = String::new();
     match font() {
         Ok(_) => {
-            for (name, title) in render_all(dir, a)? {
+            for (name, title) in render_all(dir, Figures { a, capacity })? {
                 figures.push_str(&figure_html(dir, &name, &title)?);
             }
         }
@@ -368,7 +391,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>throttle report: {series}</title>
 {STYLE}</head><body>
-<h1>Bandwidth demand: {series}</h1>
+<h1>Bandwidth demand of {name}</h1>{params}
 <h2>The answer</h2>{answer}
 <p>{runs} successful runs, {failed} failed runs left out, {flagged} flagged runs {flag_fate} (their links did not run at their setting; see Warnings). Times: {time}.</p>
 <h2>Can the projection be trusted?</h2>{trust}
@@ -379,6 +402,8 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
 </body></html>
 "#,
         series = escape(&a.series),
+        name = escape(heading(&a.series).0),
+        params = heading(&a.series).1,
         runs = a.runs,
         failed = a.failed_runs,
         flagged = a.flagged_runs,

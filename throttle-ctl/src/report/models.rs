@@ -81,8 +81,10 @@ pub fn write_model(
                 let svg_path = dir.join(format!("{}.svg", f.name));
                 let png_path = dir.join(format!("{}.png", f.name));
                 draw_model(&SVGBackend::new(&svg_path, (W, H)).into_drawing_area(), f)?;
+                embed_font(&svg_path)?;
                 draw_model(
-                    &BitMapBackend::new(&png_path, (W, H)).into_drawing_area(),
+                    &BitMapBackend::new(&png_path, (W * PNG_SCALE, H * PNG_SCALE))
+                        .into_drawing_area(),
                     f,
                 )?;
                 html_figures.push_str(&figure_html(dir, &f.name, &f.title)?);

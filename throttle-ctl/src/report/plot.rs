@@ -1,6 +1,10 @@
 //! The plotting kit the report's figures share: system fonts, colours, series with
-//! optional intervals, a legend in its own column beside the plot, compact tick labels and
-//! logarithmic bandwidth axes.
+//! optional intervals, a legend in its own column beside the plot, compact tick labels,
+//! ticks where the data are (whole process counts, 1-2-5 on log axes) and logarithmic
+//! bandwidth axes. What is measured is drawn solid with filled markers and error bars;
+//! what is projected dashed with hollow markers and its interval as a band, so that a
+//! projection never reads as a measurement. SVGs carry their font; PNGs are drawn at
+//! twice the size ([`PNG_SCALE`]), every length scaled with them.
 
 use std::sync::OnceLock;
 
@@ -9,10 +13,18 @@ use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-pub(super) const W: u32 = 1000;
+pub(super) const W: u32 = 1100;
 pub(super) const H: u32 = 560;
+/// How much larger than the SVG (W x H) a PNG is drawn: for print and high-density
+/// screens, with text of 30 px and more.
+pub(super) const PNG_SCALE: u32 = 2;
 /// Width of the legend column beside each plot.
-pub(super) const LEGEND_W: u32 = 260;
+pub(super) const LEGEND_W: u32 = 360;
+/// Font sizes as plotters takes them (it writes 0.8 of them as pixels: 18 is 14.5 px, the
+/// smallest text of a figure).
+const TEXT: i32 = 18;
+const AXIS_TEXT: i32 = 20;
+const TITLE_TEXT: i32 = 24;
 pub(super) const FONT_PATHS: [&str; 4] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
@@ -78,6 +90,11 @@ pub(super) struct Series {
     /// leaves or re-enters it: no markers there, and no line between two of them in a
     /// row (the data ran above the axis between them).
     pub edges: Vec<usize>,
+    /// A projection, not a measurement: dashed, hollow markers, its intervals a band.
+    pub projected: bool,
+    /// A reference line (a level asked for, a noise floor): labelled at one end in its
+    /// colour rather than in the legend.
+    pub label_at_end: Option<End>,
 }
 
 impl Series {
@@ -93,25 +110,226 @@ impl Series {
     }
 }
 
-/// The legend in its own column: a coloured line and the series' name per row.
-pub(super) fn legend<DB: DrawingBackend>(area: &Draw<DB>, series: &[Series]) -> Result<()>
+/// Where a reference line's label goes: at its left or right end, above the line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum End {
+    Left,
+    Right,
+}
+
+/// The legend in its own column: a sample of each series' line and marker (solid and
+/// filled: measured; dashed and hollow: projected) and its name, per row; reference lines
+/// labelled at their end are not in it. `k`: the drawing's scale.
+pub(super) fn legend<DB: DrawingBackend>(area: &Draw<DB>, series: &[Series], k: i32) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
     area.fill(&WHITE).map_err(err)?;
-    for (i, s) in series.iter().enumerate() {
-        let y = 60 + 26 * i as i32;
+    for (row, (i, s)) in series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.label_at_end.is_none())
+        .enumerate()
+    {
+        let y = (60 + 30 * row as i32) * k;
         let c = color(s.colour.unwrap_or(i));
-        area.draw(&PathElement::new(vec![(8, y), (34, y)], c.stroke_width(3)))
-            .map_err(err)?;
-        if s.markers {
-            area.draw(&Circle::new((21, y), 4, c.filled()))
+        if s.projected {
+            for x0 in [8, 24] {
+                area.draw(&PathElement::new(
+                    vec![(x0 * k, y), ((x0 + 10) * k, y)],
+                    c.stroke_width(2 * k as u32),
+                ))
                 .map_err(err)?;
-        }
-        area.draw(&Text::new(s.name.clone(), (42, y - 8), ("sans-serif", 15)))
+            }
+        } else {
+            area.draw(&PathElement::new(
+                vec![(8 * k, y), (42 * k, y)],
+                c.stroke_width(3 * k as u32),
+            ))
             .map_err(err)?;
+        }
+        if s.markers {
+            let style = if s.projected {
+                ShapeStyle::from(&WHITE).filled()
+            } else {
+                c.filled()
+            };
+            area.draw(&Circle::new((25 * k, y), 4 * k, style))
+                .map_err(err)?;
+            if s.projected {
+                area.draw(&Circle::new(
+                    (25 * k, y),
+                    4 * k,
+                    c.stroke_width(2 * k as u32),
+                ))
+                .map_err(err)?;
+            }
+        }
+        area.draw(&Text::new(
+            s.name.clone(),
+            (50 * k, y - 9 * k),
+            ("sans-serif", TEXT * k),
+        ))
+        .map_err(err)?;
     }
     Ok(())
+}
+
+/// An f64 axis with its ticks where they are given (plotters places its own ticks at
+/// round values of the axis's units, which on a log axis are 0.631 or 2.5 processes).
+#[derive(Clone)]
+pub(super) struct Ticked {
+    range: std::ops::Range<f64>,
+    ticks: Vec<f64>,
+}
+
+impl Ticked {
+    /// Where the axis starts and ends.
+    pub fn ends(&self) -> (f64, f64) {
+        (self.range.start, self.range.end)
+    }
+
+    /// The axis over `range` with ticks at `ticks` (those outside the range left out).
+    pub fn new(range: std::ops::Range<f64>, ticks: Vec<f64>) -> Ticked {
+        let ticks = ticks
+            .into_iter()
+            .filter(|t| *t >= range.start && *t <= range.end)
+            .collect();
+        Ticked { range, ticks }
+    }
+}
+
+impl plotters::coord::ranged1d::Ranged for Ticked {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        plotters::coord::types::RangedCoordf64::from(self.range.clone()).map(v, limit)
+    }
+
+    fn key_points<Hint: plotters::coord::ranged1d::KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.clone()
+    }
+}
+
+/// The drawing's scale: 1 for the SVG, [`PNG_SCALE`] for the PNG (its width against W).
+pub(super) fn scale_of<DB: DrawingBackend>(area: &Draw<DB>) -> i32 {
+    ((area.dim_in_pixel().0 as f64 / W as f64).round() as i32).max(1)
+}
+
+/// Ticks for a process axis in log10 units: at the sizes given (whole numbers), labelled
+/// as such ([`procs_label`]).
+pub(super) fn procs_ticks(sizes: impl IntoIterator<Item = u32>) -> Vec<f64> {
+    let mut s: Vec<u32> = sizes.into_iter().filter(|&p| p > 0).collect();
+    s.sort_unstable();
+    s.dedup();
+    s.into_iter().map(|p| (p as f64).log10()).collect()
+}
+
+/// A process axis's label at log10 value `v`: the whole number of processes.
+pub(super) fn procs_label(v: f64) -> String {
+    format!("{:.0}", 10f64.powf(v))
+}
+
+/// Ticks for a log10 axis from `lo` to `hi` (log10 units): 1, 2 and 5 times each power of
+/// ten within, or finer round values (1.5, 3, 7, ...) on a narrow axis, so that at least
+/// three fall inside.
+pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    const SETS: [&[f64]; 3] = [
+        &[1.0, 2.0, 5.0],
+        &[1.0, 2.0, 3.0, 5.0, 7.0],
+        &[1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0],
+    ];
+    let mut out = Vec::new();
+    for set in SETS {
+        out = (lo.floor() as i32 - 1..=hi.ceil() as i32 + 1)
+            .flat_map(|e| set.iter().map(move |m| (m * 10f64.powi(e)).log10()))
+            .filter(|v| *v >= lo && *v <= hi)
+            .collect();
+        if out.len() >= 3 {
+            return out;
+        }
+    }
+    out
+}
+
+/// Ticks for a linear axis from `lo` to `hi`: about `n` at a step of 1, 2 or 5 times a
+/// power of ten.
+pub(super) fn linear_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let span = (hi - lo).max(1e-12);
+    let raw = span / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// The markers around the font an SVG file carries ([`embed_font`]); the page that
+/// inlines the figures leaves it out ([`without_font`]).
+const FONT_START: &str = "<!--throttle: embedded font-->";
+const FONT_END: &str = "<!--throttle: end of the embedded font-->";
+
+/// Put the font the figure was drawn with into the SVG file at `path` (an `@font-face`
+/// rule with the font's bytes), so that the file shows the same text wherever it goes (a
+/// paper, another machine); plotters' SVGs name `sans-serif`, which each viewer resolves
+/// its own way. About 1 MB with DejaVu Sans.
+pub(super) fn embed_font(path: &std::path::Path) -> Result<()> {
+    let Ok(font_path) = font() else {
+        return Ok(());
+    };
+    let bytes = std::fs::read(font_path).map_err(|e| anyhow!("{font_path}: {e}"))?;
+    let svg = std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let Some(open_end) = svg
+        .find("<svg")
+        .and_then(|i| svg[i..].find('>').map(|j| i + j + 1))
+    else {
+        return Ok(());
+    };
+    let style = format!(
+        "{FONT_START}<style>@font-face{{font-family:\"throttle-embedded\";src:url(data:font/ttf;base64,{})}} text{{font-family:\"throttle-embedded\",sans-serif}}</style>{FONT_END}",
+        base64(&bytes)
+    );
+    let out = format!("{}{style}{}", &svg[..open_end], &svg[open_end..]);
+    std::fs::write(path, out).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// An SVG without the font [`embed_font`] put in (for a page that inlines several).
+pub(super) fn without_font(svg: &str) -> String {
+    match (svg.find(FONT_START), svg.find(FONT_END)) {
+        (Some(a), Some(b)) if a < b => format!("{}{}", &svg[..a], &svg[b + FONT_END.len()..]),
+        _ => svg.to_string(),
+    }
+}
+
+/// Standard base64 (RFC 4648, with padding).
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// A plot of `series` on `area`, its legend beside it; `x` is the x axis's range (linear
@@ -150,6 +368,9 @@ pub(super) struct YAxis {
     pub range: Option<(f64, f64)>,
     /// Its tick labels ([`compact`], or [`from_log_compact`] for a log10 axis).
     pub format: fn(f64) -> String,
+    /// A log10 axis: ticks at 1, 2 and 5 times the powers of ten ([`log_ticks`]);
+    /// else at round steps ([`linear_ticks`]).
+    pub log: bool,
 }
 
 impl Default for YAxis {
@@ -157,6 +378,7 @@ impl Default for YAxis {
         YAxis {
             range: None,
             format: compact,
+            log: false,
         }
     }
 }
@@ -178,32 +400,61 @@ where
     X::CoordDescType: ValueFormatter<f64>,
 {
     area.fill(&WHITE).map_err(err)?;
+    let k = scale_of(area);
+    let ku = k as u32;
     let (width, _) = area.dim_in_pixel();
-    let (chart_area, legend_area) = area.split_horizontally(width.saturating_sub(LEGEND_W));
+    let (chart_area, legend_area) = area.split_horizontally(width.saturating_sub(LEGEND_W * ku));
     let Some((y0, y1)) = y_range(series, &y) else {
         return Ok(());
     };
-    let mut chart = ChartBuilder::on(&chart_area)
-        .caption(title, ("sans-serif", 22))
-        .margin(14)
-        .x_label_area_size(48)
-        .y_label_area_size(74)
-        .build_cartesian_2d(x, y0..y1)
-        .map_err(err)?;
     let (_, height) = chart_area.dim_in_pixel();
+    let n = (height / (60 * ku)).clamp(3, 10) as usize;
+    let y_ticks = if y.log {
+        log_ticks(y0, y1)
+    } else {
+        linear_ticks(y0, y1, n)
+    };
+    let mut chart = ChartBuilder::on(&chart_area)
+        .caption(title, ("sans-serif", TITLE_TEXT * k))
+        .margin(14 * k)
+        .x_label_area_size(52 * k)
+        .y_label_area_size(80 * k)
+        .build_cartesian_2d(x, Ticked::new(y0..y1, y_ticks))
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
         .x_labels(8)
-        .y_labels((height / 60).clamp(3, 10) as usize)
         .x_label_formatter(&|v| x_format(*v))
         .y_label_formatter(&|v| (y.format)(*v))
         .light_line_style(WHITE)
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 17))
+        .label_style(("sans-serif", TEXT * k))
+        .axis_desc_style(("sans-serif", AXIS_TEXT * k))
         .draw()
         .map_err(err)?;
+    // Bands first, under every line and marker.
+    for (i, s) in series.iter().enumerate() {
+        if let (true, Some(iv)) = (s.projected, &s.intervals) {
+            let c = color(s.colour.unwrap_or(i));
+            let mut band: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .zip(iv)
+                .map(|(&(x, _), &(_, hi))| (x, hi))
+                .collect();
+            band.extend(
+                s.points
+                    .iter()
+                    .zip(iv)
+                    .rev()
+                    .map(|(&(x, _), &(lo, _))| (x, lo)),
+            );
+            chart
+                .draw_series(std::iter::once(Polygon::new(band, c.mix(0.15).filled())))
+                .map_err(err)?;
+        }
+    }
     for (i, s) in series.iter().enumerate() {
         let c = color(s.colour.unwrap_or(i));
         // The line in pieces: it breaks between two edge points in a row.
@@ -212,49 +463,96 @@ where
             let gap =
                 end < s.points.len() && s.edges.contains(&(end - 1)) && s.edges.contains(&end);
             if end == s.points.len() || gap {
-                chart
-                    .draw_series(LineSeries::new(
-                        s.points[start..end].iter().copied(),
-                        c.stroke_width(2),
-                    ))
-                    .map_err(err)?;
+                let piece = s.points[start..end].iter().copied();
+                if s.projected {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            piece,
+                            8 * k,
+                            5 * k,
+                            c.stroke_width(2 * ku),
+                        ))
+                        .map_err(err)?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(piece, c.stroke_width(2 * ku)))
+                        .map_err(err)?;
+                }
                 start = end;
             }
         }
-        if s.markers {
+        if let Some(end) = s.label_at_end {
+            use plotters::style::text_anchor::{HPos, Pos, VPos};
+            let (at, h) = match end {
+                End::Left => (s.points.first(), HPos::Left),
+                End::Right => (s.points.last(), HPos::Right),
+            };
+            if let Some(&(xe, ye)) = at {
+                let style = ("sans-serif", TEXT * k)
+                    .into_font()
+                    .color(&c)
+                    .pos(Pos::new(h, VPos::Bottom));
+                chart
+                    .draw_series(std::iter::once(Text::new(s.name.clone(), (xe, ye), style)))
+                    .map_err(err)?;
+            }
+        }
+        let shown = |(k, _): &(usize, &(f64, f64))| !s.edges.contains(k);
+        if s.markers && s.projected {
+            // Hollow: a white disc under the outline, so a band or line does not show
+            // through as a fill.
             chart
                 .draw_series(
                     s.points
                         .iter()
                         .enumerate()
-                        .filter(|(k, _)| !s.edges.contains(k))
-                        .map(|(_, &p)| Circle::new(p, 4, c.filled())),
+                        .filter(shown)
+                        .flat_map(|(_, &p)| {
+                            [
+                                Circle::new(p, 4 * k, ShapeStyle::from(&WHITE).filled()),
+                                Circle::new(p, 4 * k, c.stroke_width(2 * ku)),
+                            ]
+                        }),
+                )
+                .map_err(err)?;
+        } else if s.markers {
+            chart
+                .draw_series(
+                    s.points
+                        .iter()
+                        .enumerate()
+                        .filter(shown)
+                        .map(|(_, &p)| Circle::new(p, 4 * k, c.filled())),
                 )
                 .map_err(err)?;
         }
         for &((x, y), above) in &s.bounds {
             chart
-                .draw_series(std::iter::once(Circle::new((x, y), 5, c.stroke_width(2))))
+                .draw_series(std::iter::once(Circle::new(
+                    (x, y),
+                    5 * k,
+                    c.stroke_width(2 * ku),
+                )))
                 .map_err(err)?;
             // The arrow, in pixels: a shaft from the marker and a head.
-            let dir = if above { -1 } else { 1 };
+            let dir = if above { -k } else { k };
             let arrow = EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 6 * dir), (0, 22 * dir)], c.stroke_width(2))
+                + PathElement::new(vec![(0, 6 * dir), (0, 22 * dir)], c.stroke_width(2 * ku))
                 + PathElement::new(
-                    vec![(-5, 16 * dir), (0, 22 * dir), (5, 16 * dir)],
-                    c.stroke_width(2),
+                    vec![(-5 * k, 16 * dir), (0, 22 * dir), (5 * k, 16 * dir)],
+                    c.stroke_width(2 * ku),
                 );
             chart.plotting_area().draw(&arrow).map_err(err)?;
         }
-        if let Some(iv) = &s.intervals {
+        if let (false, Some(iv)) = (s.projected, &s.intervals) {
             chart
                 .draw_series(s.points.iter().zip(iv).map(|(&(x, y), &(lo, hi))| {
-                    ErrorBar::new_vertical(x, lo, y, hi, c.stroke_width(1), 8)
+                    ErrorBar::new_vertical(x, lo, y, hi, c.stroke_width(ku), 8 * ku)
                 }))
                 .map_err(err)?;
         }
     }
-    legend(&legend_area, series)
+    legend(&legend_area, series, k)
 }
 
 /// The y axis's range: the one given, or every value drawn (points, intervals, bounds)
@@ -352,10 +650,9 @@ pub(super) fn from_log_compact(v: f64) -> String {
 }
 
 /// A log-scaled bandwidth axis: the series' x values become log10(bw %), and the axis
-/// runs from just below the lowest step to just above 100 %; its labels (from
-/// [`from_log`]) are percentages again. (Plotters' own log axis labels decades only,
-/// too few for steps between 3 and 100 %.)
-pub(super) fn log_bandwidth(series: &mut [Series]) -> std::ops::Range<f64> {
+/// runs from just below the lowest step to just above 100 %, with ticks at 1, 2, 3, 5 and
+/// 7 times the powers of ten (labels from [`from_log`]: percentages again).
+pub(super) fn log_bandwidth(series: &mut [Series]) -> Ticked {
     for s in series.iter_mut() {
         for p in &mut s.points {
             p.0 = p.0.max(0.01).log10();
@@ -365,7 +662,10 @@ pub(super) fn log_bandwidth(series: &mut [Series]) -> std::ops::Range<f64> {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .fold(2.0, f64::min);
-    lo - 0.05..2.04
+    let ticks = (-2..=2)
+        .flat_map(|e| [1.0, 2.0, 3.0, 5.0, 7.0].map(|m| (m * 10f64.powi(e)).log10()))
+        .collect();
+    Ticked::new(lo - 0.05..2.04, ticks)
 }
 
 /// A label on a log10 axis: the value it stands for, with two significant digits.
@@ -379,6 +679,30 @@ pub(super) fn from_log(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base64_is_rfc_4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn ticks_fall_on_round_values_and_the_sizes() {
+        let t: Vec<String> = log_ticks(-0.5, 0.8)
+            .iter()
+            .map(|&v| from_log_compact(v))
+            .collect();
+        assert_eq!(t, ["0.5", "1", "2", "5"]);
+        assert_eq!(linear_ticks(0.0, 97.0, 5), [0.0, 20.0, 40.0, 60.0, 80.0]);
+        let p: Vec<String> = procs_ticks([8, 2, 4, 2, 16])
+            .iter()
+            .map(|&v| procs_label(v))
+            .collect();
+        assert_eq!(p, ["2", "4", "8", "16"]);
+    }
 
     #[test]
     fn a_clipped_line_stops_at_the_edge_and_breaks_where_it_ran_above() {
