@@ -25,11 +25,12 @@ pub enum TimeUnit {
 }
 
 impl TimeUnit {
-    /// The column head of a median.
+    /// The column head of a median: of a rate, the rate itself (the analysis works on
+    /// its inverse, which no user reads).
     pub fn head(self) -> &'static str {
         match self {
             TimeUnit::Seconds => "median s",
-            TimeUnit::InverseRate => "median 1/rate",
+            TimeUnit::InverseRate => "median rate",
         }
     }
 
@@ -37,17 +38,51 @@ impl TimeUnit {
     pub fn axis(self) -> &'static str {
         match self {
             TimeUnit::Seconds => "completion time (s)",
-            TimeUnit::InverseRate => "1/rate (the program's rate, inverted)",
+            TimeUnit::InverseRate => "rate (as the program prints it)",
         }
     }
 
-    /// A value in this unit, with the digits it needs (1/TEPS is near 1e-7).
+    /// A value of the analysis as it is shown: a time as it is, a rate's inverse as the
+    /// rate again.
+    pub fn shown(self, v: f64) -> f64 {
+        match self {
+            TimeUnit::Seconds => v,
+            TimeUnit::InverseRate if v != 0.0 => 1.0 / v,
+            TimeUnit::InverseRate => f64::INFINITY,
+        }
+    }
+
+    /// An interval of the analysis as it is shown, low end first (a rate's is the
+    /// inverse of the time's, its ends swapped).
+    pub fn shown_interval(self, low: f64, high: f64) -> (f64, f64) {
+        match self {
+            TimeUnit::Seconds => (low, high),
+            TimeUnit::InverseRate => (self.shown(high), self.shown(low)),
+        }
+    }
+
+    /// A value of the analysis as it is shown ([`TimeUnit::shown`]), with the digits it
+    /// needs (a rate such as TEPS is near 1e6).
     pub fn format(self, v: f64) -> String {
-        if v != 0.0 && v.abs() < 1e-3 {
+        let v = self.shown(v);
+        if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e5) {
             format!("{v:.4e}")
         } else {
             format!("{v:.4}")
         }
+    }
+
+    /// An interval as it is shown: `[low, high]` in that order.
+    pub fn format_interval(self, low: f64, high: f64) -> (String, String) {
+        let (l, h) = self.shown_interval(low, high);
+        let f = |v: f64| {
+            if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e5) {
+                format!("{v:.4e}")
+            } else {
+                format!("{v:.4}")
+            }
+        };
+        (f(l), f(h))
     }
 }
 

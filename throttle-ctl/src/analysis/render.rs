@@ -100,11 +100,10 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
             format!("{}", p.bw_pct),
             p.n.to_string(),
             u.format(p.median),
-            format!(
-                "[{}, {}]",
-                u.format(p.interval.low),
-                u.format(p.interval.high)
-            ),
+            {
+                let (lo, hi) = u.format_interval(p.interval.low, p.interval.high);
+                format!("[{lo}, {hi}]")
+            },
             format!("{:.0}%", p.coverage * 100.0),
             format!("{:.3}", p.cv),
             p.cti
@@ -223,7 +222,15 @@ fn regression(out: &mut String, a: &Analysis) {
         v.map(|v| format!("{v:.3e} {unit}"))
             .unwrap_or_else(|| "-".into())
     };
-    let f = |v: f64| a.time_unit.format(v);
+    // The fit's coefficients are in the analysed unit (a rate's inverse), not shown as
+    // rates.
+    let f = |v: f64| {
+        if v != 0.0 && v.abs() < 1e-3 {
+            format!("{v:.4e}")
+        } else {
+            format!("{v:.4}")
+        }
+    };
     out.push_str(&format!(
         "strong scaling at 100%   {}   R^2 {:.3}  adj R^2 {}  MSE {:.3e}\n  leave-one-out RMSE {}  leave-one-size-out RMSE {}\n",
         r.formula(f),

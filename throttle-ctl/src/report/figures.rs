@@ -107,9 +107,10 @@ where
         .filter(|p| p.bw_pct == 100.0 && p.median > 0.0 && p.min > 0.0)
         .collect();
     at_full.sort_by_key(|p| p.procs);
+    let u = a.time_unit;
     let pts: Vec<(f64, f64)> = at_full
         .iter()
-        .map(|p| ((p.procs.max(1) as f64).log10(), p.median.log10()))
+        .map(|p| ((p.procs.max(1) as f64).log10(), u.shown(p.median).log10()))
         .collect();
     let (lmin, lmax) = pts
         .iter()
@@ -131,7 +132,10 @@ where
     measured.intervals = Some(
         at_full
             .iter()
-            .map(|p| (p.min.log10(), p.max.log10()))
+            .map(|p| {
+                let (lo, hi) = u.shown_interval(p.min, p.max);
+                (lo.log10(), hi.log10())
+            })
             .collect(),
     );
     let Some(r) = &a.regression else {
@@ -146,7 +150,8 @@ where
         );
     };
     let (top, bottom) = area.split_vertically(area.dim_in_pixel().1 * 2 / 3);
-    let model = |p: f64| r.c0 + r.c1 / p + r.c2 / p.sqrt();
+    // The fit is in the analysed unit; drawn as shown (a rate's inverse as the rate).
+    let model = |p: f64| u.shown(r.c0 + r.c1 / p + r.c2 / p.sqrt());
     let mut series = vec![
         Series {
             name: "the paper's T(p)".into(),
@@ -187,7 +192,7 @@ where
         .iter()
         .map(|p| {
             let n = p.procs.max(1) as f64;
-            (n.log10(), p.median - model(n))
+            (n.log10(), a.time_unit.shown(p.median) - model(n))
         })
         .collect();
     plot(
@@ -496,10 +501,27 @@ where
                 |p| Some(p.median),
                 Some(|p| (p.interval.low, p.interval.high)),
             );
+            // As shown: a rate's inverse as the rate.
+            let u = a.time_unit;
+            for series in &mut s {
+                for p in &mut series.points {
+                    p.1 = u.shown(p.1);
+                }
+                for i in series.intervals.iter_mut().flatten() {
+                    *i = u.shown_interval(i.0, i.1);
+                }
+            }
             let x = log_bandwidth(&mut s);
             plot(
                 area,
-                "completion time vs bandwidth (median of repeats, with its CI)",
+                match a.time_unit {
+                    crate::analysis::TimeUnit::Seconds => {
+                        "completion time vs bandwidth (median of repeats, with its CI)"
+                    }
+                    crate::analysis::TimeUnit::InverseRate => {
+                        "the program's rate vs bandwidth (median of repeats, with its CI)"
+                    }
+                },
                 "bandwidth (% of the link, log scale)",
                 a.time_unit.axis(),
                 x,

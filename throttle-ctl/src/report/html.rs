@@ -150,11 +150,10 @@ fn points_table(a: &Analysis) -> String {
                 p.bw_pct.to_string(),
                 p.n.to_string(),
                 a.time_unit.format(p.median),
-                format!(
-                    "{} – {}",
-                    a.time_unit.format(p.interval.low),
-                    a.time_unit.format(p.interval.high)
-                ),
+                {
+                    let (lo, hi) = a.time_unit.format_interval(p.interval.low, p.interval.high);
+                    format!("{lo} – {hi}")
+                },
                 format!("{:.0}%", p.coverage * 100.0),
                 format!("{:.3}", p.cv),
                 p.cti
