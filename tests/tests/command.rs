@@ -683,3 +683,33 @@ fn a_run_whose_bandwidth_did_not_hold_fails() {
         "{v}"
     );
 }
+
+/// Issue 37: a failing command's own error comes alone: no interception warning before
+/// it (a user read "no connection went through the agents" first, then "exited with
+/// status 132").
+#[test]
+fn a_failing_commands_error_comes_alone() {
+    let c = up("cmdfail", 2, "1Gbit", "127.0.53.1");
+    let out = ctl(&c.0, &["run", "--nodes", "2", "--cmd", "exit 3"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("status 3"), "{err}");
+    assert!(!err.contains("went through the agents"), "{err}");
+}
+
+/// Issue 37: "times at this size are CPU-bound" only where the runs kept the CPUs busy:
+/// a program that sleeps on more nodes than cores is not (it was warned about from the
+/// count of ranks and agents alone).
+#[test]
+fn a_sleeping_program_is_not_called_cpu_bound() {
+    let c = up("cmdsleep", 4, "1Gbit", "127.0.54.1");
+    std::fs::write(
+        c.0.join("spec.toml"),
+        "workload = \"command\"\nnodes = [4]\nranks_per_node = 2\nbandwidths = [100]\nrepeats = 2\n[command]\nrun = \"sleep 0.3\"\n",
+    )
+    .unwrap();
+    let out = ctl(&c.0, &["sweep", "spec.toml", "--db", "s.db", "--plain"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("CPU-bound"), "{err}");
+}

@@ -11,6 +11,12 @@ use crate::cluster::Cluster;
 /// A run started when the CPUs were busier than this is reported.
 pub const BUSY: f64 = 0.25;
 
+/// Runs of a size that kept the CPUs at least this busy, by their median, are CPU-bound:
+/// their time measures the cores as much as the link (a share of all cores over the
+/// run; see experiments/2026-11-27-warnings.md for what CPU-bound and sleeping programs
+/// showed here).
+pub const CPU_BOUND: f64 = 0.9;
+
 /// The aggregate CPU counters of `/proc/stat` (USER_HZ ticks).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CpuTimes {
@@ -60,9 +66,11 @@ pub fn shares(before: CpuTimes, after: CpuTimes) -> Option<(f64, f64)> {
     })
 }
 
-/// On a cluster whose nodes all run on this machine (`local up`), the warning for a
-/// size whose ranks and agents outnumber the cores: its times then measure the CPU
-/// scheduler as much as the link.
+/// On a cluster whose nodes all run on this machine (`local up`), the note for a size
+/// whose ranks and agents outnumber the cores, said before a sweep: with emulated compute
+/// (ranks that sleep), more noise; for other programs, that the sweep will say which
+/// sizes turned out CPU-bound ([`cpu_bound`]: measured, since a program that sleeps or
+/// waits does not load the cores however many ranks it has).
 pub fn oversubscription(
     cluster: &Cluster,
     nodes: usize,
@@ -74,7 +82,28 @@ pub fn oversubscription(
     if emulated_compute {
         return emulated(nodes, ranks_per_node, cores);
     }
-    oversubscribed(nodes, ranks_per_node, cores)
+    None
+}
+
+/// The warning for the node counts whose runs kept the CPUs busy (`by_nodes`: each node
+/// count's runs' shares of busy CPU time, 0..1): those whose median reaches
+/// [`CPU_BOUND`].
+pub fn cpu_bound(by_nodes: &std::collections::BTreeMap<usize, Vec<f64>>) -> Option<String> {
+    let bound: Vec<String> = by_nodes
+        .iter()
+        .filter_map(|(n, shares)| {
+            let mut s = shares.clone();
+            s.sort_by(f64::total_cmp);
+            let median = *s.get(s.len() / 2)?;
+            (median >= CPU_BOUND).then(|| format!("{n} node(s) ({:.0}%)", median * 100.0))
+        })
+        .collect();
+    (!bound.is_empty()).then(|| {
+        format!(
+            "the runs at {} kept this machine's CPUs busy (the median share of CPU time during a run): their times are CPU-bound, and a CTI measured there says little about the link (use fewer nodes here, or a machine with more cores)",
+            bound.join(", ")
+        )
+    })
 }
 
 /// Ranks that sleep for their compute do not load the cores; their messaging and the
@@ -88,25 +117,20 @@ fn emulated(nodes: usize, ranks_per_node: usize, cores: usize) -> Option<String>
     })
 }
 
-fn oversubscribed(nodes: usize, ranks_per_node: usize, cores: usize) -> Option<String> {
-    let busy = nodes * ranks_per_node + nodes;
-    (busy > cores).then(|| {
-        format!(
-            "{nodes} node(s) on this machine run {} rank(s) and {nodes} agent(s) on {cores} core(s): times at this size are CPU-bound, and a CTI measured there says little about the link (use fewer nodes here, or a machine with more cores)",
-            nodes * ranks_per_node
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
-    fn ranks_and_agents_beyond_the_cores_are_named() {
-        assert!(super::oversubscribed(1, 1, 2).is_none());
-        let w = super::oversubscribed(2, 1, 2).unwrap();
-        assert!(w.contains("2 rank(s) and 2 agent(s) on 2 core(s)"), "{w}");
-        assert!(super::oversubscribed(4, 2, 16).is_none());
-        assert!(super::oversubscribed(8, 1, 15).is_some());
+    fn only_sizes_whose_runs_kept_the_cpus_busy_are_cpu_bound() {
+        let mut by = std::collections::BTreeMap::new();
+        by.insert(2, vec![0.3, 0.4, 0.35]);
+        by.insert(8, vec![0.97, 0.95, 0.5]);
+        let w = super::cpu_bound(&by).unwrap();
+        assert!(
+            w.contains("8 node(s) (95%)") && !w.contains("2 node(s)"),
+            "{w}"
+        );
+        by.remove(&8);
+        assert!(super::cpu_bound(&by).is_none());
         let w = super::emulated(25, 1, 2).unwrap();
         assert!(w.contains("emulated") && !w.contains("CPU-bound"), "{w}");
         assert!(super::emulated(2, 1, 2).is_none());

@@ -264,11 +264,14 @@ pub fn run(
     // this process is their subreaper.
     kill_descendants(&spared);
     let (output, captured) = capture.finish();
+    // Only of a command that ran to a successful end: a failed one has its own error,
+    // which must come first and alone (a warning about interception before "exited with
+    // status 132" sent a user looking in the wrong place).
     warn_if_not_intercepted(
         cluster,
         nodes,
         intercepted_before,
-        exit.killed_why.is_none(),
+        exit.killed_why.is_none() && exit.status.is_some_and(|s| s.success()),
     );
     ended(exit, &line, time_regex, output, captured)
 }
@@ -350,8 +353,8 @@ fn wait(
     })
 }
 
-/// Warn when a command that ran to its end between several nodes had none of its
-/// connections intercepted (`before`: the agents' count before it started).
+/// Warn when a command that ran to a successful end (`ran`) between several nodes had none
+/// of its connections intercepted (`before`: the agents' count before it started).
 fn warn_if_not_intercepted(cluster: &Cluster, nodes: &[Node], before: Option<u64>, ran: bool) {
     if let (Some(before), Some(after)) = (before, intercepted_outgoing(cluster, nodes)) {
         if nodes.len() > 1 && after == before && ran {

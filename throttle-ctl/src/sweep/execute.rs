@@ -135,6 +135,9 @@ pub enum SweepEvent<'a> {
     WarmingUp { nodes: usize },
     /// The machine was busy (a share of its CPUs, 0..1) just before this run.
     Busy { point: &'a SweepPoint, busy: f64 },
+    /// How busy the CPUs were during a run (a share, 0..1): runs that keep every core
+    /// busy measure the CPUs as much as the link.
+    Cpu { point: &'a SweepPoint, busy: f64 },
     /// `repeats = "auto"`: another round of repeats for points not yet precise enough.
     MoreRepeats { round: usize, points: usize },
     /// The first points of a node count were all given up: its other points are not run
@@ -789,10 +792,16 @@ impl<'a> Runner<'a> {
             if outcome.status == RunStatus::Interrupted {
                 return Ok(false);
             }
-            let steal = before_run
+            let during = before_run
                 .zip(load::CpuTimes::now())
-                .and_then(|(a, b)| load::shares(a, b))
-                .map(|s| s.1);
+                .and_then(|(a, b)| load::shares(a, b));
+            let steal = during.map(|s| s.1);
+            if let Some((cpu, _)) = during {
+                on_event(SweepEvent::Cpu {
+                    point: p,
+                    busy: cpu,
+                });
+            }
             self.ran += 1;
             let ok = outcome.status == RunStatus::Ok;
             let row = self.row(p, &outcome, started_at, RunLoad { busy, steal });
