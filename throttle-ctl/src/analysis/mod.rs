@@ -17,6 +17,8 @@
 //! * `compose`: every figure with the intervals it is stated with.
 //! * [`bottom_line`]: the answer first, and what would narrow it.
 //! * [`render`](mod@render): the tables a person reads.
+//! * [`document`]: the answer as Markdown tables and CSV rows (`--export-markdown`,
+//!   `--export-csv`).
 //! * [`observation`]: one run as the analysis sees it, and what makes it no run.
 //! * [`csv`]: data measured with any tool.
 //!
@@ -32,6 +34,7 @@ pub mod chain;
 mod compose;
 pub mod csv;
 pub mod demand;
+pub mod document;
 pub mod model_error;
 pub mod narrow;
 pub mod noise;
