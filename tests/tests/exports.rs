@@ -1,6 +1,8 @@
-//! The answer written for other tools, read back: `analyze --export-markdown` (its
-//! tables parsed as GitHub-flavoured Markdown) and `--export-csv` against the `--json`
-//! answer. Stores are built as the controller writes them; no cluster runs.
+//! The answer and the runs written for other tools, each read back: `analyze
+//! --export-markdown` (its tables parsed as GitHub-flavoured Markdown) and `--export-csv`
+//! against the `--json` answer; `export --format extrap` parsed by a reader that follows
+//! Extra-P's text grammar (`docs/file-formats.md` of github.com/extra-p/extrap) against
+//! the stored runs. Stores are built as the controller writes them; no cluster runs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -75,6 +77,14 @@ fn ok(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The error of a command that must fail, clearly and without a panic.
+fn refused(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "it succeeded: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
 }
 
 /// A GitHub-flavoured Markdown table: its header and rows, cells unescaped.
@@ -398,4 +408,284 @@ fn the_markdown_and_csv_answers_read_back_as_the_json_one() {
             assert!(same(f(r[col("error_pp")]), e), "{r:?} vs {p}");
         }
     }
+}
+
+/// One experiment as Extra-P's text reader builds it: parameters, points, and per
+/// (region, metric) the values of each point.
+#[derive(Debug, Default)]
+struct Extrap {
+    parameters: Vec<String>,
+    points: Vec<Vec<f64>>,
+    data: BTreeMap<(String, String), Vec<Vec<f64>>>,
+}
+
+/// Extra-P's text grammar (its docs/file-formats.md, and
+/// extrap/fileio/file_reader/text_file_reader.py, 4.2.5): blank and `#` lines skipped;
+/// `PARAMETER names`; `POINTS` with points `( c1 c2 )` (bare numbers with one
+/// parameter); `REGION name`, `METRIC name`, each resetting the point count; `DATA
+/// values` for the next point; at the end every (region, metric) holds one DATA line per
+/// point, every point one coordinate per parameter.
+fn read_extrap(text: &str) -> Result<Extrap, String> {
+    let mut e = Extrap::default();
+    let (mut region, mut metric) = (String::new(), String::new());
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+        let (field, value) = line.split_once(' ').unwrap_or((&line, ""));
+        match field {
+            "PARAMETER" => e.parameters.extend(value.split(' ').map(str::to_string)),
+            "POINTS" => {
+                if e.parameters.is_empty() || e.parameters.len() > 4 {
+                    return Err(format!(
+                        "line {i}: POINTS with {} parameters",
+                        e.parameters.len()
+                    ));
+                }
+                let groups: Vec<&str> = if value.contains('(') {
+                    value
+                        .split(')')
+                        .map(|g| g.trim().trim_start_matches('(').trim())
+                        .filter(|g| !g.is_empty())
+                        .collect()
+                } else {
+                    value.split(' ').collect()
+                };
+                for g in groups {
+                    let c: Result<Vec<f64>, _> = g.split(' ').map(str::parse).collect();
+                    e.points
+                        .push(c.map_err(|_| format!("line {i}: a coordinate in `{g}`"))?);
+                }
+            }
+            "REGION" => region = value.to_string(),
+            "METRIC" => metric = value.to_string(),
+            "DATA" => {
+                let v: Result<Vec<f64>, _> = value.split(' ').map(str::parse).collect();
+                let v = v.map_err(|_| format!("line {i}: a value in `{value}`"))?;
+                let d = e.data.entry((region.clone(), metric.clone())).or_default();
+                if d.len() >= e.points.len() {
+                    return Err(format!("line {i}: more DATA lines than POINTS"));
+                }
+                d.push(v);
+            }
+            other => return Err(format!("line {i}: the field `{other}`")),
+        }
+    }
+    if e.parameters.is_empty() || e.points.is_empty() || e.data.is_empty() {
+        return Err("parameters, points or data missing".into());
+    }
+    if let Some(p) = e.points.iter().find(|p| p.len() != e.parameters.len()) {
+        return Err(format!(
+            "the point {p:?} for {} parameters",
+            e.parameters.len()
+        ));
+    }
+    if let Some((k, d)) = e.data.iter().find(|(_, d)| d.len() != e.points.len()) {
+        return Err(format!(
+            "{k:?}: {} DATA lines for {} points",
+            d.len(),
+            e.points.len()
+        ));
+    }
+    Ok(e)
+}
+
+#[test]
+fn export_format_extrap_reads_back_as_the_stored_runs() {
+    let s = scratch("export-extrap");
+    let dir = &s.0;
+    let mut rows = study("mw n=3");
+    // What `analyze` leaves out is left out: a failed run, a flagged one, an unlimited one.
+    let half = Pct::new(50.0).unwrap();
+    rows.push(RunRow {
+        status: RunStatus::Failed,
+        seconds: None,
+        reason: Some("exit 1".into()),
+        ..row("mw n=3", 4, half, 7, 0.0)
+    });
+    rows.push(RunRow {
+        flag: Some("an agent starved".into()),
+        ..row("mw n=3", 4, half, 8, 99.0)
+    });
+    rows.push(row("mw n=3", 4, Pct::UNLIMITED, 0, 2.0));
+    rows.extend(study("other").into_iter().take(3));
+    store(&dir.join("s.db"), &rows);
+
+    // Two series: Extra-P's file holds one set of points, so one series is chosen.
+    let err = refused(&ctl(dir, &["export", "--db", "s.db", "--format", "extrap"]));
+    assert!(err.contains("--series") && err.contains("`other`"), "{err}");
+
+    let out = ctl(
+        dir,
+        &[
+            "export", "--db", "s.db", "--format", "extrap", "--series", "mw n=3", "--out", "mw.txt",
+        ],
+    );
+    ok(&out);
+    let text = std::fs::read_to_string(dir.join("mw.txt")).unwrap();
+    let e = read_extrap(&text).unwrap_or_else(|why| panic!("{why}\n{text}"));
+    assert_eq!(e.parameters, ["p", "bw"], "{text}");
+    assert!(
+        text.contains("# p: processes; bw: the bandwidth setting, % of the link (1 Gbit/s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# metric time: job completion time"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 failed, 1 flagged (links not at their setting), 1 at unlimited bandwidth"),
+        "{text}"
+    );
+    let data = &e.data[&("mw n=3".to_string(), "time".to_string())];
+    assert_eq!(e.data.len(), 1);
+    // Each point's values are its good runs' seconds, in repeat order.
+    let mut want: BTreeMap<(u32, u64), Vec<(u32, f64)>> = BTreeMap::new();
+    for r in &rows {
+        if r.series == "mw n=3" && r.status == RunStatus::Ok && r.flag.is_none() {
+            if let Some(bw) = r.bw_pct.percent() {
+                want.entry((r.procs, bw.to_bits()))
+                    .or_default()
+                    .push((r.repeat, r.seconds.unwrap()));
+            }
+        }
+    }
+    assert_eq!(e.points.len(), want.len(), "{text}");
+    for (point, values) in e.points.iter().zip(data) {
+        let mut runs = want[&(point[0] as u32, point[1].to_bits())].clone();
+        runs.sort_by_key(|r| r.0);
+        let seconds: Vec<f64> = runs.iter().map(|r| r.1).collect();
+        assert_eq!(values, &seconds, "the point {point:?}");
+    }
+    assert_eq!(data.iter().map(Vec::len).sum::<usize>(), 120);
+
+    // To standard output, and the default CSV keeps its form (with --series, one series).
+    let out = ok(&ctl(
+        dir,
+        &[
+            "export", "--db", "s.db", "--format", "extrap", "--series", "other",
+        ],
+    ));
+    let other = read_extrap(&out).unwrap();
+    assert_eq!(other.points.len(), 1, "{out}");
+    let out = ok(&ctl(dir, &["export", "--db", "s.db", "--series", "other"]));
+    assert!(
+        out.starts_with("workload,nodes,procs,bw_pct,repeat,seconds,"),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 4, "{out}");
+}
+
+#[test]
+fn exports_to_nowhere_of_nothing_or_of_rates_say_what_is_wrong() {
+    let s = scratch("export-bad");
+    let dir = &s.0;
+    store(&dir.join("s.db"), &study("mw n=3"));
+
+    // A file in a directory that does not exist: refused before any work, named.
+    for args in [
+        &[
+            "analyze",
+            "--db",
+            "s.db",
+            "--export-markdown",
+            "no/such/a.md",
+        ][..],
+        &["analyze", "--db", "s.db", "--export-csv", "no/such/a.csv"],
+        &[
+            "export",
+            "--db",
+            "s.db",
+            "--format",
+            "extrap",
+            "--out",
+            "no/such/a.txt",
+        ],
+        &["export", "--db", "s.db", "--out", "no/such/a.csv"],
+    ] {
+        let err = refused(&ctl(dir, args));
+        assert!(
+            err.contains("no/such") && err.contains("does not exist"),
+            "{args:?}: {err}"
+        );
+    }
+    let err = refused(&ctl(
+        dir,
+        &["analyze", "--db", "s.db", "--export-markdown", "."],
+    ));
+    assert!(err.contains("is a directory"), "{err}");
+    assert!(!dir.join("no").exists());
+
+    // A store with no runs.
+    store(&dir.join("empty.db"), &[]);
+    let err = refused(&ctl(
+        dir,
+        &["export", "--db", "empty.db", "--format", "extrap"],
+    ));
+    assert!(err.contains("empty.db holds no runs"), "{err}");
+    let err = refused(&ctl(
+        dir,
+        &[
+            "analyze",
+            "--db",
+            "empty.db",
+            "--export-markdown",
+            "e.md",
+            "--export-csv",
+            "e.csv",
+        ],
+    ));
+    assert!(err.contains("no runs to analyze"), "{err}");
+    assert!(!dir.join("e.md").exists() && !dir.join("e.csv").exists());
+    let err = refused(&ctl(dir, &["export", "--db", "s.db", "--series", "nope"]));
+    assert!(
+        err.contains("no such series") && err.contains("`mw n=3`"),
+        "{err}"
+    );
+
+    // A store of rates: the times are 1/rate, and every export says so.
+    let rates: Vec<RunRow> = study("bfs rate")
+        .into_iter()
+        .map(|r| {
+            let rate = 1e6 / r.seconds.unwrap();
+            RunRow {
+                kernel_seconds: Some(1.0 / rate),
+                metrics: Some(format!("{{\"rate\":{rate}}}")),
+                ..r
+            }
+        })
+        .collect();
+    store(&dir.join("rates.db"), &rates);
+    let text = ok(&ctl(
+        dir,
+        &["export", "--db", "rates.db", "--format", "extrap"],
+    ));
+    let e = read_extrap(&text).unwrap();
+    assert!(
+        e.data
+            .contains_key(&("bfs rate".to_string(), "inverse_rate".to_string())),
+        "{text}"
+    );
+    assert!(
+        text.contains("# metric inverse_rate: 1/rate: the inverse of the rate"),
+        "{text}"
+    );
+    ok(&ctl(
+        dir,
+        &[
+            "analyze",
+            "--db",
+            "rates.db",
+            "--export-markdown",
+            "r.md",
+            "--export-csv",
+            "r.csv",
+        ],
+    ));
+    let md = std::fs::read_to_string(dir.join("r.md")).unwrap();
+    let t = &md_tables(&md)["Completion time per point"];
+    assert!(t.header.iter().any(|h| h == "median (1/rate)"), "{md}");
+    assert!(!t.header.iter().any(|h| h.contains("(s)")), "{md}");
+    assert!(md.contains("Times (1/rate): 1/rate"), "{md}");
 }

@@ -84,7 +84,7 @@ pub struct Question {
 }
 
 /// The series to analyse: the one asked for, or the only one.
-fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> {
+pub(crate) fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> {
     let mut series: BTreeMap<&str, usize> = BTreeMap::new();
     for o in obs {
         *series.entry(o.series.as_str()).or_default() += 1;
@@ -479,6 +479,12 @@ impl<'a> Selection<'a> {
                 .count(),
         }
     }
+}
+
+/// The runs of `series` the analysis uses by default (flagged ones left out), and those it
+/// leaves out: one home for the choice, which `export --format extrap` makes alike.
+pub(crate) fn runs_of<'a>(obs: &'a [Observation], series: &str) -> Selection<'a> {
+    Selection::of(obs, series, false)
 }
 
 /// The strong-scaling regression on every run at 100%, held-out sizes excluded.
