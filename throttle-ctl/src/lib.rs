@@ -15,7 +15,8 @@
 //!   [`sweep`] and the demo are made of; [`load`]: the machine's CPU load and the
 //!   agents' byte counters around each run.
 //! * [`store`]: the results database; [`measurements`]: from stored runs to the
-//!   [`analysis`]'s input; [`report`]: plots and the HTML report.
+//!   [`analysis`]'s input; [`report`]: plots and the HTML report; [`extrap`]: stored runs
+//!   as Extra-P's text input.
 //! * [`output`], [`table`], [`progress`]: what the user sees.
 //! * [`shared_dir`]: files in directories other users may write (no link followed, new
 //!   files exclusive, private directories checked on their descriptor).
@@ -26,6 +27,7 @@ pub mod analysis;
 pub mod cluster;
 pub mod commands;
 pub mod external;
+pub mod extrap;
 pub mod fidelity;
 pub mod intercept;
 pub mod job;

@@ -1,6 +1,7 @@
 //! Tables built once and shown two ways: on a terminal as borderless columns (comfy-table)
-//! that wrap to its width when there is one and keep their full width when piped, and in
-//! the HTML report as an HTML table.
+//! that wrap to its width when there is one and keep their full width when piped, in
+//! the HTML report as an HTML table, and in a Markdown file (`analyze --export-markdown`)
+//! as a GitHub-flavoured Markdown table.
 
 use comfy_table::{presets, ContentArrangement};
 
@@ -50,6 +51,38 @@ impl Table {
         format!("<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>\n")
     }
 
+    /// The table as GitHub-flavoured Markdown: a header row, a delimiter row (a column
+    /// of numbers right-aligned, one of words left-aligned), one row per row, every cell
+    /// escaped ([`escape_markdown`]).
+    pub fn markdown(&self) -> String {
+        let line = |cells: &[String]| {
+            let cells: Vec<String> = cells.iter().map(|c| escape_markdown(c)).collect();
+            format!("| {} |\n", cells.join(" | "))
+        };
+        let mut out = line(&self.header);
+        // A number may carry a bound's mark (`<10.0`) or be missing (`-`).
+        let numeric = |c: &String| {
+            c.trim_start_matches(['<', '>', '=', '+', '-', ' '])
+                .starts_with(|x: char| x.is_ascii_digit())
+        };
+        let align: Vec<&str> = (0..self.header.len())
+            .map(|i| {
+                let col = self.rows.iter().filter_map(|r| r.get(i));
+                let mut shown = col.filter(|c| c.as_str() != "-").peekable();
+                if shown.peek().is_some() && shown.all(numeric) {
+                    "---:"
+                } else {
+                    "---"
+                }
+            })
+            .collect();
+        out.push_str(&format!("|{}|\n", align.join("|")));
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+
     /// The table, one line per row, without trailing blanks.
     pub fn render(&self) -> String {
         let mut out: String = self
@@ -71,6 +104,32 @@ pub fn escape_html(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Text for one line of Markdown, a table's cell or a paragraph: line breaks and other
+/// control characters become spaces; a backslash, `|`, `` ` ``, `*`, `_`, `[`, `]` and a `<` that
+/// could open an HTML tag (`<x`, `</`, `<!`, `<?`) are backslash-escaped, so that a label
+/// read from a store can neither end a cell nor become markup. `<20.0` stays as it is.
+pub fn escape_markdown(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' | '|' | '`' | '*' | '_' | '[' | ']' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '<' if chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_alphabetic() || "/!?".contains(*n)) =>
+            {
+                out.push_str("\\<");
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,11 +146,28 @@ mod tests {
             t.html(),
             "<table><thead><tr><th>a</th><th>bbb</th></tr></thead><tbody><tr><td>xxxx</td><td>y</td></tr></tbody></table>\n"
         );
+        assert_eq!(t.markdown(), "| a | bbb |\n|---|---|\n| xxxx | y |\n");
+        let mut t = Table::new(&["procs", "demand"]);
+        t.row(vec!["2".into(), "<10.0".into()]);
+        t.row(vec!["4 (held out)".into(), "-".into()]);
+        assert!(t.markdown().contains("|---:|---:|"), "{}", t.markdown());
         let mut t = Table::new(&["<x>"]);
         t.row(vec!["a & \"b\"".into()]);
         assert_eq!(
             t.html(),
             "<table><thead><tr><th>&lt;x&gt;</th></tr></thead><tbody><tr><td>a &amp; &quot;b&quot;</td></tr></tbody></table>\n"
         );
+    }
+
+    #[test]
+    fn a_markdown_cell_cannot_end_its_cell_or_become_markup() {
+        assert_eq!(escape_markdown("<20.0 (noise)"), "<20.0 (noise)");
+        assert_eq!(
+            escape_markdown("a|b\nc <script> [x](y) *e* `c`"),
+            "a\\|b c \\<script> \\[x\\](y) \\*e\\* \\`c\\`"
+        );
+        let mut t = Table::new(&["series"]);
+        t.row(vec!["mw | n=3".into()]);
+        assert_eq!(t.markdown().lines().nth(2), Some("| mw \\| n=3 |"));
     }
 }

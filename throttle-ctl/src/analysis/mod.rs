@@ -17,6 +17,8 @@
 //! * `compose`: every figure with the intervals it is stated with.
 //! * [`bottom_line`]: the answer first, and what would narrow it.
 //! * [`render`](mod@render): the tables a person reads.
+//! * [`document`]: the answer as Markdown tables and CSV rows (`--export-markdown`,
+//!   `--export-csv`).
 //! * [`observation`]: one run as the analysis sees it, and what makes it no run.
 //! * [`csv`]: data measured with any tool.
 //!
@@ -32,6 +34,7 @@ pub mod chain;
 mod compose;
 pub mod csv;
 pub mod demand;
+pub mod document;
 pub mod model_error;
 pub mod narrow;
 pub mod noise;
@@ -81,7 +84,7 @@ pub struct Question {
 }
 
 /// The series to analyse: the one asked for, or the only one.
-fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> {
+pub(crate) fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<String> {
     let mut series: BTreeMap<&str, usize> = BTreeMap::new();
     for o in obs {
         *series.entry(o.series.as_str()).or_default() += 1;
@@ -476,6 +479,12 @@ impl<'a> Selection<'a> {
                 .count(),
         }
     }
+}
+
+/// The runs of `series` the analysis uses by default (flagged ones left out), and those it
+/// leaves out: one home for the choice, which `export --format extrap` makes alike.
+pub(crate) fn runs_of<'a>(obs: &'a [Observation], series: &str) -> Selection<'a> {
+    Selection::of(obs, series, false)
 }
 
 /// The strong-scaling regression on every run at 100%, held-out sizes excluded.

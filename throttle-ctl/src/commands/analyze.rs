@@ -18,7 +18,7 @@ use crate::store::{Store, DEFAULT_DB};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --backtest        would smaller sizes have predicted the larger ones?\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/"
+    after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --backtest        would smaller sizes have predicted the larger ones?\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/\n  throttle-ctl analyze --export-markdown answer.md --export-csv answer.csv"
 )]
 pub struct Args {
     /// Results database [default: ./throttle-results.db].
@@ -48,6 +48,17 @@ pub struct Args {
     /// (warnings stay on standard error).
     #[arg(long)]
     json: bool,
+    /// Also write the answer as GitHub-flavoured Markdown tables to FILE (as hyperfine's
+    /// --export-markdown): the bottom line, the time per point, the demand per size and
+    /// CTI level, the projections with their intervals and verdicts, saturation, backtest
+    /// verdicts, warnings. Units in every header (% of the link, CTI %, s).
+    #[arg(long, value_name = "FILE")]
+    export_markdown: Option<PathBuf>,
+    /// Also write the answer's figures as CSV to FILE: one row per measured demand (size,
+    /// CTI level) and per projection, numbers as --json holds them (columns:
+    /// docs/exports.md).
+    #[arg(long, value_name = "FILE")]
+    export_csv: Option<PathBuf>,
     /// Write plots (SVG, PNG) and index.html here.
     #[arg(long)]
     report: Option<PathBuf>,
@@ -73,6 +84,13 @@ impl Args {
             anyhow::bail!(
                 "--predict {bad}: a size to project to is a number of processes from 1 up (e.g. --predict 64,256)"
             );
+        }
+        // A file that cannot be written fails now, not after the analysis.
+        if let Some(f) = &self.export_markdown {
+            super::check_output_file("--export-markdown", f)?;
+        }
+        if let Some(f) = &self.export_csv {
+            super::check_output_file("--export-csv", f)?;
         }
         let (obs, capacity, time_source, unit) = match &self.csv {
             Some(f) => {
@@ -144,6 +162,13 @@ impl Args {
                 cap.as_deref(),
                 detail,
             ))?;
+        }
+        if let Some(f) = &self.export_markdown {
+            let text = analysis::document::markdown(&a, cap.as_deref());
+            super::write_output_file("--export-markdown", f, &text)?;
+        }
+        if let Some(f) = &self.export_csv {
+            super::write_output_file("--export-csv", f, &analysis::document::csv(&a)?)?;
         }
         if let Some(dir) = self.report {
             let index = report::write(&dir, &a, &levels, cap.as_deref())?;

@@ -63,6 +63,38 @@ pub fn parse_cti(text: &str, flag: &str) -> Result<Vec<f64>> {
     Ok(levels)
 }
 
+/// Check, before any work, that the file `flag` names can be written where it is: its
+/// directory exists and the name is no directory (a typo'd directory fails now, not after
+/// the analysis).
+pub fn check_output_file(flag: &str, path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{flag} {}: the directory {} does not exist (create it first, or name a file in an existing directory)",
+            path.display(),
+            dir.display()
+        );
+    }
+    if path.is_dir() {
+        anyhow::bail!(
+            "{flag} {}: that is a directory; name a file",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Write `text` to the file `flag` names, replacing it; the error names the flag and
+/// the file.
+pub fn write_output_file(flag: &str, path: &std::path::Path, text: &str) -> Result<()> {
+    check_output_file(flag, path)?;
+    std::fs::write(path, text)
+        .map_err(|e| anyhow::anyhow!("{flag} {}: cannot write it: {e}", path.display()))
+}
+
 /// Set by Ctrl-C (SIGINT) or SIGTERM; the running job is then killed and the command stops.
 pub fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
     static FLAG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
