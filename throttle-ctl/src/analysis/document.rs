@@ -3,7 +3,7 @@
 //!
 //! Built from [`Analysis`] alone, the structure `--json` prints: each figure's row is
 //! made once ([`figures`]) and written either way. Every header says its unit: "% of the
-//! link" for bandwidth, "CTI %" for a completion-time increment, "s" (or "1/rate") for a
+//! link" for bandwidth, "CTI %" for a completion-time increment, "s" (or "rate") for a
 //! time; a bare "%" is never either.
 
 use anyhow::Result;
@@ -211,9 +211,18 @@ pub fn csv(a: &Analysis) -> Result<String> {
 /// `capacity`: the link's, in words, when known.
 pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
     let u = a.time_unit;
-    let time = match u {
-        TimeUnit::Seconds => "s",
-        TimeUnit::InverseRate => "1/rate",
+    // A rate is shown as the rate the program printed (the analysis works on its
+    // inverse); the fit's coefficients stay in the analysed unit.
+    let (time, fitted) = match u {
+        TimeUnit::Seconds => ("s", "s"),
+        TimeUnit::InverseRate => ("rate", "1/rate"),
+    };
+    let coefficient = |v: f64| {
+        if v != 0.0 && v.abs() < 1e-3 {
+            format!("{v:.4e}")
+        } else {
+            format!("{v:.4}")
+        }
     };
     let one = |v: f64| format!("{v:.1}");
     let mut out = format!("# Bandwidth demand of {}\n\n", md(&a.series));
@@ -236,8 +245,8 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
     ));
     if let Some(r) = &a.regression {
         out.push_str(&format!(
-            "\nStrong scaling at 100% of the link: {} ({time}), R^2 {:.3}.\n",
-            md(&r.formula(|v| u.format(v))),
+            "\nStrong scaling at 100% of the link: {} ({fitted}), R^2 {:.3}.\n",
+            md(&r.formula(coefficient)),
             r.r2
         ));
     }
@@ -258,16 +267,18 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
         "CTI %",
     ]);
     for p in &a.points {
+        let (low, high) = u.format_interval(p.interval.low, p.interval.high);
+        let (min, max) = u.format_interval(p.min, p.max);
         t.row(vec![
             p.procs.to_string(),
             format!("{}", p.bw_pct),
             p.n.to_string(),
             u.format(p.median),
-            u.format(p.interval.low),
-            u.format(p.interval.high),
+            low,
+            high,
             format!("{:.0}%", p.coverage * 100.0),
-            u.format(p.min),
-            u.format(p.max),
+            min,
+            max,
             format!("{:.3}", p.cv),
             p.cti.map(one).unwrap_or_else(|| "-".into()),
         ]);
