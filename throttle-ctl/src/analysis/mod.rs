@@ -35,6 +35,7 @@ mod compose;
 pub mod csv;
 pub mod demand;
 pub mod document;
+pub mod glossary;
 pub mod model_error;
 pub mod narrow;
 pub mod noise;

@@ -151,6 +151,9 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
             out.push_str(&format!("warning: {w}\n"));
         }
     }
+    if let Some(f) = super::glossary::footer(&out) {
+        out.push_str(&format!("\n{f}\n"));
+    }
     out
 }
 
