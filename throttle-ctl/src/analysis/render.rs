@@ -286,7 +286,7 @@ fn demand(out: &mut String, a: &Analysis, levels: &[f64], capacity: Option<&str>
         a.interpolation.describe()
     ));
     let mut header = vec!["procs".to_string()];
-    header.extend(levels.iter().map(|c| format!("{c}%")));
+    header.extend(levels.iter().map(|c| format!("CTI {c}%")));
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = Table::new(&hdr);
     let mut sizes: Vec<u32> = a.demand.iter().map(|d| d.procs).collect();
@@ -489,7 +489,7 @@ fn projection_table<'a>(
     targets.sort_unstable();
     targets.dedup();
     let mut header = vec!["procs".to_string()];
-    header.extend(levels.iter().map(|c| format!("{c}%")));
+    header.extend(levels.iter().map(|c| format!("CTI {c}%")));
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = Table::new(&hdr);
     for p in targets {
