@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -114,16 +114,7 @@ impl Drop for Unbind {
 pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     let link = Link::new(config.shape);
     link.set_catch_up(config.catch_up);
-    let control = crate::transport::listen_control(config.control)
-        .with_context(|| format!("cannot bind the control API on {}", config.control))?;
-    let data = crate::transport::listen(config.data)
-        .with_context(|| format!("cannot bind the data port on {}", config.data))?;
-    let local_listener = rank_endpoint::bind(&config.local_socket).with_context(|| {
-        format!(
-            "cannot bind the local endpoint at {}",
-            config.local_socket.display()
-        )
-    })?;
+    let (control, data, local_listener) = bind_ports(&config)?;
     // A start that fails from here on leaves no socket file behind.
     let mut unbind = Unbind(Some(config.local_socket.clone()));
     let control_addr = control.local_addr()?;
@@ -212,6 +203,21 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         stop,
         tasks,
     })
+}
+
+/// The control API, the data port and the local endpoint, bound.
+fn bind_ports(config: &AgentConfig) -> anyhow::Result<(TcpListener, TcpListener, UnixListener)> {
+    let control = crate::transport::listen_control(config.control)
+        .with_context(|| format!("cannot bind the control API on {}", config.control))?;
+    let data = crate::transport::listen(config.data)
+        .with_context(|| format!("cannot bind the data port on {}", config.data))?;
+    let local = rank_endpoint::bind(&config.local_socket).with_context(|| {
+        format!(
+            "cannot bind the local endpoint at {}",
+            config.local_socket.display()
+        )
+    })?;
+    Ok((control, data, local))
 }
 
 /// The interception port (`--intercept`, on 127.0.0.1) and the preload ports (`--preload`,

@@ -224,7 +224,6 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
             format!("{v:.4}")
         }
     };
-    let one = |v: f64| format!("{v:.1}");
     let mut out = format!("# Bandwidth demand of {}\n\n", md(&a.series));
     out.push_str("## Bottom line\n\n");
     for l in &a.bottom_line.lines {
@@ -251,6 +250,20 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
         ));
     }
 
+    out.push_str(&points_md(a, time));
+    out.push_str(&noise_md(a));
+    let all = figures(a);
+    out.push_str(&demand_md(a, &all));
+    out.push_str(&projection_md(a, &all));
+    out.push_str(&tail_md(a));
+    out
+}
+
+/// The completion time per point (`time`: the unit shown, s or rate).
+fn points_md(a: &Analysis, time: &str) -> String {
+    let mut out = String::new();
+    let u = a.time_unit;
+    let one = |v: f64| format!("{v:.1}");
     out.push_str("\n## Completion time per point\n\nThe median of the runs, its order-statistic interval and that interval's confidence, the fastest and slowest run, and the CTI of the median.\n\n");
     let h = |what: &str| format!("{what} ({time})");
     let mut t = Table::new(&[
@@ -285,6 +298,13 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
     }
     out.push_str(&t.markdown());
 
+    out
+}
+
+/// The noise floor per size.
+fn noise_md(a: &Analysis) -> String {
+    let mut out = String::new();
+    let one = |v: f64| format!("{v:.1}");
     if !a.noise.is_empty() {
         out.push_str("\n## Noise floor\n\nThe smallest CTI each size's repeats resolve (90%; pooled run-to-run CV). Demands below it are no measurement.\n\n");
         let mut t = Table::new(&[
@@ -308,7 +328,13 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
         out.push_str(&t.markdown());
     }
 
-    let all = figures(a);
+    out
+}
+
+/// The measured demand per size and level, and the demand constant.
+fn demand_md(a: &Analysis, all: &[Figure]) -> String {
+    let mut out = String::new();
+    let one = |v: f64| format!("{v:.1}");
     out.push_str(&format!(
         "\n## Bandwidth demand\n\nThe bandwidth (% of the link) each size needs to stay within each CTI level, read along {}; `<B`: at most B (the lowest step sufficed), `>B`: more than B (even the highest throttled step was too slow). The interval is the 90% bootstrap over runs.\n\n",
         a.interpolation.describe()
@@ -356,6 +382,13 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
         None => "\nDemand constant: not available.\n".into(),
     });
 
+    out
+}
+
+/// The projected demands, with their intervals and verdicts.
+fn projection_md(a: &Analysis, all: &[Figure]) -> String {
+    let mut out = String::new();
+    let one = |v: f64| format!("{v:.1}");
     let projected: Vec<&Figure> = all.iter().filter(|f| f.model.is_some()).collect();
     if !projected.is_empty() {
         out.push_str(&format!(
@@ -421,6 +454,12 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
         }
         out.push_str(&t.markdown());
     }
+    out
+}
+
+/// The saturation sizes, the backtests' verdicts, the warnings and what the intervals are.
+fn tail_md(a: &Analysis) -> String {
+    let mut out = String::new();
     if !a.saturation.is_empty() {
         out.push_str(&format!(
             "\n## Saturation\n\nThe smallest size (procs) at which the link saturates, by each model with its verdict ({}).\n\n",

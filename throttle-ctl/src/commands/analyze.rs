@@ -74,6 +74,26 @@ pub struct Args {
 }
 
 impl Args {
+    /// The stored runs of the series asked (or all): their observations, the links'
+    /// capacity, which time they are and its unit. The time is chosen over the series
+    /// analysed, not the whole store (a store may hold a rate-measured command beside
+    /// timed workloads).
+    fn stored(
+        &self,
+    ) -> anyhow::Result<(Vec<analysis::Observation>, Option<f64>, String, TimeUnit)> {
+        let db = self.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+        if !db.exists() {
+            anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
+        }
+        let store = Store::read(&db)?;
+        let mut rows = store.rows()?;
+        if let Some(s) = &self.series {
+            rows.retain(|r| &r.series == s);
+        }
+        let (obs, chosen) = measurements::observations(&rows, self.time)?;
+        Ok((obs, store.capacity()?, chosen.what.to_string(), chosen.unit))
+    }
+
     pub fn exec(self, _ctx: &Context) -> Exit {
         let levels = parse_cti(&self.cti, "--cti")?;
         let predict = match &self.predict {
@@ -122,21 +142,7 @@ impl Args {
                     unit,
                 )
             }
-            None => {
-                let db = self.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
-                if !db.exists() {
-                    anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
-                }
-                let store = Store::read(&db)?;
-                // The time is chosen over the series analysed, not the whole store (a
-                // store may hold a rate-measured command beside timed workloads).
-                let mut rows = store.rows()?;
-                if let Some(s) = &self.series {
-                    rows.retain(|r| &r.series == s);
-                }
-                let (obs, chosen) = measurements::observations(&rows, self.time)?;
-                (obs, store.capacity()?, chosen.what.to_string(), chosen.unit)
-            }
+            None => self.stored()?,
         };
         let question = Question {
             cti: levels.clone(),

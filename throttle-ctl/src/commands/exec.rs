@@ -18,6 +18,7 @@
 use anyhow::{anyhow, bail};
 use clap::Args as ClapArgs;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 
 use super::{Context, Exit};
 
@@ -49,6 +50,67 @@ const YIELD_WHEN_IDLE: &str = "OMPI_MCA_mpi_yield_when_idle";
 const IF_INCLUDE: &str = "OMPI_MCA_btl_tcp_if_include";
 const IF_EXCLUDE: &str = "OMPI_MCA_btl_tcp_if_exclude";
 
+/// The node's own temporary directory in the cluster's state directory (made, private),
+/// as on a real host: programs that keep per-host state in TMPDIR (Open MPI's session
+/// directories) must not collide. `None` for a cluster without a state directory.
+fn node_tmp(cluster: &crate::cluster::Cluster, node: &str) -> anyhow::Result<Option<PathBuf>> {
+    let Some(t) = cluster
+        .file
+        .local_dir
+        .as_ref()
+        .map(|d| d.join(format!("tmp-{node}")))
+    else {
+        return Ok(None);
+    };
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(&t) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => bail!(
+            "cannot create the node's temporary directory {}: {e}",
+            t.display()
+        ),
+    }
+    Ok(Some(t))
+}
+
+/// What a command needs to run as node `node` of a loopback cluster, whose agent's
+/// preload port is `agent`: that agent up (else refused), its address for the library,
+/// and Open MPI told to use the loopback interface, where the node's address is. The
+/// kernel redirect (`asked`) is refused: it needs namespace hosts.
+fn as_loopback_node(
+    cmd: &mut std::process::Command,
+    node: &str,
+    agent: std::net::SocketAddr,
+    asked: Option<crate::intercept::Mode>,
+) -> anyhow::Result<()> {
+    if asked == Some(crate::intercept::Mode::Kernel) {
+        bail!(
+            "node `{node}` is a node of a loopback cluster, where only the preload library intercepts (the kernel redirect needs namespace hosts: `local up --netns`, as root)"
+        );
+    }
+    // Without its agent the command would run as no node at all (its binds and
+    // interfaces this host's) and unthrottled: refused, as ssh to a host that is down
+    // fails. Only an agent of this user's (or root's) counts.
+    let me = nix::unistd::geteuid().as_raw();
+    match throttle_proto::os::socket_table::listener_owner(agent) {
+        Some(uid) if uid == me || uid == 0 => {}
+        _ => bail!(
+            "node `{node}`'s agent does not listen at its preload port {agent} (it stopped, or crashed): start it again with `throttle-ctl local restart {node}`"
+        ),
+    }
+    // The library asks this node's agent which node it is, and hands its connections to
+    // the others over to it.
+    cmd.env("THROTTLE_PRELOAD_AGENT", agent.to_string());
+    // Open MPI's TCP transport publishes its interfaces' addresses and leaves out
+    // loopback by default: on a loopback cluster the node's address is on the loopback
+    // interface (as the library shows it).
+    if std::env::var_os(IF_INCLUDE).is_none() && std::env::var_os(IF_EXCLUDE).is_none() {
+        cmd.env(IF_INCLUDE, "lo");
+    }
+    Ok(())
+}
+
 /// Where a node's commands run.
 enum Place {
     /// In the node's network namespace.
@@ -78,24 +140,7 @@ impl Args {
             bail!("no command given: throttle-ctl exec NODE -- COMMAND...");
         }
         let line = words.join(" ");
-        // Each node its own temporary directory, as on a real host: programs that keep
-        // per-host state in TMPDIR (Open MPI's session directories) must not collide.
-        let tmp = cluster
-            .file
-            .local_dir
-            .as_ref()
-            .map(|d| d.join(format!("tmp-{}", node.name)));
-        if let Some(t) = &tmp {
-            use std::os::unix::fs::DirBuilderExt;
-            match std::fs::DirBuilder::new().mode(0o700).create(t) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => bail!(
-                    "cannot create the node's temporary directory {}: {e}",
-                    t.display()
-                ),
-            }
-        }
+        let tmp = node_tmp(&cluster, &node.name)?;
         let asked = match (self.intercept, std::env::var(crate::intercept::ENV)) {
             (Some(m), _) => Some(m),
             (None, Ok(v)) if !v.is_empty() => Some(
@@ -118,34 +163,7 @@ impl Args {
                 })
             }
             Place::Loopback(agent) => {
-                if asked == Some(crate::intercept::Mode::Kernel) {
-                    bail!(
-                        "node `{}` is a node of a loopback cluster, where only the preload library intercepts (the kernel redirect needs namespace hosts: `local up --netns`, as root)",
-                        node.name
-                    );
-                }
-                // Without its agent the command would run as no node at all (its binds and
-                // interfaces this host's) and unthrottled: refused, as ssh to a host that
-                // is down fails. Only an agent of this user's (or root's) counts.
-                let me = nix::unistd::geteuid().as_raw();
-                match throttle_proto::os::socket_table::listener_owner(*agent) {
-                    Some(uid) if uid == me || uid == 0 => {}
-                    _ => bail!(
-                        "node `{}`'s agent does not listen at its preload port {agent} (it stopped, or crashed): start it again with `throttle-ctl local restart {}`",
-                        node.name,
-                        node.name
-                    ),
-                }
-                // The library asks this node's agent which node it is, and hands its
-                // connections to the others over to it.
-                cmd.env("THROTTLE_PRELOAD_AGENT", agent.to_string());
-                // Open MPI's TCP transport publishes its interfaces' addresses and leaves
-                // out loopback by default: on a loopback cluster the node's address is on
-                // the loopback interface (as the library shows it).
-                if std::env::var_os(IF_INCLUDE).is_none() && std::env::var_os(IF_EXCLUDE).is_none()
-                {
-                    cmd.env(IF_INCLUDE, "lo");
-                }
+                as_loopback_node(&mut cmd, node.name.as_str(), *agent, asked)?;
                 crate::intercept::Mode::Preload
             }
         };

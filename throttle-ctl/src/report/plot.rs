@@ -434,6 +434,23 @@ where
         .draw()
         .map_err(err)?;
     // Bands first, under every line and marker.
+    draw_bands(&mut chart, series)?;
+    for (i, s) in series.iter().enumerate() {
+        draw_series(&mut chart, s, color(s.colour.unwrap_or(i)), k)?;
+    }
+    legend(&legend_area, series, k)
+}
+
+/// The chart [`plot_with`] draws on: any x axis, a [`Ticked`] y axis.
+type Chart<'a, DB, XC> = ChartContext<'a, DB, Cartesian2d<XC, Ticked>>;
+
+/// The bands of the projected series with intervals, under everything else.
+fn draw_bands<DB, XC>(chart: &mut Chart<'_, DB, XC>, series: &[Series]) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    XC: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+{
     for (i, s) in series.iter().enumerate() {
         if let (true, Some(iv)) = (s.projected, &s.intervals) {
             let c = color(s.colour.unwrap_or(i));
@@ -455,104 +472,131 @@ where
                 .map_err(err)?;
         }
     }
-    for (i, s) in series.iter().enumerate() {
-        let c = color(s.colour.unwrap_or(i));
-        // The line in pieces: it breaks between two edge points in a row.
-        let mut start = 0;
-        for end in 1..=s.points.len() {
-            let gap =
-                end < s.points.len() && s.edges.contains(&(end - 1)) && s.edges.contains(&end);
-            if end == s.points.len() || gap {
-                let piece = s.points[start..end].iter().copied();
-                if s.projected {
-                    chart
-                        .draw_series(DashedLineSeries::new(
-                            piece,
-                            8 * k,
-                            5 * k,
-                            c.stroke_width(2 * ku),
-                        ))
-                        .map_err(err)?;
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(piece, c.stroke_width(2 * ku)))
-                        .map_err(err)?;
-                }
-                start = end;
-            }
-        }
-        if let Some(end) = s.label_at_end {
-            use plotters::style::text_anchor::{HPos, Pos, VPos};
-            let (at, h) = match end {
-                End::Left => (s.points.first(), HPos::Left),
-                End::Right => (s.points.last(), HPos::Right),
-            };
-            if let Some(&(xe, ye)) = at {
-                let style = ("sans-serif", TEXT * k)
-                    .into_font()
-                    .color(&c)
-                    .pos(Pos::new(h, VPos::Bottom));
+    Ok(())
+}
+
+/// A series' markers: filled (measured) or hollow (projected), none at its edge points.
+fn draw_markers<DB, XC>(
+    chart: &mut Chart<'_, DB, XC>,
+    s: &Series,
+    c: RGBColor,
+    k: i32,
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    XC: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+{
+    let ku = k as u32;
+    let shown = |(k, _): &(usize, &(f64, f64))| !s.edges.contains(k);
+    if s.markers && s.projected {
+        // Hollow: a white disc under the outline, so a band or line does not show
+        // through as a fill.
+        chart
+            .draw_series(
+                s.points
+                    .iter()
+                    .enumerate()
+                    .filter(shown)
+                    .flat_map(|(_, &p)| {
+                        [
+                            Circle::new(p, 4 * k, ShapeStyle::from(&WHITE).filled()),
+                            Circle::new(p, 4 * k, c.stroke_width(2 * ku)),
+                        ]
+                    }),
+            )
+            .map_err(err)?;
+    } else if s.markers {
+        chart
+            .draw_series(
+                s.points
+                    .iter()
+                    .enumerate()
+                    .filter(shown)
+                    .map(|(_, &p)| Circle::new(p, 4 * k, c.filled())),
+            )
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// One series: its line (solid, or dashed when projected; in pieces where it left the
+/// axis), its label at an end (a reference line), its markers (filled, or hollow when
+/// projected), the bounds of censored figures with their arrows, and the error bars of a
+/// measured series. `k`: the drawing's scale.
+fn draw_series<DB, XC>(chart: &mut Chart<'_, DB, XC>, s: &Series, c: RGBColor, k: i32) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    XC: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+{
+    let ku = k as u32;
+    // The line in pieces: it breaks between two edge points in a row.
+    let mut start = 0;
+    for end in 1..=s.points.len() {
+        let gap = end < s.points.len() && s.edges.contains(&(end - 1)) && s.edges.contains(&end);
+        if end == s.points.len() || gap {
+            let piece = s.points[start..end].iter().copied();
+            if s.projected {
                 chart
-                    .draw_series(std::iter::once(Text::new(s.name.clone(), (xe, ye), style)))
+                    .draw_series(DashedLineSeries::new(
+                        piece,
+                        8 * k,
+                        5 * k,
+                        c.stroke_width(2 * ku),
+                    ))
+                    .map_err(err)?;
+            } else {
+                chart
+                    .draw_series(LineSeries::new(piece, c.stroke_width(2 * ku)))
                     .map_err(err)?;
             }
+            start = end;
         }
-        let shown = |(k, _): &(usize, &(f64, f64))| !s.edges.contains(k);
-        if s.markers && s.projected {
-            // Hollow: a white disc under the outline, so a band or line does not show
-            // through as a fill.
+    }
+    if let Some(end) = s.label_at_end {
+        use plotters::style::text_anchor::{HPos, Pos, VPos};
+        let (at, h) = match end {
+            End::Left => (s.points.first(), HPos::Left),
+            End::Right => (s.points.last(), HPos::Right),
+        };
+        if let Some(&(xe, ye)) = at {
+            let style = ("sans-serif", TEXT * k)
+                .into_font()
+                .color(&c)
+                .pos(Pos::new(h, VPos::Bottom));
             chart
-                .draw_series(
-                    s.points
-                        .iter()
-                        .enumerate()
-                        .filter(shown)
-                        .flat_map(|(_, &p)| {
-                            [
-                                Circle::new(p, 4 * k, ShapeStyle::from(&WHITE).filled()),
-                                Circle::new(p, 4 * k, c.stroke_width(2 * ku)),
-                            ]
-                        }),
-                )
-                .map_err(err)?;
-        } else if s.markers {
-            chart
-                .draw_series(
-                    s.points
-                        .iter()
-                        .enumerate()
-                        .filter(shown)
-                        .map(|(_, &p)| Circle::new(p, 4 * k, c.filled())),
-                )
-                .map_err(err)?;
-        }
-        for &((x, y), above) in &s.bounds {
-            chart
-                .draw_series(std::iter::once(Circle::new(
-                    (x, y),
-                    5 * k,
-                    c.stroke_width(2 * ku),
-                )))
-                .map_err(err)?;
-            // The arrow, in pixels: a shaft from the marker and a head.
-            let dir = if above { -k } else { k };
-            let arrow = EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 6 * dir), (0, 22 * dir)], c.stroke_width(2 * ku))
-                + PathElement::new(
-                    vec![(-5 * k, 16 * dir), (0, 22 * dir), (5 * k, 16 * dir)],
-                    c.stroke_width(2 * ku),
-                );
-            chart.plotting_area().draw(&arrow).map_err(err)?;
-        }
-        if let (false, Some(iv)) = (s.projected, &s.intervals) {
-            chart
-                .draw_series(s.points.iter().zip(iv).map(|(&(x, y), &(lo, hi))| {
-                    ErrorBar::new_vertical(x, lo, y, hi, c.stroke_width(ku), 8 * ku)
-                }))
+                .draw_series(std::iter::once(Text::new(s.name.clone(), (xe, ye), style)))
                 .map_err(err)?;
         }
     }
-    legend(&legend_area, series, k)
+    draw_markers(chart, s, c, k)?;
+    for &((x, y), above) in &s.bounds {
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (x, y),
+                5 * k,
+                c.stroke_width(2 * ku),
+            )))
+            .map_err(err)?;
+        // The arrow, in pixels: a shaft from the marker and a head.
+        let dir = if above { -k } else { k };
+        let arrow = EmptyElement::at((x, y))
+            + PathElement::new(vec![(0, 6 * dir), (0, 22 * dir)], c.stroke_width(2 * ku))
+            + PathElement::new(
+                vec![(-5 * k, 16 * dir), (0, 22 * dir), (5 * k, 16 * dir)],
+                c.stroke_width(2 * ku),
+            );
+        chart.plotting_area().draw(&arrow).map_err(err)?;
+    }
+    if let (false, Some(iv)) = (s.projected, &s.intervals) {
+        chart
+            .draw_series(s.points.iter().zip(iv).map(|(&(x, y), &(lo, hi))| {
+                ErrorBar::new_vertical(x, lo, y, hi, c.stroke_width(ku), 8 * ku)
+            }))
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// The y axis's range: the one given, or every value drawn (points, intervals, bounds)
