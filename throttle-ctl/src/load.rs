@@ -11,11 +11,47 @@ use crate::cluster::Cluster;
 /// A run started when the CPUs were busier than this is reported.
 pub const BUSY: f64 = 0.25;
 
-/// Runs of a size that kept the CPUs at least this busy, by their median, are CPU-bound:
-/// their time measures the cores as much as the link (a share of all cores over the
-/// run; see experiments/2026-11-27-warnings.md for what CPU-bound and sleeping programs
+/// Runs of a size whose own processes used at least this share of all cores over the
+/// run, by their median, are CPU-bound: their time measures the cores as much as the link
+/// (see experiments/2026-11-27-warnings.md for what CPU-bound and sleeping programs
 /// showed here).
-pub const CPU_BOUND: f64 = 0.9;
+pub const CPU_BOUND: f64 = 0.75;
+
+/// The CPU time, in seconds, that a run's own processes have used so far on this
+/// machine: the local cluster's agents (`agents`: their pids) with the ranks they
+/// launched and reaped, and this process's reaped children (a command and what it
+/// started). Read before and after a run, the difference is the run's, whatever else
+/// runs on the machine (the machine's busy share counted a build beside the sweep as
+/// the run's).
+pub fn own_cpu_seconds(agents: &[u32]) -> f64 {
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&h| h > 0)
+        .unwrap_or(100) as f64;
+    let agents: u64 = agents
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| process_ticks(&stat))
+        .sum();
+    let children = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let t = |v: nix::sys::time::TimeVal| v.tv_sec() as f64 + v.tv_usec() as f64 / 1e6;
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or(0.0);
+    agents as f64 / hz + children
+}
+
+/// utime + stime + cutime + cstime of a `/proc/PID/stat` line, in clock ticks (the
+/// fields after the parenthesised name, which may hold spaces).
+fn process_ticks(stat: &str) -> Option<u64> {
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // After the name: state is field 3 of the line, utime 14 .. cstime 17.
+    let at = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok());
+    Some(at(14)? + at(15)? + at(16)? + at(17)?)
+}
 
 /// The aggregate CPU counters of `/proc/stat` (USER_HZ ticks).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -100,7 +136,7 @@ pub fn cpu_bound(by_nodes: &std::collections::BTreeMap<usize, Vec<f64>>) -> Opti
         .collect();
     (!bound.is_empty()).then(|| {
         format!(
-            "the runs at {} kept this machine's CPUs busy (the median share of CPU time during a run): their times are CPU-bound, and a CTI measured there says little about the link (use fewer nodes here, or a machine with more cores)",
+            "the runs at {} used this machine's cores (their processes' CPU time, the median share of all cores over a run): their times are CPU-bound, and a CTI measured there says little about the link (use fewer nodes here, or a machine with more cores)",
             bound.join(", ")
         )
     })
@@ -119,6 +155,14 @@ fn emulated(nodes: usize, ranks_per_node: usize, cores: usize) -> Option<String>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_processs_ticks_are_read_past_a_name_with_spaces() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 7 3 2 1 20 0 1 0 100 1000 10";
+        assert_eq!(super::process_ticks(stat), Some(7 + 3 + 2 + 1));
+        assert_eq!(super::process_ticks("garbage"), None);
+        assert!(super::own_cpu_seconds(&[std::process::id()]) >= 0.0);
+    }
+
     #[test]
     fn only_sizes_whose_runs_kept_the_cpus_busy_are_cpu_bound() {
         let mut by = std::collections::BTreeMap::new();

@@ -135,8 +135,8 @@ pub enum SweepEvent<'a> {
     WarmingUp { nodes: usize },
     /// The machine was busy (a share of its CPUs, 0..1) just before this run.
     Busy { point: &'a SweepPoint, busy: f64 },
-    /// How busy the CPUs were during a run (a share, 0..1): runs that keep every core
-    /// busy measure the CPUs as much as the link.
+    /// The share of all cores (0..1) the run's own processes used during it (a local
+    /// cluster's): runs that keep every core busy measure the CPUs as much as the link.
     Cpu { point: &'a SweepPoint, busy: f64 },
     /// `repeats = "auto"`: another round of repeats for points not yet precise enough.
     MoreRepeats { round: usize, points: usize },
@@ -779,6 +779,14 @@ impl<'a> Runner<'a> {
             let (before_run, busy) = self.settle(p, on_event);
             let started_at = now_utc();
             attempted = true;
+            let agents: Vec<u32> = self
+                .cluster
+                .file
+                .nodes
+                .iter()
+                .filter_map(|n| n.pid)
+                .collect();
+            let cpu_before = (load::own_cpu_seconds(&agents), Instant::now());
             let outcome = match job::execute(self.cluster, &job_spec, self.cancel) {
                 Ok(o) => o,
                 Err(e) if self.options.fail_fast => {
@@ -792,15 +800,22 @@ impl<'a> Runner<'a> {
             if outcome.status == RunStatus::Interrupted {
                 return Ok(false);
             }
-            let during = before_run
+            let steal = before_run
                 .zip(load::CpuTimes::now())
-                .and_then(|(a, b)| load::shares(a, b));
-            let steal = during.map(|s| s.1);
-            if let Some((cpu, _)) = during {
-                on_event(SweepEvent::Cpu {
-                    point: p,
-                    busy: cpu,
-                });
+                .and_then(|(a, b)| load::shares(a, b))
+                .map(|s| s.1);
+            // The run's own processes' share of all cores (a local cluster's: its agents
+            // and their ranks, and a command's processes).
+            if !agents.is_empty() {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+                let wall = cpu_before.1.elapsed().as_secs_f64();
+                let used = load::own_cpu_seconds(&agents) - cpu_before.0;
+                if wall > 0.0 {
+                    on_event(SweepEvent::Cpu {
+                        point: p,
+                        busy: (used / (wall * cores)).clamp(0.0, 1.0),
+                    });
+                }
             }
             self.ran += 1;
             let ok = outcome.status == RunStatus::Ok;
