@@ -234,6 +234,14 @@ fn interception_listeners(
     if config.preload_port.is_some() && ip.is_unspecified() {
         anyhow::bail!("--preload needs the node's own address as --data (got {data_addr}): the other nodes' agents and programs must see this node at that address");
     }
+    // 127.0.0.1 and ::1 are every program's localhost: a node there would take the
+    // machine's own services for its own (a loopback cluster's nodes are 127.0.1.1, ...).
+    if config.preload_port.is_some()
+        && (ip == std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST)
+            || ip == std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST))
+    {
+        anyhow::bail!("--preload with --data on {ip}: that is every program's localhost, not a node's address; give a loopback cluster's node another loopback address (127.0.1.1, ...), or a real node its own address");
+    }
     let intercept_listener = if config.intercept {
         Some(
             crate::transport::listen(SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -256,10 +264,12 @@ fn interception_listeners(
         })?);
         return Ok((intercept_listener, preload_listeners));
     }
-    preload_listeners.push(
-        crate::transport::listen(SocketAddr::from(([127, 0, 0, 1], port)))
-            .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?,
-    );
+    let v4 = crate::transport::listen(SocketAddr::from(([127, 0, 0, 1], port)))
+        .with_context(|| format!("cannot bind the preload port 127.0.0.1:{port} (another agent on this node? choose one with --preload-port, and the same THROTTLE_PRELOAD_AGENT for the programs)"))?;
+    // Port 0: the one IPv4 got, on ::1 too (the library reaches ::1 at the port it was
+    // given for 127.0.0.1).
+    let port = v4.local_addr()?.port();
+    preload_listeners.push(v4);
     // IPv6 sockets reach the agent on ::1 (where this host has IPv6). Someone else
     // there would receive the programs' IPv6 connections: the agent does not start.
     let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));

@@ -419,9 +419,6 @@ fn the_deploy_examples_are_valid() {
     }
 }
 
-/// Finding: another user who bound `[::1]:PORT` before the agent started received the
-/// programs' IPv6 preload connections (the agent bound 127.0.0.1 only, silently). The
-/// agent now refuses to start while something else holds an address it serves.
 /// Issue 37: an agent that refuses to start after binding its local endpoint (here: the
 /// kernel redirect asked of a loopback node, or a preload port someone holds) leaves no
 /// socket file behind (it left `n0.sock`, which the next start had to clear).
@@ -458,6 +455,9 @@ fn a_failed_start_leaves_no_socket_file() {
     }
 }
 
+/// Finding: another user who bound `[::1]:PORT` before the agent started received the
+/// programs' IPv6 preload connections (the agent bound 127.0.0.1 only, silently). The
+/// agent now refuses to start while something else holds an address it serves.
 #[test]
 fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
     let Ok(squatter) = std::net::TcpListener::bind("[::1]:0") else {

@@ -102,11 +102,11 @@ pub fn shares(before: CpuTimes, after: CpuTimes) -> Option<(f64, f64)> {
     })
 }
 
-/// On a cluster whose nodes all run on this machine (`local up`), the note for a size
-/// whose ranks and agents outnumber the cores, said before a sweep: with emulated compute
-/// (ranks that sleep), more noise; for other programs, that the sweep will say which
-/// sizes turned out CPU-bound ([`cpu_bound`]: measured, since a program that sleeps or
-/// waits does not load the cores however many ranks it has).
+/// On a cluster whose nodes all run on this machine (`local up`), the note said before a
+/// sweep for a size whose nodes outnumber the cores, when the ranks' compute is emulated
+/// (they sleep): more run-to-run noise. Whether other programs' sizes are CPU-bound is
+/// measured during their runs instead ([`cpu_bound`]): a program that sleeps or waits
+/// does not load the cores however many ranks it has.
 pub fn oversubscription(
     cluster: &Cluster,
     nodes: usize,

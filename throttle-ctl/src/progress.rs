@@ -103,8 +103,8 @@ impl SweepProgress {
     fn line(&mut self, text: &str) {
         match &self.bar {
             Some(b) => b.println(text),
-            // A closed standard error (`2>&1 | head`) must not stop the sweep: the
-            // bandwidth is put back and the runs stored whatever becomes of the output.
+            // A closed standard error (`2>&1 | head`) stops the sweep as on Ctrl-C (with
+            // `stop_on_closed_output`): the bandwidth is put back, the runs stored kept.
             None => {
                 if writeln!(self.out, "{text}")
                     .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
@@ -162,10 +162,6 @@ impl SweepProgress {
                     self.line(&format!("warm-up run on {nodes} node(s), not stored"))
                 }
             }
-            // Not said: whether a busy machine changed a run's time shows only beside its
-            // repeats, and `analyze` names the runs it changed (a share of busy CPU alone
-            // flagged 132 of 154 runs of a demo whose times it had not moved).
-            SweepEvent::Busy { .. } => {}
             SweepEvent::Cpu { point, busy } => self.cpu.entry(point.nodes).or_default().push(busy),
             SweepEvent::MoreRepeats { round, points } => self.line(&format!(
                 "repeats=auto, round {round}: {points} point(s) not yet within the precision asked get another run"
@@ -375,16 +371,51 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_machine_is_not_a_warning_of_the_sweeps() {
+    fn the_bar_is_made_when_the_first_run_starts_with_its_length() {
+        let mut p = SweepProgress::to(true, Box::new(Lines::default()));
+        assert!(p.bar.is_none(), "a bar before any run would show 0/0 runs");
+        p.event(SweepEvent::Starting {
+            index: 0,
+            todo: 12,
+            point: &point(0),
+        });
+        let bar = p.bar.as_ref().unwrap();
+        assert_eq!((bar.length(), bar.position()), (Some(12), 0));
+        p.finish();
+    }
+
+    #[test]
+    fn the_sizes_whose_runs_used_the_cores_are_named_at_the_end() {
         let lines = Lines::default();
         let mut p = SweepProgress::to(false, Box::new(lines.clone()));
-        for r in 0..16 {
-            p.event(SweepEvent::Busy {
-                point: &point(r),
-                busy: 0.6,
+        for (r, busy) in [0.9, 0.85, 0.2].into_iter().enumerate() {
+            p.event(SweepEvent::Cpu {
+                point: &point(r as u32),
+                busy,
             });
         }
         p.finish();
-        assert!(lines.text().is_empty(), "{}", lines.text());
+        let text = lines.text();
+        assert!(
+            text.contains("warning: the runs at 2 node(s) (85%)") && text.contains("CPU-bound"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_broken_pipe_stops_the_sweep() {
+        static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut p = SweepProgress::to(false, Box::new(Closed)).stop_on_closed_output(&STOP);
+        p.event(SweepEvent::LeftoversRemoved(1));
+        assert!(p.output_closed() && STOP.load(Ordering::SeqCst));
     }
 }

@@ -64,25 +64,24 @@ impl TimeUnit {
     /// A value of the analysis as it is shown ([`TimeUnit::shown`]), with the digits it
     /// needs (a rate such as TEPS is near 1e6).
     pub fn format(self, v: f64) -> String {
-        let v = self.shown(v);
-        if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e5) {
-            format!("{v:.4e}")
-        } else {
-            format!("{v:.4}")
-        }
+        number(self.shown(v))
     }
 
     /// An interval as it is shown: `[low, high]` in that order.
     pub fn format_interval(self, low: f64, high: f64) -> (String, String) {
         let (l, h) = self.shown_interval(low, high);
-        let f = |v: f64| {
-            if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e5) {
-                format!("{v:.4e}")
-            } else {
-                format!("{v:.4}")
-            }
-        };
-        (f(l), f(h))
+        (number(l), number(h))
+    }
+}
+
+/// A number with the digits it needs: four decimals, or four significant digits in
+/// scientific notation when very small or large (1/TEPS near 1e-7, TEPS near 1e6). The
+/// strong-scaling fit's coefficients, which stay in the analysed unit, are written so.
+pub fn number(v: f64) -> String {
+    if v != 0.0 && (v.abs() < 1e-3 || v.abs() >= 1e5) {
+        format!("{v:.4e}")
+    } else {
+        format!("{v:.4}")
     }
 }
 

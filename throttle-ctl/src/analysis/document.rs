@@ -217,13 +217,7 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
         TimeUnit::Seconds => ("s", "s"),
         TimeUnit::InverseRate => ("rate", "1/rate"),
     };
-    let coefficient = |v: f64| {
-        if v != 0.0 && v.abs() < 1e-3 {
-            format!("{v:.4e}")
-        } else {
-            format!("{v:.4}")
-        }
-    };
+    let coefficient = super::answer::number;
     let mut out = format!("# Bandwidth demand of {}\n\n", md(&a.series));
     out.push_str("## Bottom line\n\n");
     for l in &a.bottom_line.lines {

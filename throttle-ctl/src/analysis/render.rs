@@ -227,13 +227,7 @@ fn regression(out: &mut String, a: &Analysis) {
     };
     // The fit's coefficients are in the analysed unit (a rate's inverse), not shown as
     // rates.
-    let f = |v: f64| {
-        if v != 0.0 && v.abs() < 1e-3 {
-            format!("{v:.4e}")
-        } else {
-            format!("{v:.4}")
-        }
-    };
+    let f = super::answer::number;
     out.push_str(&format!(
         "strong scaling at 100%   {}   R^2 {:.3}  adj R^2 {}  MSE {:.3e}\n  leave-one-out RMSE {}  leave-one-size-out RMSE {}\n",
         r.formula(f),

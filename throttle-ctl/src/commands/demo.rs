@@ -58,8 +58,8 @@ pub struct Args {
     /// do not compete for this machine's cores), `pmm` (Fox's matrix multiplication,
     /// compute emulated the same way; its square grids put the held-out size at 25
     /// nodes, more than a small machine can emulate) or `bfs` (Graph500 BFS, real
-    /// compute: on a small machine its larger sizes are CPU-bound, and the analysis says
-    /// so).
+    /// compute: on a small machine its larger sizes are CPU-bound, and the sweep says
+    /// so at its end).
     #[arg(long, value_enum, default_value = "mw")]
     workload: DemoWorkload,
     /// Node counts (one rank each); the largest is held out for validation
@@ -312,7 +312,12 @@ impl Drop for Down {
     }
 }
 
-fn run_demo(opts: &Args, sizes: &[usize], cti: &[f64], cancel: &AtomicBool) -> Result<DemoResult> {
+fn run_demo(
+    opts: &Args,
+    sizes: &[usize],
+    cti: &[f64],
+    cancel: &'static AtomicBool,
+) -> Result<DemoResult> {
     let mut sizes = sizes.to_vec();
     sizes.sort_unstable();
     sizes.dedup();
@@ -492,14 +497,15 @@ fn run_sweep(
     cluster: &Cluster,
     store: &Store,
     db: &Path,
-    cancel: &AtomicBool,
+    cancel: &'static AtomicBool,
 ) -> Result<bool> {
     let options = sweep::SweepOptions {
         job_prefix: sweep::job_prefix(db, &sweep.series),
         lease: throttle_proto::Lease::DEFAULT,
         fail_fast: false,
     };
-    let mut progress = SweepProgress::new(false);
+    // A closed output (`demo 2>&1 | head`) stops it as Ctrl-C does.
+    let mut progress = SweepProgress::new(false).stop_on_closed_output(cancel);
     let end = sweep.execute(cluster, store, &options, cancel, |e| progress.event(e));
     progress.finish();
     Ok(matches!(end?, SweepEnd::Interrupted { .. }))

@@ -86,7 +86,8 @@ fn as_loopback_node(
 ) -> anyhow::Result<()> {
     if asked == Some(crate::intercept::Mode::Kernel) {
         bail!(
-            "node `{node}` is a node of a loopback cluster, where only the preload library intercepts (the kernel redirect needs namespace hosts: `local up --netns`, as root)"
+            "node `{node}` is a node of a loopback cluster, where only the preload library intercepts, and the kernel redirect was asked (--intercept kernel, or {}=kernel in the environment); the kernel redirect needs namespace hosts: `local up --netns`, as root",
+            crate::intercept::ENV
         );
     }
     // Without its agent the command would run as no node at all (its binds and

@@ -18,7 +18,7 @@ use crate::sweep::{self, Sweep, SweepEnd, SweepOptions};
 #[derive(ClapArgs, Debug)]
 #[command(
     after_help = concat!(
-        "Re-running the same command skips the points already stored (and first removes jobs an\nearlier, killed run of it left on the agents); Ctrl-C stops after killing the running\njob. A node that cannot be reached fails its points with a reason naming it, and the\nsweep goes on (--fail-fast stops). The bandwidth of the nodes is put back as it was when\nthe sweep ends, however it ends. Each run's output is stored with it (a command's whole\noutput): `throttle-ctl output JOB` prints it; a failed run's line names its job.\n\nExit status: 0 complete, 1 points given up (or --fail-fast stopped), 130 interrupted.\n\n",
+        "Re-running the same command skips the points already stored (and first removes jobs an\nearlier, killed run of it left on the agents); Ctrl-C stops after killing the running\njob. A node that cannot be reached fails its points with a reason naming it, and the\nsweep goes on (--fail-fast stops). The bandwidth of the nodes is put back as it was when\nthe sweep ends, however it ends. Each run's output is stored with it (a command's whole\noutput): `throttle-ctl output JOB` prints it; a failed run's line names its job.\n\nExit status: 0 complete, 1 points given up (or --fail-fast stopped), 130 interrupted,\n141 stopped because its output was closed (`| head`: the bandwidth is put back, what\nran is stored).\n\n",
         crate::sweep_keys_help!()
     )
 )]

@@ -133,8 +133,6 @@ pub enum SweepEvent<'a> {
     },
     /// The unstored warm-up run of a node count is starting.
     WarmingUp { nodes: usize },
-    /// The machine was busy (a share of its CPUs, 0..1) just before this run.
-    Busy { point: &'a SweepPoint, busy: f64 },
     /// The share of all cores (0..1) the run's own processes used during it (a local
     /// cluster's): runs that keep every core busy measure the CPUs as much as the link.
     Cpu { point: &'a SweepPoint, busy: f64 },
@@ -776,7 +774,7 @@ impl<'a> Runner<'a> {
                 point: p,
             });
             let job_spec = self.job(p.nodes, p.bw);
-            let (before_run, busy) = self.settle(p, on_event);
+            let (before_run, busy) = self.settle();
             let started_at = now_utc();
             attempted = true;
             let agents: Vec<u32> = self
@@ -882,14 +880,10 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// The settle pause before running `p`, measuring how busy the machine is while
-    /// nothing of ours runs (told when over [`load::BUSY`]); the CPU times at its end and
-    /// the busy share.
-    fn settle(
-        &self,
-        p: &SweepPoint,
-        on_event: &mut dyn FnMut(SweepEvent<'_>),
-    ) -> (Option<load::CpuTimes>, Option<f64>) {
+    /// The settle pause before a run, measuring how busy the machine is while nothing of
+    /// ours runs (stored with the run; `analyze` names the busy runs whose time stands
+    /// out); the CPU times at its end and the busy share.
+    fn settle(&self) -> (Option<load::CpuTimes>, Option<f64>) {
         let before_settle = load::CpuTimes::now();
         if self.sweep.spec.settle > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(self.sweep.spec.settle));
@@ -899,9 +893,6 @@ impl<'a> Runner<'a> {
             .zip(before_run)
             .and_then(|(a, b)| load::shares(a, b))
             .map(|s| s.0);
-        if let Some(b) = busy.filter(|b| *b > load::BUSY) {
-            on_event(SweepEvent::Busy { point: p, busy: b });
-        }
         (before_run, busy)
     }
 
