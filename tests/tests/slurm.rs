@@ -211,6 +211,10 @@ impl Slurm {
 
     fn remove_hosts(&self) {
         for i in 1..=NODES {
+            // The host side of a veth outlives its namespace while the kernel still
+            // holds the namespace (closing TCP connections: up to minutes).
+            let veth = format!("thslurm-v{i}");
+            let _ = Command::new("ip").args(["link", "del", &veth]).output();
             let _ = Command::new("ip").args(["netns", "del", &ns(i)]).output();
         }
         let _ = Command::new("ip").args(["link", "del", BRIDGE]).output();
