@@ -19,6 +19,12 @@
 # Default: kernel as root, preload otherwise.
 set -euo pipefail
 
+# Where the job's time goes: a line as each phase ends, in seconds since the script began.
+T0=$(date +%s.%N)
+say() {
+  echo "slurm-sweep: $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s: $*"
+}
+
 SPEC=$(realpath -- "${1:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}")
 CAPACITY=${2:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}
 BIN=$(cd "${BIN:-$(dirname "$(command -v throttle-ctl)")}" && pwd)
@@ -30,6 +36,7 @@ cd "$OUT"
 # The cluster file and a fresh token (on the shared file system, mode 600).
 "$BIN/throttle-ctl" --cluster cluster.toml cluster init --slurm --capacity "$CAPACITY" \
   --socket-dir "/tmp/throttle-$SLURM_JOB_ID" --force > init.txt
+say "job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: cluster file written"
 case "${INTERCEPT:-auto}" in
   auto) if [ "$(id -u)" = 0 ]; then INTERCEPT=kernel; else INTERCEPT=preload; fi ;;
   kernel|preload|none) ;;
@@ -73,7 +80,9 @@ cleanup() {
   for _ in $(seq 50); do kill -0 "$AGENTS" 2>/dev/null || break; sleep 0.2; done
   kill "$AGENTS" 2>/dev/null || true
   wait "$AGENTS" 2>/dev/null || true
+  say "agents stopped"
   srun --overlap --ntasks-per-node=1 rm -rf "/tmp/throttle-$SLURM_JOB_ID" || true
+  say "socket directories removed; done"
 }
 trap cleanup EXIT
 
@@ -83,7 +92,10 @@ for _ in $(seq 60); do
   sleep 1
 done
 "$BIN/throttle-ctl" --cluster cluster.toml status
+say "every agent answers"
 
 "$BIN/throttle-ctl" --cluster cluster.toml sweep "$SPEC" --db results.db --plain
+say "sweep done"
 "$BIN/throttle-ctl" analyze --db results.db --backtest --report report | tee analysis.txt
+say "analysis done"
 echo "results in $OUT"
