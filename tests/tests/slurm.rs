@@ -399,6 +399,43 @@ fn a_sweep_submitted_with_sbatch_runs_through_the_agents_srun_starts() {
         slow > 3.0 * full,
         "at 20% the program took {slow} s, at 100% {full} s: not shaped"
     );
+    // Where the job's time went: the script's phases, and each stored run's wall time
+    // (its mpirun from start to end).
+    let timeline: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("slurm-sweep:"))
+        .collect();
+    // The job's time: 8-10 s on the idle 2-core machine (scheduling 1.8 s, agents 0.3 s,
+    // warm-up and 2 runs after a 1 s settle each 4.5 s, analysis 1.5 s, stopping 0.2 s),
+    // 9-12 s with two busy loops beside it, about 20 s when a busier machine has the
+    // sweep retry flagged runs. A step left waiting for srun's own retry (what cost
+    // 122-130 s a time before the job's steps overlapped) adds 60 s or more.
+    assert!(
+        job_seconds < 60.0,
+        "the job took {job_seconds:.1} s (the stored runs' wall times {walls:.2?} s):\n{}",
+        timeline.join("\n")
+    );
+    // Stopping the agents: 0.2-1 s. A wait for scancel's reply that a stopping agent
+    // dropped is MessageTimeout (10 s).
+    let at = |phase: &str| {
+        timeline.iter().find(|l| l.ends_with(phase)).and_then(|l| {
+            l.strip_prefix("slurm-sweep:")?
+                .split(" s:")
+                .next()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    let (Some(analysed), Some(stopped)) = (at("analysis done"), at("agents stopped")) else {
+        panic!("the job's output lacks its phases: {log}");
+    };
+    assert!(
+        stopped - analysed < 5.0,
+        "stopping the agents took {:.1} s:\n{}",
+        stopped - analysed,
+        timeline.join("\n")
+    );
 
     // Nothing left: no agent, no interception rules in the hosts, no token copies.
     std::thread::sleep(Duration::from_millis(500));
@@ -434,12 +471,6 @@ fn a_sweep_submitted_with_sbatch_runs_through_the_agents_srun_starts() {
         })
         .collect();
     assert!(leftovers.is_empty(), "the job left {leftovers:?} ({job})");
-    // Where the job's time went: the script's phases, and each stored run's wall time
-    // (its mpirun from start to end).
-    let timeline: Vec<&str> = log
-        .lines()
-        .filter(|l| l.starts_with("slurm-sweep:"))
-        .collect();
     eprintln!(
         "slurm: the job took {job_seconds:.1} s from sbatch to its end (100%: {full} s, 20%: {slow} s; \
          the stored runs' wall times {walls:.2?} s); the whole test {:.1} s\n{}",
