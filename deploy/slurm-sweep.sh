@@ -19,6 +19,12 @@
 # Default: kernel as root, preload otherwise.
 set -euo pipefail
 
+# Where the job's time goes: a line as each phase ends, in seconds since the script began.
+T0=$(date +%s.%N)
+say() {
+  echo "slurm-sweep: $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s: $*"
+}
+
 SPEC=$(realpath -- "${1:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}")
 CAPACITY=${2:?usage: slurm-sweep.sh SPEC.toml CAPACITY (e.g. 10Gbit)}
 BIN=$(cd "${BIN:-$(dirname "$(command -v throttle-ctl)")}" && pwd)
@@ -30,6 +36,7 @@ cd "$OUT"
 # The cluster file and a fresh token (on the shared file system, mode 600).
 "$BIN/throttle-ctl" --cluster cluster.toml cluster init --slurm --capacity "$CAPACITY" \
   --socket-dir "/tmp/throttle-$SLURM_JOB_ID" --force > init.txt
+say "job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: cluster file written"
 case "${INTERCEPT:-auto}" in
   auto) if [ "$(id -u)" = 0 ]; then INTERCEPT=kernel; else INTERCEPT=preload; fi ;;
   kernel|preload|none) ;;
@@ -41,6 +48,14 @@ case "$INTERCEPT" in
   none) AGENT_FLAGS= ;;
 esac
 export BIN AGENT_FLAGS
+# Every step of the job overlaps the others (srun --overlap, srun reads SLURM_OVERLAP),
+# the steps the sweep's programs start included (mpirun's srun of its daemons): the runs
+# take turns, and a run's step need not wait until the previous run's step has released
+# the CPUs. Without it, a run started while the previous step was still ending (its
+# slurmstepd retrying the exit message to the srun mpirun had already ended: 2.3 s)
+# waited for slurmctld to wake its srun, and where that wake-up does not reach srun, for
+# srun's own retry: 60 to 310 s (MAX(60, SlurmctldTimeout) plus up to 9 s).
+export SLURM_OVERLAP=1
 
 # One agent per node, each with its own line of the cluster file; srun keeps them in the
 # allocation and kills them when this script ends.
@@ -68,22 +83,33 @@ AGENTS=$!
 # At the end, however it comes: stop the agents (they remove their rules and sockets),
 # then the sockets' directory on every node.
 # (SIGTERM to the agents' step, the job's first: killing srun would SIGKILL them.)
+# The agents' srun ends once every agent has; scancel is not waited for: its request to
+# another node's slurmd may cross the agents (the kernel redirect takes every TCP
+# connection to the other nodes), and an agent it stops can drop the reply, which scancel
+# then awaits for MessageTimeout (10 s) although every agent got the signal.
 cleanup() {
-  scancel --signal=TERM "$SLURM_JOB_ID.0" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$AGENTS" 2>/dev/null || break; sleep 0.2; done
-  kill "$AGENTS" 2>/dev/null || true
+  scancel --signal=TERM "$SLURM_JOB_ID.0" 2>/dev/null &
+  local signal=$!
+  for _ in $(seq 100); do kill -0 "$AGENTS" 2>/dev/null || break; sleep 0.1; done
+  kill "$AGENTS" "$signal" 2>/dev/null || true
   wait "$AGENTS" 2>/dev/null || true
+  wait "$signal" 2>/dev/null || true
+  say "agents stopped"
   srun --overlap --ntasks-per-node=1 rm -rf "/tmp/throttle-$SLURM_JOB_ID" || true
+  say "socket directories removed; done"
 }
 trap cleanup EXIT
 
-# Wait until every agent answers.
-for _ in $(seq 60); do
+# Wait until every agent answers (60 s at most).
+for _ in $(seq 300); do
   if "$BIN/throttle-ctl" --cluster cluster.toml status > /dev/null 2>&1; then break; fi
-  sleep 1
+  sleep 0.2
 done
 "$BIN/throttle-ctl" --cluster cluster.toml status
+say "every agent answers"
 
 "$BIN/throttle-ctl" --cluster cluster.toml sweep "$SPEC" --db results.db --plain
+say "sweep done"
 "$BIN/throttle-ctl" analyze --db results.db --backtest --report report | tee analysis.txt
+say "analysis done"
 echo "results in $OUT"
