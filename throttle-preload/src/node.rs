@@ -3,7 +3,7 @@
 //! one of them (`throttle-ctl exec NODE`, which names that node's agent) must see the
 //! machine as that node would.
 //!
-//! * A bind of a TCP socket to a port on every address (0.0.0.0:P or [::]:P) takes the
+//! * A bind of a TCP socket to a port on every address (`0.0.0.0:P` or `[::]:P`) takes the
 //!   node's address: two nodes' servers can use one port, and a connection to a node's
 //!   address reaches that node's programs only, as between hosts. (A wildcard bind
 //!   without a port is left alone: a client's, or a server's on an ephemeral port, which

@@ -136,7 +136,7 @@ fn covers(i: &Interval) -> &'static str {
     }
 }
 
-/// The columns of [`csv`].
+/// The columns of [`csv()`].
 pub const CSV_COLUMNS: [&str; 20] = [
     "figure",
     "model",
