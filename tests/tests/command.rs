@@ -375,9 +375,9 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
     // CTI at 25% = 1.4 / 1.1 - 1 = 27.27%.
     assert!(a.to_string().contains("27.27"), "{a}");
     let text = String::from_utf8_lossy(&ctl(dir, &["analyze", "--db", "c.db"]).stdout).to_string();
-    // At 100%: 2e6 / 1.1 TEPS, as the program printed it.
+    // At 100%: 2e6 / 1.1 TEPS, as the program printed it, under the rate's name.
     assert!(
-        text.contains("median rate") && text.contains("1.8182e6"),
+        text.contains("median harmonic_mean_TEPS") && text.contains("1.8182e6"),
         "{text}"
     );
     assert!(!text.contains("0.0000 ["), "{text}");
@@ -433,7 +433,7 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
         .map(|e| std::fs::read_to_string(e.path()).unwrap())
         .collect();
     assert!(
-        svgs.contains("rate (as the program prints it)")
+        svgs.contains("harmonic_mean_TEPS (as the program prints it)")
             && !svgs.contains("1/rate")
             && !svgs.contains("completion time (s)"),
         "the plots' axes"

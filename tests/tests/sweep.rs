@@ -413,7 +413,10 @@ fn a_sweep_with_its_output_closed_stops_and_puts_the_bandwidth_back() {
     drop(child.stderr.take());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(141), "{status:?}");
-    assert!(stored(dir, "r.db").len() < 2, "it ran on after its output closed");
+    assert!(
+        stored(dir, "r.db").len() < 2,
+        "it ran on after its output closed"
+    );
     let status: serde_json::Value = serde_json::from_str(&String::from_utf8_lossy(
         &ctl(dir, &["status", "--json"]).stdout,
     ))

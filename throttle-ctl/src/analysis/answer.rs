@@ -25,15 +25,6 @@ pub enum TimeUnit {
 }
 
 impl TimeUnit {
-    /// The column head of a median: of a rate, the rate itself (the analysis works on
-    /// its inverse, which no user reads).
-    pub fn head(self) -> &'static str {
-        match self {
-            TimeUnit::Seconds => "median s",
-            TimeUnit::InverseRate => "median rate",
-        }
-    }
-
     /// A plot's axis.
     pub fn axis(self) -> &'static str {
         match self {
@@ -72,6 +63,21 @@ impl TimeUnit {
         let (l, h) = self.shown_interval(low, high);
         (number(l), number(h))
     }
+}
+
+/// The rate's name in a command series' `rate_regex="..."`: the regex's literal text
+/// before its first special character, without trailing punctuation and spaces
+/// (`harmonic_mean_TEPS:[ !]+(...)` is `harmonic_mean_TEPS`); `None` when there is none.
+pub fn rate_name(series: &str) -> Option<String> {
+    let at = series.find("rate_regex=\"")? + "rate_regex=\"".len();
+    let literal: String = series[at..]
+        .chars()
+        .take_while(|c| !"\\.[](){}*+?|^$\"".contains(*c))
+        .collect();
+    let name = literal.trim_end_matches(|c: char| c == ':' || c == '=' || c.is_whitespace());
+    let name = name.trim_start();
+    (!name.is_empty() && name.len() <= 40 && !name.chars().any(char::is_control))
+        .then(|| name.to_string())
 }
 
 /// A number with the digits it needs: four decimals, or four significant digits in
@@ -415,11 +421,52 @@ pub struct Analysis {
 }
 
 impl Analysis {
+    /// What the times shown are called: `s`, or the rate's name as the program prints it
+    /// (the literal text before a command's `--rate-regex` capture: `harmonic_mean_TEPS`
+    /// for Graph500's line), else `rate`.
+    pub fn time_name(&self) -> String {
+        match self.time_unit {
+            TimeUnit::Seconds => "s".to_string(),
+            TimeUnit::InverseRate => rate_name(&self.series).unwrap_or_else(|| "rate".into()),
+        }
+    }
+
+    /// The column head of a median.
+    pub fn time_head(&self) -> String {
+        format!("median {}", self.time_name())
+    }
+
+    /// A plot's axis for the times shown.
+    pub fn time_axis(&self) -> String {
+        match self.time_unit {
+            TimeUnit::Seconds => self.time_unit.axis().to_string(),
+            TimeUnit::InverseRate => format!("{} (as the program prints it)", self.time_name()),
+        }
+    }
+
     /// The demand at p* for CTI level `cti`, which the projections of that level start
     /// from.
     pub fn demand_at_star(&self, cti: f64) -> Option<&Demand> {
         self.demand
             .iter()
             .find(|d| Some(d.procs) == self.p_star && d.cti == cti)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate_name;
+
+    #[test]
+    fn a_rate_is_named_by_the_literal_text_of_its_regex() {
+        let graph500 = r#"command rate_regex="harmonic_mean_TEPS:[ !]+([0-9.e+-]+)" run="./bfs""#;
+        assert_eq!(rate_name(graph500).as_deref(), Some("harmonic_mean_TEPS"));
+        assert_eq!(
+            rate_name(r#"command rate_regex="GFLOP/s = ([0-9.]+)""#).as_deref(),
+            Some("GFLOP/s")
+        );
+        // Nothing literal before the capture, or no regex in the series: no name.
+        assert_eq!(rate_name(r#"command rate_regex="([0-9.]+) TEPS""#), None);
+        assert_eq!(rate_name("my_app"), None);
     }
 }

@@ -213,9 +213,10 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
     let u = a.time_unit;
     // A rate is shown as the rate the program printed (the analysis works on its
     // inverse); the fit's coefficients stay in the analysed unit.
+    let name = a.time_name();
     let (time, fitted) = match u {
-        TimeUnit::Seconds => ("s", "s"),
-        TimeUnit::InverseRate => ("rate", "1/rate"),
+        TimeUnit::Seconds => (name.as_str(), "s"),
+        TimeUnit::InverseRate => (name.as_str(), "1/rate"),
     };
     let coefficient = super::answer::number;
     let mut out = format!("# Bandwidth demand of {}\n\n", md(&a.series));

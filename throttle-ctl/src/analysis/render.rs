@@ -82,13 +82,13 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     let u = a.time_unit;
     out.push_str(&format!(
         "completion time ({}, its order-statistic interval and what it covers, CV) and CTI per point\n",
-        u.head()
+        a.time_head()
     ));
     let mut t = Table::new(&[
         "procs",
-        "bw %",
+        "bw (% of link)",
         "n",
-        u.head(),
+        &a.time_head(),
         "interval",
         "covers",
         "CV",

@@ -127,7 +127,7 @@ where
         format: from_log_compact,
         log: true,
     };
-    let y_label = format!("{} (log scale)", a.time_unit.axis());
+    let y_label = format!("{} (log scale)", a.time_axis());
     let mut measured = Series::measured("median (bars: min-max)", pts.clone());
     measured.intervals = Some(
         at_full
@@ -199,7 +199,7 @@ where
         area,
         "residuals (measured - model)",
         "processes (log scale)",
-        a.time_unit.axis(),
+        &a.time_axis(),
         x,
         procs_label,
         &[Series::measured("residual", resid)],
@@ -523,7 +523,7 @@ where
                     }
                 },
                 "bandwidth (% of the link, log scale)",
-                a.time_unit.axis(),
+                &a.time_axis(),
                 x,
                 from_log,
                 &s,

@@ -130,9 +130,9 @@ fn strong_scaling(r: &Regression) -> String {
 fn points_table(a: &Analysis) -> String {
     let header: Vec<String> = [
         "procs",
-        "bw %",
+        "bandwidth (% of the link)",
         "runs",
-        a.time_unit.head(),
+        &a.time_head(),
         "order-statistic interval",
         "covers",
         "CV",
