@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The attacker probe, re-run: every finding of the security reviews (issue 7's
-# seven, issue 25's twelve, issue 35's eleven) as the test that reproduces it, each run on
+# seven, issue 25's twelve, issue 35's eleven, issue 37's review of loopback nodes: two)
+# as the test that reproduces it, each run on
 # its own and reported as held or BROKEN, in one table.
 #
 # Each test plays the attacker against the real binaries or the library and fails when the
@@ -58,6 +59,8 @@ PROBES=$(cat <<'EOF_PROBES'
 35-11a|throttle-agent|security|forwards_pointing_at_each_other_carry_nothing_round|two forwards chain a connection round and round
 35-11b|throttle-agent|security|a_trickled_body_is_cut_off|a token holder trickles a body for 50 s
 35-11c|throttle-ctl|lib|cluster::certs::tests::certificates_are_valid_for_a_bounded_time|local up --tls certificates valid 1975-4096
+37-1|throttle-tests|loopback_nodes|localhost_is_never_another_users_listener|another user's listener at a loopback node's address takes what the node's program sends to 127.0.0.1
+37-2|throttle-tests|loopback_nodes|localhost_is_the_nodes_server_not_another_users_listener|another user's 127.0.0.1 listener takes a node's localhost traffic from its own server
 EOF_PROBES
 )
 
