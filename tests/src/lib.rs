@@ -119,6 +119,38 @@ pub fn up(tag: &str, nodes: usize, capacity: &str, base: &str) -> Scratch {
     s
 }
 
+/// What a command printed on standard output, after checking that it succeeded (its
+/// output and errors are the failure's message).
+pub fn stdout_of(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// A child process killed when the test ends, passed or not: with its process group when
+/// it leads one (spawned with `process_group(0)`: a shell and the program it started).
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let pid = self.0.id() as i32;
+        if nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+            .is_ok_and(|g| g.as_raw() == pid)
+        {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The JSON a command printed, after checking that it succeeded.
 pub fn json_of(out: &Output) -> serde_json::Value {
     assert!(

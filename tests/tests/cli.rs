@@ -458,16 +458,6 @@ fn cluster_init_writes_a_cluster_the_printed_agent_lines_serve() {
     }
 }
 
-/// Kills its agent when the test ends, passed or not.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Inside a Slurm allocation: the node list from SLURM_JOB_NODELIST, brackets expanded;
 /// outside one, an error that says so.
 #[test]

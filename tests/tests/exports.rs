@@ -16,33 +16,18 @@ use throttle_tests::*;
 
 fn row(series: &str, procs: u32, bw: Pct, repeat: u32, seconds: f64) -> RunRow {
     RunRow {
-        point_key: format!("{series}/{procs}/{bw}/{repeat}"),
-        series: series.into(),
         workload: "mw".into(),
-        options: "{}".into(),
         nodes: procs,
-        ranks_per_node: 1,
         procs,
-        bw_pct: bw,
-        capacity: 125e6,
-        latency_us: 0,
-        repeat,
         started_at: "2026-11-27T00:00:00Z".into(),
         seconds: Some(seconds),
-        kernel_seconds: None,
-        teps: None,
-        status: RunStatus::Ok,
-        bytes_sent: None,
-        bytes_received: None,
-        cpu_busy_before: None,
-        cpu_steal: None,
-        metrics: None,
-        fidelity: None,
-        flag: None,
-        reason: None,
-        host: "h".into(),
-        version: "0".into(),
         job: format!("j{procs}-{bw}-{repeat}"),
+        ..RunRow::for_test(
+            &format!("{series}/{procs}/{bw}/{repeat}"),
+            series,
+            bw,
+            repeat,
+        )
     }
 }
 
@@ -67,16 +52,6 @@ fn store(path: &Path, rows: &[RunRow]) {
     for r in rows {
         store.insert(r).unwrap();
     }
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// The error of a command that must fail, clearly and without a panic.
@@ -207,7 +182,7 @@ fn the_markdown_and_csv_answers_read_back_as_the_json_one() {
             "a.csv",
         ],
     );
-    let a: Value = serde_json::from_str(&ok(&out)).unwrap();
+    let a: Value = serde_json::from_str(&stdout_of(&out)).unwrap();
     let md = std::fs::read_to_string(dir.join("a.md")).unwrap();
     let tables = md_tables(&md);
 
@@ -522,7 +497,7 @@ fn export_format_extrap_reads_back_as_the_stored_runs() {
             "export", "--db", "s.db", "--format", "extrap", "--series", "mw n=3", "--out", "mw.txt",
         ],
     );
-    ok(&out);
+    stdout_of(&out);
     let text = std::fs::read_to_string(dir.join("mw.txt")).unwrap();
     let e = read_extrap(&text).unwrap_or_else(|why| panic!("{why}\n{text}"));
     assert_eq!(e.parameters, ["p", "bw"], "{text}");
@@ -561,7 +536,7 @@ fn export_format_extrap_reads_back_as_the_stored_runs() {
     assert_eq!(data.iter().map(Vec::len).sum::<usize>(), 120);
 
     // To standard output, and the default CSV keeps its form (with --series, one series).
-    let out = ok(&ctl(
+    let out = stdout_of(&ctl(
         dir,
         &[
             "export", "--db", "s.db", "--format", "extrap", "--series", "other",
@@ -569,7 +544,7 @@ fn export_format_extrap_reads_back_as_the_stored_runs() {
     ));
     let other = read_extrap(&out).unwrap();
     assert_eq!(other.points.len(), 1, "{out}");
-    let out = ok(&ctl(dir, &["export", "--db", "s.db", "--series", "other"]));
+    let out = stdout_of(&ctl(dir, &["export", "--db", "s.db", "--series", "other"]));
     assert!(
         out.starts_with("workload,nodes,procs,bw_pct,repeat,seconds,"),
         "{out}"
@@ -657,7 +632,7 @@ fn exports_to_nowhere_of_nothing_or_of_rates_say_what_is_wrong() {
         })
         .collect();
     store(&dir.join("rates.db"), &rates);
-    let text = ok(&ctl(
+    let text = stdout_of(&ctl(
         dir,
         &["export", "--db", "rates.db", "--format", "extrap"],
     ));
@@ -671,7 +646,7 @@ fn exports_to_nowhere_of_nothing_or_of_rates_say_what_is_wrong() {
         text.contains("# metric inverse_rate: 1/rate: the inverse of the rate"),
         "{text}"
     );
-    ok(&ctl(
+    stdout_of(&ctl(
         dir,
         &[
             "analyze",

@@ -6,20 +6,10 @@
 //! These run as whoever runs the tests; `readme.rs` runs the README's block as an
 //! unprivileged user.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use throttle_tests::namespace::{field, have, have_mpi, MPI_PROGRAM};
 use throttle_tests::*;
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
 
 /// `throttle-ctl exec NODE -- WORDS` in `dir`, not waited for.
 fn exec_in(dir: &std::path::Path, node: &str, words: &[&str]) -> Command {
@@ -31,6 +21,34 @@ fn exec_in(dir: &std::path::Path, node: &str, words: &[&str]) -> Command {
         .current_dir(dir)
         .env("THROTTLE_CLUSTER", dir.join("throttle-cluster.toml"));
     c
+}
+
+/// A server started as node `node` (`exec`), its output discarded, killed with its
+/// process group when the test ends.
+fn server(dir: &std::path::Path, node: &str, words: &[&str]) -> Killed {
+    Killed(
+        exec_in(dir, node, words)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A program run by another user (uid 65534, "nobody"), its output discarded, killed with
+/// its process group when the test ends.
+fn as_nobody(words: &[&str]) -> Killed {
+    use std::os::unix::process::CommandExt;
+    Killed(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(words)
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// The receiver's rate of an `iperf3 -J` client run, Mbit/s.
@@ -56,25 +74,21 @@ fn a_program_run_as_a_node_goes_through_the_shaped_links() {
         return;
     }
     let c = up("lbnode", 3, "1Gbit", "127.0.41.1");
-    ok(ctl(&c.0, &["set", "30"]));
+    stdout_of(&ctl(&c.0, &["set", "30"]));
     let mut servers = Vec::new();
     for node in ["n1", "n2"] {
-        servers.push(Killed(
-            exec_in(&c.0, node, &["iperf3", "-s", "-1", "-p", "5301"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        ));
+        servers.push(server(&c.0, node, &["iperf3", "-s", "-1", "-p", "5301"]));
     }
     std::thread::sleep(std::time::Duration::from_millis(700));
-    let out = ok(exec_in(
-        &c.0,
-        "n0",
-        &["iperf3", "-c", "127.0.41.2", "-p", "5301", "-t", "2", "-J"],
-    )
-    .output()
-    .unwrap());
+    let out = stdout_of(
+        &exec_in(
+            &c.0,
+            "n0",
+            &["iperf3", "-c", "127.0.41.2", "-p", "5301", "-t", "2", "-J"],
+        )
+        .output()
+        .unwrap(),
+    );
     let rate = received_mbit(&out);
     // 300 Mbit/s is the setting; unshaped loopback carries tens of Gbit/s. Generous for a
     // loaded machine (the README's acceptance, within 5%, is measured in experiments/).
@@ -82,16 +96,18 @@ fn a_program_run_as_a_node_goes_through_the_shaped_links() {
         (240.0..=315.0).contains(&rate),
         "n0 -> n1 at 30% of 1 Gbit/s: {rate:.1} Mbit/s"
     );
-    let out = ok(exec_in(
-        &c.0,
-        "n0",
-        &["iperf3", "-c", "127.0.41.3", "-p", "5301", "-t", "1", "-J"],
-    )
-    .output()
-    .unwrap());
+    let out = stdout_of(
+        &exec_in(
+            &c.0,
+            "n0",
+            &["iperf3", "-c", "127.0.41.3", "-p", "5301", "-t", "1", "-J"],
+        )
+        .output()
+        .unwrap(),
+    );
     assert!(received_mbit(&out) <= 315.0, "n0 -> n2: {out}");
     let status: serde_json::Value =
-        serde_json::from_str(&ok(ctl(&c.0, &["status", "--json"]))).unwrap();
+        serde_json::from_str(&stdout_of(&ctl(&c.0, &["status", "--json"]))).unwrap();
     let out0 = status[0]["intercepted"]["outgoing"].as_u64().unwrap();
     let in1 = status[1]["intercepted"]["incoming"].as_u64().unwrap();
     // iperf3: a control and a data connection per client.
@@ -108,14 +124,16 @@ fn mpi_ranks_on_four_loopback_nodes_meet_the_links_bandwidth() {
     }
     let c = up("lbmpi", 4, "1Gbit", "127.0.42.1");
     std::fs::write(c.0.join("mpitest.c"), MPI_PROGRAM).unwrap();
-    ok(Command::new("mpicc")
-        .args(["-O2", "-o", "mpitest", "mpitest.c"])
-        .current_dir(&c.0)
-        .output()
-        .unwrap());
+    stdout_of(
+        &Command::new("mpicc")
+            .args(["-O2", "-o", "mpitest", "mpitest.c"])
+            .current_dir(&c.0)
+            .output()
+            .unwrap(),
+    );
     let hosts: String = (1..=4).map(|i| format!("127.0.42.{i} slots=1\n")).collect();
     std::fs::write(c.0.join("hosts"), hosts).unwrap();
-    ok(ctl(&c.0, &["set", "30"]));
+    stdout_of(&ctl(&c.0, &["set", "30"]));
     let agent = format!("{} exec", exe().display());
     let out = Command::new("timeout")
         .args([
@@ -132,7 +150,7 @@ fn mpi_ranks_on_four_loopback_nodes_meet_the_links_bandwidth() {
         .env("THROTTLE_CLUSTER", c.0.join("throttle-cluster.toml"))
         .output()
         .unwrap();
-    let text = ok(out);
+    let text = stdout_of(&out);
     let line = text
         .lines()
         .find(|l| l.starts_with("ranks="))
@@ -146,7 +164,7 @@ fn mpi_ranks_on_four_loopback_nodes_meet_the_links_bandwidth() {
         "rank 0 -> rank 3 at 30% of 1 Gbit/s: {mbit:.1} Mbit/s ({line})"
     );
     let status: serde_json::Value =
-        serde_json::from_str(&ok(ctl(&c.0, &["status", "--json"]))).unwrap();
+        serde_json::from_str(&stdout_of(&ctl(&c.0, &["status", "--json"]))).unwrap();
     let carried: u64 = (0..4)
         .map(|i| status[i]["intercepted"]["outgoing"].as_u64().unwrap())
         .sum();
@@ -167,20 +185,8 @@ fn localhost_is_the_node_and_a_misaddressed_connect_is_explained() {
         return;
     }
     let c = up("lblocal", 2, "1Gbit", "127.0.43.1");
-    let _own = Killed(
-        exec_in(&c.0, "n0", &["iperf3", "-s", "-1", "-p", "5302"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let _other = Killed(
-        exec_in(&c.0, "n1", &["iperf3", "-s", "-1", "-p", "5303"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _own = server(&c.0, "n0", &["iperf3", "-s", "-1", "-p", "5302"]);
+    let _other = server(&c.0, "n1", &["iperf3", "-s", "-1", "-p", "5303"]);
     std::thread::sleep(std::time::Duration::from_millis(700));
     let out = exec_in(
         &c.0,
@@ -231,18 +237,6 @@ fn a_program_without_an_agent_says_it_is_not_throttled() {
     );
 }
 
-/// Kills its process's group when the test ends, passed or not (the shell `exec` runs
-/// and the program it starts).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let group = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
-        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
-        let _ = self.0.wait();
-    }
-}
-
 /// Localhost is the node only for the node's own user (or root): a program of n0 that
 /// connects to 127.0.0.1:P, where nothing listens, does not reach another user's listener
 /// at n0's address and port P.
@@ -259,17 +253,7 @@ fn localhost_is_never_another_users_listener() {
         return;
     }
     let c = up("lbother", 2, "1Gbit", "127.0.46.1");
-    let _theirs = Killed({
-        use std::os::unix::process::CommandExt;
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(["iperf3", "-s", "-1", "-B", "127.0.46.1", "-p", "5304"])
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    });
+    let _theirs = as_nobody(&["iperf3", "-s", "-1", "-B", "127.0.46.1", "-p", "5304"]);
     std::thread::sleep(std::time::Duration::from_millis(700));
     let out = exec_in(
         &c.0,
@@ -359,24 +343,8 @@ fn localhost_is_the_nodes_server_not_another_users_listener() {
         return;
     }
     let c = up("lbtheirs", 2, "1Gbit", "127.0.52.1");
-    let mut theirs = Killed({
-        use std::os::unix::process::CommandExt;
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", "5305"])
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    });
-    let mut mine = Killed(
-        exec_in(&c.0, "n1", &["iperf3", "-s", "-1", "-p", "5305"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut theirs = as_nobody(&["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", "5305"]);
+    let mut mine = server(&c.0, "n1", &["iperf3", "-s", "-1", "-p", "5305"]);
     std::thread::sleep(std::time::Duration::from_millis(700));
     let out = exec_in(
         &c.0,

@@ -124,19 +124,7 @@ mod tests {
     use throttle_proto::Pct;
 
     fn run(procs: u32, bw: Pct, repeat: u32, seconds: f64) -> Observation {
-        Observation {
-            series: "mw n=3".into(),
-            procs,
-            bw_pct: bw,
-            repeat,
-            seconds,
-            ok: true,
-            nodes: 1,
-            busy: None,
-            bytes_sent: None,
-            busiest_bytes: None,
-            flag: None,
-        }
+        Observation::for_test("mw n=3", procs, bw, repeat, seconds)
     }
 
     #[test]

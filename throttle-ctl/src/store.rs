@@ -770,10 +770,10 @@ fn status_column(v: String) -> RunStatus {
     v.parse().unwrap_or(RunStatus::Failed)
 }
 
-#[cfg(test)]
 impl RunRow {
-    /// A successful run of one node and rank for tests, without a time: callers set what
-    /// they test (`seconds`, `status`, ...) with struct update syntax.
+    /// A successful run of one node and rank for tests (this crate's and the end-to-end
+    /// ones, which build stores as the controller writes them), without a time: callers
+    /// set what they test (`seconds`, `status`, ...) with struct update syntax.
     pub fn for_test(point_key: &str, series: &str, bw_pct: Pct, repeat: u32) -> RunRow {
         RunRow {
             point_key: point_key.into(),

@@ -93,6 +93,27 @@ pub fn printable(text: &str) -> String {
 }
 
 #[cfg(test)]
+impl Observation {
+    /// A successful run on one node for tests, not busy, without bytes or flag: callers
+    /// set what they test with struct update syntax.
+    pub fn for_test(series: &str, procs: u32, bw_pct: Pct, repeat: u32, seconds: f64) -> Self {
+        Observation {
+            series: series.into(),
+            procs,
+            bw_pct,
+            repeat,
+            seconds,
+            ok: true,
+            nodes: 1,
+            busy: None,
+            bytes_sent: None,
+            busiest_bytes: None,
+            flag: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

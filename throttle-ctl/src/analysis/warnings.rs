@@ -259,17 +259,9 @@ mod tests {
 
     fn run(repeat: u32, seconds: f64, busy: f64) -> Observation {
         Observation {
-            series: "s".into(),
-            procs: 4,
-            bw_pct: Pct::new(50.0).unwrap(),
-            repeat,
-            seconds,
-            ok: true,
             nodes: 4,
             busy: Some(busy),
-            bytes_sent: None,
-            busiest_bytes: None,
-            flag: None,
+            ..Observation::for_test("s", 4, Pct::new(50.0).unwrap(), repeat, seconds)
         }
     }
 
