@@ -136,8 +136,10 @@ struct Args {
     /// Scheduling priority of the agent: `high` (nice -10) keeps ranks that busy-poll on
     /// the same cores from starving it (a starved agent delivers less than the setting,
     /// and every run says so); `realtime` (SCHED_RR) is stronger still; `normal` asks for
-    /// nothing. Raising needs root or CAP_SYS_NICE; without it the agent runs normal and
-    /// logs a warning. Ranks it launches always run at normal priority.
+    /// nothing. Raising needs root or CAP_SYS_NICE (or the RLIMIT_RTPRIO/RLIMIT_NICE an
+    /// administrator grants); an agent refused falls back to the next one down
+    /// (`realtime`, `high`, `normal`), logs a warning, and its status says how it runs.
+    /// Ranks it launches always run at normal priority.
     #[arg(long, value_enum, default_value = "high")]
     priority: throttle_agent::launch::affinity::Priority,
     /// Read settings from this TOML file (keys: the flags without dashes, `-` as `_`).
@@ -327,9 +329,16 @@ fn place_this_thread(args: &Args) {
         throttle_agent::launch::affinity::pin_this_thread(cpus)
             .unwrap_or_else(|e| fail(format!("--cpus: {e:#}")));
     }
-    if let Err(e) = throttle_agent::launch::affinity::raise_this_thread(args.priority) {
+    use throttle_agent::launch::affinity::{raise_this_thread, Priority};
+    if let (at, Some(refused)) = raise_this_thread(args.priority) {
+        let risk = if at == Priority::Normal {
+            "; other processes on this node's cores can keep the agent from its CPU (runs then are flagged): run it as root, or give it CAP_SYS_NICE (`sudo setcap cap_sys_nice+ep` on the throttle-agent binary)"
+        } else {
+            ""
+        };
         tracing::warn!(
-            "{e:#}; running at normal priority: ranks that busy-poll on this node's cores can starve the agent (runs then are flagged), see --priority"
+            "{refused}; running at {} priority instead{risk}",
+            format!("{at:?}").to_lowercase()
         );
     }
 }

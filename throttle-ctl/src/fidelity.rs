@@ -353,6 +353,7 @@ mod tests {
             tls: false,
             cpu: AgentCpu {
                 run_delay_seconds: cpu_wait,
+                ..Default::default()
             },
             intercepted: None,
         }

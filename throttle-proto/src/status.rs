@@ -92,4 +92,23 @@ pub struct AgentCpu {
     /// scheduler's run-queue delay, `/proc/self/task/*/schedstat`; threads that ended are
     /// not counted). Missing on kernels without scheduler statistics: 0.
     pub run_delay_seconds: f64,
+    /// How the agent is scheduled as it runs (what `--priority` obtained): its nice value
+    /// (-10 for `high`), and whether it runs under a real-time policy (`realtime`).
+    /// Missing from agents before 0.4.
+    #[serde(default)]
+    pub nice: Option<i32>,
+    #[serde(default)]
+    pub realtime: Option<bool>,
+}
+
+impl AgentCpu {
+    /// Whether the agent runs ahead of ordinary processes (raised or real-time); `None`
+    /// from an agent that does not say.
+    pub fn raised(&self) -> Option<bool> {
+        match (self.realtime, self.nice) {
+            (Some(true), _) => Some(true),
+            (_, Some(n)) => Some(n < 0),
+            _ => None,
+        }
+    }
 }

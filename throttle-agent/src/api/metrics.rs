@@ -338,6 +338,8 @@ mod tests {
             tls: false,
             cpu: throttle_proto::status::AgentCpu {
                 run_delay_seconds: 0.5,
+                nice: Some(-10),
+                realtime: Some(false),
             },
             intercepted: Some(throttle_proto::status::InterceptedStatus {
                 outgoing: 3,

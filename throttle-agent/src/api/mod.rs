@@ -187,10 +187,15 @@ pub fn status_of(agent: &Agent) -> Status {
         uptime_seconds: agent.started.elapsed().as_secs_f64(),
         refused_connections: agent.limits.refused(),
         tls: agent.tls,
-        cpu: AgentCpu {
-            run_delay_seconds: crate::launch::cpu::run_delay()
-                .unwrap_or_default()
-                .as_secs_f64(),
+        cpu: {
+            let (nice, realtime) = crate::launch::cpu::scheduling();
+            AgentCpu {
+                run_delay_seconds: crate::launch::cpu::run_delay()
+                    .unwrap_or_default()
+                    .as_secs_f64(),
+                nice,
+                realtime,
+            }
         },
         intercepted: agent.intercept.as_ref().map(|i| {
             use std::sync::atomic::Ordering::Relaxed;

@@ -68,8 +68,23 @@ pub enum Priority {
 }
 
 /// Run the calling thread (and every thread it creates afterwards: call it before the
-/// runtime starts) at `priority`. An error says what was refused.
-pub fn raise_this_thread(priority: Priority) -> Result<()> {
+/// runtime starts) at `priority`, or at the highest one below it the system allows
+/// (`realtime`, then `high`, then `normal`). Returns what it runs at, and what was
+/// refused on the way, in words.
+pub fn raise_this_thread(priority: Priority) -> (Priority, Option<String>) {
+    const DOWN: [Priority; 3] = [Priority::Realtime, Priority::High, Priority::Normal];
+    let mut refused: Vec<String> = Vec::new();
+    for at in DOWN.into_iter().skip_while(|p| *p != priority) {
+        match try_priority(at) {
+            Ok(()) => return (at, (!refused.is_empty()).then(|| refused.join("; "))),
+            Err(e) => refused.push(format!("{e:#}")),
+        }
+    }
+    (Priority::Normal, Some(refused.join("; ")))
+}
+
+/// Set the calling thread's `priority`; an error says what was refused.
+fn try_priority(priority: Priority) -> Result<()> {
     match priority {
         Priority::Normal => Ok(()),
         Priority::High => {

@@ -32,6 +32,23 @@ pub fn run_delay() -> Option<Duration> {
     any.then(|| Duration::from_nanos(total))
 }
 
+/// How the calling thread is scheduled (the runtime's threads inherit it from the one
+/// that started them): its nice value and whether its policy is a real-time one (`None`
+/// where the kernel does not say).
+pub fn scheduling() -> (Option<i32>, Option<bool>) {
+    // SAFETY: sched_getscheduler of the calling thread (0): no pointers.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    // getpriority returns -1 for nice -1 too: errno tells an error apart.
+    // SAFETY: errno is this thread's; getpriority takes no pointers.
+    let nice = unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, 0);
+        (*libc::__errno_location() == 0).then_some(n)
+    };
+    let realtime = (policy >= 0).then_some(policy == libc::SCHED_RR || policy == libc::SCHED_FIFO);
+    (nice, realtime)
+}
+
 /// The run-queue wait (nanoseconds) of a `schedstat` line: "on-cpu wait timeslices".
 fn parse_schedstat(text: &str) -> Option<u64> {
     text.split_whitespace().nth(1)?.parse().ok()
@@ -47,6 +64,22 @@ mod tests {
         assert_eq!(parse_schedstat("156022"), None);
         assert_eq!(parse_schedstat("a b c"), None);
         assert_eq!(parse_schedstat(""), None);
+    }
+
+    #[test]
+    fn this_thread_says_how_it_is_scheduled() {
+        // A test thread runs as the test harness does: not real-time, and at the nice
+        // value getpriority gives it.
+        let (nice, realtime) = scheduling();
+        // SAFETY: as in scheduling().
+        let want = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        assert_eq!(nice, Some(want));
+        // SAFETY: no pointers.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        assert_eq!(
+            realtime,
+            Some(policy == libc::SCHED_RR || policy == libc::SCHED_FIFO)
+        );
     }
 
     #[test]

@@ -140,24 +140,32 @@ pub struct DcPair {
     pub dc: f64,
 }
 
-/// How far a projection's model may be off, beyond run-to-run noise.
+/// What a projection's interval holds beyond its run-to-run noise: how a measurement at
+/// that size would read its demand, and how far the model may be off there.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModelError {
-    /// How far below and above the projection the model's error reaches, points of
-    /// bandwidth (its 90% half-width, `half_width_logit`, mapped back from logit units).
+    /// How far below and above the projection these parts alone reach, points of
+    /// bandwidth (their 90% half-width, `half_width_logit`, mapped back from logit
+    /// units).
     pub down: f64,
     pub up: f64,
-    /// The 90% half-width in logit units of the demand: Student's t times the lack of fit
-    /// and the growth over `doublings`, with the forms' disagreement (`selection`).
+    /// The 90% half-width of the measurement's noise and reading, the model's error and
+    /// the forms' disagreement together, logit units of the demand (Student's t for
+    /// their degrees of freedom).
     pub half_width_logit: f64,
-    /// What the backtest and the fit say of the model's error.
+    /// What the fitted sizes, the backtest and the prior say of the model's error.
     pub estimate: ErrorModel,
     /// Doublings of the size from the largest fitted one to this one.
     pub doublings: f64,
-    /// The lack of fit expected at this size (one standard deviation, logit units).
-    pub lack_of_fit: f64,
-    /// How far the averaged forms disagree here (traffic model; one standard deviation,
-    /// logit units).
+    /// A run's relative spread expected at this size (what `measurement` comes from).
+    pub run_cv: f64,
+    /// One standard deviation each, logit units: a measurement's run-to-run noise here
+    /// (at this size and level), its reading beyond that noise, the model's error at
+    /// this size (lack of fit and growth over `doublings`), and how far the averaged
+    /// forms disagree here (traffic model).
+    pub measurement: f64,
+    pub reading: f64,
+    pub model: f64,
     pub selection: Option<f64>,
     /// What the projection's interval covers, in words.
     pub in_words: String,
@@ -168,15 +176,32 @@ impl ModelError {
     pub fn describe(&self) -> String {
         let e = &self.estimate;
         let mut s = format!(
-            "run-to-run noise (90% bootstrap) and the model's error (90%: t {:.2} for {} check(s) on {} size(s) x sqrt(lack of fit {:.3}^2 + ({:.3} per doubling x {:.2} doublings)^2), logit units",
-            e.t, e.checks, e.sizes, self.lack_of_fit, e.per_doubling, self.doublings
+            "what a measurement there would show (90%): the projection's run-to-run noise (bootstrap), the measurement's {:.3} (a run's spread {:.1}%), its reading {:.3}, and the model's error {:.3} = sqrt(lack of fit {:.3}^2 + ({:.3} per doubling x {:.2} doublings)^2) from {} check(s) on {} size(s) and a prior worth {:.0}, {:.1} degrees of freedom; logit units",
+            self.measurement,
+            100.0 * self.run_cv,
+            self.reading,
+            self.model,
+            e.lack_of_fit,
+            e.per_doubling,
+            self.doublings,
+            e.checks,
+            e.sizes,
+            e.prior.df,
+            e.df
         );
         if let Some(sel) = self.selection {
             s.push_str(&format!(", with the averaged forms' disagreement {sel:.3}"));
         }
-        s.push(')');
         s
     }
+}
+
+/// A projection's interval at one level (`at_levels`): 0.5 is its 50% interval.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct AtLevel {
+    pub level: f64,
+    pub low: f64,
+    pub high: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -189,9 +214,12 @@ pub struct Projection {
     pub saturates: bool,
     /// 90% bootstrap interval over runs: run-to-run noise only.
     pub noise_interval: Option<Interval>,
-    /// The interval the answer uses: run-to-run noise and the model's error (see
-    /// `model_error`); null where either cannot be estimated.
+    /// The interval the answer uses (90%): what a measurement at this size would show,
+    /// its run-to-run noise, its reading and the model's error (see `model_error`); null
+    /// where either cannot be estimated.
     pub interval: Option<Interval>,
+    /// The same interval at 50, 80, 90 and 95% (empty where `interval` is null).
+    pub at_levels: Vec<AtLevel>,
     pub model_error: Option<ModelError>,
     /// The demand measured at a held-out size, and how it is censored: with `<` it is the
     /// lowest step (the truth is at most that), with `>` the highest throttled step (the
@@ -320,7 +348,7 @@ impl Advice {
     /// The advice in words.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "the answer at {} procs is {:.1} pp wide at CTI {}% (run-to-run noise up to {:.1} pp, the model's error up to {:.1} pp)",
+            "the answer at {} procs is {:.1} pp wide at CTI {}% (run-to-run noise up to {:.1} pp, a measurement's noise and reading and the model's error up to {:.1} pp)",
             self.procs, self.width, self.cti, self.noise_half, self.model_half
         );
         let say = |o: &Narrowing| {

@@ -35,9 +35,9 @@ pub enum Model {
 /// both sides: a projection off by more is not one to act on.
 pub const TOLERANCE_PP: f64 = 5.0;
 
-/// z for a one-sided 95% bound: a check misses when its error passes the tolerance by
-/// more than this many standard errors of both sides' noise.
-const Z95: f64 = 1.644_853_6;
+/// z for a one-sided 95% bound (the two-sided 90% one's): a check misses when its error
+/// passes the tolerance by more than this many standard errors of both sides' noise.
+const Z95: f64 = super::quantiles::Z90;
 
 /// The share of checks that may miss by chance (each miss is a one-sided 5% event when
 /// the model is within the tolerance).

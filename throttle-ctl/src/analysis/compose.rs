@@ -1,12 +1,12 @@
 //! Each figure of the answer with the intervals it is stated with: the chain's numbers,
-//! their bootstrap intervals (run-to-run noise), and, for projections and saturation
-//! sizes, the model's error from [`super::model_error`].
+//! their bootstrap intervals (run-to-run noise), and, for projections, what a
+//! measurement at that size would show ([`super::model_error`]: its noise and reading,
+//! the model's error); for saturation sizes, the model's error.
 //!
-//! Noise and model error are taken as independent: each side's half-widths add in
-//! quadrature, in logit units of the demand (docs/method.md), so that no interval leaves
-//! 0-100% of the link. A projection at or past 100% of the link (the DC model's can be)
-//! has no interval: the link saturates before that size, and the saturation size says
-//! where.
+//! The parts are taken as independent: they add as variances, in logit units of the
+//! demand (docs/method.md), so that no interval leaves 0-100% of the link. A projection
+//! at or past 100% of the link (the DC model's can be) has no interval: the link
+//! saturates before that size, and the saturation size says where.
 
 use super::answer::{self, DcPair, Demand, Projection, Saturation};
 use super::backtest::{Model, Verdict};
@@ -14,11 +14,12 @@ use super::bootstrap::{self, Interval};
 use super::chain;
 use super::demand::{self, from_logit, logit, Censored};
 use super::model_error::ErrorModel;
+use super::quantiles;
 use super::traffic;
 
-/// z of a two-sided 90% interval: the forms' disagreement (a standard deviation) as a
-/// 90% half-width.
-const Z90: f64 = 1.644_853_6;
+/// The levels a projection's interval is also stated at (`at_levels`): what a
+/// reliability table checks.
+pub const REPORTED_LEVELS: [f64; 4] = [0.5, 0.8, 0.9, 0.95];
 
 /// The chain's figures with their bootstrap intervals, as the answer states them.
 pub(crate) struct Figures<'a> {
@@ -26,9 +27,8 @@ pub(crate) struct Figures<'a> {
     pub spread: &'a bootstrap::Intervals,
     pub cti: &'a [f64],
     pub held_out: &'a [u32],
-    /// The smallest and largest size the projections are fitted on.
+    /// The smallest size the projections are fitted on.
     pub smallest_fitted: u32,
-    pub largest_fitted: u32,
     /// The runs' traffic, for the traffic model's figures.
     pub volumes: Option<&'a traffic::Volumes>,
     /// How far the DC and the traffic projection's models may be off.
@@ -90,35 +90,31 @@ impl Figures<'_> {
         Some((value, n.censored, n.below_noise))
     }
 
-    /// Doublings of the size from the largest fitted one to `p`, either way (a size below
-    /// it is a projection too: DC's from p* certainly).
-    fn doublings(&self, p: f64) -> f64 {
-        (p / self.largest_fitted.max(1) as f64).log2().abs()
-    }
-
-    /// The model error of a projection to `p` at `bw`; `None` without a backtest check
-    /// to estimate it from (then no number is given: nothing says how wrong the model has
-    /// been).
+    /// The parts of a projection to `p` beyond its noise, `None` without a backtest
+    /// check to estimate the model's error from (then no number is given: nothing says
+    /// how wrong the model has been).
     fn model_error(
         &self,
-        p: u32,
+        (p, li): (u32, usize),
         bw: f64,
         selection: Option<f64>,
         estimate: Option<ErrorModel>,
     ) -> Option<answer::ModelError> {
         let estimate = estimate?;
-        let doublings = self.doublings(p as f64);
-        let half = estimate
-            .half_width(p as f64)
-            .hypot(Z90 * selection.unwrap_or(0.0));
+        let level = self.cti[li];
+        let beyond = estimate.parts(p as f64, level, 0.0, selection.unwrap_or(0.0));
+        let half = beyond.half_width(bootstrap::LEVEL);
         let centre = logit(bw);
         let mut error = answer::ModelError {
             down: (bw - from_logit(centre - half)).max(0.0),
             up: (from_logit(centre + half) - bw).max(0.0),
             half_width_logit: half,
             estimate,
-            doublings,
-            lack_of_fit: estimate.lack_of_fit_at(p as f64),
+            doublings: estimate.doublings(p as f64),
+            measurement: estimate.measurement_sd(p as f64, level),
+            reading: estimate.reading_at(p as f64),
+            run_cv: estimate.run_cv_at(p as f64),
+            model: estimate.model_sd(p as f64),
             selection,
             in_words: String::new(),
         };
@@ -143,19 +139,40 @@ impl Figures<'_> {
         let noise = noise
             .filter(|_| !from_censored && !saturates)
             .map(|n| Interval::noise(n.low.max(0.0), n.high.min(100.0)));
-        // Noise and model error as independent: each side's half-widths add in
-        // quadrature, in logit units.
-        let both = match (noise, &model_error) {
-            (Some(n), Some(m)) => {
-                let c = logit(bw);
-                let down = (c - logit(n.low)).max(0.0).hypot(m.half_width_logit);
-                let up = (logit(n.high) - c).max(0.0).hypot(m.half_width_logit);
-                Some(Interval::with_model_error(
-                    from_logit(c - down),
-                    from_logit(c + up),
-                ))
-            }
-            _ => None,
+        // The predictive interval at each level: the projection's noise on each side (its
+        // 90% bootstrap half-width as a standard deviation) with the measurement's noise
+        // and reading and the model's error, in logit units.
+        let at = |level: f64| -> Option<(f64, f64)> {
+            let (n, m) = (noise?, model_error.as_ref()?);
+            let c = logit(bw);
+            // The bootstrap interval's half-width as a standard deviation.
+            let z = quantiles::z(bootstrap::LEVEL);
+            let side = |half: f64| {
+                m.estimate
+                    .parts(
+                        p as f64,
+                        self.cti[li],
+                        half.max(0.0) / z,
+                        m.selection.unwrap_or(0.0),
+                    )
+                    .half_width(level)
+            };
+            Some((
+                from_logit(c - side(c - logit(n.low))),
+                from_logit(c + side(logit(n.high) - c)),
+            ))
+        };
+        let both = at(bootstrap::LEVEL).map(|(low, high)| Interval::with_model_error(low, high));
+        let at_levels = if both.is_some() {
+            REPORTED_LEVELS
+                .iter()
+                .filter_map(|&level| {
+                    let (low, high) = at(level)?;
+                    Some(answer::AtLevel { level, low, high })
+                })
+                .collect()
+        } else {
+            Vec::new()
         };
         Projection {
             procs: p,
@@ -164,6 +181,7 @@ impl Figures<'_> {
             saturates,
             noise_interval: noise,
             interval: both,
+            at_levels,
             model_error,
             measured_bw_pct: measured.map(|m| m.0),
             measured_censored: measured.map(|m| m.1),
@@ -180,7 +198,7 @@ impl Figures<'_> {
             .iter()
             .map(|(&key, &(bw, from_censored))| {
                 let interval = self.spread.projection.get(&key).and_then(|s| s.interval);
-                let error = self.model_error(key.0, bw.min(99.95), None, self.error[0]);
+                let error = self.model_error(key, bw.min(99.95), None, self.error[0]);
                 self.projected(key, bw, interval, from_censored, error)
             })
             .collect()
@@ -201,7 +219,7 @@ impl Figures<'_> {
                     .traffic
                     .as_ref()
                     .and_then(|f| traffic::selection_spread(f, key.0));
-                let error = self.model_error(key.0, bw, selection, self.error[1]);
+                let error = self.model_error(key, bw, selection, self.error[1]);
                 self.projected(key, bw, interval, false, error)
             })
             .collect()
@@ -223,7 +241,8 @@ impl Figures<'_> {
                     let e = self.error[0]?;
                     demand::first_crossing(1.0, |p| {
                         let bw = demand::project(star.bw_pct, dc, ps as f64, p);
-                        Some(bw.ln() + sign * e.half_width(p) - 100f64.ln())
+                        let half = e.curve_half_width(p, 0.0, bootstrap::LEVEL);
+                        Some(bw.ln() + sign * half - 100f64.ln())
                     })
                 };
                 out.push(self.saturation(
@@ -246,7 +265,7 @@ impl Figures<'_> {
                     traffic::saturation(v, f, self.smallest_fitted as f64, level, |p| {
                         let selection =
                             traffic::selection_spread(f, p.round() as u32).unwrap_or(0.0);
-                        sign * e.half_width(p).hypot(Z90 * selection)
+                        sign * e.curve_half_width(p, selection, bootstrap::LEVEL)
                     })
                 };
                 out.push(
@@ -308,32 +327,25 @@ impl Figures<'_> {
 }
 
 /// The model-error residuals of a chain fitted on `fit` and projected to the same sizes:
-/// per model, (size, error, noise) in logit units at each fitted size and level whose
-/// measured demand is usable, the noise from the measured demand's bootstrap interval.
+/// per model, (size, CTI level, error) in logit units at each fitted size and level whose
+/// measured demand is usable.
 pub fn residuals(
     insample: &chain::Chain,
     measured: &chain::Chain,
-    spread: &bootstrap::Intervals,
     fit: &[u32],
+    levels: &[f64],
 ) -> [Vec<(u32, f64, f64)>; 2] {
     let mut out = [Vec::new(), Vec::new()];
     for (&(p, li), need) in &measured.demand {
         if !fit.contains(&p) || !need.usable() {
             continue;
         }
-        let noise = spread
-            .demand
-            .get(&(p, li))
-            .and_then(|s| s.interval)
-            .map_or(0.0, |i| {
-                (logit(i.high) - logit(i.low)).max(0.0) / (2.0 * Z90)
-            });
         let at = logit(need.bw_pct);
         if let Some(&(bw, false)) = insample.projection.get(&(p, li)) {
-            out[0].push((p, logit(bw) - at, noise));
+            out[0].push((p, levels[li], logit(bw) - at));
         }
         if let Some(&bw) = insample.traffic_projection.get(&(p, li)) {
-            out[1].push((p, logit(bw) - at, noise));
+            out[1].push((p, levels[li], logit(bw) - at));
         }
     }
     out

@@ -7,7 +7,7 @@
 pub const FILE: &str = "docs/method.md";
 
 /// (term as printed, its anchor in [`FILE`]).
-pub const TERMS: [(&str, &str); 28] = [
+pub const TERMS: [(&str, &str); 29] = [
     ("CTI", "cti"),
     ("demand", "demand"),
     ("CTI level", "cti-level"),
@@ -34,6 +34,7 @@ pub const TERMS: [(&str, &str); 28] = [
     ("NOT TRUSTED", "not-trusted"),
     ("model error", "model-error"),
     ("lack of fit", "lack-of-fit"),
+    ("reading", "reading"),
     ("CPU-bound", "cpu-bound"),
     ("fidelity", "fidelity"),
 ];

@@ -13,7 +13,10 @@
 //! * [`normal_form`]: the model search the traffic model's parts are chosen by.
 //! * [`backtest`]: each measured size projected from the smaller ones by both, and the
 //!   verdicts.
-//! * [`model_error`]: how far each model may be off beyond the noise, from its backtest.
+//! * [`model_error`]: how far a measurement at the target may be from each model's
+//!   projection beyond its noise: the reading, the lack of fit, the growth per doubling
+//!   (its backtest pooled with a prior learned across programs).
+//! * [`quantiles`]: the normal and Student's t quantiles every interval is made from.
 //! * `compose`: every figure with the intervals it is stated with.
 //! * [`bottom_line`]: the answer first, and what would narrow it.
 //! * [`render`](mod@render): the tables a person reads.
@@ -41,6 +44,7 @@ pub mod narrow;
 pub mod noise;
 pub mod normal_form;
 pub mod observation;
+pub mod quantiles;
 pub mod regression;
 pub mod render;
 pub mod stats;
@@ -131,7 +135,6 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         cti: &req.cti,
         held_out: &m.held_out,
         smallest_fitted: f.fit.first().copied().unwrap_or(1),
-        largest_fitted: f.fit.last().copied().unwrap_or(1),
         volumes: volumes.as_ref(),
         error: f.error,
     };
@@ -315,11 +318,27 @@ fn fit_and_judge(
     );
     // How wrong each model has been: at its own fitted sizes, and projected.
     let insample = chain::run(&inputs, &m.medians, &fit, &fit);
-    let [dc_residuals, traffic_residuals] = compose::residuals(&insample, &answer, &spread, &fit);
+    let [dc_residuals, traffic_residuals] = compose::residuals(&insample, &answer, &fit, &req.cti);
+    // The fitted sizes' noise: a held-out size's would tell the interval about the
+    // measurement it is compared with.
+    let fitted_floors: BTreeMap<u32, noise::Floor> = m
+        .floors
+        .iter()
+        .filter(|(p, _)| fit.contains(p))
+        .map(|(&p, f)| (p, f.clone()))
+        .collect();
     let error = [
-        model_error::estimate(&backtest, Model::Dc, &dc_residuals),
-        model_error::estimate(&backtest, Model::Traffic, &traffic_residuals),
-    ];
+        (Model::Dc, &dc_residuals),
+        (Model::Traffic, &traffic_residuals),
+    ]
+    .map(|(model, residuals)| {
+        let fitted = model_error::Fitted {
+            sizes: &fit,
+            residuals,
+            floors: &fitted_floors,
+        };
+        model_error::estimate(&backtest, model, &fitted, model_error::prior(model))
+    });
     let verdict = backtest::verdict(&backtest, Model::Dc);
     Fitted {
         fit,

@@ -1,24 +1,37 @@
 //! What would narrow the answer most, and what it costs.
 //!
-//! A projection's interval has two parts, added in quadrature in logit units: run-to-run
-//! noise (which more repeats shrink, about as one over the square root of the runs) and
-//! the model's error, which grows with the doublings between the largest fitted size and
-//! the target (which a larger measured size shrinks: fewer doublings to project, and one
-//! more size for the backtest). Each step is priced in runs (a new size: as many as the
-//! largest fitted size took; repeats: one more of each fitted size's baseline and of the
-//! steps around each demand, which shrinks the noise as sqrt(r / (r + 1)) for r repeats),
-//! and the width it would leave is estimated with the model error's current estimate.
-//! The sweep's precision mode (`[until]`) takes the step with the most narrowing per run.
+//! A projection's interval holds its run-to-run noise (which more repeats at the fitted
+//! sizes shrink, about as one over the square root of the runs), what a measurement at
+//! the target would show (its noise and reading: nothing measured elsewhere changes
+//! them), and the model's error, which grows with the doublings between the largest
+//! fitted size and the target (which a larger measured size shrinks: fewer doublings to
+//! project, and one more size for the backtest). Each step is priced in runs (a new size:
+//! as many as the largest fitted size took; repeats: one more of each fitted size's
+//! baseline and of the steps around each demand, which shrinks the noise as sqrt(r / (r +
+//! 1)) for r repeats), and the width it would leave is worked out the way the interval is
+//! ([`super::model_error::Parts`]), with the model error's current estimate. The sweep's
+//! precision mode (`[until]`) takes the step with the most narrowing per run.
 
 use std::collections::BTreeMap;
 
 use super::answer::{Advice, Demand, Narrowing, Projection, Step};
+use super::bootstrap::LEVEL;
 use super::demand::{from_logit, logit};
+use super::model_error::Parts;
+use super::quantiles::Z90;
 
-/// The width of an interval around `bw` with these half-widths in logit units.
-fn width(bw: f64, noise: (f64, f64), model: f64) -> f64 {
+/// The width of the interval around `bw` whose projection noise has these 90%
+/// half-widths in logit units (below, above), with the other `parts` of the spread.
+fn width(bw: f64, noise: (f64, f64), parts: Parts) -> f64 {
     let c = logit(bw);
-    from_logit(c + noise.1.hypot(model)) - from_logit(c - noise.0.hypot(model))
+    let side = |half: f64| {
+        Parts {
+            noise: (half / Z90).hypot(parts.noise),
+            ..parts
+        }
+        .half_width(LEVEL)
+    };
+    from_logit(c + side(noise.1)) - from_logit(c - side(noise.0))
 }
 
 /// The points more repeats narrow the noise at: each fitted size's baseline and the two
@@ -69,22 +82,35 @@ pub fn advice(
     );
     let model = error.half_width_logit;
     let pp = |half: f64| (from_logit(c + half) - p.bw_pct).max(p.bw_pct - from_logit(c - half));
+    let e = &error.estimate;
+    let at = target as f64;
+    let selection = error.selection.unwrap_or(0.0);
+    // What the interval holds beyond the projection's noise, as it stands.
+    let beyond = e.parts(at, p.cti, 0.0, selection);
     let largest = *fitted.iter().max()?;
     let largest_runs = runs_per_size.get(&largest).copied().unwrap_or(0);
     let mut options = Vec::new();
-    // A size halfway (in log) to the target, if there is room for one.
+    // A size halfway (in log) to the target, if there is room for one: one more size
+    // checked (a degree of freedom more), projected from it; the target's measurement
+    // and reading stay what they are.
     let between = ((largest as f64) * (target as f64)).sqrt().round() as u32;
     if between > largest && between < target {
-        let d = (target as f64 / between as f64).log2();
-        // With as many more checks as there are levels, and d doublings.
-        let e = &error.estimate;
-        let more = super::model_error::t95(e.df + e.checks.div_ceil(e.sizes.max(1)));
-        let selection = 1.644_853_6 * error.selection.unwrap_or(0.0);
-        let m = (more * e.lack_of_fit_at(target as f64).hypot(e.per_doubling * d)).hypot(selection);
+        let closer = super::model_error::ErrorModel {
+            largest: between,
+            df: e.df + 1.0,
+            ..*e
+        };
         options.push(Narrowing {
             step: Step::Size { procs: between },
             runs: largest_runs,
-            width_after: width(p.bw_pct, noise_logit, m),
+            width_after: width(
+                p.bw_pct,
+                noise_logit,
+                Parts {
+                    model: (closer.model_sd(at), closer.df),
+                    ..beyond
+                },
+            ),
         });
     }
     let points = repeat_points(demand);
@@ -97,7 +123,7 @@ pub fn advice(
             width_after: width(
                 p.bw_pct,
                 (noise_logit.0 * shrink, noise_logit.1 * shrink),
-                model,
+                beyond,
             ),
         });
     }

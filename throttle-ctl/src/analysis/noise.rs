@@ -18,10 +18,10 @@ use throttle_proto::Pct;
 use super::cells::{BwKey, FULL, LOWEST};
 use super::stats;
 
-/// z for a two-sided 90% interval.
-const Z90: f64 = 1.644_853_6;
+use super::quantiles::Z90;
+
 /// Standard error of the median over that of the mean, for normal data (sqrt(pi/2)).
-const MEDIAN_EFFICIENCY: f64 = 1.253_314_1;
+pub const MEDIAN_EFFICIENCY: f64 = 1.253_314_1;
 
 /// One size's noise.
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -142,7 +142,7 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     traffic(&mut out, a, levels);
     backtest(&mut out, a, detail);
     out.push_str(&format!(
-        "intervals [a-b]: {}; a projection's [a-b] adds its model error (its lack of fit, the backtest's error growth with the distance, the averaged forms' disagreement; --json: model_error), [a-b]* is run-to-run noise only (no model error could be estimated)\n",
+        "intervals [a-b]: {}; a projection's [a-b] is what a measurement at that size would show: its noise, how one level reads there, and the model's error (its lack of fit, its growth with the distance projected from the backtest and other programs', the averaged forms' disagreement; --json: model_error), [a-b]* is run-to-run noise only (no model error could be estimated)\n",
         a.intervals
     ));
     if !a.warnings.is_empty() {
@@ -601,7 +601,7 @@ fn check_row(c: &Check) -> Vec<String> {
             interval(c.measured_interval.map(|i| (i.low, i.high)))
         ),
         format!("{bound}{:+.1}", c.error_pp),
-        format!("{:.1}", 1.645 * c.noise_pp),
+        format!("{:.1}", super::quantiles::Z90 * c.noise_pp),
         if c.within_noise {
             "within noise".into()
         } else if c.miss {
@@ -630,6 +630,7 @@ mod tests {
             saturates: true,
             noise_interval: None,
             interval: None,
+            at_levels: Vec::new(),
             model_error: None,
             measured_bw_pct: measured,
             measured_censored: measured.map(|_| Censored::Below),

@@ -129,6 +129,10 @@ pub struct Args {
     /// Pin the agents to a quarter of the cores and the ranks to the rest (`local up --pin`).
     #[arg(long)]
     pin: bool,
+    /// Scheduling priority of the agents (`local up --agent-priority`): by default before
+    /// every ordinary process, where this user may grant it (root, CAP_SYS_NICE).
+    #[arg(long, default_value = "realtime", value_parser = ["normal", "high", "realtime"])]
+    agent_priority: String,
     /// Print the analysis as JSON at the end instead of the tables.
     #[arg(long)]
     json: bool,
@@ -468,6 +472,7 @@ fn start_cluster(
         capacity,
         base_addr: opts.base_addr,
         dir: dir.join("state"),
+        priority: opts.agent_priority.clone(),
         agent_args,
         tls: false,
         netns: None,

@@ -40,10 +40,12 @@ enum LocalCommand {
         /// (throttle-agent --catch-up-ms).
         #[arg(long, alias = "burst-ms", default_value_t = 10.0)]
         catch_up_ms: f64,
-        /// Scheduling priority of the agents (throttle-agent --priority): `high` (nice
-        /// -10, needs root) keeps busy-polling ranks on the same cores from starving them;
-        /// `normal` to see what they would do without.
-        #[arg(long, default_value = "high", value_parser = ["normal", "high", "realtime"])]
+        /// Scheduling priority of the agents (throttle-agent --priority): `realtime`
+        /// (SCHED_RR) runs them before every ordinary process on this machine, so that a
+        /// busy machine does not make their links late; `high` (nice -10) ahead of the
+        /// ranks; `normal` to see what they would do without. Both need root or
+        /// CAP_SYS_NICE: an agent refused falls back to the next one, and `up` says so.
+        #[arg(long, default_value = "realtime", value_parser = ["normal", "high", "realtime"])]
         agent_priority: String,
         /// Worker threads per agent [default: 1, as several agents share this machine].
         #[arg(long, default_value_t = 1)]
@@ -149,8 +151,6 @@ impl Args {
                 let mut agent_args = vec![
                     "--catch-up-ms".into(),
                     catch_up_ms.to_string(),
-                    "--priority".into(),
-                    agent_priority,
                     "--threads".into(),
                     agent_threads.to_string(),
                 ];
@@ -163,6 +163,7 @@ impl Args {
                     capacity,
                     base_addr,
                     dir,
+                    priority: agent_priority,
                     agent_args,
                     tls,
                     netns,
