@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The attacker probe, re-run: every finding of the security reviews (issue 7's
-# seven, issue 25's twelve, issue 35's eleven, issue 37's review of loopback nodes: two)
+# seven, issue 25's twelve, issue 35's eleven, issue 37's review of loopback nodes: two,
+# issue 43's planted paths, journals, IPv6 localhost and churn)
 # as the test that reproduces it, each run on
 # its own and reported as held or BROKEN, in one table.
 #
@@ -61,6 +62,10 @@ PROBES=$(cat <<'EOF_PROBES'
 35-11c|throttle-ctl|lib|cluster::certs::tests::certificates_are_valid_for_a_bounded_time|local up --tls certificates valid 1975-4096
 37-1|throttle-tests|loopback_nodes|localhost_is_never_another_users_listener|another user's listener at a loopback node's address takes what the node's program sends to 127.0.0.1
 37-2|throttle-tests|loopback_nodes|localhost_is_the_nodes_server_not_another_users_listener|another user's 127.0.0.1 listener takes a node's localhost traffic from its own server
+43-2|throttle-tests|shared_dirs|what_the_controller_writes_never_follows_a_planted_link|a report, an export or the demo's directory written through another user's planted link
+43-2b|throttle-ctl|lib|shared_dir::tests::an_output_directory_is_ours_alone_or_refused|an output directory that is a link or writable by others is written into
+43-4|throttle-tests|shared_dirs|a_planted_journal_adds_no_rows_and_a_fifo_is_no_store|another user's -wal beside a store adds rows; a FIFO as --db hangs
+43-4b|throttle-ctl|lib|store::tests::a_planted_link_is_no_database|a store written in a sticky directory where a journal can be planted
 EOF_PROBES
 )
 

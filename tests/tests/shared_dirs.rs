@@ -1,7 +1,10 @@
 //! A local cluster in a directory other users may write (issue 35's findings 1, 2 and 6):
 //! what another user plants there (a link where logs are kept, an empty state directory
 //! of hers, a cluster file naming someone else's files) never makes `local up` or `local
-//! down` write through it, hand the token to it, or act on what it names.
+//! down` write through it, hand the token to it, or act on what it names. And what the
+//! controller writes or reads for a user there (issue 43's findings 2, 4 and 7): reports,
+//! exports and the demo's directory never through a link another user planted; a store
+//! never with a journal file another user put beside it, nor a FIFO opened as one.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -268,4 +271,178 @@ fn a_planted_cluster_file_gets_no_token() {
     let out = ctl(&s.0, &["local", "down"]);
     assert!(!out.status.success(), "{}", text(&out));
     std::fs::remove_file(s.0.join("throttle-cluster.toml")).ok();
+}
+
+/// A results database of `procs` x steps x repeats that `analyze` answers, written as the
+/// controller writes one, in a directory of root's, then moved to `to`.
+fn a_store(private: &Path, to: &Path) {
+    use throttle_ctl::store::{RunRow, Store};
+    let db = private.join("made.db");
+    let store = Store::open(&db).unwrap();
+    for p in [2u32, 4, 8, 16] {
+        for bw in [100u32, 60, 40, 20] {
+            for r in 0..3u32 {
+                let t = 10.0 / p as f64 + 0.5 + 2.0 * (p as f64).sqrt() / bw as f64;
+                let pct = throttle_proto::Pct::new(bw as f64).unwrap();
+                store
+                    .insert(&RunRow {
+                        workload: "mw".into(),
+                        nodes: p,
+                        procs: p,
+                        started_at: "2026-11-28T00:00:00Z".into(),
+                        seconds: Some(t * (1.0 + 0.002 * r as f64)),
+                        job: format!("j{p}-{bw}-{r}"),
+                        ..RunRow::for_test(&format!("s/{p}/{bw}/{r}"), "s", pct, r)
+                    })
+                    .unwrap();
+            }
+        }
+    }
+    drop(store);
+    std::fs::rename(&db, to).unwrap();
+}
+
+/// Issue 43, finding 2: links another user planted in a shared directory, where root's
+/// report, exports and demo go, are never written through; where nothing is planted, the
+/// same commands write.
+#[test]
+fn what_the_controller_writes_never_follows_a_planted_link() {
+    if !other_user_available("what_the_controller_writes_never_follows_a_planted_link") {
+        return;
+    }
+    let s = scratch("planted-writes");
+    let db = s.0.join("r.db");
+    a_store(&s.0, &db);
+    let sh = s.0.join("shared");
+    std::fs::create_dir(&sh).unwrap();
+    shared(&sh);
+    let secret = s.0.join("root-only");
+    std::fs::write(&secret, "root only\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let elsewhere = s.0.join("roots-dir");
+    std::fs::create_dir(&elsewhere).unwrap();
+    as_nobody(&format!(
+        "cd {sh} && mkdir -m 0777 rep && ln -s {secret} rep/index.html && ln -s {secret} runs.csv \
+         && ln -s {secret} answer.md && ln -s {secret} answer.csv && ln -s {elsewhere} throttle-demo",
+        sh = sh.display(),
+        secret = secret.display(),
+        elsewhere = elsewhere.display()
+    ));
+    let d = db.to_str().unwrap();
+    let tries: [&[&str]; 5] = [
+        &["analyze", "--db", d, "--report", "shared/rep"],
+        &["export", "--db", d, "--out", "shared/runs.csv"],
+        &[
+            "analyze",
+            "--db",
+            d,
+            "--export-markdown",
+            "shared/answer.md",
+        ],
+        &["analyze", "--db", d, "--export-csv", "shared/answer.csv"],
+        &["demo", "--dir", "shared/throttle-demo"],
+    ];
+    for args in tries {
+        let out = ctl(&s.0, args);
+        let said = text(&out);
+        assert!(!out.status.success(), "{args:?} wrote: {said}");
+        assert!(!said.contains("panicked"), "{said}");
+        assert_eq!(
+            std::fs::read_to_string(&secret).unwrap(),
+            "root only\n",
+            "{args:?} wrote through the link: {said}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "the demo wrote where the planted link points"
+    );
+    // Where nothing is planted, in the same shared directory: written.
+    for (args, made) in [
+        (
+            &["analyze", "--db", d, "--report", "shared/mine"][..],
+            "shared/mine/index.html",
+        ),
+        (
+            &["export", "--db", d, "--out", "shared/mine.csv"][..],
+            "shared/mine.csv",
+        ),
+    ] {
+        let out = ctl(&s.0, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert!(s.0.join(made).is_file(), "{args:?} made no {made}");
+    }
+}
+
+/// Issue 43, findings 4 and 7: a `-wal` another user forged and put beside root's store
+/// in a shared directory adds no row of theirs (the store is refused, naming it); a FIFO
+/// named as the store is refused at once, not opened.
+#[test]
+fn a_planted_journal_adds_no_rows_and_a_fifo_is_no_store() {
+    if !other_user_available("a_planted_journal_adds_no_rows_and_a_fifo_is_no_store") {
+        return;
+    }
+    let s = scratch("planted-wal");
+    let sh = s.0.join("shared");
+    std::fs::create_dir(&sh).unwrap();
+    shared(&sh);
+    a_store(&s.0, &sh.join("r.db"));
+    // The other user's forgery: a copy of the store, changed in WAL mode and not
+    // checkpointed; its `-wal` put beside root's store, theirs and writable by all.
+    let copy = s.0.join("copy.db");
+    std::fs::copy(sh.join("r.db"), &copy).unwrap();
+    let c = rusqlite::Connection::open(&copy).unwrap();
+    c.pragma_update(None, "journal_mode", "WAL").unwrap();
+    c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    c.execute("UPDATE runs SET series = 'forged'", []).unwrap();
+    let planted = sh.join("r.db-wal");
+    std::fs::copy(s.0.join("copy.db-wal"), &planted).unwrap();
+    drop(c);
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+    for args in [
+        &["export", "--db", "shared/r.db"][..],
+        &["analyze", "--db", "shared/r.db"][..],
+    ] {
+        let out = ctl(&s.0, args);
+        let said = text(&out);
+        assert!(
+            !said.contains("forged"),
+            "{args:?} read the planted rows: {said}"
+        );
+        assert!(!out.status.success(), "{args:?}: {said}");
+        assert!(said.contains("r.db-wal belongs to uid 65534"), "{said}");
+    }
+    // Without it, the store reads.
+    std::fs::remove_file(&planted).unwrap();
+    let out = ctl(&s.0, &["export", "--db", "shared/r.db"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // A FIFO as the store: refused by name within seconds, never opened.
+    nix::unistd::mkfifo(
+        &s.0.join("f.db"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let start = std::time::Instant::now();
+    let mut child = std::process::Command::new(exe())
+        .current_dir(&s.0)
+        .args(["export", "--db", "f.db"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("export --db FIFO still waits after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert!(
+        !out.status.success() && said.contains("not a regular file"),
+        "{said}"
+    );
 }

@@ -15,8 +15,14 @@
 //!   `O_NOFOLLOW`, and read with `O_NOFOLLOW`, checked regular and ours on their
 //!   descriptor.
 //!
+//! * what the user names to be written (a report directory, an export, the demo's
+//!   directory) is written only into a directory of the user's that nobody else may
+//!   write ([`out_dir`]), or replaced whole in a checked directory ([`write_file`]): a
+//!   link or a device at that name is refused, never followed.
+//!
 //! Everything is checked on the descriptor it is then used through, so that nothing can be
-//! swapped between the check and the use.
+//! swapped between the check and the use; what only takes a path (the plotting library)
+//! is given one through the checked descriptor ([`Dir::through`]).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -105,6 +111,39 @@ impl Dir {
     /// The directory's path (for messages, and for what only takes a path).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What `name` here is, without following a link; `None` when there is nothing.
+    pub fn entry(&self, name: &str) -> Result<Option<FileStat>> {
+        let c = component(name)?;
+        match nix::sys::stat::fstatat(
+            Some(self.fd.as_raw_fd()),
+            c,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st) => Ok(Some(st)),
+            Err(nix::errno::Errno::ENOENT) => Ok(None),
+            Err(e) => bail!("cannot stat {}: {e}", self.path.join(c).display()),
+        }
+    }
+
+    /// A path to `name` in this directory that resolves through the checked descriptor
+    /// (`/proc/self/fd/N/name`), for what only takes a path: renaming or replacing the
+    /// directory's path meanwhile changes nothing.
+    pub fn through(&self, name: &str) -> Result<PathBuf> {
+        Ok(self.fd_path().join(component(name)?))
+    }
+
+    /// This directory as a path through its descriptor ([`Dir::through`]), valid while
+    /// the `Dir` lives.
+    pub fn fd_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
+    /// The directory's path as the kernel resolved its descriptor.
+    pub fn real_path(&self) -> Result<PathBuf> {
+        std::fs::read_link(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+            .map_err(|e| anyhow!("cannot resolve {}: {e}", self.path.display()))
     }
 
     /// Whether this directory is this user's and nobody else may enter or change it.
@@ -209,6 +248,14 @@ impl Dir {
     pub fn write_atomically(&self, name: &str, bytes: &[u8], mode: u32) -> Result<()> {
         use std::io::Write;
         let c = component(name)?;
+        if let Some(st) = self.entry(name)? {
+            if !is_file(&st) {
+                bail!(
+                    "{} exists and is not a regular file (a symbolic link, a directory, a FIFO or a device): throttle-ctl replaces only files; name another",
+                    self.path.join(c).display()
+                );
+            }
+        }
         let mut nonce = [0u8; 8];
         getrandom::getrandom(&mut nonce).map_err(|e| anyhow!("no randomness: {e}"))?;
         let tmp = format!(
@@ -295,6 +342,71 @@ pub fn in_shared_dir(path: &Path) -> Result<(Dir, String)> {
     Ok((Dir::open_shared(&parent)?, name))
 }
 
+/// The directory `path` to write a user's output into (a report, the demo's files),
+/// created where it is missing (mode 0755, its missing parents as `create_dir_all` makes
+/// them): the last component not a link, this user's, and writable by nobody else, so
+/// that nobody can plant a link or a file of theirs in it; its parent passes
+/// [`Dir::open_shared`].
+pub fn out_dir(path: &Path) -> Result<Dir> {
+    let refuse = |st: &FileStat| -> Result<()> {
+        if st.st_uid != me() || st.st_mode & 0o022 != 0 {
+            bail!(
+                "{} is not a directory of yours that only you may write (owner uid {}, mode {:o}): another user could replace or redirect what throttle-ctl writes there; name a directory of your own",
+                path.display(),
+                st.st_uid,
+                st.st_mode & 0o7777
+            );
+        }
+        Ok(())
+    };
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        // ".", "/", "x/..": it exists or it is an error.
+        let d = Dir::open(path)?;
+        refuse(&d.stat()?)?;
+        return Ok(d);
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| anyhow!("cannot create the directory {}: {e}", parent.display()))?;
+    let up = Dir::open_shared(&parent)?;
+    let c = component(name)?;
+    match mkdirat(Some(up.fd.as_raw_fd()), c, Mode::from_bits_truncate(0o755)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => bail!("cannot create the directory {}: {e}", path.display()),
+    }
+    let fd = openat(
+        Some(up.fd.as_raw_fd()),
+        c,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        anyhow!(
+            "{} is not a directory (a symbolic link is refused): {e}",
+            path.display()
+        )
+    })?;
+    // SAFETY: openat returned a new descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let d = Dir {
+        fd,
+        path: path.to_path_buf(),
+    };
+    refuse(&d.stat()?)?;
+    Ok(d)
+}
+
+/// Write `bytes` as the file `path` names, whole, in a directory that passes
+/// [`Dir::open_shared`]: a link, a directory or a device at that name is refused, never
+/// followed ([`Dir::write_atomically`]).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (dir, name) = in_shared_dir(path)?;
+    dir.write_atomically(&name, bytes, 0o666)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,15 +440,50 @@ mod tests {
         let mut s = String::new();
         dir.open_own("new").unwrap().read_to_string(&mut s).unwrap();
         assert_eq!(s, "x");
-        // Written whole over a planted link: the link is replaced, its target untouched.
-        std::os::unix::fs::symlink(&target, d.join("whole")).unwrap();
+        // Written whole: over a file, it is replaced; over a planted link, refused, its
+        // target untouched; over a FIFO, refused at once (not opened).
+        dir.write_atomically("whole", b"old", 0o644).unwrap();
         dir.write_atomically("whole", b"new", 0o644).unwrap();
         assert_eq!(std::fs::read_to_string(d.join("whole")).unwrap(), "new");
+        std::os::unix::fs::symlink(&target, d.join("linked")).unwrap();
+        let e = dir
+            .write_atomically("linked", b"new", 0o644)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not a regular file"), "{e}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        nix::unistd::mkfifo(&d.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(write_file(&d.join("fifo"), b"x").is_err());
         // A link to a directory is not a directory to open.
         std::os::unix::fs::symlink(&d, d.join("loop")).unwrap();
         assert!(Dir::open_shared(&d.join("loop")).is_err());
         assert!(dir.create_new("../escape", 0o600).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_output_directory_is_ours_alone_or_refused() {
+        let d = scratch("out");
+        // Made where missing, with its parents; the same again is fine.
+        let out = out_dir(&d.join("a/report")).unwrap();
+        assert!(out_dir(&d.join("a/report")).is_ok());
+        std::fs::write(out.through("x").unwrap(), "through").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join("a/report/x")).unwrap(),
+            "through"
+        );
+        assert_eq!(out.real_path().unwrap(), d.join("a/report"));
+        // A link where it should be, and a directory others may write, are refused.
+        std::os::unix::fs::symlink(d.join("a"), d.join("linked")).unwrap();
+        let e = out_dir(&d.join("linked")).err().unwrap().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        std::fs::create_dir(d.join("open")).unwrap();
+        std::fs::set_permissions(d.join("open"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = out_dir(&d.join("open")).err().unwrap().to_string();
+        assert!(e.contains("only you may write"), "{e}");
+        // ... but a directory of ours may live in a shared (sticky) one.
+        assert!(out_dir(&d.join("open/mine")).is_ok());
         let _ = std::fs::remove_dir_all(&d);
     }
 

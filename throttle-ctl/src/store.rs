@@ -158,45 +158,84 @@ const FIRST_COLUMNS: [&str; 20] = [
 
 const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag";
 
-/// Refuse a results database where another user could choose what it writes to: a
-/// symbolic link as the database (SQLite follows one there unless told not to, and then
+/// Refuse a results database where another user could choose what it reads or writes:
+/// a symbolic link as the database (SQLite follows one there unless told not to, and then
 /// creates the file where the link points: measured with a link in `/tmp`) or as one of
-/// the journal files beside it (`-wal`, `-shm`, `-journal`: SQLite opens those without
-/// following a link, and fails; refused here with a clearer message), or a directory
-/// others may write that is not sticky (they could rename the database away and put theirs
-/// in its place). A sticky one (`/tmp`) is fine: nobody else can move what is ours there.
-fn check_place(path: &Path) -> Result<()> {
+/// the journal files beside it (`-wal`, `-shm`, `-journal`); anything but a regular file
+/// there (a FIFO would block the open for ever, a directory gives "disk I/O error"); a
+/// journal file that is not the database owner's (SQLite reads another user's `-wal` as
+/// the store's own rows: issue 43), or, to write, not this user's; a directory others may
+/// write that is not sticky (they could rename the database away and put theirs in its
+/// place); and, to write, any directory others may write, sticky or not (between this
+/// check and SQLite's open another user could still create a journal file of theirs
+/// there, which SQLite would then use). Returns whether a writer's journal files are there
+/// (a `-wal` or `-shm`).
+fn check_place(path: &Path, writing: bool) -> Result<bool> {
     use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let db = std::fs::symlink_metadata(path).ok();
+    let owner = db.as_ref().map_or(me, |m| m.uid());
+    let mut writer_open = false;
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let p = side_file(path, suffix);
-        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.file_type().is_symlink() {
             bail!(
                 "{} is a symbolic link: the results database and its journal files are opened only as themselves; name the real file with --db",
                 p.display()
             );
         }
+        if !m.file_type().is_file() {
+            bail!(
+                "{} is not a regular file (a directory, a FIFO or a device): name the results database file with --db",
+                p.display()
+            );
+        }
+        if suffix.is_empty() {
+            continue;
+        }
+        if m.uid() != owner || (writing && m.uid() != me) {
+            bail!(
+                "{} belongs to uid {}, not to {} (uid {}): another user may have put it there to change what the store holds; remove it if it is not yours",
+                p.display(),
+                m.uid(),
+                if m.uid() != owner { "the owner of the database" } else { "you" },
+                if m.uid() != owner { owner } else { me }
+            );
+        }
+        writer_open |= suffix != "-journal";
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     if let Ok(m) = std::fs::metadata(&dir) {
-        if m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0 {
+        let others_write = m.mode() & 0o022 != 0;
+        let sticky = m.mode() & 0o1000 != 0;
+        if others_write && (writing || !sticky) {
             bail!(
-                "the results database {} is in {}, which other users may write (mode {:o}, not sticky): they could put another database in its place; keep it in a directory of your own",
+                "the results database {} is in {}, which other users may write (mode {:o}{}): they could {}; keep it in a directory of your own",
                 path.display(),
                 dir.display(),
-                m.mode() & 0o7777
+                m.mode() & 0o7777,
+                if sticky { ", sticky" } else { ", not sticky" },
+                if sticky {
+                    "put a journal file of theirs beside it for SQLite to use"
+                } else {
+                    "put another database in its place"
+                }
             );
         }
     }
-    Ok(())
+    Ok(writer_open)
 }
 
 impl Store {
     /// Open (or create) the database at `path`.
     pub fn open(path: &Path) -> Result<Store> {
-        check_place(path)?;
+        check_place(path, true)?;
         let conn = Connection::open_with_flags(
             path,
             rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
@@ -274,20 +313,17 @@ impl Store {
     /// open is read as immutable (no lock): a sweep that opens it and checkpoints during
     /// the read could change what is read, a window of milliseconds this accepts.
     pub fn read(path: &Path) -> Result<Store> {
-        check_place(path)?;
+        // A store no writer has open (no `-wal` or `-shm` beside it) is read as an
+        // immutable file: a read-only connection to a WAL store would otherwise create
+        // both (and leave them). One a sweep is writing is read as SQLite's readers read:
+        // its side files exist already (and are its owner's: checked).
+        let writer_open = check_place(path, false)?;
         let not_ours = || {
             anyhow!(
                 "{} is not a throttle results database (no `runs` table of throttle's in it): name the file a sweep or the demo wrote with --db",
                 path.display()
             )
         };
-        // A store no writer has open (no `-wal` or `-shm` beside it) is read as an
-        // immutable file: a read-only connection to a WAL store would otherwise create
-        // both (and leave them). One a sweep is writing is read as SQLite's readers read:
-        // its side files exist already.
-        let writer_open = ["-wal", "-shm"]
-            .iter()
-            .any(|x| std::fs::symlink_metadata(side_file(path, x)).is_ok());
         let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
             | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW
             | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -650,6 +686,16 @@ pub const EXPORT_COLUMNS: [&str; 28] = [
     "seconds_is",
 ];
 
+/// A directory for the tests' stores: this user's alone (a store is not written in a
+/// directory others may write, such as `/tmp` itself).
+#[cfg(test)]
+pub(crate) fn test_dir() -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let d = std::env::temp_dir().join(format!("throttle-unit-{}", nix::unistd::geteuid().as_raw()));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&d);
+    d
+}
+
 /// `path` with `suffix` added to its name (`-wal`, `-shm`, `-journal`), bytes kept.
 fn side_file(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
@@ -868,7 +914,7 @@ mod tests {
     #[test]
     fn a_runs_output_is_stored_with_it_and_found_by_its_job() {
         let path =
-            std::env::temp_dir().join(format!("throttle-store-out-{}.db", std::process::id()));
+            crate::store::test_dir().join(format!("throttle-store-out-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         // An older store (no outputs table) gets the table when opened.
         version_0(&path);
@@ -977,7 +1023,7 @@ mod tests {
     #[test]
     fn a_store_of_the_first_schema_opens_and_keeps_its_rows() {
         let path =
-            std::env::temp_dir().join(format!("throttle-store-v0-{}.db", std::process::id()));
+            crate::store::test_dir().join(format!("throttle-store-v0-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         version_0(&path);
         let s = Store::open(&path).unwrap();
@@ -1009,7 +1055,7 @@ mod tests {
     #[test]
     fn a_flagged_run_is_kept_but_neither_done_nor_forgotten() {
         let path =
-            std::env::temp_dir().join(format!("throttle-store-flag-{}.db", std::process::id()));
+            crate::store::test_dir().join(format!("throttle-store-flag-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let s = Store::open(&path).unwrap();
         let mut flagged = row("p", RunStatus::Ok);
@@ -1044,7 +1090,7 @@ mod tests {
     #[test]
     fn a_store_of_a_newer_schema_is_refused() {
         let path =
-            std::env::temp_dir().join(format!("throttle-store-v9-{}.db", std::process::id()));
+            crate::store::test_dir().join(format!("throttle-store-v9-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         version_0(&path);
         Connection::open(&path)
@@ -1065,7 +1111,7 @@ mod tests {
     #[test]
     fn stored_bandwidths_are_settings_or_their_row_is_refused() {
         let path =
-            std::env::temp_dir().join(format!("throttle-store-pct-{}.db", std::process::id()));
+            crate::store::test_dir().join(format!("throttle-store-pct-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let s = Store::open(&path).unwrap();
         for key in ["a", "b", "c", "d"] {
@@ -1103,7 +1149,8 @@ mod tests {
 
     #[test]
     fn stores_runs_and_knows_what_is_done() {
-        let path = std::env::temp_dir().join(format!("throttle-store-{}.db", std::process::id()));
+        let path =
+            crate::store::test_dir().join(format!("throttle-store-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         {
             let s = Store::open(&path).unwrap();
@@ -1156,9 +1203,25 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = format!("{:#}", Store::open(&open.join("r.db")).err().unwrap());
         assert!(e.contains("other users may write"), "{e}");
-        // Sticky, as /tmp: fine.
+        // Sticky, as /tmp: read there, but not written (another user could still put a
+        // journal file of theirs beside it between the check and SQLite's open).
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        drop(Store::open(&open.join("r.db")).unwrap());
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        assert!(Store::open(&open.join("r.db")).is_ok());
+        let e = format!("{:#}", Store::open(&open.join("r.db")).err().unwrap());
+        assert!(e.contains("sticky"), "{e}");
+        assert!(Store::read(&open.join("r.db")).is_ok());
+        // Not a file: refused at once (a FIFO is never opened, so nothing hangs).
+        nix::unistd::mkfifo(
+            &dir.join("fifo.db"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let e = format!("{:#}", Store::read(&dir.join("fifo.db")).err().unwrap());
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::create_dir(dir.join("dir.db")).unwrap();
+        let e = format!("{:#}", Store::open(&dir.join("dir.db")).err().unwrap());
+        assert!(e.contains("not a regular file"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -40,9 +40,11 @@ impl CompletionsArgs {
 
 impl ManArgs {
     pub fn exec<C: CommandFactory>(self, _ctx: &Context) -> Exit {
-        std::fs::create_dir_all(&self.dir)?;
+        // A directory of this user's alone (no planted link in it or in its place is
+        // followed), written through its descriptor.
+        let dir = crate::shared_dir::out_dir(&self.dir)?;
         let cmd = C::command();
-        clap_mangen::generate_to(cmd, &self.dir)?;
+        clap_mangen::generate_to(cmd, dir.fd_path())?;
         crate::note!("man pages written to {}", self.dir.display());
         Ok(ExitCode::SUCCESS)
     }

@@ -334,8 +334,12 @@ fn run_demo(
     let (spec, what) = opts.spec(&sizes)?;
     let spec_text = toml::to_string(&spec)?;
     let mut sweep = Sweep::new(spec)?;
-    std::fs::create_dir_all(&opts.dir)?;
-    let dir = opts.dir.canonicalize()?;
+    // A directory of this user's that nobody else may write (a link in its place, or
+    // another user's directory, is refused): what the demo writes there cannot be
+    // redirected.
+    let demo_dir = crate::shared_dir::out_dir(&opts.dir)
+        .map_err(|e| anyhow::anyhow!("the demo's directory: {e:#}"))?;
+    let dir = demo_dir.real_path()?;
     let cluster_path = dir.join("throttle-cluster.toml");
     let _ = local_cluster::down(&cluster_path);
     let db = dir.join("results.db");
@@ -350,7 +354,7 @@ fn run_demo(
     start_cluster(opts, &dir, &cluster_path, max_nodes, capacity)?;
     let _down = Down(cluster_path.clone());
     let cluster = Cluster::load(&cluster_path)?;
-    std::fs::write(dir.join("sweep.toml"), &spec_text)?;
+    demo_dir.write_atomically("sweep.toml", spec_text.as_bytes(), 0o666)?;
     crate::note!(
         "sweeping {what} on {} nodes, {} bandwidth steps, {} repeats: {} runs{}",
         nodes.join(", "),

@@ -132,14 +132,10 @@ impl Args {
         let time = |r: &RunRow| measurements::time_of(r, kernel);
         match self.out {
             Some(f) => {
-                Store::export_csv(
-                    rows,
-                    std::io::BufWriter::new(std::fs::File::create(&f).map_err(|e| {
-                        anyhow::anyhow!("--out {}: cannot write it: {e}", f.display())
-                    })?),
-                    time,
-                    what,
-                )?
+                // Whole, then written as analyze's exports are (no link followed).
+                let mut csv = Vec::new();
+                Store::export_csv(rows, &mut csv, time, what)?;
+                super::write_output_file("--out", &f, &String::from_utf8_lossy(&csv))?;
             }
             None => Store::export_csv(rows, std::io::stdout().lock(), time, what).map_err(|e| {
                 if output::is_closed_output(&e) {

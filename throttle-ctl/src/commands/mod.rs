@@ -78,21 +78,32 @@ pub fn check_output_file(flag: &str, path: &std::path::Path) -> Result<()> {
             dir.display()
         );
     }
-    if path.is_dir() {
-        anyhow::bail!(
-            "{flag} {}: that is a directory; name a file",
-            path.display()
-        );
+    // Not followed: a link (planted by another user in a shared directory, or not) is
+    // refused, as are a directory, a FIFO and a device: the file is replaced whole.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.is_dir() {
+            anyhow::bail!(
+                "{flag} {}: that is a directory; name a file",
+                path.display()
+            );
+        }
+        if !m.is_file() {
+            anyhow::bail!(
+                "{flag} {}: that is a symbolic link, a FIFO or a device, not a file: throttle-ctl writes only files, and never through a link; name a file",
+                path.display()
+            );
+        }
     }
     Ok(())
 }
 
-/// Write `text` to the file `flag` names, replacing it; the error names the flag and
-/// the file.
+/// Write `text` to the file `flag` names, replacing it whole (a new file renamed over
+/// it, in a directory nobody else may replace it in: `shared_dir::write_file`); the
+/// error names the flag and the file.
 pub fn write_output_file(flag: &str, path: &std::path::Path, text: &str) -> Result<()> {
     check_output_file(flag, path)?;
-    std::fs::write(path, text)
-        .map_err(|e| anyhow::anyhow!("{flag} {}: cannot write it: {e}", path.display()))
+    crate::shared_dir::write_file(path, text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("{flag} {}: cannot write it: {e:#}", path.display()))
 }
 
 /// Set by Ctrl-C (SIGINT) or SIGTERM; the running job is then killed and the command stops.

@@ -369,13 +369,15 @@ fn heading(series: &str) -> (&str, String) {
 
 /// Write the report into `dir`; returns the path of `index.html`.
 pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| anyhow!("cannot create the report directory {}: {e}", dir.display()))?;
+    // A directory of this user's that nobody else may write: no link planted in it or in
+    // its place is followed; the figures are written through its descriptor.
+    let out =
+        crate::shared_dir::out_dir(dir).map_err(|e| anyhow!("the report directory: {e:#}"))?;
     let mut figures = String::new();
     match font() {
         Ok(_) => {
-            for (name, title) in render_all(dir, Figures { a, capacity })? {
-                figures.push_str(&figure_html(dir, &name, &title)?);
+            for (name, title) in render_all(&out.fd_path(), Figures { a, capacity })? {
+                figures.push_str(&figure_html(&out.fd_path(), &name, &title)?);
             }
         }
         Err(why) => figures.push_str(&format!("<p class=\"warn\">No plots: {}</p>", escape(why))),
@@ -419,7 +421,6 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
         figures = figures,
         json = escape(&json),
     );
-    let index = dir.join("index.html");
-    std::fs::write(&index, html)?;
-    Ok(index)
+    out.write_atomically("index.html", html.as_bytes(), 0o666)?;
+    Ok(dir.join("index.html"))
 }

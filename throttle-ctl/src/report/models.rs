@@ -72,8 +72,12 @@ pub fn write_model(
     figures: &[ModelFigure],
     json: &str,
 ) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| anyhow!("cannot create the report directory {}: {e}", dir.display()))?;
+    // As the analysis report: a directory of this user's alone, written through its
+    // descriptor.
+    let out =
+        crate::shared_dir::out_dir(dir).map_err(|e| anyhow!("the report directory: {e:#}"))?;
+    let through = out.fd_path();
+    let dir = through.as_path();
     let mut html_figures = String::new();
     match font() {
         Ok(_) => {
@@ -110,7 +114,6 @@ pub fn write_model(
         tables = escape(tables_text),
         json = escape(json),
     );
-    let index = dir.join("index.html");
-    std::fs::write(&index, html)?;
-    Ok(index)
+    out.write_atomically("index.html", html.as_bytes(), 0o666)?;
+    Ok(out.path().join("index.html"))
 }

@@ -964,7 +964,8 @@ mod tests {
         )
         .unwrap();
         let sweep = Sweep::new(spec).unwrap();
-        let path = std::env::temp_dir().join(format!("throttle-resume-{}.db", std::process::id()));
+        let path =
+            crate::store::test_dir().join(format!("throttle-resume-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let store = Store::open(&path).unwrap();
         let put = |p: &SweepPoint, seconds: f64| {

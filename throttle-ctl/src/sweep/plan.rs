@@ -390,7 +390,8 @@ mod tests {
         );
         let legacy = r#"command intercept=null rate_regex=null run="./app {procs}" time_regex="t=([0-9.]+)""#;
         // A store an earlier throttle wrote under the old name: the sweep takes it.
-        let path = std::env::temp_dir().join(format!("throttle-legacy-{}.db", std::process::id()));
+        let path =
+            crate::store::test_dir().join(format!("throttle-legacy-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let store = crate::store::Store::open(&path).unwrap();
         let key = SweepPoint::new(legacy, 2, 1, Pct::FULL, 0).key;
@@ -462,7 +463,8 @@ mod tests {
         .unwrap();
         let sweep = Sweep::new(spec).unwrap();
         assert_eq!(sweep.points.len(), 2 * AUTO_FIRST as usize);
-        let path = std::env::temp_dir().join(format!("throttle-auto-{}.db", std::process::id()));
+        let path =
+            crate::store::test_dir().join(format!("throttle-auto-{}.db", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let store = Store::open(&path).unwrap();
         let put = |p: &SweepPoint, seconds: f64, status: RunStatus| {
