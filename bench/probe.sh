@@ -62,6 +62,9 @@ PROBES=$(cat <<'EOF_PROBES'
 35-11c|throttle-ctl|lib|cluster::certs::tests::certificates_are_valid_for_a_bounded_time|local up --tls certificates valid 1975-4096
 37-1|throttle-tests|loopback_nodes|localhost_is_never_another_users_listener|another user's listener at a loopback node's address takes what the node's program sends to 127.0.0.1
 37-2|throttle-tests|loopback_nodes|localhost_is_the_nodes_server_not_another_users_listener|another user's 127.0.0.1 listener takes a node's localhost traffic from its own server
+43-1|throttle-tests|loopback_nodes|ipv6_localhost_is_the_nodes_server_not_another_users_listener|another user's [::1] listener takes what a node's program sends to ::1
+43-1b|throttle-preload|lib|node::tests::localhost_in_either_family_is_the_node|::1 is not the node's localhost
+43-5|throttle-tests|loopback_nodes|a_misaddressed_connect_never_reaches_another_users_listener|a connect to localhost where only another node listens reaches another user's 127.0.0.1 listener
 43-2|throttle-tests|shared_dirs|what_the_controller_writes_never_follows_a_planted_link|a report, an export or the demo's directory written through another user's planted link
 43-2b|throttle-ctl|lib|shared_dir::tests::an_output_directory_is_ours_alone_or_refused|an output directory that is a link or writable by others is written into
 43-4|throttle-tests|shared_dirs|a_planted_journal_adds_no_rows_and_a_fifo_is_no_store|another user's -wal beside a store adds rows; a FIFO as --db hangs

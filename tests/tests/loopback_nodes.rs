@@ -328,6 +328,101 @@ fn exec_refuses_a_node_whose_agent_is_gone() {
     assert!(!marker.exists());
 }
 
+/// Issue 43, finding 1: the same over IPv6. A node's server on every address (`[::]`,
+/// which the library rebinds to the node's) leaves `[::1]:P` free; another user listening
+/// there does not take what the node's program sends to `::1`: localhost is the node in
+/// either family.
+#[test]
+fn ipv6_localhost_is_the_nodes_server_not_another_users_listener() {
+    let test = "ipv6_localhost_is_the_nodes_server_not_another_users_listener";
+    if !have("iperf3", "-v") || !nix::unistd::geteuid().is_root() || !have("setpriv", "--version") {
+        skip(
+            test,
+            "iperf3, root and setpriv (a second user)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("{test}: skipped: this machine has no IPv6 loopback (::1)");
+        return;
+    }
+    let c = up("lbtheirs6", 2, "1Gbit", "127.0.56.1");
+    let mut theirs = as_nobody(&["iperf3", "-s", "-1", "-B", "::1", "-p", "5306"]);
+    let mut mine = server(&c.0, "n1", &["iperf3", "-s", "-1", "-p", "5306"]);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let out = exec_in(
+        &c.0,
+        "n1",
+        &["iperf3", "-c", "::1", "-p", "5306", "-t", "1"],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        mine.0.try_wait().unwrap().is_some(),
+        "n1's own server had no client"
+    );
+    assert!(
+        theirs.0.try_wait().unwrap().is_none(),
+        "the other user's listener at ::1 got n1's connection"
+    );
+}
+
+/// Issue 43, finding 5: a node's program that names localhost where only another node's
+/// server (this user's) listens is refused with the advice of a warning; another user's
+/// listener at 127.0.0.1:P never gets the connection.
+#[test]
+fn a_misaddressed_connect_never_reaches_another_users_listener() {
+    let test = "a_misaddressed_connect_never_reaches_another_users_listener";
+    if !have("iperf3", "-v") || !nix::unistd::geteuid().is_root() || !have("setpriv", "--version") {
+        skip(
+            test,
+            "iperf3, root and setpriv (a second user)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    let c = up("lbmisaddr", 2, "1Gbit", "127.0.57.1");
+    let mut theirs = as_nobody(&["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", "5307"]);
+    let _mine = server(
+        &c.0,
+        "n1",
+        &["iperf3", "-s", "-1", "-B", "0.0.0.0", "-p", "5307"],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let out = exec_in(
+        &c.0,
+        "n0",
+        &["iperf3", "-c", "127.0.0.1", "-p", "5307", "-t", "1"],
+    )
+    .output()
+    .unwrap();
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "n0's misaddressed client connected: {err}"
+    );
+    assert!(
+        err.contains("connect to 127.0.57.2:5307") && err.contains("is refused"),
+        "{err}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        theirs.0.try_wait().unwrap().is_none(),
+        "the other user's listener got n0's connection"
+    );
+}
+
 /// Another user's listener at 127.0.0.1:P does not take what a node's program sends to
 /// localhost while the node's own server (this user's) listens at P: localhost is the
 /// node.

@@ -73,16 +73,17 @@ fn warn_once(why: &str) {
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
 }
 
-/// Say once per process that a connection went to an address where only another node
-/// listens: on a loopback cluster every node has its own address, and 127.0.0.1 (or this
-/// machine's other addresses) is not where the other nodes' programs are.
+/// Say once per process that a connection to an address where only another node of this
+/// user's listens was refused: on a loopback cluster every node has its own address, and
+/// 127.0.0.1 (or this machine's other addresses) is not where the other nodes' programs
+/// are.
 fn warn_misaddressed(dst: SocketAddr, other: IpAddr, own: IpAddr) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
         return;
     }
     let msg = format!(
-        "throttle-preload: nothing listens at {dst}, but a program of node {other} does at port {}: connect to {other}:{} (each node of this loopback cluster has its own address; this one is {own}); a connection to {dst} is not throttled\n",
+        "throttle-preload: no server of this node ({own}) listens at {dst}, but a program of node {other} does at port {}: connect to {other}:{} (each node of this loopback cluster has its own address); the connection to {dst} is refused\n",
         dst.port(),
         dst.port(),
     );
@@ -139,7 +140,7 @@ unsafe fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) 
         _ => {}
     }
     let ip = dst.ip().to_canonical();
-    if ip.is_unspecified() || ip.is_multicast() || !node::is_tcp(fd) {
+    if ip.is_multicast() || !node::is_tcp(fd) {
         return None;
     }
     let nodes = match agent::nodes() {
@@ -150,25 +151,40 @@ unsafe fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) 
         }
     };
     let emulated = node::of(&nodes);
-    if !nodes.intercepts(dst) {
+    if ip.is_unspecified() || !nodes.intercepts(dst) {
         let own = emulated?;
+        // The address on every interface is, to connect(2), loopback of its family.
+        let asked = if !ip.is_unspecified() {
+            dst
+        } else if ip.is_ipv4() {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), dst.port())
+        } else {
+            SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), dst.port())
+        };
         // A node of a loopback cluster: localhost is the node (its own listener), and a
         // program that names an address where only another node listens hears why.
-        return match node::resolve(own, &nodes, dst) {
+        return match node::resolve(own, &nodes, asked) {
             node::Local::Own(there) => {
+                let family = int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
+                // An IPv6-only socket cannot reach the node's (IPv4) address: refused, as
+                // a host without that server would, never sent to `::1` as asked.
+                if family == libc::AF_INET6
+                    && int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) == Some(1)
+                {
+                    return Some(fail(libc::ECONNREFUSED));
+                }
                 if !node::bound(fd) {
                     node::bind_source(fd, own);
                 }
-                let family = int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;
                 let (st, slen) = sockaddr::to_c(sockaddr::for_family(there, family));
                 // SAFETY: a valid address on the program's own socket.
                 Some(unsafe { (real().connect)(fd, &st as *const _ as *const c_sockaddr, slen) })
             }
-            node::Local::AsAsked(Some(other)) => {
+            node::Local::Misaddressed(other) => {
                 warn_misaddressed(dst, other, own);
-                None
+                Some(fail(libc::ECONNREFUSED))
             }
-            node::Local::AsAsked(None) => None,
+            node::Local::AsAsked => None,
         };
     }
     let family = int_opt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN)?;

@@ -12,11 +12,13 @@
 //!   (`SIOCGIFCONF`, `SIOCGIFADDR`, `getifaddrs`): programs that publish their interfaces'
 //!   addresses to their peers (Open MPI's TCP transport with `btl_tcp_if_include lo`)
 //!   publish the node's, which the library then carries through the agents.
-//! * A connection to another IPv4 loopback address (127.0.0.1) reaches this node's
-//!   server at that port (its user's or root's) unless a server of this user's listens
-//!   where it asked: localhost is the node. Another user's listeners never count, there
-//!   or as the advice of the warning for a connection that names 127.0.0.1 where only
-//!   another node's server listens.
+//! * A connection to another loopback address (127.0.0.1, `::1`, or the address on every
+//!   interface, which the kernel takes for loopback) reaches this node's server at that
+//!   port (its user's or root's) unless a server of this user's listens where it asked:
+//!   localhost is the node, in either family. Another user's listeners never count: a
+//!   connection that names localhost where only another node's server of this user's
+//!   listens is refused, with the advice of a warning, and never delivered to what another
+//!   user listens with there (issue 43).
 //!
 //! The agent says which node this is (its node list's own address) and that the nodes
 //! share this network stack. On a node with a network stack of its own (a host, a namespace) none of
@@ -79,25 +81,26 @@ pub unsafe fn bind(fd: c_int, addr: *const c_sockaddr, len: socklen_t) -> Option
 }
 
 /// Where a connection from this node goes when the agents do not carry it.
+#[derive(Debug, PartialEq)]
 pub enum Local {
-    /// To this node's own listener at that port: the program asked for 127.0.0.1 (or
+    /// To this node's own listener at that port: the program asked for localhost (or
     /// another loopback address no node has), and localhost is the node.
     Own(SocketAddr),
-    /// As asked. `Some(node)`: nothing listens there, but a program of that other node
-    /// listens at the port (the program named the wrong address).
-    AsAsked(Option<IpAddr>),
+    /// Refused: nothing of this user's listens there, but a program of that other node
+    /// does at the port (the program named the wrong address). Sent on, it would reach
+    /// whatever another user listens with there.
+    Misaddressed(IpAddr),
+    /// As asked.
+    AsAsked,
 }
 
 /// Where a connection from this node (at `own`) to `dst`, no other node's address the
-/// agents carry to, goes. Only an IPv4 loopback destination (127.0.0.1, plain or
-/// v4-mapped) is looked at: anything else goes as asked, unlooked-up.
+/// agents carry to, goes. Only a loopback destination (127.0.0.0/8, plain or v4-mapped,
+/// and `::1`) is looked at: anything else goes as asked, unlooked-up.
 pub fn resolve(own: IpAddr, nodes: &NodeList, dst: SocketAddr) -> Local {
     let ip = dst.ip().to_canonical();
-    let IpAddr::V4(v4) = ip else {
-        return Local::AsAsked(None);
-    };
-    if !v4.is_loopback() || ip == own || nodes.nodes.contains(&ip) || dst.port() < FIRST_PORT {
-        return Local::AsAsked(None);
+    if !ip.is_loopback() || ip == own || nodes.nodes.contains(&ip) || dst.port() < FIRST_PORT {
+        return Local::AsAsked;
     }
     // Only this user's listeners (or root's) count: another user's at 127.0.0.1 must not
     // receive what the program meant for its node's server, nor be recommended to it.
@@ -108,14 +111,21 @@ pub fn resolve(own: IpAddr, nodes: &NodeList, dst: SocketAddr) -> Local {
         .filter(|(_, uid)| *uid == me || *uid == 0)
         .map(|(a, _)| a)
         .collect();
-    // A server of this user's there, or on every address: as asked.
-    if at.iter().any(|a| a.ip() == ip || a.ip().is_unspecified()) {
-        return Local::AsAsked(None);
+    // A server of this user's there, or on every address of the destination's family
+    // (`[::]` takes IPv4 too; `0.0.0.0` no IPv6): as asked.
+    if at
+        .iter()
+        .any(|a| a.ip() == ip || (a.ip().is_unspecified() && (a.is_ipv6() || ip.is_ipv4())))
+    {
+        return Local::AsAsked;
     }
     if at.iter().any(|a| a.ip() == own) {
         return Local::Own(SocketAddr::new(own, dst.port()));
     }
-    Local::AsAsked(at.iter().map(|a| a.ip()).find(|a| nodes.nodes.contains(a)))
+    match at.iter().map(|a| a.ip()).find(|a| nodes.nodes.contains(a)) {
+        Some(other) => Local::Misaddressed(other),
+        None => Local::AsAsked,
+    }
 }
 
 /// Bind an unbound socket to this node's address (any port), so that the connection
@@ -208,5 +218,54 @@ pub unsafe fn after_getifaddrs(mut list: *mut libc::ifaddrs) {
         let ifa = unsafe { &*list };
         replace_in(ifa.ifa_addr, own);
         list = ifa.ifa_next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Localhost is the node in either family (issue 43, finding 1: `::1` went as asked,
+    /// to whatever another user listened with there), and a connection that names
+    /// localhost where only another node's server listens is refused (finding 5).
+    #[test]
+    fn localhost_in_either_family_is_the_node() {
+        let own: IpAddr = "127.0.55.1".parse().unwrap();
+        let other: IpAddr = "127.0.55.2".parse().unwrap();
+        let (Ok(mine), Ok(theirs)) = (
+            std::net::TcpListener::bind((own, 0)),
+            std::net::TcpListener::bind((other, 0)),
+        ) else {
+            eprintln!("skipped: no 127.0.55.1-2 to listen at");
+            return;
+        };
+        let (p_own, p_other) = (
+            mine.local_addr().unwrap().port(),
+            theirs.local_addr().unwrap().port(),
+        );
+        let nodes = NodeList {
+            nodes: vec![own, other],
+            exempt: vec![],
+            own: Some(own),
+            shared_stack: true,
+        };
+        let at = |dst: &str, port: u16| {
+            resolve(own, &nodes, SocketAddr::new(dst.parse().unwrap(), port))
+        };
+        for localhost in ["127.0.0.1", "::1", "::ffff:127.0.0.1"] {
+            assert_eq!(
+                at(localhost, p_own),
+                Local::Own(SocketAddr::new(own, p_own)),
+                "{localhost}"
+            );
+            assert_eq!(
+                at(localhost, p_other),
+                Local::Misaddressed(other),
+                "{localhost}"
+            );
+        }
+        // Not loopback, or a node's own address: as asked.
+        assert_eq!(at("192.0.2.1", p_own), Local::AsAsked);
+        assert_eq!(at("127.0.55.2", p_other), Local::AsAsked);
     }
 }
