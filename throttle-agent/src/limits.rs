@@ -23,14 +23,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-/// Connections at once on the control API (at most).
-pub const CONTROL_CONNECTIONS: usize = 64;
+/// Connections at once on the control API (at most). An unproven connection costs a
+/// descriptor and a small task; room for a burst of churn (another user opening and
+/// closing connections as fast as one machine can) that the runtime has not yet reaped.
+pub const CONTROL_CONNECTIONS: usize = 256;
 /// Connections at once in their handshake, per transport listener (at most).
 pub const HANDSHAKES: usize = 1024;
 /// Connections at once in their request on the preload port (at most).
@@ -66,6 +69,18 @@ struct Waiting {
     /// Its source, when known at admission (a newcomer evicts its own source's oldest
     /// first).
     source: Option<Source>,
+    /// Its socket, once [`Permit::watch`] names it: one with a request waiting to be read
+    /// is about to prove itself, and is evicted only when no quiet one is left.
+    fd: Option<RawFd>,
+}
+
+/// Whether the socket `fd` has nothing to read (an idle connection, or one its client
+/// closed: churn), as far as the kernel says.
+fn quiet(fd: RawFd) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int; a stale or closed descriptor fails (then quiet).
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    r != 0 || n == 0
 }
 
 /// Set when a connection is evicted; its task is woken to close it.
@@ -129,6 +144,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Permit {
+    /// Name the connection's socket, so that eviction can tell a connection with its
+    /// request waiting (a client that proves itself at once, as a controller does) from
+    /// one with nothing to say (a flood's, or a churn's closed at once): the quiet ones
+    /// go first.
+    pub fn watch(&self, fd: RawFd) {
+        if let Some(p) = &self.pending {
+            if let Some(w) = lock(&p.unproven).waiting.get_mut(&p.id) {
+                w.fd = Some(fd);
+            }
+        }
+    }
+
     /// The handle that marks this connection proven, where it may be evicted.
     pub fn proof(&self) -> Option<Proof> {
         self.pending.clone()
@@ -234,14 +261,16 @@ impl Pool {
             .or_else(|| self.evict(|w| trusted || !w.reserve))
     }
 
-    /// Evict the oldest unproven connection `eligible` allows; its place, taken at once.
+    /// Evict the oldest unproven connection `eligible` allows, a quiet one (nothing to
+    /// read: [`Permit::watch`]) if there is one; its place, taken at once.
     fn evict(&self, eligible: impl Fn(&Waiting) -> bool) -> Option<(OwnedSemaphorePermit, bool)> {
         let unproven = self.unproven.as_ref()?;
         let mut u = lock(unproven);
         let victim = u
             .waiting
             .iter()
-            .find(|(_, w)| eligible(w))
+            .find(|(_, w)| eligible(w) && w.fd.is_some_and(quiet))
+            .or_else(|| u.waiting.iter().find(|(_, w)| eligible(w)))
             .map(|(id, _)| *id)?;
         let w = u.waiting.remove(&victim)?;
         self.evictions.fetch_add(1, Ordering::Relaxed);
@@ -273,6 +302,7 @@ impl Pool {
                     eviction: eviction.clone(),
                     reserve,
                     source: from,
+                    fd: None,
                 },
             );
             Proof {
@@ -469,6 +499,70 @@ impl Default for Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 43, finding 3: a flood that opens and closes connections (churn) evicts its
+    /// own quiet connections, not a client's whose request is waiting to be read, though
+    /// that one is older: the client is not reset for a newcomer.
+    #[test]
+    fn churn_evicts_quiet_connections_before_one_with_its_request_waiting() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = l.local_addr().unwrap();
+        let p = Pool::evicting(4);
+        let from: IpAddr = "127.0.0.1".parse().unwrap();
+        // The client comes first and sends its request; the flood's three connections
+        // send nothing (one closed at once).
+        let mut client = std::net::TcpStream::connect(at).unwrap();
+        client.write_all(b"GET /status HTTP/1.1\r\n\r\n").unwrap();
+        let mut held = Vec::new();
+        let (served, _) = l.accept().unwrap();
+        let mine = p.try_enter_trusted(Some(from)).unwrap();
+        mine.watch(served.as_raw_fd());
+        let mut flood = Vec::new();
+        for _ in 0..3 {
+            let c = std::net::TcpStream::connect(at).unwrap();
+            let (s, _) = l.accept().unwrap();
+            let permit = p.try_enter_trusted(Some(from)).unwrap();
+            permit.watch(s.as_raw_fd());
+            held.push((s, permit));
+            flood.push(c);
+        }
+        flood.remove(0);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Full (4 + 1 reserve); three newcomers evict the flood's three.
+        let extra = p.try_enter_trusted(Some(from)).unwrap();
+        let newcomers: Vec<Permit> = (0..3)
+            .map(|_| p.try_enter_trusted(Some(from)).unwrap())
+            .collect();
+        assert!(
+            !mine
+                .pending
+                .as_ref()
+                .unwrap()
+                .eviction
+                .evicted
+                .load(Ordering::Acquire),
+            "the client with its request waiting was evicted before the quiet flood"
+        );
+        assert!(held.iter().all(|(_, p)| p
+            .pending
+            .as_ref()
+            .unwrap()
+            .eviction
+            .evicted
+            .load(Ordering::Acquire)));
+        // With none quiet left, the oldest goes, as before: the client.
+        let last = p.try_enter_trusted(Some(from)).unwrap();
+        assert!(mine
+            .pending
+            .as_ref()
+            .unwrap()
+            .eviction
+            .evicted
+            .load(Ordering::Acquire));
+        drop((extra, newcomers, last, client));
+    }
 
     #[test]
     fn pools_refuse_instead_of_queueing_and_refill_on_drop() {

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use throttle_proto::Pct;
 
 use crate::job::RunStatus;
@@ -105,6 +105,9 @@ pub struct LinkRow {
 }
 
 const LINK_COLUMNS: &str = "measured_at, host, version, job, procs, bw_pct, capacity, latency, send_overhead, recv_overhead, gap, gap_per_byte, send_per_byte, recv_per_byte, master_send_overhead, master_recv_overhead, detail";
+
+/// The largest cell a stored run may hold (bytes).
+const MAX_CELL: i64 = 1 << 20;
 
 /// The schema this build writes.
 pub const SCHEMA_VERSION: i64 = 3;
@@ -480,6 +483,30 @@ impl Store {
     }
 
     pub fn rows(&self) -> Result<Vec<RunRow>> {
+        // No cell larger than a run writes (a command's reason, a fidelity proof of many
+        // nodes: kilobytes): a crafted store's 30 MB cells took 2.8 GB to read.
+        let big: Option<(i64, i64)> = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT id, n FROM (SELECT id, MAX({}) AS n FROM runs) WHERE n > {MAX_CELL} LIMIT 1",
+                    self.select
+                        .split(", ")
+                        // "NULL AS x" for a column an older store lacks.
+                        .map(|c| c.split(" AS ").next().unwrap_or(c))
+                        .map(|c| format!("COALESCE(length(CAST({c} AS BLOB)), 0)"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        if let Some((id, n)) = big {
+            bail!(
+                "row {id} of the runs holds a cell of {n} bytes, more than a run writes (at most {MAX_CELL}): this store was not written by throttle as it is; refused"
+            );
+        }
         let mut st = self
             .conn
             .prepare(&format!("SELECT {}, id FROM runs ORDER BY id", self.select))?;
@@ -641,7 +668,7 @@ fn cell(text: &str) -> String {
     let mut out: String = text
         .chars()
         .map(|c| {
-            if c.is_control() {
+            if crate::analysis::observation::unsafe_char(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
@@ -1178,6 +1205,29 @@ mod tests {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// Issue 43, finding 7: a cell larger than a run writes is refused by row, before the
+    /// rows are read into memory.
+    #[test]
+    fn a_huge_cell_is_refused_by_row() {
+        let path = test_dir().join(format!("throttle-store-huge-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&path).unwrap();
+        let pct = Pct::new(100.0).unwrap();
+        store
+            .insert(&RunRow::for_test("s/1/100/0", "s", pct, 0))
+            .unwrap();
+        store
+            .insert(&RunRow {
+                reason: Some("x".repeat(2 << 20)),
+                ..RunRow::for_test("s/1/100/1", "s", pct, 1)
+            })
+            .unwrap();
+        let e = store.rows().err().unwrap().to_string();
+        assert!(e.contains("row 2") && e.contains("2097152 bytes"), "{e}");
+        drop(store);
+        let _ = std::fs::remove_file(&path);
+    }
+
     /// Issue 35, finding 9: a link planted where the database (or its journal) goes is not
     /// followed, and no database is made where it points; a directory others may write and
     /// rename in is refused.
@@ -1240,6 +1290,7 @@ mod tests {
             "rank 1\\n\\u{1b}[31mfailed"
         );
         assert_eq!(cell("bfs scale=8"), "bfs scale=8");
+        assert_eq!(cell("mw\u{202e}exe"), "mw\\u{202e}exe");
         let mut buf = Vec::new();
         let row = RunRow {
             reason: Some("=1+1\r\nevil".into()),

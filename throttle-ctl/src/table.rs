@@ -98,10 +98,27 @@ impl Table {
 
 /// Text for HTML: `&`, `<`, `>` and quotes escaped.
 pub fn escape_html(s: &str) -> String {
-    s.replace('&', "&amp;")
+    let s = s
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
-        .replace('"', "&quot;")
+        .replace('"', "&quot;");
+    // Bidirectional controls written out, not obeyed (line breaks stay: `<pre>` text).
+    if !s
+        .chars()
+        .any(|c| crate::analysis::observation::unsafe_char(c) && !c.is_ascii())
+    {
+        return s;
+    }
+    s.chars()
+        .map(|c| {
+            if crate::analysis::observation::unsafe_char(c) && !c.is_ascii() {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Text for one line of Markdown, a table's cell or a paragraph: line breaks and other
@@ -123,7 +140,7 @@ pub fn escape_markdown(s: &str) -> String {
             {
                 out.push_str("\\<");
             }
-            c if c.is_control() => out.push(' '),
+            c if crate::analysis::observation::unsafe_char(c) => out.push(' '),
             c => out.push(c),
         }
     }
@@ -133,6 +150,25 @@ pub fn escape_markdown(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 43, finding 7: a bidirectional control in a label is written out wherever the
+    /// label goes (terminal, Markdown, HTML, CSV), never obeyed.
+    #[test]
+    fn bidirectional_controls_are_written_out_everywhere() {
+        let label = "mw\u{202e}gnp.exe\u{2066}x";
+        for shown in [
+            crate::analysis::observation::printable(label),
+            escape_markdown(label),
+            escape_html(label),
+        ] {
+            assert!(
+                !shown.contains('\u{202e}') && !shown.contains('\u{2066}'),
+                "{shown:?}"
+            );
+        }
+        assert_eq!(escape_html(label), "mw\\u{202e}gnp.exe\\u{2066}x");
+        assert_eq!(escape_html("a\nb"), "a\nb");
+    }
 
     #[test]
     fn columns_line_up() {

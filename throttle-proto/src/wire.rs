@@ -528,6 +528,10 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 /// How often a client asks again when an agent answers `Busy`.
 pub const BUSY_RETRIES: u32 = 30;
 
+/// The header of an agent's 503 that refused a control connection at admission, before
+/// reading anything of it: the request was not seen, and may be sent again as it was.
+pub const BUSY_HEADER: &str = "x-throttle-busy";
+
 /// Wait before retry `attempt` (1-based) after a `Busy` answer: 2 ms doubling to 100 ms,
 /// with jitter so that many clients refused together do not return together. Thirty
 /// retries span about 2.5 s.

@@ -112,11 +112,14 @@ pub async fn serve(
         } else {
             pool.try_enter(Some(from.ip()))
         };
-        if permit.is_none() {
-            agent.limits.note_refused();
-            debug!(%from, "control API busy: refusing a connection");
-            if tls.is_none() {
-                refuse_busy(stream);
+        match &permit {
+            Some(p) => p.watch(std::os::fd::AsRawFd::as_raw_fd(stream)),
+            None => {
+                agent.limits.note_refused();
+                debug!(%from, "control API busy: refusing a connection");
+                if tls.is_none() {
+                    refuse_busy(stream);
+                }
             }
         }
         permit
@@ -148,10 +151,11 @@ pub async fn serve(
 
 /// Answer 503 without waiting: the socket is new, so its send buffer has room.
 fn refuse_busy(stream: &TcpStream) {
+    use throttle_proto::wire::BUSY_HEADER;
     let body =
         r#"{"error":"the agent is serving as many control connections as it may; try again"}"#;
     let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{BUSY_HEADER}: 1\r\n\r\n{body}",
         body.len()
     );
     let _ = stream.try_write(response.as_bytes());

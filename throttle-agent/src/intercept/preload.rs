@@ -63,10 +63,11 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown)
             .limits
             .preload_handshakes
             .try_enter_from(Some(Source::Uid(uid)));
-        if permit.is_none() {
-            refuse(format_args!(
+        match &permit {
+            Some(p) => p.watch(client.as_raw_fd()),
+            None => refuse(format_args!(
                 "preload connection from {from} refused: the preload port is full, and uid {uid} has no connection of its own waiting there to give way"
-            ));
+            )),
         }
         permit
     };

@@ -45,7 +45,9 @@ pub async fn serve(agent: Arc<Agent>, listener: TcpListener, shutdown: Shutdown)
         } else {
             pool.try_enter(Some(from.ip()))
         };
-        if permit.is_none() {
+        if let Some(p) = &permit {
+            p.watch(std::os::fd::AsRawFd::as_raw_fd(stream));
+        } else {
             admitting.limits.note_refused();
             debug!(%from, "data port busy: refusing a connection");
             let busy = Reply::from(WireError::new(

@@ -124,8 +124,20 @@ pub(crate) fn choose_series(obs: &[Observation], asked: &Option<String>) -> Resu
     })
 }
 
+/// The most sizes one analysis takes: a sweep measures a handful; a store with
+/// thousands (a file anyone may hand over: 5,000 sizes did not finish in a minute) is
+/// refused rather than worked on without end.
+pub const MAX_SIZES: usize = 256;
+
 /// Run the analysis on `obs`.
 pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
+    let sizes: std::collections::BTreeSet<u32> = obs.iter().map(|o| o.procs).collect();
+    if sizes.len() > MAX_SIZES {
+        anyhow::bail!(
+            "the runs hold {} sizes (process counts); an analysis takes at most {MAX_SIZES}: choose a series with --series, or export a part of the store",
+            sizes.len()
+        );
+    }
     let (m, mut warnings) = measure(obs, req)?;
     let (volumes, traffic_recorded) = traffic_volumes(&m.runs.good, req, &mut warnings);
     let f = fit_and_judge(&m, req, volumes.as_ref(), &mut warnings);

@@ -112,6 +112,26 @@ fn flagged_runs_are_left_out_unless_kept_and_said_so() {
     assert!(kept.warnings.iter().any(|w| w.contains("KEPT")));
 }
 
+/// Issue 43, finding 7: a store of thousands of sizes is refused at once, not worked on
+/// for minutes.
+#[test]
+fn too_many_sizes_are_refused_at_once() {
+    let obs: Vec<Observation> = (1..=MAX_SIZES as u32 + 1)
+        .flat_map(|p| {
+            [100.0, 50.0].map(|bw| {
+                Observation::for_test("s", p, crate::analysis::cells::pct(bw), 0, 1.0 + p as f64)
+            })
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    let e = analyze(&obs, &question(&[10.0], &[], None))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("at most 256"), "{e}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(1));
+}
+
 #[test]
 fn failed_runs_are_ignored_and_counted() {
     let req = question(&[5.0, 10.0], &[], None);

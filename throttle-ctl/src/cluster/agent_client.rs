@@ -43,6 +43,32 @@ fn why_unreachable(e: &ureq::Error) -> String {
     }
 }
 
+/// How long a request turned away unread is sent again.
+const RETRY_FOR: Duration = Duration::from_secs(3);
+
+/// Whether a transport error is a connection the agent closed before answering (reset,
+/// or closed: what an evicted connection sees), not one that never connected.
+fn closed_unanswered(t: &ureq::Transport) -> bool {
+    use std::error::Error;
+    if t.kind() != ureq::ErrorKind::Io {
+        return false;
+    }
+    let mut cause = t.source();
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::BrokenPipe
+            );
+        }
+        cause = c.source();
+    }
+    false
+}
+
 impl AgentClient {
     pub fn new(cluster: &Cluster, node: &Node) -> AgentClient {
         Self::with_timeout(cluster, node, Duration::from_secs(10))
@@ -77,7 +103,40 @@ impl AgentClient {
         self.answer(self.request(method, path, body))
     }
 
+    /// One request, sent again while the agent turns it away unread: a 503 of its
+    /// admission ([`throttle_proto::wire::BUSY_HEADER`]: its control port is full), or a
+    /// connection closed before any answer (a connection evicted before it presented the
+    /// token, by another user's flood of connections): neither reached a handler. For up to
+    /// [`RETRY_FOR`], with the agents' backoff.
     fn request<B: Serialize>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<ureq::Response, Box<ureq::Error>> {
+        let start = std::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            let r = self.request_once(method, path, body);
+            let unread = match &r {
+                Err(e) => match e.as_ref() {
+                    ureq::Error::Status(503, resp) => {
+                        resp.header(throttle_proto::wire::BUSY_HEADER).is_some()
+                    }
+                    ureq::Error::Transport(t) => closed_unanswered(t),
+                    _ => false,
+                },
+                Ok(_) => false,
+            };
+            if !unread || start.elapsed() >= RETRY_FOR {
+                return r;
+            }
+            std::thread::sleep(throttle_proto::wire::busy_backoff(attempt));
+            attempt += 1;
+        }
+    }
+
+    fn request_once<B: Serialize>(
         &self,
         method: &str,
         path: &str,

@@ -100,8 +100,11 @@ fn series_name(name: &str) -> Result<String> {
     if trimmed.is_empty() || trimmed.chars().count() > MAX_NAME {
         bail!("`name` must be 1 to {MAX_NAME} characters");
     }
-    if trimmed.chars().any(|c| c.is_control() || c == '|') {
-        bail!("`name` must not contain control characters or `|`");
+    if trimmed
+        .chars()
+        .any(|c| crate::analysis::observation::unsafe_char(c) || c == '|')
+    {
+        bail!("`name` must not contain control characters, bidirectional controls or `|`");
     }
     Ok(trimmed.to_string())
 }
@@ -120,6 +123,11 @@ pub struct Sweep {
     pub points: Vec<SweepPoint>,
 }
 
+/// The most runs of a point (`repeats`, `max_repeats`).
+const MAX_COUNT: u32 = 10_000;
+/// The most extra attempts of a failed or flagged point (`retries`).
+const MAX_RETRIES: u32 = 100;
+
 impl Sweep {
     pub fn load(path: &Path) -> Result<Sweep> {
         let text = std::fs::read_to_string(path)
@@ -135,13 +143,21 @@ impl Sweep {
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
             bail!("`nodes` must list node counts >= 1");
         }
-        if spec.repeats == Repeats::Auto {
-            if spec.max_repeats < AUTO_FIRST {
-                bail!("`max_repeats` must be at least {AUTO_FIRST} (the repeats every point gets first)");
-            }
-            if !(spec.precision.is_finite() && spec.precision > 0.0 && spec.precision < 1.0) {
-                bail!("`precision` must be a share between 0 and 1 (0.02 for +-2%)");
-            }
+        // Every count bounded as `repeats` is (a spec is a file anyone may hand over: a
+        // count of 4294967295 is a sweep without end), whether or not it is used.
+        if spec.repeats == Repeats::Auto && spec.max_repeats < AUTO_FIRST {
+            bail!(
+                "`max_repeats` must be at least {AUTO_FIRST} (the repeats every point gets first)"
+            );
+        }
+        if spec.max_repeats > MAX_COUNT {
+            bail!("`max_repeats` must be at most {MAX_COUNT}");
+        }
+        if spec.retries > MAX_RETRIES {
+            bail!("`retries` must be at most {MAX_RETRIES} (more attempts for a failed or flagged point)");
+        }
+        if !(spec.precision.is_finite() && spec.precision > 0.0 && spec.precision < 1.0) {
+            bail!("`precision` must be a share between 0 and 1 (0.02 for +-2%)");
         }
         if !(spec.settle.is_finite() && (0.0..=600.0).contains(&spec.settle)) {
             bail!("`settle` must be between 0 and 600 seconds");
@@ -609,6 +625,29 @@ mod tests {
                 e.contains("`repeats` must be a number from 1 to 10000 or \"auto\""),
                 "{e}"
             );
+        }
+        // Issue 43, finding 7: every count bounded, and a precision that is a number.
+        for (bad, says) in [
+            ("retries = 4294967295", "`retries` must be at most 100"),
+            (
+                "repeats = \"auto\"\nmax_repeats = 4294967295\nprecision = 1e-300",
+                "`max_repeats` must be at most 10000",
+            ),
+            (
+                "max_repeats = 4294967295",
+                "`max_repeats` must be at most 10000",
+            ),
+            ("precision = nan", "`precision` must be a share"),
+        ] {
+            let spec: SweepSpec = toml::from_str(&format!(
+                "workload=\"bfs\"\nnodes=[1]\nbandwidths=[100]\n{bad}"
+            ))
+            .unwrap();
+            let e = Sweep::new(spec)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains(says), "{bad}: {e}");
         }
         let e = toml::from_str::<SweepSpec>(
             "workload = \"pmm\"\nnodes=[1]\nbandwidths=[100]\n[pmm]\nbcast=\"tree\"",
