@@ -321,9 +321,13 @@ fn what_the_controller_writes_never_follows_a_planted_link() {
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
     let elsewhere = s.0.join("roots-dir");
     std::fs::create_dir(&elsewhere).unwrap();
+    // Planted in directories of the other user's that everyone may write and that are
+    // not sticky (where the kernel's fs.protected_symlinks, when on, does not refuse to
+    // follow): `rep/` in the shared directory, the rest in `open/`.
     as_nobody(&format!(
-        "cd {sh} && mkdir -m 0777 rep && ln -s {secret} rep/index.html && ln -s {secret} runs.csv \
-         && ln -s {secret} answer.md && ln -s {secret} answer.csv && ln -s {elsewhere} throttle-demo",
+        "cd {sh} && mkdir rep open && chmod 0777 rep open && ln -s {secret} rep/index.html \
+         && ln -s {secret} open/runs.csv && ln -s {secret} open/answer.md \
+         && ln -s {secret} open/answer.csv && ln -s {elsewhere} open/throttle-demo",
         sh = sh.display(),
         secret = secret.display(),
         elsewhere = elsewhere.display()
@@ -331,16 +335,22 @@ fn what_the_controller_writes_never_follows_a_planted_link() {
     let d = db.to_str().unwrap();
     let tries: [&[&str]; 5] = [
         &["analyze", "--db", d, "--report", "shared/rep"],
-        &["export", "--db", d, "--out", "shared/runs.csv"],
+        &["export", "--db", d, "--out", "shared/open/runs.csv"],
         &[
             "analyze",
             "--db",
             d,
             "--export-markdown",
-            "shared/answer.md",
+            "shared/open/answer.md",
         ],
-        &["analyze", "--db", d, "--export-csv", "shared/answer.csv"],
-        &["demo", "--dir", "shared/throttle-demo"],
+        &[
+            "analyze",
+            "--db",
+            d,
+            "--export-csv",
+            "shared/open/answer.csv",
+        ],
+        &["demo", "--dir", "shared/open/throttle-demo"],
     ];
     for args in tries {
         let out = ctl(&s.0, args);

@@ -69,19 +69,49 @@ struct Waiting {
     /// Its source, when known at admission (a newcomer evicts its own source's oldest
     /// first).
     source: Option<Source>,
-    /// Its socket, once [`Permit::watch`] names it: one with a request waiting to be read
-    /// is about to prove itself, and is evicted only when no quiet one is left.
-    fd: Option<RawFd>,
+    /// Its socket, once [`Permit::watch`] names it, with the socket's cookie (a number the
+    /// kernel never gives another socket): one with a request waiting to be read is about
+    /// to prove itself, and is evicted only when no quiet one is left.
+    fd: Option<(RawFd, u64)>,
 }
 
-/// Whether the socket `fd` has nothing to read (an idle connection, or one its client
-/// closed: churn), as far as the kernel says.
-fn quiet(fd: RawFd) -> bool {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int; a stale or closed descriptor fails (then quiet).
-    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
-    r != 0 || n == 0
+/// `SO_COOKIE` (Linux 4.13) as asm-generic numbers it (x86, arm, riscv, ...; the libc
+/// crate does not export it for them).
+const SO_COOKIE: libc::c_int = 57;
+
+/// The kernel's cookie of the socket `fd` (`SO_COOKIE`), `None` if it is none.
+fn cookie(fd: RawFd) -> Option<u64> {
+    let mut c: u64 = 0;
+    let mut len = std::mem::size_of::<u64>() as libc::socklen_t;
+    // SAFETY: SO_COOKIE writes one u64 into `c`, its length into `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_COOKIE,
+            (&mut c as *mut u64).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(c)
 }
+
+/// Whether the watched socket has nothing to read (an idle connection, or one its client
+/// closed: churn), as far as the kernel says. A descriptor whose number another socket
+/// (or file) has taken since (its connection ended, its entry not yet gone) is not asked.
+fn quiet((fd, watched): (RawFd, u64)) -> bool {
+    if cookie(fd) != Some(watched) {
+        return false;
+    }
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD on a socket (its cookie checked just now) writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    r == 0 && n == 0
+}
+
+/// How many of the oldest unproven connections an eviction asks whether they are quiet
+/// (two system calls each, under the pool's lock).
+const QUIET_SCAN: usize = 64;
 
 /// Set when a connection is evicted; its task is woken to close it.
 #[derive(Debug, Default)]
@@ -149,10 +179,10 @@ impl Permit {
     /// one with nothing to say (a flood's, or a churn's closed at once): the quiet ones
     /// go first.
     pub fn watch(&self, fd: RawFd) {
-        if let Some(p) = &self.pending {
-            if let Some(w) = lock(&p.unproven).waiting.get_mut(&p.id) {
-                w.fd = Some(fd);
-            }
+        let Some(p) = &self.pending else { return };
+        let Some(c) = cookie(fd) else { return };
+        if let Some(w) = lock(&p.unproven).waiting.get_mut(&p.id) {
+            w.fd = Some((fd, c));
         }
     }
 
@@ -269,6 +299,7 @@ impl Pool {
         let victim = u
             .waiting
             .iter()
+            .take(QUIET_SCAN)
             .find(|(_, w)| eligible(w) && w.fd.is_some_and(quiet))
             .or_else(|| u.waiting.iter().find(|(_, w)| eligible(w)))
             .map(|(id, _)| *id)?;

@@ -17,8 +17,9 @@
 //!
 //! * what the user names to be written (a report directory, an export, the demo's
 //!   directory) is written only into a directory of the user's that nobody else may
-//!   write ([`out_dir`]), or replaced whole in a checked directory ([`write_file`]): a
-//!   link or a device at that name is refused, never followed.
+//!   write ([`out_dir`]), or replaced whole, through no link ([`write_file`]): a link or
+//!   a device at that name is refused, never followed; a link in the parent's place is
+//!   followed only when it is the user's or root's.
 //!
 //! Everything is checked on the descriptor it is then used through, so that nothing can be
 //! swapped between the check and the use; what only takes a path (the plotting library)
@@ -66,7 +67,13 @@ impl Dir {
     /// user may create files that others cannot replace: owned by this user or root, and
     /// writable by no one else unless sticky.
     pub fn open_shared(path: &Path) -> Result<Dir> {
-        let d = Dir::open(path)?;
+        Dir::open(path)?.shared()
+    }
+
+    /// This directory, if this user may create files in it that others cannot replace
+    /// ([`Dir::open_shared`]'s rule).
+    fn shared(self) -> Result<Dir> {
+        let (d, path) = (&self, self.path.clone());
         let st = d.stat()?;
         let owner_ok = st.st_uid == me() || st.st_uid == 0;
         let others_write = st.st_mode & 0o022 != 0;
@@ -79,7 +86,32 @@ impl Dir {
                 st.st_mode & 0o7777
             );
         }
-        Ok(d)
+        Ok(self)
+    }
+
+    /// Open `path` as a directory where a link in its last component is followed only
+    /// when it is this user's or root's (as `fs.protected_symlinks` trusts links): a
+    /// user's `results -> /scratch/results` works; a link another user planted is refused.
+    fn open_own_link(path: &Path) -> Result<Dir> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() && (m.uid() == me() || m.uid() == 0) => {
+                let fd = openat(
+                    None,
+                    path,
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| anyhow!("cannot open the directory {}: {e}", path.display()))?;
+                // SAFETY: openat returned a new descriptor that nothing else owns.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                Ok(Dir {
+                    fd,
+                    path: path.to_path_buf(),
+                })
+            }
+            _ => Dir::open(path),
+        }
     }
 
     fn open(path: &Path) -> Result<Dir> {
@@ -343,10 +375,10 @@ pub fn in_shared_dir(path: &Path) -> Result<(Dir, String)> {
 }
 
 /// The directory `path` to write a user's output into (a report, the demo's files),
-/// created where it is missing (mode 0755, its missing parents as `create_dir_all` makes
-/// them): the last component not a link, this user's, and writable by nobody else, so
-/// that nobody can plant a link or a file of theirs in it; its parent passes
-/// [`Dir::open_shared`].
+/// created where it is missing (mode 0755, its missing parents too): the last component
+/// not a link, this user's, and writable by nobody else, so that nobody can plant a link
+/// or a file of theirs in it; its parent (through a link of this user's or root's, not
+/// another's) passes [`Dir::open_shared`].
 pub fn out_dir(path: &Path) -> Result<Dir> {
     let refuse = |st: &FileStat| -> Result<()> {
         if st.st_uid != me() || st.st_mode & 0o022 != 0 {
@@ -369,9 +401,15 @@ pub fn out_dir(path: &Path) -> Result<Dir> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent)
-        .map_err(|e| anyhow!("cannot create the directory {}: {e}", parent.display()))?;
-    let up = Dir::open_shared(&parent)?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&parent)
+            .map_err(|e| anyhow!("cannot create the directory {}: {e}", parent.display()))?;
+    }
+    let up = Dir::open_own_link(&parent)?.shared()?;
     let c = component(name)?;
     match mkdirat(Some(up.fd.as_raw_fd()), c, Mode::from_bits_truncate(0o755)) {
         Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
@@ -399,12 +437,23 @@ pub fn out_dir(path: &Path) -> Result<Dir> {
     Ok(d)
 }
 
-/// Write `bytes` as the file `path` names, whole, in a directory that passes
-/// [`Dir::open_shared`]: a link, a directory or a device at that name is refused, never
-/// followed ([`Dir::write_atomically`]).
+/// Write `bytes` as the file `path` names, whole: a new file of a name nobody can have
+/// guessed, renamed over the name ([`Dir::write_atomically`]); a link, a directory or a
+/// device at that name is refused, never followed. The directory may be anyone's (a
+/// group's project directory): nothing in this path follows a link, so whoever may
+/// change the directory can change the file afterwards, as they could anyway, but cannot
+/// make this write land elsewhere; in a sticky one another user's file of that name is not
+/// replaced.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    let (dir, name) = in_shared_dir(path)?;
-    dir.write_atomically(&name, bytes, 0o666)
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow!("{} names no file", path.display()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Dir::open_own_link(&parent)?.write_atomically(name, bytes, 0o666)
 }
 
 #[cfg(test)]
@@ -473,7 +522,10 @@ mod tests {
             std::fs::read_to_string(d.join("a/report/x")).unwrap(),
             "through"
         );
-        assert_eq!(out.real_path().unwrap(), d.join("a/report"));
+        assert_eq!(
+            out.real_path().unwrap(),
+            std::fs::canonicalize(d.join("a/report")).unwrap()
+        );
         // A link where it should be, and a directory others may write, are refused.
         std::os::unix::fs::symlink(d.join("a"), d.join("linked")).unwrap();
         let e = out_dir(&d.join("linked")).err().unwrap().to_string();
@@ -484,6 +536,17 @@ mod tests {
         assert!(e.contains("only you may write"), "{e}");
         // ... but a directory of ours may live in a shared (sticky) one.
         assert!(out_dir(&d.join("open/mine")).is_ok());
+        // A file is written whole in a directory a group may write (no link followed
+        // there either).
+        std::fs::create_dir(d.join("group")).unwrap();
+        std::fs::set_permissions(d.join("group"), std::fs::Permissions::from_mode(0o775)).unwrap();
+        write_file(&d.join("group/out.csv"), b"a,b\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.join("group/out.csv")).unwrap(),
+            "a,b\n"
+        );
+        std::os::unix::fs::symlink(d.join("a"), d.join("group/linked.csv")).unwrap();
+        assert!(write_file(&d.join("group/linked.csv"), b"x").is_err());
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -165,7 +165,8 @@ const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_no
 /// a symbolic link as the database (SQLite follows one there unless told not to, and then
 /// creates the file where the link points: measured with a link in `/tmp`) or as one of
 /// the journal files beside it (`-wal`, `-shm`, `-journal`); anything but a regular file
-/// there (a FIFO would block the open for ever, a directory gives "disk I/O error"); a
+/// there (a FIFO would block the open for ever, a directory gives "disk I/O error"); to
+/// write, a directory of another user's (not root's); a
 /// journal file that is not the database owner's (SQLite reads another user's `-wal` as
 /// the store's own rows: issue 43), or, to write, not this user's; a directory others may
 /// write that is not sticky (they could rename the database away and put theirs in its
@@ -217,6 +218,14 @@ fn check_place(path: &Path, writing: bool) -> Result<bool> {
     if let Ok(m) = std::fs::metadata(&dir) {
         let others_write = m.mode() & 0o022 != 0;
         let sticky = m.mode() & 0o1000 != 0;
+        if writing && m.uid() != me && m.uid() != 0 {
+            bail!(
+                "the results database {} is in {}, a directory of uid {} (not yours): its owner could put a journal file of theirs beside it for SQLite to use; keep it in a directory of your own",
+                path.display(),
+                dir.display(),
+                m.uid()
+            );
+        }
         if others_write && (writing || !sticky) {
             bail!(
                 "the results database {} is in {}, which other users may write (mode {:o}{}): they could {}; keep it in a directory of your own",
@@ -416,7 +425,8 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut st = self.conn.prepare(
-            "SELECT o.text FROM runs r JOIN outputs o ON o.run_id = r.id WHERE r.job = ?1 ORDER BY r.id",
+            // Cut at the cell bound: a crafted store's output is not read whole.
+            &format!("SELECT substr(o.text, 1, {MAX_CELL}) FROM runs r JOIN outputs o ON o.run_id = r.id WHERE r.job = ?1 ORDER BY r.id"),
         )?;
         let rows = st.query_map([job], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -564,7 +574,9 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut st = self.conn.prepare(&format!(
-            "SELECT {LINK_COLUMNS}, id FROM link_params ORDER BY id"
+            "SELECT {}, id FROM link_params ORDER BY id",
+            // The one text cell a LogGPS row may make long, cut at the cell bound.
+            LINK_COLUMNS.replace("detail", &format!("substr(detail, 1, {MAX_CELL})"))
         ))?;
         let rows = st.query_map([], |r| {
             let id: i64 = r.get(17)?;

@@ -131,13 +131,6 @@ pub const MAX_SIZES: usize = 256;
 
 /// Run the analysis on `obs`.
 pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
-    let sizes: std::collections::BTreeSet<u32> = obs.iter().map(|o| o.procs).collect();
-    if sizes.len() > MAX_SIZES {
-        anyhow::bail!(
-            "the runs hold {} sizes (process counts); an analysis takes at most {MAX_SIZES}: choose a series with --series, or export a part of the store",
-            sizes.len()
-        );
-    }
     let (m, mut warnings) = measure(obs, req)?;
     let (volumes, traffic_recorded) = traffic_volumes(&m.runs.good, req, &mut warnings);
     let f = fit_and_judge(&m, req, volumes.as_ref(), &mut warnings);
@@ -212,6 +205,13 @@ struct Measured<'a> {
 fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, Vec<String>)> {
     let chosen = choose_series(obs, &req.series)?;
     let runs = Selection::of(obs, &chosen, req.keep_flagged);
+    let sizes: std::collections::BTreeSet<u32> = runs.good.iter().map(|o| o.procs).collect();
+    if sizes.len() > MAX_SIZES {
+        bail!(
+            "series `{chosen}` holds {} sizes (process counts); an analysis takes at most {MAX_SIZES}: export a part of the store and analyse that (`analyze --csv`)",
+            sizes.len()
+        );
+    }
     let mut warnings = warnings::selection(&runs, req.keep_flagged);
     let cells = group_cells(&runs.good);
     if cells.is_empty() {

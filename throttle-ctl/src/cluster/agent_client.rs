@@ -104,10 +104,11 @@ impl AgentClient {
     }
 
     /// One request, sent again while the agent turns it away unread: a 503 of its
-    /// admission ([`throttle_proto::wire::BUSY_HEADER`]: its control port is full), or a
-    /// connection closed before any answer (a connection evicted before it presented the
-    /// token, by another user's flood of connections): neither reached a handler. For up to
-    /// [`RETRY_FOR`], with the agents' backoff.
+    /// admission ([`throttle_proto::wire::BUSY_HEADER`]: its control port is full, nothing
+    /// was read), or, for a request that may be repeated (not a POST: a launch, a forward),
+    /// a connection closed before any answer (evicted before it presented the token by
+    /// another user's flood of connections). For up to [`RETRY_FOR`], with the agents'
+    /// backoff.
     fn request<B: Serialize>(
         &self,
         method: &str,
@@ -123,7 +124,9 @@ impl AgentClient {
                     ureq::Error::Status(503, resp) => {
                         resp.header(throttle_proto::wire::BUSY_HEADER).is_some()
                     }
-                    ureq::Error::Transport(t) => closed_unanswered(t),
+                    // A closed connection may also have run its handler (an agent
+                    // stopping mid-request): sent again only where that is harmless.
+                    ureq::Error::Transport(t) => method != "POST" && closed_unanswered(t),
                     _ => false,
                 },
                 Ok(_) => false,

@@ -41,6 +41,20 @@ pub(super) fn figure_html(dir: &Path, name: &str, title: &str) -> Result<String>
 
 pub(super) use crate::table::escape_html as escape;
 
+/// JSON for the page's data block: a bidirectional control in a string written as JSON's
+/// own escape (`\u202e`), so that the block stays JSON when the page escapes the rest.
+pub(super) fn json_text(json: &str) -> String {
+    json.chars()
+        .map(|c| {
+            if crate::analysis::observation::unsafe_char(c) && !c.is_ascii() {
+                format!("\\u{:04x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// An HTML table.
 pub(super) fn html_table(header: &[String], rows: &[Vec<String>]) -> String {
     let th: String = header
@@ -419,8 +433,22 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
         trust = trust(a),
         answer = answer(a),
         figures = figures,
-        json = escape(&json),
+        json = escape(&json_text(&json)),
     );
     out.write_atomically("index.html", html.as_bytes(), 0o666)?;
     Ok(dir.join("index.html"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A label with a bidirectional control: written out on the page, and the data block
+    /// still parses as JSON with the label as it was.
+    #[test]
+    fn the_data_block_stays_json_with_a_bidi_control_in_a_label() {
+        let json = serde_json::json!({ "series": "mw\u{202e}exe" }).to_string();
+        let block = super::json_text(&json);
+        assert!(!block.contains('\u{202e}'), "{block}");
+        let back: serde_json::Value = serde_json::from_str(&block).unwrap();
+        assert_eq!(back["series"], "mw\u{202e}exe");
+    }
 }

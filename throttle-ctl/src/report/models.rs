@@ -112,7 +112,7 @@ pub fn write_model(
         title = escape(title),
         intro = escape(intro),
         tables = escape(tables_text),
-        json = escape(json),
+        json = escape(&super::html::json_text(json)),
     );
     out.write_atomically("index.html", html.as_bytes(), 0o666)?;
     Ok(out.path().join("index.html"))
