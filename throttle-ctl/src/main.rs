@@ -37,7 +37,7 @@ enum Command {
     Cluster(commands::cluster::Args),
     /// Start, check or stop the agents on the cluster file's hosts over ssh.
     Deploy(commands::deploy::Args),
-    /// Run a command inside a node of a namespace cluster (like ssh; an mpirun launch agent).
+    /// Run a command as a node of a local cluster: inside its namespace, or on loopback as that node (like ssh; an mpirun launch agent).
     Exec(commands::exec::Args),
     /// Show every node's bandwidth setting, current rates and open streams.
     Status(commands::status::Args),
