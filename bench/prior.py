@@ -10,7 +10,11 @@ per model, pools every checked size of every case the way model_error.rs estimat
 program's growth: tau0^2 = sum over sizes (mean error^2 - what the measurement explains -
 the projection's noise^2 - lack of fit^2) / sum(doublings^2), the measurement's noise from
 each size's run spread and repeats (`noise[]`), its reading from the levels' scatter, the
-lack of fit as the case's analysis estimated it. Prints each case's own growth per doubling beside the pooled one, and the spread of
+lack of fit as the case's analysis estimated it. One difference from model_error.rs: a
+size's measurement is taken from the scatter of its backtest checks' errors (model_error.rs
+takes the scatter of the fitted sizes' residuals, which the JSON does not hold), and falls
+back to the reading at the largest fitted size; the prior in model_error.rs (0.16, worth 7)
+was learned this way. Prints each case's own growth per doubling beside the pooled one, and the spread of
 the cases' values about it (what the prior's worth in degrees of freedom rests on).
 
 Usage: prior.py WORKDIR [CASE ...]   (default: every CASE.json in WORKDIR)
@@ -47,6 +51,9 @@ def noise_of(levels, floor):
 
 
 def main(work, cases):
+    if not cases and os.path.exists(f"{work}/cases"):
+        # The cases projection.sh analysed (a failed analysis leaves no line there).
+        cases = [line.split()[0] for line in open(f"{work}/cases") if line.strip()]
     if not cases:
         cases = sorted(os.path.basename(f)[:-5] for f in glob.glob(f"{work}/*.json")
                        if not f.endswith(".old.json"))

@@ -175,10 +175,11 @@ for c in "${CASES[@]}"; do
   end=$(date +%s)
   if [ -n "${BENCH_KEEP:-}" ]; then mkdir -p "$BENCH_KEEP" && cp "$WORK/$c.db" "$BENCH_KEEP/"; fi
   "$CTL" analyze --db "$WORK/$c.db" --cti 10,15,20,25 --predict "$held" --json >"$WORK/$c.json" 2>"$WORK/$c.err" || {
-    echo "$c: analyze failed: $(tail -1 "$WORK/$c.err")" >&2; continue; }
+    echo "$c: analyze failed: $(tail -1 "$WORK/$c.err")" >&2; rm -f "$WORK/$c.json"; continue; }
   if [ -n "${BENCH_OLD_BIN:-}" ]; then
     "$BENCH_OLD_BIN/throttle-ctl" analyze --db "$WORK/$c.db" --cti 10,15,20,25 --predict "$held" --json \
-      >"$WORK/$c.old.json" 2>"$WORK/$c.old.err" || echo "$c: the other build's analyze failed: $(tail -1 "$WORK/$c.old.err")" >&2
+      >"$WORK/$c.old.json" 2>"$WORK/$c.old.err" || {
+      echo "$c: the other build's analyze failed: $(tail -1 "$WORK/$c.old.err")" >&2; rm -f "$WORK/$c.old.json"; }
   fi
   echo "$c $held $((end - start))" >>"$WORK/cases"
   if [ -f "$WORK/$c.log" ]; then echo "# $c: sweep $((end - start)) s, held out $held; $(grep -c . "$WORK/$c.log") lines of progress" >&2; fi

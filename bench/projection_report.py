@@ -103,7 +103,11 @@ def main(work):
         cases.append((case, [int(h) for h in held.split(",")], int(secs)))
     new, old, skipped, meta = [], [], set(), {}
     for case, held, secs in cases:
-        (a, pts), sk = points(work, case, held)
+        got = points(work, case, held)
+        if got[0] is None:
+            print(f"{case}: no analysis to report", file=sys.stderr)
+            continue
+        (a, pts), sk = got
         new += pts
         skipped.update(sk)
         db = sqlite3.connect(f"{work}/{case}.db")

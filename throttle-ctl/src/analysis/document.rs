@@ -387,7 +387,7 @@ fn projection_md(a: &Analysis, all: &[Figure]) -> String {
     let projected: Vec<&Figure> = all.iter().filter(|f| f.model.is_some()).collect();
     if !projected.is_empty() {
         out.push_str(&format!(
-            "\n## Projection\n\nDC: from p* = {} procs, demand ~ DC x sqrt(p){}. The verdict is the model's backtest's (below). The interval covers run-to-run noise and the model's error where that could be estimated (else noise only). At or past 100% of the link the link saturates: no demand.\n\n",
+            "\n## Projection\n\nDC: from p* = {} procs, demand ~ DC x sqrt(p){}. The verdict is the model's backtest's (below). The interval is where a measurement at that size would fall, 9 times in 10: its noise and reading and the model's error where that could be estimated (else noise only). At or past 100% of the link the link saturates: no demand.\n\n",
             a.p_star.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
             if a.traffic.is_some() {
                 "; traffic: T(w) = T(100% of the link) + k V/C (1/w - 1)"

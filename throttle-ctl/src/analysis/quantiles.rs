@@ -17,12 +17,18 @@ pub const Z90: f64 = 1.644_853_626_951_472_2;
 /// z of a two-sided interval of `level` (0.90: 1.6449): the normal quantile at
 /// (1 + level) / 2.
 pub fn z(level: f64) -> f64 {
+    if !(level > 0.0 && level < 1.0) {
+        return f64::NAN;
+    }
     normal_quantile((1.0 + level) / 2.0)
 }
 
 /// t of a two-sided interval of `level` with `df` degrees of freedom (0.90 and 2: 2.920);
 /// infinite with no degree of freedom, the normal's z from 1e7 on.
 pub fn t(level: f64, df: f64) -> f64 {
+    if !(level > 0.0 && level < 1.0) {
+        return f64::NAN;
+    }
     student_quantile((1.0 + level) / 2.0, df)
 }
 
@@ -162,9 +168,17 @@ fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
     if x >= 1.0 {
         return 1.0;
     }
+    // The side is decided once: near the threshold the rounded 1 - x can lie above the
+    // other side's threshold too, and two calls deciding each for the other would never end.
     if x > (a + 1.0) / (a + b + 2.0) {
-        return 1.0 - incomplete_beta(b, a, 1.0 - x);
+        1.0 - beta_by_fraction(b, a, 1.0 - x)
+    } else {
+        beta_by_fraction(a, b, x)
     }
+}
+
+/// I_x(a, b) by its continued fraction, on whichever side it is asked.
+fn beta_by_fraction(a: f64, b: f64, x: f64) -> f64 {
     let front =
         (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp() / a;
     front * beta_fraction(a, b, x)
@@ -216,6 +230,27 @@ mod tests {
         assert!(near(normal_cdf(-1.959_964), 0.025, 1e-8));
         // The continued fraction's side of 3 sqrt(2).
         assert!(near(normal_cdf(5.0), 1.0 - 2.866_515_7e-7, 1e-13));
+    }
+
+    /// At the continued fraction's threshold (one ulp above it) the two sides used to call
+    /// each other for ever (a review found df 11.1327..., x 0.81404...); and a level
+    /// outside (0, 1) is no interval.
+    #[test]
+    fn the_incomplete_beta_ends_at_its_threshold_and_levels_are_checked() {
+        let (a, b): (f64, f64) = (11.132708998321794 / 2.0, 0.5);
+        let thr: f64 = (a + 1.0) / (a + b + 2.0);
+        for x in [
+            thr,
+            f64::from_bits(thr.to_bits() + 1),
+            f64::from_bits(thr.to_bits() + 2),
+            0.8140423905053965,
+        ] {
+            let v = incomplete_beta(a, b, x);
+            assert!(v.is_finite() && (0.0..=1.0).contains(&v), "{x}: {v}");
+        }
+        for level in [0.0, 1.0, -0.5, f64::NAN] {
+            assert!(z(level).is_nan() && t(level, 5.0).is_nan(), "{level}");
+        }
     }
 
     #[test]

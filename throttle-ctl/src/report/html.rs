@@ -299,7 +299,7 @@ fn projection_table<'a>(
         })
         .collect();
     format!(
-        "{}<p>[a – b]: run-to-run noise and the model's error; [a – b]*: run-to-run noise only.</p>\n",
+        "{}<p>[a – b]: where a measurement at that size would fall, 9 times in 10 (its noise and reading, the model's error); [a – b]*: run-to-run noise only.</p>\n",
         html_table(header, &rows)
     )
 }
@@ -332,7 +332,7 @@ pub(super) fn trust(a: &Analysis) -> String {
     }
     out.push_str(&format!("<p>{}.</p>\n", escape(&a.supported)));
     out.push_str(&format!(
-        "<p>Intervals: {}; a projection's interval adds its model error (its lack of fit, the backtest's error growth with the distance, the averaged forms' disagreement), built in logit units so that it stays within 0–100% of the link; [a – b]* is run-to-run noise only.</p>\n",
+        "<p>Intervals: {}; a projection's interval is what a measurement at that size would show: its noise, how one level reads there, and the model's error (its lack of fit, its growth with the distance projected from the backtest and other programs', the averaged forms' disagreement), built in logit units so that it stays within 0–100% of the link; [a – b]* is run-to-run noise only.</p>\n",
         escape(&a.intervals)
     ));
     if !a.backtest.is_empty() {
