@@ -64,7 +64,7 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
     let largest = b.fitted.iter().copied().max();
     let any_projection = b.candidates.iter().any(|c| !c.2.is_empty());
     if !any_projection {
-        let mut out = measured(b.demand, b.levels, largest, &link);
+        let mut out = measured(b.demand, b.levels, b.fitted, &link);
         if asked {
             out.next = Some("nothing could be projected to the sizes asked: a projection needs demands (uncensored, above the noise) at two or more sizes that are not held out".into());
         }
@@ -335,16 +335,35 @@ fn statement(
     (s, figure)
 }
 
-/// No projection to answer with: the demand measured at the largest size; a level below
-/// its noise floor is said to be no measurement.
-fn measured(demand: &[Demand], levels: &[f64], largest: Option<u32>, link: &str) -> BottomLine {
-    let Some(p) = largest else {
+/// No projection to answer with: the demand measured at the largest size that has one
+/// (a larger one without any says so: NO ANSWER there, never silence); a level below its
+/// noise floor is said to be no measurement.
+fn measured(demand: &[Demand], levels: &[f64], sizes: &[u32], link: &str) -> BottomLine {
+    let mut lines = Vec::new();
+    let mut sizes = sizes.to_vec();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let with_demand = |p: u32| {
+        demand
+            .iter()
+            .any(|d| d.procs == p && levels.contains(&d.cti))
+    };
+    let Some(p) = sizes.iter().rev().copied().find(|&p| with_demand(p)) else {
         return BottomLine {
-            lines: vec!["NO ANSWER: no size has a demand to report".into()],
+            lines: vec![format!(
+                "NO ANSWER: no size has a demand to report{}",
+                if sizes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} procs: {})", list(&sizes), NO_DEMAND)
+                }
+            )],
             ..Default::default()
         };
     };
-    let mut lines = Vec::new();
+    for &q in sizes.iter().rev().filter(|&&q| q > p) {
+        lines.push(format!("NO ANSWER at {q} procs: {NO_DEMAND}"));
+    }
     let mut figures = Vec::new();
     for &c in levels {
         let Some(d) = demand.iter().find(|d| d.procs == p && d.cti == c) else {
@@ -401,6 +420,18 @@ fn measured(demand: &[Demand], levels: &[f64], largest: Option<u32>, link: &str)
             "to project to a larger size, give --predict with it (and measure at least four sizes so the projection can be backtested on two)".into(),
         ),
         ..Default::default()
+    }
+}
+
+/// Why a measured size has no demand at any level asked.
+const NO_DEMAND: &str = "no CTI level asked has a measured demand there (no baseline at 100% of the link, or no throttled step reached the level, or its points were given up: see the tables and the warnings)";
+
+/// Sizes as a list in words: "2, 4 and 8".
+fn list(sizes: &[u32]) -> String {
+    let words: Vec<String> = sizes.iter().map(u32::to_string).collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => words.join(""),
     }
 }
 

@@ -112,6 +112,35 @@ fn flagged_runs_are_left_out_unless_kept_and_said_so() {
     assert!(kept.warnings.iter().any(|w| w.contains("KEPT")));
 }
 
+/// Issue 44, item 2: the largest size measured without a demand (its throttled points
+/// given up: only its baseline) is called NO ANSWER with its reason, and the bottom line
+/// goes on to the largest size that has one; it is never a bottom line with no line.
+#[test]
+fn a_size_without_a_demand_is_called_no_answer_not_left_out() {
+    let mut obs = Vec::new();
+    for (p, steps) in [(2u32, &[100.0, 50.0, 25.0][..]), (4, &[100.0][..])] {
+        for &bw in steps {
+            for r in 0..3 {
+                let t = 1.0 + 0.4 * (100.0 / bw - 1.0) + 0.001 * r as f64;
+                obs.push(Observation::for_test(
+                    "s",
+                    p,
+                    crate::analysis::cells::pct(bw),
+                    r,
+                    t,
+                ));
+            }
+        }
+    }
+    let a = analyze(&obs, &question(&[10.0], &[], None)).unwrap();
+    let lines = &a.bottom_line.lines;
+    assert!(lines[0].starts_with("NO ANSWER at 4 procs"), "{lines:?}");
+    assert!(
+        lines[1].starts_with("measured at 2 procs, staying within CTI 10%"),
+        "{lines:?}"
+    );
+}
+
 /// Issue 43, finding 7: a store of thousands of sizes is refused at once, not worked on
 /// for minutes.
 #[test]
