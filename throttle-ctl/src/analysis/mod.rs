@@ -204,7 +204,12 @@ struct Measured<'a> {
 /// the warnings about it.
 fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, Vec<String>)> {
     let chosen = choose_series(obs, &req.series)?;
-    let runs = Selection::of(obs, &chosen, req.keep_flagged);
+    let mut runs = Selection::of(obs, &chosen, req.keep_flagged);
+    // Sizes through whose agents not one byte went: on one node there is no traffic
+    // between nodes, so no demand, whatever the times say (left out); on more, a program
+    // whose connections bypassed the agents (said, kept: its times are the user's to judge).
+    let (silent, bypassed) = without_traffic(&runs.good);
+    runs.good.retain(|o| !silent.contains(&o.procs));
     let sizes: std::collections::BTreeSet<u32> = runs.good.iter().map(|o| o.procs).collect();
     if sizes.len() > MAX_SIZES {
         bail!(
@@ -213,6 +218,25 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
         );
     }
     let mut warnings = warnings::selection(&runs, req.keep_flagged);
+    let words = |s: &std::collections::BTreeSet<u32>| {
+        s.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    };
+    if !silent.is_empty() {
+        let said = format!(
+            "{} procs: one node, and no byte went through its agent in any run: no traffic between nodes, so no demand there; left out of the analysis",
+            words(&silent)
+        );
+        if runs.good.is_empty() {
+            bail!("{said}; nothing is left to analyse");
+        }
+        warnings.push(said);
+    }
+    if !bypassed.is_empty() {
+        warnings.push(format!(
+            "{} procs: no byte went through the agents in any run, so the links' settings cannot have changed these times: do the program's connections go through them? (an mpirun needs `throttle-ctl exec` as its launch agent, MPI its TCP transport)",
+            words(&bypassed)
+        ));
+    }
     let cells = group_cells(&runs.good);
     if cells.is_empty() {
         bail!("no successful runs with a bandwidth percentage in series `{chosen}`");
@@ -511,6 +535,32 @@ impl<'a> Selection<'a> {
                 .count(),
         }
     }
+}
+
+/// The sizes whose every run recorded its traffic through the agents, and it was none:
+/// those on one node, and those on more.
+fn without_traffic(
+    runs: &[&Observation],
+) -> (
+    std::collections::BTreeSet<u32>,
+    std::collections::BTreeSet<u32>,
+) {
+    // Per size: (no traffic in any run, every run on one node).
+    let mut by_size: BTreeMap<u32, (bool, bool)> = BTreeMap::new();
+    for o in runs {
+        let none = o.bytes_sent == Some(0) && o.busiest_bytes.unwrap_or(0) == 0;
+        let e = by_size.entry(o.procs).or_insert((true, true));
+        e.0 &= none;
+        e.1 &= o.nodes == 1;
+    }
+    let pick = |one: bool| {
+        by_size
+            .iter()
+            .filter(|(_, &(none, single))| none && single == one)
+            .map(|(&p, _)| p)
+            .collect()
+    };
+    (pick(true), pick(false))
 }
 
 /// The runs of `series` the analysis uses by default (flagged ones left out), and those it

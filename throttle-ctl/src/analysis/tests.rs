@@ -141,6 +141,40 @@ fn a_size_without_a_demand_is_called_no_answer_not_left_out() {
     );
 }
 
+/// Issue 44, item 4: one node (no byte through the agents) is no traffic between nodes,
+/// never a demand: left out, with a warning that says why; a store of nothing else is
+/// refused with the same words.
+#[test]
+fn a_size_without_traffic_through_the_agents_has_no_demand() {
+    let mut obs = Vec::new();
+    for p in [1u32, 2, 4] {
+        for bw in [100.0, 50.0, 25.0] {
+            for r in 0..3 {
+                let t = 1.0 + 0.4 * p as f64 * (100.0 / bw - 1.0) + 0.001 * r as f64;
+                obs.push(Observation {
+                    bytes_sent: Some(if p == 1 { 0 } else { 1 << 20 }),
+                    ..Observation::for_test("s", p, crate::analysis::cells::pct(bw), r, t)
+                });
+            }
+        }
+    }
+    let a = analyze(&obs, &question(&[10.0], &[], None)).unwrap();
+    assert!(a.demand.iter().all(|d| d.procs != 1), "{:?}", a.demand);
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.starts_with("1 procs: one node, and no byte went through its agent")),
+        "{:?}",
+        a.warnings
+    );
+    let one: Vec<Observation> = obs.into_iter().filter(|o| o.procs == 1).collect();
+    let e = analyze(&one, &question(&[10.0], &[], None))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("nothing is left to analyse"), "{e}");
+}
+
 /// Issue 43, finding 7: a store of thousands of sizes is refused at once, not worked on
 /// for minutes.
 #[test]
