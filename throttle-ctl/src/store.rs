@@ -680,7 +680,7 @@ fn cell(text: &str) -> String {
     let mut out: String = text
         .chars()
         .map(|c| {
-            if crate::analysis::observation::unsafe_char(c) {
+            if crate::table::unsafe_char(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()

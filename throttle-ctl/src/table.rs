@@ -96,6 +96,15 @@ impl Table {
     }
 }
 
+/// Whether `c` must not reach a terminal, a page or a file as it is: a control character
+/// (it can move the cursor, clear the screen, retitle the terminal) or a bidirectional
+/// control (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C: it can show a label's
+/// text in another order than it is, "Trojan Source").
+pub fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
 /// Text for HTML: `&`, `<`, `>` and quotes escaped.
 pub fn escape_html(s: &str) -> String {
     let s = s
@@ -104,15 +113,12 @@ pub fn escape_html(s: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;");
     // Bidirectional controls written out, not obeyed (line breaks stay: `<pre>` text).
-    if !s
-        .chars()
-        .any(|c| crate::analysis::observation::unsafe_char(c) && !c.is_ascii())
-    {
+    if !s.chars().any(|c| unsafe_char(c) && !c.is_ascii()) {
         return s;
     }
     s.chars()
         .map(|c| {
-            if crate::analysis::observation::unsafe_char(c) && !c.is_ascii() {
+            if unsafe_char(c) && !c.is_ascii() {
                 format!("\\u{{{:x}}}", c as u32)
             } else {
                 c.to_string()
@@ -140,7 +146,7 @@ pub fn escape_markdown(s: &str) -> String {
             {
                 out.push_str("\\<");
             }
-            c if crate::analysis::observation::unsafe_char(c) => out.push(' '),
+            c if unsafe_char(c) => out.push(' '),
             c => out.push(c),
         }
     }

@@ -75,25 +75,16 @@ impl Observation {
     }
 }
 
-/// Whether `c` must not reach a terminal, a page or a file as it is: a control character
-/// (it can move the cursor, clear the screen, retitle the terminal) or a bidirectional
-/// control (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C: it can show a label's
-/// text in another order than it is, "Trojan Source").
-pub fn unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
-}
-
 /// `text` with its control characters and bidirectional controls written out
 /// (`\u{1b}`, `\u{202e}`), so that a label read from a file cannot move the cursor,
-/// clear the screen, retitle the terminal or reorder what is shown ([`unsafe_char`]).
+/// clear the screen, retitle the terminal or reorder what is shown ([`crate::table::unsafe_char`]).
 pub fn printable(text: &str) -> String {
-    if !text.chars().any(unsafe_char) {
+    if !text.chars().any(crate::table::unsafe_char) {
         return text.to_string();
     }
     text.chars()
         .map(|c| {
-            if unsafe_char(c) {
+            if crate::table::unsafe_char(c) {
                 format!("\\u{{{:x}}}", c as u32)
             } else {
                 c.to_string()

@@ -46,7 +46,7 @@ pub(super) use crate::table::escape_html as escape;
 pub(super) fn json_text(json: &str) -> String {
     json.chars()
         .map(|c| {
-            if crate::analysis::observation::unsafe_char(c) && !c.is_ascii() {
+            if crate::table::unsafe_char(c) && !c.is_ascii() {
                 format!("\\u{:04x}", c as u32)
             } else {
                 c.to_string()

@@ -102,7 +102,7 @@ fn series_name(name: &str) -> Result<String> {
     }
     if trimmed
         .chars()
-        .any(|c| crate::analysis::observation::unsafe_char(c) || c == '|')
+        .any(|c| crate::table::unsafe_char(c) || c == '|')
     {
         bail!("`name` must not contain control characters, bidirectional controls or `|`");
     }
