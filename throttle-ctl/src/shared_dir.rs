@@ -42,6 +42,22 @@ pub struct Dir {
     path: PathBuf,
 }
 
+/// Open `name` (relative to `at`, or a path) as a directory, following a link in its last
+/// component only when `follow`.
+fn open_dir<P: ?Sized + nix::NixPath>(
+    at: Option<&OwnedFd>,
+    name: &P,
+    follow: bool,
+) -> nix::Result<OwnedFd> {
+    let mut flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    if !follow {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    let fd = openat(at.map(|f| f.as_raw_fd()), name, flags, Mode::empty())?;
+    // SAFETY: openat returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 fn me() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
@@ -95,41 +111,23 @@ impl Dir {
     fn open_own_link(path: &Path) -> Result<Dir> {
         use std::os::unix::fs::MetadataExt;
         match std::fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_symlink() && (m.uid() == me() || m.uid() == 0) => {
-                let fd = openat(
-                    None,
-                    path,
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| anyhow!("cannot open the directory {}: {e}", path.display()))?;
-                // SAFETY: openat returned a new descriptor that nothing else owns.
-                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-                Ok(Dir {
-                    fd,
-                    path: path.to_path_buf(),
-                })
-            }
+            Ok(m) if m.file_type().is_symlink() && (m.uid() == me() || m.uid() == 0) => Ok(Dir {
+                fd: open_dir(None, path, true)
+                    .map_err(|e| anyhow!("cannot open the directory {}: {e}", path.display()))?,
+                path: path.to_path_buf(),
+            }),
             _ => Dir::open(path),
         }
     }
 
     fn open(path: &Path) -> Result<Dir> {
-        let fd = openat(
-            None,
-            path,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| match e {
+        let fd = open_dir(None, path, false).map_err(|e| match e {
             nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => anyhow!(
                 "{} is not a directory (a symbolic link or a file is refused)",
                 path.display()
             ),
             e => anyhow!("cannot open the directory {}: {e}", path.display()),
         })?;
-        // SAFETY: openat returned a new descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Dir {
             fd,
             path: path.to_path_buf(),
@@ -194,35 +192,29 @@ impl Dir {
         )
     }
 
-    /// The directory `name` in this one, for this user alone: created with mode 0700, or,
-    /// where it exists, opened only if it is this user's, a directory and writable by
-    /// nobody else ([`Dir::make_private`] then closes it to reading too).
-    pub fn private_subdir(&self, name: &str) -> Result<Dir> {
+    /// The directory `name` in this one, made with `mode` where it is missing, opened
+    /// without following a link (checks on it are the caller's).
+    fn subdir(&self, name: &str, mode: u32) -> Result<Dir> {
         let c = component(name)?;
         let path = self.path.join(c);
-        match mkdirat(
-            Some(self.fd.as_raw_fd()),
-            c,
-            Mode::from_bits_truncate(0o700),
-        ) {
+        match mkdirat(Some(self.fd.as_raw_fd()), c, Mode::from_bits_truncate(mode)) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(e) => bail!("cannot create {}: {e}", path.display()),
         }
-        let fd = openat(
-            Some(self.fd.as_raw_fd()),
-            c,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| {
+        let fd = open_dir(Some(&self.fd), c, false).map_err(|e| {
             anyhow!(
                 "{} exists and is not a directory (a symbolic link is refused): {e}",
                 path.display()
             )
         })?;
-        // SAFETY: openat returned a new descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let d = Dir { fd, path };
+        Ok(Dir { fd, path })
+    }
+
+    /// The directory `name` in this one, for this user alone: created with mode 0700, or,
+    /// where it exists, opened only if it is this user's, a directory and writable by
+    /// nobody else ([`Dir::make_private`] then closes it to reading too).
+    pub fn private_subdir(&self, name: &str) -> Result<Dir> {
+        let d = self.subdir(name, 0o700)?;
         let st = d.stat()?;
         if st.st_uid != me() || st.st_mode & 0o022 != 0 {
             bail!(
@@ -409,30 +401,8 @@ pub fn out_dir(path: &Path) -> Result<Dir> {
             .create(&parent)
             .map_err(|e| anyhow!("cannot create the directory {}: {e}", parent.display()))?;
     }
-    let up = Dir::open_own_link(&parent)?.shared()?;
-    let c = component(name)?;
-    match mkdirat(Some(up.fd.as_raw_fd()), c, Mode::from_bits_truncate(0o755)) {
-        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-        Err(e) => bail!("cannot create the directory {}: {e}", path.display()),
-    }
-    let fd = openat(
-        Some(up.fd.as_raw_fd()),
-        c,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        anyhow!(
-            "{} is not a directory (a symbolic link is refused): {e}",
-            path.display()
-        )
-    })?;
-    // SAFETY: openat returned a new descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let d = Dir {
-        fd,
-        path: path.to_path_buf(),
-    };
+    let mut d = Dir::open_own_link(&parent)?.shared()?.subdir(name, 0o755)?;
+    d.path = path.to_path_buf();
     refuse(&d.stat()?)?;
     Ok(d)
 }
