@@ -60,6 +60,12 @@ mpi_up() { # 10 namespace hosts and the program, or why not
       --subnet "$MPI_SUBNET" --dir "$WORK/netns/state" >/dev/null 2>&1) || { echo "local up --netns failed"; return 1; }
 }
 
+# The emulated BFS both BFS cases run (their sizes differ).
+BFS='[bfs]
+scale = 14
+keys = 8
+validate = false
+emulate_meps = 4'
 SEARCH='[search]
 levels = [10, 15, 20, 25]
 width = 5
@@ -125,20 +131,12 @@ $SEARCH" ;;
     bfs-emu) echo "8,10|workload = \"bfs\"
 nodes = [2, 3, 4, 6, 8, 10]
 $COMMON
-[bfs]
-scale = 14
-keys = 8
-validate = false
-emulate_meps = 4
+$BFS
 $SEARCH" ;;
     bfs-primes) echo "11|workload = \"bfs\"
 nodes = [2, 3, 5, 7, 11]
 $COMMON
-[bfs]
-scale = 14
-keys = 8
-validate = false
-emulate_meps = 4
+$BFS
 $SEARCH" ;;
     pmm-binomial|pmm-flat) echo "16|workload = \"pmm\"
 nodes = [4, 9, 16]
