@@ -19,6 +19,9 @@ RATES=${1:-"0 3400 6800 max"}
 build
 machine
 gcc -O2 -o "$WORK/churn" "$ROOT/bench/churn.c"
+# The server below runs under `throttle-ctl exec`, which does not take it down: kill it by
+# name too (it also ends by itself after a minute without clients).
+trap 'pkill -f "connect_probe.py --serve 5311" 2>/dev/null; cleanup' EXIT
 chmod 755 "$WORK" "$WORK/churn"
 # An older build (BENCH_BIN) may not have --agent-priority: its agents run at its default.
 PRIO=(); "$CTL" local up --help | grep -q -- --agent-priority && PRIO=(--agent-priority "${BENCH_PRIORITY:-normal}")

@@ -15,6 +15,9 @@ if sys.argv[1] == "--serve":
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("0.0.0.0", int(sys.argv[2])))
     s.listen(512)
+    # Ends by itself when nobody has connected for a minute (a benchmark that died leaves
+    # no server behind).
+    s.settimeout(60)
 
     def echo(c):
         with c:
@@ -23,7 +26,11 @@ if sys.argv[1] == "--serve":
                 c.sendall(d)
 
     while True:
-        c, _ = s.accept()
+        try:
+            c, _ = s.accept()
+        except socket.timeout:
+            sys.exit(0)
+        c.settimeout(10)
         threading.Thread(target=echo, args=(c,), daemon=True).start()
 
 host, port, n, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
