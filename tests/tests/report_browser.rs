@@ -219,9 +219,18 @@ fn figure_styles(dir: &Path) {
         svg.contains(&format!("fill=\"none\" stroke=\"{blue}\"")),
         "no hollow (projected) marker"
     );
+    // Issue 44: each level's interval as bars at its projected points, not bands that
+    // blend into one; the held-out size drawn apart (a cross, in the legend as such).
     assert!(
-        svg.contains(&format!("<polygon opacity=\"0.15\" fill=\"{blue}\"")),
-        "no band for the projection's interval"
+        !svg.contains("<polygon opacity=\"0.15\""),
+        "a band in the plot of every level"
+    );
+    let held_out = a["held_out"].as_array().is_some_and(|h| !h.is_empty());
+    assert_eq!(
+        texts(&svg).iter().any(|t| t.ends_with("held out")),
+        held_out,
+        "held out {}",
+        a["held_out"]
     );
     assert_eq!(
         svg.contains("NOT TRUSTED"),

@@ -73,10 +73,26 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
 /// a closed one (`throttle-ctl sweep spec.toml 2>&1 | head`) must not end the process
 /// with its nodes left at a throttled bandwidth (a sweep stops as on Ctrl-C instead:
 /// [`crate::progress`]).
+/// On a terminal, a long line is wrapped at words to [`crate::table::LINE`] characters;
+/// piped (a log, a test, grep) every line stays whole.
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        $crate::output::note_line(&format!($($arg)*));
     }};
+}
+
+/// Write `text` and a newline to standard error, wrapped on a terminal ([`note!`]).
+pub fn note_line(text: &str) {
+    use std::io::IsTerminal;
+    let mut err = std::io::stderr().lock();
+    let _ = if err.is_terminal() {
+        let wrapped: Vec<String> = text
+            .split('\n')
+            .map(|l| crate::table::wrap(l, "  "))
+            .collect();
+        writeln!(err, "{}", wrapped.join("\n"))
+    } else {
+        writeln!(err, "{text}")
+    };
 }

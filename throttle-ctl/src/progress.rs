@@ -166,9 +166,12 @@ impl SweepProgress {
             SweepEvent::MoreRepeats { round, points } => self.line(&format!(
                 "repeats=auto, round {round}: {points} point(s) not yet within the precision asked get another run"
             )),
-            SweepEvent::SizeGivenUp { nodes, points } => self.line(&format!(
-                "giving up on {nodes} node(s): its first {points} points failed or were flagged every time and none was good (a machine that cannot emulate that many nodes: see the reasons above); its other points are not run"
-            )),
+            SweepEvent::SizeGivenUp {
+                nodes,
+                points,
+                flagged,
+                capacity,
+            } => self.line(&given_up_text(nodes, points, flagged, capacity)),
             SweepEvent::Searching {
                 round,
                 steps,
@@ -255,6 +258,36 @@ impl SweepProgress {
 }
 
 /// How far apart the demand search's steps around each level are, in words.
+/// Why a node count was given up, and the remedy that fits its cause.
+fn given_up_text(
+    nodes: usize,
+    points: u32,
+    flagged: bool,
+    capacity: Option<throttle_proto::rate::Rate>,
+) -> String {
+    let head = format!(
+        "giving up on {nodes} node(s): its first {points} points failed or were flagged every time and none was good; its other points are not run"
+    );
+    if !flagged {
+        return format!(
+            "{head}. The reasons are above; `throttle-ctl output JOB` prints a run's whole output"
+        );
+    }
+    let lower = capacity
+        .map(|c| {
+            format!(
+                " (e.g. `throttle-ctl local up --capacity {}`, a tenth of today's {c})",
+                throttle_proto::rate::format_bits_per_sec(c.bytes_per_sec() / 10.0)
+                    .replace(' ', "")
+                    .trim_end_matches("/s")
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{head}. Every attempt was flagged: the agents could not hold the links at their setting on this machine (the reasons above name the cause). Remedies: a lower link capacity the machine can carry{lower}, `throttle-ctl calibrate` measures what it carries; fewer nodes; agents on cores of their own (`local up --pin`); ranks that do not busy-poll (Open MPI: --mca mpi_yield_when_idle 1). Then run the same command with --retry-given-up"
+    )
+}
+
 fn brackets_text(levels: &[f64], brackets: &[Bracket]) -> String {
     let each: Vec<String> = levels
         .iter()
@@ -305,7 +338,16 @@ fn until_text(next: &Next) -> String {
 /// when it reported one, and the job's wall time (`job`, rank 0's start to exit), which
 /// includes start-up.
 fn times_text(outcome: &Outcome) -> String {
-    match outcome.result.as_ref().and_then(|r| r.seconds) {
+    let result = outcome.result.as_ref();
+    // A command measured by its rate: the rate as it printed it, not its inverse.
+    if let Some(rate) = result.and_then(|r| r.metric("rate")) {
+        return format!(
+            "rate {}, job {:.3} s",
+            crate::analysis::answer::number(rate),
+            outcome.seconds
+        );
+    }
+    match result.and_then(|r| r.seconds) {
         Some(k) => format!("kernel {k:.4} s, job {:.3} s", outcome.seconds),
         None => format!("job {:.3} s", outcome.seconds),
     }
@@ -368,6 +410,32 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(times_text(&o), "kernel 0.4846 s, job 1.301 s");
+        // Issue 44, item 3: a command measured by its rate shows the rate, not
+        // "kernel 0.0000 s" (its inverse).
+        o.result = Some(throttle_proto::result::WorkloadResult {
+            seconds: Some(1.0 / 54_499_000.0),
+            metrics: [("rate".to_string(), 54_499_000.0)].into(),
+            ..Default::default()
+        });
+        assert_eq!(times_text(&o), "rate 5.4499e7, job 1.301 s");
+    }
+
+    /// Issue 44, item 2: a node count whose attempts were all flagged names the
+    /// remedies, a lower capacity first, and the flag that runs its points again.
+    #[test]
+    fn a_size_given_up_on_flags_names_the_remedy() {
+        let cap = throttle_proto::rate::Rate::parse("1Gbit").unwrap();
+        let t = given_up_text(4, 3, true, Some(cap));
+        assert!(t.contains("local up --capacity 100Mbit"), "{t}");
+        assert!(
+            t.contains("calibrate") && t.contains("--retry-given-up"),
+            "{t}"
+        );
+        let t = given_up_text(4, 3, false, Some(cap));
+        assert!(
+            !t.contains("--capacity") && t.contains("throttle-ctl output"),
+            "{t}"
+        );
     }
 
     #[test]

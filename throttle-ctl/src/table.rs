@@ -213,3 +213,53 @@ mod tests {
         assert_eq!(t.markdown().lines().nth(2), Some("| mw \\| n=3 |"));
     }
 }
+
+/// The widest line the default text output prints: a long sentence is wrapped to it.
+pub const LINE: usize = 156;
+
+/// `text` wrapped at word boundaries to lines of at most [`LINE`] characters (a word
+/// longer than that stands alone), every line after the first indented by `indent`.
+pub fn wrap(text: &str, indent: &str) -> String {
+    let body = text.trim_start_matches(' ');
+    let mut out = String::new();
+    let mut line = text[..text.len() - body.len()].to_string();
+    let mut fresh = true;
+    for word in body.split(' ') {
+        let width = line.chars().count();
+        if !fresh && width + 1 + word.chars().count() > LINE {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = indent.to_string();
+        } else if !fresh {
+            line.push(' ');
+        }
+        line.push_str(word);
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_sentence_wraps_at_words_and_keeps_every_word() {
+        let text = (0..80)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let wrapped = wrap(&format!("  {text}"), "    ");
+        assert!(wrapped.lines().count() > 1, "{wrapped}");
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= LINE),
+            "{wrapped}"
+        );
+        assert!(wrapped.lines().skip(1).all(|l| l.starts_with("    w")));
+        let words: Vec<&str> = wrapped.split_whitespace().collect();
+        assert_eq!(words.join(" "), text);
+        assert_eq!(wrap("short", "  "), "short");
+        assert!(wrapped.starts_with("  w0 w1"), "{wrapped}");
+    }
+}

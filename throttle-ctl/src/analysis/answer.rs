@@ -305,6 +305,29 @@ pub struct BottomLine {
     /// Where the answer's width comes from and what would narrow it (null without a
     /// projection with its model error; [`super::narrow`] works it out).
     pub advice: Option<Advice>,
+    /// Every measured size, largest first, with its demand at every level or why it has
+    /// none: no size measured is left unsaid.
+    pub sizes: Vec<SizeRow>,
+}
+
+impl BottomLine {
+    /// The sentences that state no figure (the basis, saturation, NO ANSWER): `lines`
+    /// holds the figures' sentences first, one per figure, then these.
+    pub fn remarks(&self) -> &[String] {
+        &self.lines[self.figures.len().min(self.lines.len())..]
+    }
+}
+
+/// One measured size in the bottom line.
+#[derive(Clone, Debug, Serialize)]
+pub struct SizeRow {
+    pub procs: u32,
+    pub held_out: bool,
+    /// Why no level has a number at this size (no traffic between nodes, its runs all
+    /// failed or flagged, no baseline); null when its cells say.
+    pub why: Option<String>,
+    /// The measured demand at each level asked (empty with `why`).
+    pub cells: Vec<Figure>,
 }
 
 /// One way to narrow the answer.
@@ -397,6 +420,23 @@ pub struct Figure {
     pub censored: Censored,
     /// Why there is no number, when there is none.
     pub why: Option<String>,
+}
+
+impl Figure {
+    /// A figure at this size and level with no number yet and no flag.
+    pub fn none(procs: u32, cti: f64, projected: bool) -> Figure {
+        Figure {
+            procs,
+            cti,
+            bw_pct: None,
+            interval: None,
+            projected,
+            below_noise: false,
+            saturates: false,
+            censored: Censored::None,
+            why: None,
+        }
+    }
 }
 
 /// The whole answer; `analyze --json` prints it.

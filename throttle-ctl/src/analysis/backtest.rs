@@ -486,6 +486,12 @@ impl Verdict {
         matches!(self, Verdict::Passed { .. })
     }
 
+    /// Whether its projection may be stated with an interval at all: not refuted by a
+    /// measured size (FAILED), and checked on at least one (not untested).
+    pub fn is_basis(&self) -> bool {
+        !matches!(self, Verdict::Failed { .. } | Verdict::Untested { .. })
+    }
+
     /// The worst error of its checks, percentage points (0 untested).
     pub fn worst_pp(&self) -> f64 {
         match self {

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use super::answer::{Advice, BottomLine, Demand, Figure, Projection, Saturation};
+use super::answer::{Advice, BottomLine, Demand, Figure, Projection, Saturation, SizeRow};
 use super::backtest::{Model, Verdict};
 use super::demand::Censored;
 use super::narrow;
@@ -54,6 +54,11 @@ pub struct Basis<'a> {
     pub min_repeats: usize,
     /// The link in words.
     pub capacity: Option<&'a str>,
+    /// Every measured size, with why it has no demand at any level when that is so (no
+    /// traffic between nodes, its runs failed or flagged, no baseline).
+    pub sizes: &'a [(u32, Option<String>)],
+    /// The measured sizes held out of the fits.
+    pub held_out: &'a [u32],
 }
 
 /// The bottom line of an analysis; `asked`: sizes to project to were given.
@@ -61,10 +66,47 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
     let link = b
         .capacity
         .map_or("the link".to_string(), |c| format!("a {c} link"));
+    let mut out = answer(b, asked, &link);
+    out.sizes = rows(b, &link);
+    out
+}
+
+/// Every measured size, largest first: its demand at each level, or why it has none.
+fn rows(b: &Basis, link: &str) -> Vec<SizeRow> {
+    b.sizes
+        .iter()
+        .rev()
+        .map(|(p, why)| SizeRow {
+            procs: *p,
+            held_out: b.held_out.contains(p),
+            why: why.clone(),
+            cells: if why.is_some() {
+                Vec::new()
+            } else {
+                b.levels
+                    .iter()
+                    .map(
+                        |&c| match b.demand.iter().find(|d| d.procs == *p && d.cti == c) {
+                            Some(d) => measured_statement(d, link).1,
+                            None => Figure {
+                                why: Some("no throttled step was measured at this size".into()),
+                                ..Figure::none(*p, c, false)
+                            },
+                        },
+                    )
+                    .collect()
+            },
+        })
+        .collect()
+}
+
+/// The answer's sentences and figures: the best projection's, or what was measured.
+fn answer(b: &Basis, asked: bool, link: &str) -> BottomLine {
+    let link = link.to_string();
     let largest = b.fitted.iter().copied().max();
     let any_projection = b.candidates.iter().any(|c| !c.2.is_empty());
     if !any_projection {
-        let mut out = measured(b.demand, b.levels, b.fitted, &link);
+        let mut out = measured(b, &link);
         if asked {
             out.next = Some("nothing could be projected to the sizes asked: a projection needs demands (uncensored, above the noise) at two or more sizes that are not held out".into());
         }
@@ -99,6 +141,7 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
         figures,
         next,
         advice,
+        sizes: Vec::new(),
     }
 }
 
@@ -241,11 +284,11 @@ fn saturates(saturation: &[&Saturation], model: Model) -> Option<String> {
     }
     Some(match model {
         Model::Dc => format!(
-            "the link saturates (the projected demand reaches 100% of the link): {}",
+            "the link saturates (the projected demand against the full link reaches 100% of it): {}",
             parts.join(", ")
         ),
         Model::Traffic => format!(
-            "the network, not the CPUs, limits the program (from that size on even the full link makes it slower than an unlimited network by more than the level): {}",
+            "the network, not the CPUs, limits the program: {}; from there even the full link runs it slower than an unlimited network by more than the level (the demand above is against the full link: both hold)",
             parts.join(", ")
         ),
     })
@@ -259,17 +302,7 @@ fn statement(
     saturation: Option<&Saturation>,
 ) -> (String, Figure) {
     let head = format!("at {} procs, staying within CTI {}%", p.procs, p.cti);
-    let mut figure = Figure {
-        procs: p.procs,
-        cti: p.cti,
-        bw_pct: None,
-        interval: None,
-        projected: true,
-        below_noise: false,
-        saturates: false,
-        censored: Censored::None,
-        why: None,
-    };
+    let mut figure = Figure::none(p.procs, p.cti, true);
     let no_number = |why: String, mut figure: Figure| {
         figure.why = Some(why.clone());
         (format!("{head}: no number: {why}"), figure)
@@ -336,82 +369,49 @@ fn statement(
 }
 
 /// No projection to answer with: the demand measured at the largest size that has one
-/// (a larger one without any says so: NO ANSWER there, never silence); a level below its
-/// noise floor is said to be no measurement.
-fn measured(demand: &[Demand], levels: &[f64], sizes: &[u32], link: &str) -> BottomLine {
-    let mut lines = Vec::new();
-    let mut sizes = sizes.to_vec();
+/// (a larger one without any says so after it: NO ANSWER there, with its reason, never
+/// silence); a level below its noise floor is said to be no measurement.
+fn measured(b: &Basis, link: &str) -> BottomLine {
+    let mut sizes = b.fitted.to_vec();
     sizes.sort_unstable();
     sizes.dedup();
     let with_demand = |p: u32| {
-        demand
+        b.demand
             .iter()
-            .any(|d| d.procs == p && levels.contains(&d.cti))
+            .any(|d| d.procs == p && b.levels.contains(&d.cti))
+    };
+    let why_none = |q: u32| {
+        b.sizes
+            .iter()
+            .find(|s| s.0 == q)
+            .and_then(|s| s.1.clone())
+            .unwrap_or_else(|| NO_DEMAND.to_string())
     };
     let Some(p) = sizes.iter().rev().copied().find(|&p| with_demand(p)) else {
+        let all: Vec<u32> = b.sizes.iter().map(|s| s.0).collect();
         return BottomLine {
             lines: vec![format!(
                 "NO ANSWER: no size has a demand to report{}",
-                if sizes.is_empty() {
+                if all.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({} procs: {})", list(&sizes), NO_DEMAND)
+                    format!(" ({} procs: each size's reason is below)", list(&all))
                 }
             )],
             ..Default::default()
         };
     };
-    for &q in sizes.iter().rev().filter(|&&q| q > p) {
-        lines.push(format!("NO ANSWER at {q} procs: {NO_DEMAND}"));
-    }
+    let mut lines = Vec::new();
     let mut figures = Vec::new();
-    for &c in levels {
-        let Some(d) = demand.iter().find(|d| d.procs == p && d.cti == c) else {
-            continue;
-        };
-        let head = format!("measured at {p} procs, staying within CTI {c}%");
-        let mut figure = Figure {
-            procs: p,
-            cti: c,
-            bw_pct: None,
-            interval: None,
-            projected: false,
-            below_noise: d.below_noise,
-            saturates: false,
-            censored: d.censored,
-            why: None,
-        };
-        let line = if d.below_noise {
-            let why = format!(
-                "CTI {c}% is below the noise floor of {p} procs (its runs vary by more than that), so the demand read there is not a measurement; more repeats lower the floor"
-            );
-            figure.why = Some(why.clone());
-            format!("{head}: no number: {why}")
-        } else {
-            figure.bw_pct = Some(d.bound.unwrap_or(d.bw_pct));
-            figure.interval = d.interval;
-            match (d.bound, d.between, d.interval) {
-                (Some(bound), _, _) => format!(
-                    "{head} needs {}{bound:.1}% of {link} (a bound: {})",
-                    d.censored.mark(),
-                    if d.censored == Censored::Above {
-                        "add steps above it"
-                    } else {
-                        "the lowest step sufficed"
-                    }
-                ),
-                (None, Some([lo, hi]), i) => format!(
-                    "{head} needs {:.1}% of {link}{} (between the steps {})",
-                    d.bw_pct,
-                    i.map(|i| format!(" [{:.1}-{:.1}]", i.low, i.high))
-                        .unwrap_or_default(),
-                    steps(lo, hi)
-                ),
-                (None, None, _) => format!("{head} needs {:.1}% of {link}", d.bw_pct),
-            }
-        };
-        lines.push(line);
-        figures.push(figure);
+    for &c in b.levels {
+        if let Some(d) = b.demand.iter().find(|d| d.procs == p && d.cti == c) {
+            let (line, figure) = measured_statement(d, link);
+            lines.push(line);
+            figures.push(figure);
+        }
+    }
+    for &q in sizes.iter().rev().filter(|&&q| q > p) {
+        lines.push(format!("NO ANSWER at {q} procs: {}", why_none(q)));
     }
     BottomLine {
         lines,
@@ -421,6 +421,47 @@ fn measured(demand: &[Demand], levels: &[f64], sizes: &[u32], link: &str) -> Bot
         ),
         ..Default::default()
     }
+}
+
+/// One measured demand as a sentence and its figure; a level below its size's noise
+/// floor is no measurement.
+fn measured_statement(d: &Demand, link: &str) -> (String, Figure) {
+    let (p, c) = (d.procs, d.cti);
+    let head = format!("measured at {p} procs, staying within CTI {c}%");
+    let mut figure = Figure {
+        below_noise: d.below_noise,
+        censored: d.censored,
+        ..Figure::none(p, c, false)
+    };
+    if d.below_noise {
+        let why = format!(
+            "CTI {c}% is below the noise floor of {p} procs (its runs vary by more than that), so the demand read there is not a measurement; more repeats lower the floor"
+        );
+        figure.why = Some(why.clone());
+        return (format!("{head}: no number: {why}"), figure);
+    }
+    figure.bw_pct = Some(d.bound.unwrap_or(d.bw_pct));
+    figure.interval = d.interval;
+    let line = match (d.bound, d.between, d.interval) {
+        (Some(bound), _, _) => format!(
+            "{head} needs {}{bound:.1}% of {link} (a bound: {})",
+            d.censored.mark(),
+            if d.censored == Censored::Above {
+                "add steps above it"
+            } else {
+                "the lowest step sufficed"
+            }
+        ),
+        (None, Some([lo, hi]), i) => format!(
+            "{head} needs {:.1}% of {link}{} (between the steps {})",
+            d.bw_pct,
+            i.map(|i| format!(" [{:.1}-{:.1}]", i.low, i.high))
+                .unwrap_or_default(),
+            steps(lo, hi)
+        ),
+        (None, None, _) => format!("{head} needs {:.1}% of {link}", d.bw_pct),
+    };
+    (line, figure)
 }
 
 /// Why a measured size has no demand at any level asked.
@@ -496,6 +537,8 @@ mod tests {
                 runs_per_size: &runs,
                 min_repeats: 3,
                 capacity: Some("100 Mbit/s"),
+                sizes: &[(4, None), (9, None), (16, None)],
+                held_out: &[],
             },
             asked,
         )

@@ -19,6 +19,7 @@
 //! * [`quantiles`]: the normal and Student's t quantiles every interval is made from.
 //! * `compose`: every figure with the intervals it is stated with.
 //! * [`bottom_line`]: the answer first, and what would narrow it.
+//! * [`headline`]: the bottom line as the terminal shows it, a row per size.
 //! * [`render`](mod@render): the tables a person reads.
 //! * [`document`]: the answer as Markdown tables and CSV rows (`--export-markdown`,
 //!   `--export-csv`).
@@ -39,6 +40,7 @@ pub mod csv;
 pub mod demand;
 pub mod document;
 pub mod glossary;
+pub mod headline;
 pub mod model_error;
 pub mod narrow;
 pub mod noise;
@@ -82,6 +84,9 @@ pub struct Question {
     /// Keep runs whose links did not run at their setting (flagged) instead of leaving
     /// them out.
     pub keep_flagged: bool,
+    /// Keep the sizes through whose agents not one byte went in any run (left out by
+    /// default: no traffic between nodes, or connections that bypassed the agents).
+    pub keep_without_traffic: bool,
     /// How demand is read between measured steps.
     pub interp: Interp,
     /// What the observations' times are.
@@ -188,6 +193,8 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
 struct Measured<'a> {
     chosen: String,
     runs: Selection<'a>,
+    /// Every size of the series, with why it has no demand at all when that is so.
+    reasons: Vec<(u32, Option<String>)>,
     cells: BTreeMap<(u32, BwKey), Vec<f64>>,
     medians: BTreeMap<(u32, BwKey), f64>,
     /// The measured sizes, and those of them asked to be projected to (held out).
@@ -205,11 +212,30 @@ struct Measured<'a> {
 fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, Vec<String>)> {
     let chosen = choose_series(obs, &req.series)?;
     let mut runs = Selection::of(obs, &chosen, req.keep_flagged);
+    let mut warnings_first = Vec::new();
     // Sizes through whose agents not one byte went: on one node there is no traffic
-    // between nodes, so no demand, whatever the times say (left out); on more, a program
-    // whose connections bypassed the agents (said, kept: its times are the user's to judge).
-    let (silent, bypassed) = without_traffic(&runs.good);
-    runs.good.retain(|o| !silent.contains(&o.procs));
+    // between nodes, so no demand, whatever the times say; on more, a program whose
+    // connections bypassed the agents, whose times the links' settings cannot have
+    // changed. Both are left out, and said.
+    let (mut silent, mut bypassed) = without_traffic(&runs.good);
+    if req.keep_without_traffic {
+        let kept = silent
+            .union(&bypassed)
+            .map(u32::to_string)
+            .collect::<Vec<_>>();
+        if !kept.is_empty() {
+            warnings_first.push(format!(
+                "{} procs: not a byte went through the agents in any run, KEPT (--keep-without-traffic): their demand is the times' word alone, not the link's",
+                kept.join(", ")
+            ));
+        }
+        silent.clear();
+        bypassed.clear();
+    }
+    let reasons = reasons(obs, &chosen, &runs, &silent, &bypassed);
+    runs.good
+        .retain(|o| !silent.contains(&o.procs) && !bypassed.contains(&o.procs));
+    let nothing_left = runs.good.is_empty();
     let sizes: std::collections::BTreeSet<u32> = runs.good.iter().map(|o| o.procs).collect();
     if sizes.len() > MAX_SIZES {
         bail!(
@@ -218,25 +244,30 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
         );
     }
     let mut warnings = warnings::selection(&runs, req.keep_flagged);
+    warnings.append(&mut warnings_first);
     let words = |s: &std::collections::BTreeSet<u32>| {
         s.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
     };
+    let mut left_out = Vec::new();
     if !silent.is_empty() {
-        let said = format!(
+        left_out.push(format!(
             "{} procs: one node, and no byte went through its agent in any run: no traffic between nodes, so no demand there; left out of the analysis",
             words(&silent)
-        );
-        if runs.good.is_empty() {
-            bail!("{said}; nothing is left to analyse");
-        }
-        warnings.push(said);
+        ));
     }
     if !bypassed.is_empty() {
-        warnings.push(format!(
-            "{} procs: no byte went through the agents in any run, so the links' settings cannot have changed these times: do the program's connections go through them? (an mpirun needs `throttle-ctl exec` as its launch agent, MPI its TCP transport)",
+        left_out.push(format!(
+            "{} procs: no byte went through the agents in any run, so the links' settings cannot have changed these times: do the program's connections go through them? (an mpirun needs `throttle-ctl exec` as its launch agent, MPI its TCP transport); left out of the analysis",
             words(&bypassed)
         ));
     }
+    if nothing_left && !left_out.is_empty() {
+        bail!(
+            "{}; nothing is left to analyse (--keep-without-traffic analyses such sizes by their times alone)",
+            left_out.join("; ")
+        );
+    }
+    warnings.extend(left_out);
     let cells = group_cells(&runs.good);
     if cells.is_empty() {
         bail!("no successful runs with a bandwidth percentage in series `{chosen}`");
@@ -261,9 +292,21 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
     let noise = noise::floors(&cells);
     let floors = noise::by_size(&noise);
     warnings.extend(warnings::baselines(&sizes, &medians, &floors));
+    let reasons = reasons
+        .into_iter()
+        .map(|(p, why)| {
+            let why = why.or_else(|| {
+                (!medians.contains_key(&(p, FULL))).then(|| {
+                    "no baseline: no good run at 100% of the link, so no CTI there".to_string()
+                })
+            });
+            (p, why)
+        })
+        .collect();
     let measured = Measured {
         chosen,
         runs,
+        reasons,
         cells,
         medians,
         sizes,
@@ -477,6 +520,8 @@ fn answer_first(req: &Question, m: &Measured, f: &Fitted, s: &Stated) -> answer:
                 .capacity
                 .map(throttle_proto::rate::format_bits_per_sec)
                 .as_deref(),
+            sizes: &m.reasons,
+            held_out: &m.held_out,
         },
         !req.predict.is_empty(),
     )
@@ -535,6 +580,39 @@ impl<'a> Selection<'a> {
                 .count(),
         }
     }
+}
+
+/// Every size of `series` in `obs`, with why it can have no demand when its runs say so
+/// already: no traffic between nodes, or no good run (all failed or flagged).
+fn reasons(
+    obs: &[Observation],
+    series: &str,
+    runs: &Selection,
+    silent: &std::collections::BTreeSet<u32>,
+    bypassed: &std::collections::BTreeSet<u32>,
+) -> Vec<(u32, Option<String>)> {
+    let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == series).collect();
+    let sizes: std::collections::BTreeSet<u32> = mine.iter().map(|o| o.procs).collect();
+    sizes
+        .into_iter()
+        .map(|p| {
+            let why = if silent.contains(&p) {
+                Some("no traffic between nodes (one node, not a byte through its agent): no demand".to_string())
+            } else if bypassed.contains(&p) {
+                Some("no byte went through the agents in any run (an mpirun needs `throttle-ctl exec` as its launch agent): no demand".to_string())
+            } else if !runs.good.iter().any(|o| o.procs == p) {
+                let failed = mine.iter().filter(|o| o.procs == p && !o.ok).count();
+                let flagged = runs.flagged.iter().filter(|o| o.procs == p).count();
+                Some(format!(
+                    "no good run: {failed} failed, {flagged} flagged (links not at their setting){}; the sweep's output and the warnings say why",
+                    if failed + flagged > 0 { ", given up" } else { "" }
+                ))
+            } else {
+                None
+            };
+            (p, why)
+        })
+        .collect()
 }
 
 /// The sizes whose every run recorded its traffic through the agents, and it was none:

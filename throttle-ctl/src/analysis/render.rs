@@ -7,7 +7,7 @@
 use super::backtest::{Check, Model, Verdict};
 use super::demand::Censored;
 use super::{Analysis, Demand};
-use crate::table::Table;
+use crate::table::{wrap, Table};
 
 /// A demand as the tables write it: its censoring mark in front (`<`, `>`), `(noise)`
 /// after it when the level is below the size's noise floor.
@@ -59,15 +59,7 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
 }
 
 pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail: Detail) -> String {
-    let mut out = String::new();
-    out.push_str("BOTTOM LINE\n");
-    for l in &a.bottom_line.lines {
-        out.push_str(&format!("  {l}\n"));
-    }
-    if let Some(n) = &a.bottom_line.next {
-        out.push_str(&format!("  next: {n}\n"));
-    }
-    out.push('\n');
+    let mut out = super::headline::render(a, levels, capacity);
     out.push_str(&format!(
         "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out, {} flagged runs {}\ntimes: {}\n\n",
         a.series,
@@ -153,6 +145,33 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     }
     if let Some(f) = super::glossary::footer(&out) {
         out.push_str(&format!("\n{f}\n"));
+    }
+    out
+}
+
+/// The short form (the demo's default): the bottom line, the runs it rests on, each
+/// projection's backtest verdict and the warnings, every line at most [`LINE`](crate::table::LINE)
+/// characters; `more` says where the whole analysis is.
+pub fn summary(a: &Analysis, levels: &[f64], capacity: Option<&str>, more: &str) -> String {
+    let mut out = super::headline::render(a, levels, capacity);
+    let mut lines = vec![format!(
+        "{} runs, at least {} repeat(s) per point; {} failed and {} flagged runs {}; times: {}",
+        a.runs,
+        a.min_repeats,
+        a.failed_runs,
+        a.flagged_runs,
+        if a.flagged_kept { "KEPT" } else { "left out" },
+        a.time_source
+    )];
+    lines.push(format!("backtest (DC): {}", a.verdict.text()));
+    if let Some(t) = &a.traffic {
+        lines.push(format!("backtest (traffic): {}", t.verdict.text()));
+    }
+    lines.extend(a.warnings.iter().map(|w| format!("warning: {w}")));
+    lines.push(more.to_string());
+    for l in lines.iter().flat_map(|l| l.lines()) {
+        out.push_str(&wrap(l, "  "));
+        out.push('\n');
     }
     out
 }

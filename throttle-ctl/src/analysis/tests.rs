@@ -14,6 +14,7 @@ fn question(cti: &[f64], predict: &[u32], capacity: Option<f64>) -> Question {
         time_source: "test".into(),
         capacity,
         keep_flagged: false,
+        keep_without_traffic: false,
         interp: Default::default(),
         unit: Default::default(),
     }
@@ -76,6 +77,7 @@ fn flagged_runs_are_left_out_unless_kept_and_said_so() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        keep_without_traffic: false,
         interp: Default::default(),
         unit: Default::default(),
     };
@@ -134,10 +136,80 @@ fn a_size_without_a_demand_is_called_no_answer_not_left_out() {
     }
     let a = analyze(&obs, &question(&[10.0], &[], None)).unwrap();
     let lines = &a.bottom_line.lines;
-    assert!(lines[0].starts_with("NO ANSWER at 4 procs"), "{lines:?}");
     assert!(
-        lines[1].starts_with("measured at 2 procs, staying within CTI 10%"),
+        lines[0].starts_with("measured at 2 procs, staying within CTI 10%"),
         "{lines:?}"
+    );
+    assert!(lines[1].starts_with("NO ANSWER at 4 procs"), "{lines:?}");
+    assert_eq!(a.bottom_line.remarks(), &lines[1..]);
+    let four = &a.bottom_line.sizes[0];
+    assert_eq!(four.procs, 4);
+    assert!(
+        four.cells[0].bw_pct.is_none()
+            && four.cells[0].why.as_deref() == Some("no throttled step was measured at this size"),
+        "{four:?}"
+    );
+}
+
+/// Issue 44, item 1: every size measured has its line in the bottom line, with a number
+/// at each level or the reason it has none: one node (no traffic between nodes), runs
+/// that all failed (given up), no baseline; and the terminal shows a row for each.
+#[test]
+fn every_size_measured_has_a_bottom_line_row_with_its_reason() {
+    let mut obs = Vec::new();
+    let mut add = |p: u32, bw: f64, ok: bool, bytes: u64| {
+        for r in 0..3 {
+            let t = 1.0 + 0.1 * p as f64 * (100.0 / bw - 1.0) + 0.001 * r as f64;
+            obs.push(Observation {
+                ok,
+                nodes: p,
+                bytes_sent: Some(bytes),
+                ..Observation::for_test("s", p, crate::analysis::cells::pct(bw), r, t)
+            });
+        }
+    };
+    for bw in [100.0, 50.0, 25.0, 12.5] {
+        add(1, bw, true, 0);
+        add(2, bw, true, 1 << 20);
+        add(4, bw, true, 1 << 20);
+        add(6, bw, false, 1 << 20);
+        if bw < 100.0 {
+            add(8, bw, true, 1 << 20);
+        }
+    }
+    let a = analyze(&obs, &question(&[10.0, 20.0], &[], None)).unwrap();
+    let rows = &a.bottom_line.sizes;
+    let sizes: Vec<u32> = rows.iter().map(|r| r.procs).collect();
+    assert_eq!(sizes, [8, 6, 4, 2, 1], "{rows:?}");
+    let why = |p: u32| rows.iter().find(|r| r.procs == p).unwrap().why.clone();
+    assert!(
+        why(1).unwrap().contains("no traffic between nodes"),
+        "{rows:?}"
+    );
+    assert!(
+        why(6).unwrap().contains("no good run: 12 failed"),
+        "{rows:?}"
+    );
+    assert!(why(8).unwrap().contains("no baseline"), "{rows:?}");
+    for p in [2, 4] {
+        let r = rows.iter().find(|r| r.procs == p).unwrap();
+        assert!(r.why.is_none() && r.cells.len() == 2, "{r:?}");
+        assert!(r.cells.iter().all(|f| f.bw_pct.is_some()), "{r:?}");
+    }
+    // The terminal: a row per size, none over the line's width.
+    let text = crate::analysis::headline::render(&a, &[10.0, 20.0], None);
+    for p in [8, 6, 4, 2, 1] {
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{p} "))),
+            "{p}: {text}"
+        );
+    }
+    assert!(text.contains("no traffic between nodes"), "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.chars().count() <= crate::table::LINE),
+        "{text}"
     );
 }
 
@@ -218,6 +290,7 @@ fn held_out_size_is_predicted_and_compared() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        keep_without_traffic: false,
         // The study's CTI is a straight line in w: read along one.
         interp: Interp::Linear,
         unit: Default::default(),
@@ -402,6 +475,7 @@ fn several_series_need_a_choice() {
         time_source: "test".into(),
         capacity: None,
         keep_flagged: false,
+        keep_without_traffic: false,
         interp: Default::default(),
         unit: Default::default(),
     };
@@ -437,18 +511,28 @@ fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_mode
     // The bottom line: the traffic projection at 48, first in the text.
     let b = &a.bottom_line;
     assert_eq!(b.model, Some(Model::Traffic), "{b:?}");
-    let text = render(&a, &[10.0, 20.0], Some("1 Gbit/s"));
-    let first: Vec<&str> = text.lines().take(4).collect();
-    assert_eq!(first[0], "BOTTOM LINE", "{text}");
-    // The held-out size against its measurement, then the largest size asked.
     assert!(
-        first[1].starts_with("  at 24 procs, staying within CTI 10% needs")
-            && first[1].contains("measured there (held out)"),
-        "{text}"
+        b.lines[0].starts_with("at 24 procs, staying within CTI 10% needs")
+            && b.lines[0].contains("measured there (held out)"),
+        "{b:?}"
     );
     assert!(
-        first[3].starts_with("  at 48 procs, staying within CTI 10% needs")
-            && first[3].contains("where a measurement there would fall, 9 times in 10"),
+        b.lines[2].starts_with("at 48 procs, staying within CTI 10% needs")
+            && b.lines[2].contains("where a measurement there would fall, 9 times in 10"),
+        "{b:?}"
+    );
+    // On the terminal: the largest size asked first, then the held-out one against its
+    // measurement, then the measured sizes.
+    let text = render(&a, &[10.0, 20.0], Some("1 Gbit/s"));
+    let first: Vec<&str> = text.lines().take(5).collect();
+    assert!(
+        first[0].starts_with("BOTTOM LINE: % of a 1 Gbit/s link"),
+        "{text}"
+    );
+    assert!(first[2].trim_start().starts_with("48 "), "{text}");
+    assert!(first[3].trim_start().starts_with("24 "), "{text}");
+    assert!(
+        first[4].trim_start().starts_with("measured") && first[4].contains("inside"),
         "{text}"
     );
     // Without sizes to project to, the answer is the demand measured at the largest size.

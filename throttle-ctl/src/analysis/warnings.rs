@@ -139,8 +139,9 @@ pub(crate) fn regression(r: Option<&Regression>) -> Vec<String> {
     match r {
         None => vec!["the strong-scaling regression needs runs at 100% on at least 3 sizes (held-out sizes excluded)".into()],
         Some(r) if r.crossover_procs.is_none() => vec![format!(
-            "no crossover: C1 = {:.4}, C2 = {:.4} are not both positive",
-            r.c1, r.c2
+            "no crossover: C1 = {}, C2 = {} are not both positive",
+            super::answer::number(r.c1),
+            super::answer::number(r.c2)
         )],
         Some(_) => Vec::new(),
     }

@@ -44,6 +44,13 @@ pub struct Args {
     /// or stopped, its backlog lost) instead of leaving them out. Said in the output.
     #[arg(long)]
     keep_flagged: bool,
+    /// Keep the sizes through whose agents not one byte went in any run, instead of
+    /// leaving them out: on one node there is no traffic between nodes, and on more the
+    /// program's connections bypassed the agents, so the links' settings cannot have
+    /// changed its times. For a program whose time depends on the bandwidth some other way
+    /// (a test's stand-in). Said in the output.
+    #[arg(long)]
+    keep_without_traffic: bool,
     /// Print the analysis as one JSON object on standard output instead of the tables
     /// (warnings stay on standard error).
     #[arg(long)]
@@ -151,6 +158,7 @@ impl Args {
             time_source,
             capacity,
             keep_flagged: self.keep_flagged,
+            keep_without_traffic: self.keep_without_traffic,
             interp: self.interpolation,
             unit,
         };

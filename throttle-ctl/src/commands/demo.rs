@@ -133,6 +133,10 @@ pub struct Args {
     /// every ordinary process, where this user may grant it (root, CAP_SYS_NICE).
     #[arg(long, default_value = "realtime", value_parser = ["normal", "high", "realtime"])]
     agent_priority: String,
+    /// Print every table of the analysis (as `analyze` does), not only the bottom line,
+    /// its basis and the warnings
+    #[arg(long, short)]
+    verbose: bool,
     /// Print the analysis as JSON at the end instead of the tables.
     #[arg(long)]
     json: bool,
@@ -307,6 +311,17 @@ impl Args {
     }
 }
 
+/// `s` as one word for a POSIX shell: as it is when it needs no quotes.
+fn shell_word(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
 /// Stops the local cluster when dropped.
 struct Down(PathBuf);
 
@@ -381,6 +396,7 @@ fn run_demo(
         unit: chosen.unit,
         capacity: Some(capacity.bytes_per_sec()),
         keep_flagged: false,
+        keep_without_traffic: false,
         interp: Default::default(),
     };
     let mut analysis = analysis::analyze(&obs, &question)?;
@@ -395,7 +411,19 @@ fn run_demo(
         });
     }
     let cap = capacity.to_string();
-    let text = analysis::render(&analysis, cti, Some(&cap));
+    let text = if opts.verbose {
+        analysis::render(&analysis, cti, Some(&cap))
+    } else {
+        let levels: Vec<String> = cti.iter().map(f64::to_string).collect();
+        let more = format!(
+            "every table (points, demand, both projections, the models, the backtest), or the demo's --verbose:\n  throttle-ctl analyze --db {} --predict {},{} --cti {}",
+            shell_word(&db.display().to_string()),
+            held_out,
+            held_out * 2,
+            levels.join(",")
+        );
+        analysis::render::summary(&analysis, cti, Some(&cap), &more)
+    };
     let report = report::write(&dir.join("report"), &analysis, cti, Some(&cap))?;
     Ok(DemoResult {
         analysis,
@@ -512,6 +540,8 @@ fn run_sweep(
         job_prefix: sweep::job_prefix(db, &sweep.series),
         lease: throttle_proto::Lease::DEFAULT,
         fail_fast: false,
+        ignore_failure: false,
+        retry_given_up: false,
     };
     // A closed output (`demo 2>&1 | head`) stops it as Ctrl-C does.
     let mut progress = SweepProgress::new(false).stop_on_closed_output(cancel);

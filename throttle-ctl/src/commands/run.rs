@@ -209,9 +209,10 @@ fn outcome_text(outcome: &Outcome, workload: &Workload, verbose: bool) -> String
     if let Some(re) = workload.command().and_then(|c| c.time_regex.as_ref()) {
         let rate = outcome.result.as_ref().and_then(|r| r.metric("rate"));
         match (re.is_rate(), rate, outcome.kernel_seconds()) {
-            (true, Some(r), _) => {
-                text.push_str(&format!("its rate {r} (--rate-regex; stored as 1/rate)\n"))
-            }
+            (true, Some(r), _) => text.push_str(&format!(
+                "its rate {} (--rate-regex; stored as 1/rate)\n",
+                crate::analysis::answer::number(r)
+            )),
             (false, _, Some(own)) => {
                 text.push_str(&format!("its own time {own:.3} s (--time-regex)\n"))
             }

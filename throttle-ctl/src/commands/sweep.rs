@@ -32,6 +32,15 @@ pub struct Args {
     /// refuses it, instead of storing the failure and going on.
     #[arg(long)]
     fail_fast: bool,
+    /// Go on when a node count's warm-up run fails (by default the sweep stops there and
+    /// prints the program's own error lines: every run after it would fail alike).
+    #[arg(long)]
+    ignore_failure: bool,
+    /// Run again the points an earlier invocation gave up (they failed or were flagged
+    /// more often than `retries` allows), each with its retries anew: after their cause
+    /// is fixed (the program, a capacity this machine can carry, fewer nodes).
+    #[arg(long)]
+    retry_given_up: bool,
     /// Seconds the agents keep a job alive, and a run's bandwidth, without hearing from
     /// this sweep (if throttle-ctl is killed, both end this long after).
     #[arg(long, default_value_t = Lease::DEFAULT)]
@@ -74,6 +83,8 @@ impl Args {
             job_prefix: sweep::job_prefix(&db, &sweep.series),
             lease: self.lease,
             fail_fast: self.fail_fast,
+            ignore_failure: self.ignore_failure,
+            retry_given_up: self.retry_given_up,
         };
         let cancel = interrupt_flag()?;
         crate::note!("{}", plan_text(&sweep, &db));
@@ -115,7 +126,15 @@ impl Args {
                             u.why
                         )
                     });
-                    output::print(format!("sweep complete: {ran} runs now, {already_stored} already stored, {gave_up} points given up{precision}; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
+                    let done = if gave_up > 0 {
+                        "sweep ended"
+                    } else {
+                        "sweep complete"
+                    };
+                    output::print(format!("{done}: {ran} runs now, {already_stored} already stored, {gave_up} points given up{precision}; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
+                }
+                if gave_up > 0 {
+                    crate::note!("{gave_up} point(s) given up: the reasons are above (and `throttle-ctl output JOB` prints a run's whole output); once the cause is fixed, the same command with --retry-given-up runs them again");
                 }
                 if gave_up > 0 {
                     ExitCode::from(1)

@@ -369,18 +369,66 @@ fn warn_if_not_intercepted(cluster: &Cluster, nodes: &[Node], before: Option<u64
 
 /// `why`, with the last lines of the command's output.
 fn with_tail(why: String, output: &[String]) -> String {
-    let last: Vec<&str> = output
-        .iter()
-        .rev()
-        .take(5)
-        .rev()
-        .map(String::as_str)
-        .collect();
-    if last.is_empty() {
+    let said = telling_lines(output);
+    if said.is_empty() {
         why
     } else {
-        format!("{why}; output ends: {}", last.join(" | "))
+        format!("{why}; its output says: {}", said.join(" | "))
     }
+}
+
+/// Words of a line that says what went wrong (mpirun's `Executable: ./prog`, a shell's
+/// `not found`, a library's `error`).
+const TELLING: &[&str] = &[
+    "error",
+    "not found",
+    "no such",
+    "executable:",
+    "cannot",
+    "can't",
+    "unable",
+    "denied",
+    "failed",
+    "abort",
+    "refused",
+    "invalid",
+    "usage",
+    "killed",
+    "segmentation",
+];
+
+/// The lines of `output` a failure is told by: those with a [`TELLING`] word (the first
+/// three), then the last ones, five in all at most, in their order; rules of dashes and
+/// blank lines are no lines.
+pub fn telling_lines(output: &[String]) -> Vec<&str> {
+    let lines: Vec<(usize, &str)> = output
+        .iter()
+        .map(|l| l.trim())
+        .enumerate()
+        .filter(|(_, l)| l.chars().any(char::is_alphanumeric))
+        .collect();
+    let mut chosen: Vec<usize> = lines
+        .iter()
+        .filter(|(_, l)| {
+            let l = l.to_lowercase();
+            TELLING.iter().any(|w| l.contains(w))
+        })
+        .take(3)
+        .map(|(i, _)| *i)
+        .collect();
+    for (i, _) in lines.iter().rev() {
+        if chosen.len() >= 5 {
+            break;
+        }
+        if !chosen.contains(i) {
+            chosen.push(*i);
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+        .into_iter()
+        .filter_map(|i| lines.iter().find(|l| l.0 == i).map(|l| l.1))
+        .collect()
 }
 
 /// How the command `line` ended, from its exit, its `output` and what `time_regex`
@@ -466,6 +514,36 @@ mod tests {
     use super::*;
     use throttle_proto::name::Name;
     use throttle_proto::status::InterceptedStatus;
+
+    /// Issue 44, item 8: mpirun's message for a program that does not exist ends with a
+    /// rule and "while attempting to start process rank 0"; the line that names the
+    /// program is among the lines a failure is told by.
+    #[test]
+    fn the_line_that_names_the_missing_program_is_told() {
+        let output: Vec<String> = [
+            "--------------------------------------------------------------------------",
+            "prterun was unable to launch the specified application as it could not",
+            "access or execute an executable:",
+            "",
+            "Executable: ./bfss",
+            "Node: n1",
+            "",
+            "while attempting to start process rank 0.",
+            "--------------------------------------------------------------------------",
+            "1 total process failed to start",
+        ]
+        .map(String::from)
+        .to_vec();
+        let told = telling_lines(&output);
+        assert!(told.contains(&"Executable: ./bfss"), "{told:?}");
+        assert!(
+            told.len() <= 5 && !told.iter().any(|l| l.starts_with("---")),
+            "{told:?}"
+        );
+        assert_eq!(told.last(), Some(&"1 total process failed to start"));
+        let why = with_tail("the command exited with status 1".into(), &output);
+        assert!(why.contains("Executable: ./bfss"), "{why}");
+    }
 
     fn status(not_proven: &[&str], outside: &[&str]) -> InterceptedStatus {
         let names = |l: &[&str]| l.iter().map(|n| Name::parse("node", n).unwrap()).collect();

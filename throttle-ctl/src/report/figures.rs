@@ -251,8 +251,9 @@ where
     sizes.dedup();
     for s in sizes {
         let of_size = || a.demand.iter().filter(move |d| d.procs == s);
+        // A level below the noise floor is no measurement: not drawn.
         let pts: Vec<(f64, f64)> = of_size()
-            .filter(|d| d.censored == Censored::None)
+            .filter(|d| d.censored == Censored::None && !d.below_noise)
             .map(|d| (d.cti, d.bw_pct))
             .collect();
         // A censored demand is drawn at its bound, hollow, with an arrow: never as a
@@ -267,6 +268,7 @@ where
         }
     }
     let trusted = a.verdict.trusted();
+    let failed = !a.verdict.is_basis();
     let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
     targets.dedup();
@@ -281,11 +283,17 @@ where
             continue;
         }
         series.push(Series {
-            name: projected_name(&format!("{t} procs"), trusted),
+            name: if failed {
+                format!(
+                    "{t} procs projected, {}",
+                    crate::analysis::render::verdict_word(&a.verdict)
+                )
+            } else {
+                projected_name(&format!("{t} procs"), trusted)
+            },
             points: proj.iter().map(|p| (p.cti, p.bw_pct)).collect(),
-            intervals: proj
-                .iter()
-                .all(|p| interval_of(p).is_some())
+            // A model its backtest refuted has no interval worth a band.
+            intervals: (!failed && proj.iter().all(|p| interval_of(p).is_some()))
                 .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
             markers: true,
             projected: true,
@@ -295,7 +303,14 @@ where
     let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
     };
-    let title = projection_title("demand per CTI level", "DC", trusted);
+    let title = if failed {
+        format!(
+            "demand per CTI level (DC model: {}, no interval)",
+            crate::analysis::render::verdict_word(&a.verdict)
+        )
+    } else {
+        projection_title("demand per CTI level", "DC", trusted)
+    };
     plot(
         area,
         &title,
@@ -336,12 +351,12 @@ where
 {
     use crate::analysis::backtest::Model;
     let a = f.a;
-    let (projections, model, trusted) = match &a.traffic {
-        Some(t) if a.bottom_line.model != Some(Model::Dc) => {
-            (&t.projection, "traffic", t.verdict.trusted())
-        }
-        _ => (&a.projection, "DC", a.verdict.trusted()),
+    let (projections, model, verdict) = match &a.traffic {
+        Some(t) if a.bottom_line.model != Some(Model::Dc) => (&t.projection, "traffic", &t.verdict),
+        _ => (&a.projection, "DC", &a.verdict),
     };
+    let trusted = verdict.trusted();
+    let failed = !verdict.is_basis();
     let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
     levels.sort_by(|x, y| x.total_cmp(y));
     levels.dedup();
@@ -349,8 +364,15 @@ where
     let mut series = Vec::new();
     let mut sizes: Vec<u32> = Vec::new();
     for (li, &c) in levels.iter().enumerate() {
-        let mine: Vec<_> = a.demand.iter().filter(|d| d.cti == c).collect();
-        sizes.extend(mine.iter().map(|d| d.procs));
+        // Measured and fitted on: joined by a line. A level below its size's noise
+        // floor is no measurement (not drawn); a held-out size is drawn apart, unjoined.
+        let all: Vec<_> = a
+            .demand
+            .iter()
+            .filter(|d| d.cti == c && !d.below_noise)
+            .collect();
+        sizes.extend(all.iter().map(|d| d.procs));
+        let (held, mine): (Vec<_>, Vec<_>) = all.into_iter().partition(|d| d.held_out);
         let mut m = Series::measured(
             format!("CTI {c}% measured"),
             mine.iter()
@@ -374,6 +396,22 @@ where
             .collect();
         m.colour = Some(li);
         series.push(m);
+        if !held.is_empty() {
+            let mut h = Series::measured(
+                format!("CTI {c}% held out"),
+                held.iter()
+                    .filter(|d| d.censored == Censored::None)
+                    .map(|d| (lg(d.procs), d.bw_pct))
+                    .collect(),
+            );
+            h.bounds = held
+                .iter()
+                .filter_map(|d| Some(((lg(d.procs), d.bound?), d.censored == Censored::Above)))
+                .collect();
+            h.colour = Some(li);
+            h.held_out = true;
+            series.push(h);
+        }
         let proj: Vec<_> = projections
             .iter()
             .filter(|p| p.cti == c && !p.saturates)
@@ -383,13 +421,14 @@ where
             series.push(Series {
                 name: projected_name(&format!("CTI {c}%"), trusted),
                 points: proj.iter().map(|p| (lg(p.procs), p.bw_pct)).collect(),
-                intervals: proj
-                    .iter()
-                    .all(|p| interval_of(p).is_some())
+                // Each level's interval as bars at its points (bands of four levels
+                // blend into one); none for a model its backtest refuted.
+                intervals: (!failed && proj.iter().all(|p| interval_of(p).is_some()))
                     .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
                 markers: true,
                 colour: Some(li),
                 projected: true,
+                bars: true,
                 ..Default::default()
             });
         }
@@ -397,7 +436,17 @@ where
     let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
     };
-    let title = projection_title("demand against the size", model, trusted);
+    let title = if failed {
+        format!(
+            "demand against the size ({model} model: {}, no interval)",
+            crate::analysis::render::verdict_word(verdict)
+        )
+    } else {
+        format!(
+            "{}; bars: 90% intervals",
+            projection_title("demand against the size", model, trusted)
+        )
+    };
     plot(
         area,
         &title,
@@ -496,11 +545,9 @@ where
     let a = f.a;
     match name {
         "time_vs_bandwidth" => {
-            let mut s = per_size(
-                a,
-                |p| Some(p.median),
-                Some(|p| (p.interval.low, p.interval.high)),
-            );
+            // The bars are the fastest and slowest run, as in the strong-scaling plot:
+            // one meaning for error bars in every plot.
+            let mut s = per_size(a, |p| Some(p.median), Some(|p| (p.min, p.max)));
             // As shown: a rate's inverse as the rate.
             let u = a.time_unit;
             for series in &mut s {
@@ -511,21 +558,40 @@ where
                     *i = u.shown_interval(i.0, i.1);
                 }
             }
+            // Values over a decade apart (a rate on one node and on several) on a log
+            // axis: on a linear one the small ones lie flat on zero.
+            let (lo, hi) = s
+                .iter()
+                .flat_map(|x| &x.points)
+                .fold((f64::MAX, f64::MIN), |(l, h), p| (l.min(p.1), h.max(p.1)));
+            let log = lo > 0.0 && hi / lo > 10.0;
+            if log {
+                for series in &mut s {
+                    for p in &mut series.points {
+                        p.1 = p.1.log10();
+                    }
+                    for i in series.intervals.iter_mut().flatten() {
+                        *i = (i.0.max(f64::MIN_POSITIVE).log10(), i.1.log10());
+                    }
+                }
+            }
             let x = log_bandwidth(&mut s);
-            plot(
+            let y_label = if log {
+                format!("{} (log scale)", a.time_axis())
+            } else {
+                a.time_axis()
+            };
+            plot_with(
                 area,
-                match a.time_unit {
-                    crate::analysis::TimeUnit::Seconds => {
-                        "completion time vs bandwidth (median of repeats, with its CI)"
-                    }
-                    crate::analysis::TimeUnit::InverseRate => {
-                        "the program's rate vs bandwidth (median of repeats, with its CI)"
-                    }
-                },
-                "bandwidth (% of the link, log scale)",
-                &a.time_axis(),
+                &time_title(a.time_unit),
+                ("bandwidth (% of the link, log scale)", &y_label),
                 x,
                 from_log,
+                YAxis {
+                    range: None,
+                    format: if log { from_log_compact } else { compact },
+                    log,
+                },
                 &s,
             )
         }
@@ -539,13 +605,26 @@ where
     area.present().map_err(err)
 }
 
+/// The time plot's title, by what the times are.
+fn time_title(u: crate::analysis::TimeUnit) -> String {
+    let what = match u {
+        crate::analysis::TimeUnit::Seconds => "completion time",
+        crate::analysis::TimeUnit::InverseRate => "the program's rate",
+    };
+    format!("{what} vs bandwidth (median; bars: min-max)")
+}
+
 pub(super) fn render_all(dir: &Path, f: Figures<'_>) -> Result<Vec<(String, String)>> {
+    let time_heading = match f.a.time_unit {
+        crate::analysis::TimeUnit::Seconds => "Completion time vs bandwidth",
+        crate::analysis::TimeUnit::InverseRate => "The program's rate vs bandwidth",
+    };
     let plots: [(&str, &str); 5] = [
         (
             "demand_vs_size",
             "Bandwidth demand against the size: measured, and the projection with its interval",
         ),
-        ("time_vs_bandwidth", "Completion time vs bandwidth"),
+        ("time_vs_bandwidth", time_heading),
         ("cti_vs_bandwidth", "Completion-time increment vs bandwidth"),
         ("strong_scaling", "Strong-scaling fit and residuals"),
         (

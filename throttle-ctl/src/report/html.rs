@@ -131,7 +131,7 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
 fn strong_scaling(r: &Regression) -> String {
     format!(
         "<h3>Strong scaling at 100%</h3><p>{}; R² {:.3}, MSE {:.3e}{}</p>\n",
-        r.formula(|v| format!("{v:.4}")),
+        r.formula(crate::analysis::answer::number),
         r.r2,
         r.mse,
         r.crossover_procs

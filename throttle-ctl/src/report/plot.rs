@@ -90,8 +90,15 @@ pub(super) struct Series {
     /// leaves or re-enters it: no markers there, and no line between two of them in a
     /// row (the data ran above the axis between them).
     pub edges: Vec<usize>,
-    /// A projection, not a measurement: dashed, hollow markers, its intervals a band.
+    /// A projection, not a measurement: dashed, hollow markers, its intervals a band
+    /// (or bars, with `bars`).
     pub projected: bool,
+    /// A projection's intervals drawn as bars at its points, not a band: where several
+    /// projections share a plot, their bands would blend into one.
+    pub bars: bool,
+    /// Measured but held out of the fits (compared with the projection there): square
+    /// markers, not joined by a line to the fitted sizes.
+    pub held_out: bool,
     /// A reference line (a level asked for, a noise floor): labelled at one end in its
     /// colour rather than in the legend.
     pub label_at_end: Option<End>,
@@ -118,7 +125,7 @@ pub(super) enum End {
 }
 
 /// The legend in its own column: a sample of each series' line and marker (solid and
-/// filled: measured; dashed and hollow: projected) and its name, per row; reference lines
+/// filled: measured; dashed and hollow: projected; a cross: held out) and its name, per row; reference lines
 /// labelled at their end are not in it. `k`: the drawing's scale.
 pub(super) fn legend<DB: DrawingBackend>(area: &Draw<DB>, series: &[Series], k: i32) -> Result<()>
 where
@@ -133,7 +140,15 @@ where
     {
         let y = (60 + 30 * row as i32) * k;
         let c = color(s.colour.unwrap_or(i));
-        if s.projected {
+        if s.held_out {
+            // Its marker alone: a held-out size is not joined to the others.
+            area.draw(&Cross::new(
+                (25 * k, y),
+                6 * k,
+                c.stroke_width(3 * k as u32),
+            ))
+            .map_err(err)?;
+        } else if s.projected {
             for x0 in [8, 24] {
                 area.draw(&PathElement::new(
                     vec![(x0 * k, y), ((x0 + 10) * k, y)],
@@ -148,7 +163,7 @@ where
             ))
             .map_err(err)?;
         }
-        if s.markers {
+        if s.markers && !s.held_out {
             let style = if s.projected {
                 ShapeStyle::from(&WHITE).filled()
             } else {
@@ -452,7 +467,7 @@ where
     XC: plotters::coord::ranged1d::Ranged<ValueType = f64>,
 {
     for (i, s) in series.iter().enumerate() {
-        if let (true, Some(iv)) = (s.projected, &s.intervals) {
+        if let (true, false, Some(iv)) = (s.projected, s.bars, &s.intervals) {
             let c = color(s.colour.unwrap_or(i));
             let mut band: Vec<(f64, f64)> = s
                 .points
@@ -506,6 +521,16 @@ where
                     }),
             )
             .map_err(err)?;
+    } else if s.markers && s.held_out {
+        chart
+            .draw_series(
+                s.points
+                    .iter()
+                    .enumerate()
+                    .filter(shown)
+                    .map(|(_, &p)| Cross::new(p, 6 * k, c.stroke_width(3 * ku))),
+            )
+            .map_err(err)?;
     } else if s.markers {
         chart
             .draw_series(
@@ -533,7 +558,8 @@ where
     let ku = k as u32;
     // The line in pieces: it breaks between two edge points in a row.
     let mut start = 0;
-    for end in 1..=s.points.len() {
+    let joined = if s.held_out { 0 } else { s.points.len() };
+    for end in 1..=joined {
         let gap = end < s.points.len() && s.edges.contains(&(end - 1)) && s.edges.contains(&end);
         if end == s.points.len() || gap {
             let piece = s.points[start..end].iter().copied();
@@ -589,7 +615,8 @@ where
             );
         chart.plotting_area().draw(&arrow).map_err(err)?;
     }
-    if let (false, Some(iv)) = (s.projected, &s.intervals) {
+    // Error bars: a measured series', or a projection's drawn with bars, not a band.
+    if let (false, Some(iv)) = (s.projected && !s.bars, &s.intervals) {
         chart
             .draw_series(s.points.iter().zip(iv).map(|(&(x, y), &(lo, hi))| {
                 ErrorBar::new_vertical(x, lo, y, hi, c.stroke_width(ku), 8 * ku)

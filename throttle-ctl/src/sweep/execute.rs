@@ -33,6 +33,13 @@ pub struct SweepOptions {
     /// Stop at the first run that fails because a node could not be reached or refused
     /// to start it, instead of storing the failure and going on.
     pub fail_fast: bool,
+    /// Go on after a failed warm-up run (the failures are then stored and retried like
+    /// any run's); without it a failed warm-up stops the sweep with the program's own
+    /// words, before anything is stored (hyperfine's convention).
+    pub ignore_failure: bool,
+    /// Try again the points an earlier invocation gave up (after their cause is fixed),
+    /// each with its retries anew.
+    pub retry_given_up: bool,
 }
 
 /// The job-name prefix of a sweep: the same for the same results database and series,
@@ -140,7 +147,15 @@ pub enum SweepEvent<'a> {
     MoreRepeats { round: usize, points: usize },
     /// The first points of a node count were all given up: its other points are not run
     /// (counted as given up).
-    SizeGivenUp { nodes: usize, points: u32 },
+    /// `flagged`: its attempts were all flagged (links not at their setting), none
+    /// failed; `capacity`: the cluster's link, when the cluster runs on this machine (a
+    /// lower one is the remedy to suggest).
+    SizeGivenUp {
+        nodes: usize,
+        points: u32,
+        flagged: bool,
+        capacity: Option<throttle_proto::rate::Rate>,
+    },
     /// Demand search: a round of `steps` new bandwidth steps (`points` runs).
     Searching {
         round: usize,
@@ -355,6 +370,7 @@ impl Sweep {
                 time_source: chosen.what.to_string(),
                 capacity: store.capacity()?,
                 keep_flagged: false,
+                keep_without_traffic: false,
                 interp: Default::default(),
                 unit: chosen.unit,
             },
@@ -631,6 +647,8 @@ struct Runner<'a> {
     /// Node counts whose first [`HOPELESS`] points were all given up: their other points
     /// are not run.
     hopeless: HashSet<usize>,
+    /// Per node count: attempts in this invocation that failed (not merely flagged).
+    failed_runs: HashMap<usize, u32>,
 }
 
 /// A node count whose first this many points were all given up (failed or flagged every
@@ -663,13 +681,18 @@ impl<'a> Runner<'a> {
             host: std::fs::read_to_string("/etc/hostname")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
-            failed: store.failed_attempts()?,
+            failed: if options.retry_given_up {
+                HashMap::new()
+            } else {
+                store.failed_attempts()?
+            },
             warmed: HashSet::new(),
             started: Instant::now(),
             ran: 0,
             gave_up: 0,
             outcomes: HashMap::new(),
             hopeless: HashSet::new(),
+            failed_runs: HashMap::new(),
         })
     }
 
@@ -749,7 +772,7 @@ impl<'a> Runner<'a> {
     ) -> Result<bool> {
         let sweep = self.sweep;
         let spec = &sweep.spec;
-        if spec.warmup && self.warmed.insert(p.nodes) && !self.warm_up(p.nodes, on_event) {
+        if spec.warmup && self.warmed.insert(p.nodes) && !self.warm_up(p.nodes, on_event)? {
             return Ok(false);
         }
         if self.hopeless.contains(&p.nodes) {
@@ -836,24 +859,34 @@ impl<'a> Runner<'a> {
                 return Ok(true);
             }
             *self.failed.entry(p.key.clone()).or_default() += 1;
+            if !ok {
+                *self.failed_runs.entry(p.nodes).or_default() += 1;
+            }
         }
     }
 
     /// The unstored warm-up run of a node count at full bandwidth; `false` when
-    /// interrupted.
-    fn warm_up(&self, nodes: usize, on_event: &mut dyn FnMut(SweepEvent<'_>)) -> bool {
+    /// interrupted. A warm-up that fails stops the sweep with why (the program's own
+    /// lines), unless failures are to be ignored: every run after it would fail alike,
+    /// each retried and given up.
+    fn warm_up(&self, nodes: usize, on_event: &mut dyn FnMut(SweepEvent<'_>)) -> Result<bool> {
         if self.cancel.load(Ordering::SeqCst) {
-            return false;
+            return Ok(false);
         }
         on_event(SweepEvent::WarmingUp { nodes });
-        // Not stored: whatever it measured, or however it failed, the runs after it
-        // say the same again.
-        if let Ok(o) = job::execute(self.cluster, &self.job(nodes, Pct::FULL), self.cancel) {
-            if o.status == RunStatus::Interrupted {
-                return false;
-            }
+        // Not stored: whatever it measured the runs after it measure again.
+        let why = match job::execute(self.cluster, &self.job(nodes, Pct::FULL), self.cancel) {
+            Ok(o) if o.status == RunStatus::Interrupted => return Ok(false),
+            Ok(o) if o.status == RunStatus::Ok => return Ok(true),
+            Ok(o) => o.reason.unwrap_or_else(|| format!("{:?}", o.status)),
+            Err(e) => format!("{e:#}"),
+        };
+        if self.options.ignore_failure {
+            return Ok(true);
         }
-        true
+        anyhow::bail!(
+            "the warm-up run on {nodes} node(s) failed, so every run would: {why}\nnothing of it was stored; fix the program or its command line and run the same command again, or pass --ignore-failure to go on (its failed runs are stored and given up)"
+        )
     }
 
     /// Give `p` up after `attempts` attempts; a point `attempted` in this invocation
@@ -873,9 +906,17 @@ impl<'a> Runner<'a> {
         let seen = self.outcomes.entry(p.nodes).or_default();
         seen.0 += 1;
         if seen.0 >= HOPELESS && seen.1 == 0 && self.hopeless.insert(p.nodes) {
+            let failed = self.failed_runs.get(&p.nodes).copied().unwrap_or(0);
             on_event(SweepEvent::SizeGivenUp {
                 nodes: p.nodes,
                 points: seen.0,
+                flagged: failed == 0,
+                capacity: self
+                    .cluster
+                    .file
+                    .local_dir
+                    .is_some()
+                    .then_some(self.cluster.file.capacity),
             });
         }
     }

@@ -220,6 +220,7 @@ mod tests {
                 time_source: "test".into(),
                 capacity: Some(12.5e6),
                 keep_flagged: false,
+                keep_without_traffic: false,
                 interp: Default::default(),
                 unit: Default::default(),
             },
