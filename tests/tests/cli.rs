@@ -234,7 +234,7 @@ fn forward_through_the_cli_is_shaped_and_byte_exact() {
     assert!(list.contains(&listen), "{list}");
     let cal = ok(ctl(dir, &["calibrate", "--seconds", "0.5", "--json"]));
     let cal: serde_json::Value = serde_json::from_str(&cal).unwrap();
-    let e = cal[0]["error"].as_f64().unwrap();
+    let e = cal["links"][0]["error"].as_f64().unwrap();
     assert!(e.abs() < 0.1, "calibration error {e}");
     // Calibration restored the shape it found.
     let status: serde_json::Value =

@@ -755,3 +755,58 @@ fn a_sleeping_program_is_not_called_cpu_bound() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("CPU-bound"), "{err}");
 }
+
+/// Issue 44, item 2: a program that cannot start (mpirun's `Executable: ./bfss`) stops
+/// the sweep at its warm-up, with that line, before anything is stored; `--ignore-failure`
+/// stores the failures and gives the points up; once the cause is fixed, the same
+/// command leaves them given up, and `--retry-given-up` runs them.
+#[test]
+fn a_program_that_cannot_start_stops_the_sweep_and_given_up_points_run_again_when_asked() {
+    let c = up("cmdfail", 2, "1Gbit", "127.0.62.1");
+    let dir = &c.0;
+    std::fs::write(
+        dir.join("spec.toml"),
+        "workload = \"command\"\nnodes = [1]\nbandwidths = [100, 50]\nrepeats = 1\nretries = 0\nsettle = 0\n\
+         [command]\nrun = \"test -f ok || { echo 'Executable: ./bfss'; echo 'while attempting to start process rank 0.'; exit 1; }; echo t=1\"\n\
+         time_regex = 't=([0-9.]+)'\n",
+    )
+    .unwrap();
+    let sweep = |extra: &[&str]| {
+        let mut args = vec!["sweep", "spec.toml", "--db", "f.db", "--plain"];
+        args.extend_from_slice(extra);
+        let out = ctl(dir, &args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let stored = || {
+        let out = ctl(dir, &["export", "--db", "f.db"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .count()
+            .saturating_sub(1)
+    };
+    let (code, text) = sweep(&[]);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(
+        text.contains("the warm-up run on 1 node(s) failed")
+            && text.contains("Executable: ./bfss")
+            && text.contains("--ignore-failure"),
+        "{text}"
+    );
+    assert_eq!(stored(), 0, "a failed warm-up stores nothing");
+    let (code, text) = sweep(&["--ignore-failure"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("--retry-given-up"), "{text}");
+    assert_eq!(stored(), 2, "{text}");
+    std::fs::write(dir.join("ok"), "").unwrap();
+    let (code, text) = sweep(&[]);
+    assert_eq!(code, Some(1), "given-up points stay given up: {text}");
+    assert!(text.contains("0 runs now"), "{text}");
+    let (code, text) = sweep(&["--retry-given-up"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("sweep complete: 2 runs now"), "{text}");
+}

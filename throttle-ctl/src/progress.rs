@@ -222,15 +222,8 @@ impl SweepProgress {
             match &self.bar {
                 Some(b) => b.set_position(index as u64 + 1),
                 None => self.line(&format!(
-                    "{head}: {}{} | ETA {}",
+                    "{head}: {} | ETA {}",
                     times_text(outcome),
-                    // What a command measured by its rate is analysed by.
-                    outcome
-                        .result
-                        .as_ref()
-                        .and_then(|r| r.metric("rate"))
-                        .map(|r| format!(", rate {r}"))
-                        .unwrap_or_default(),
                     eta_text(eta_s)
                 )),
             }

@@ -305,6 +305,10 @@ impl Store {
             CREATE TABLE IF NOT EXISTS outputs (
                 run_id INTEGER PRIMARY KEY,
                 text TEXT NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS levels (
+                series TEXT PRIMARY KEY,
+                levels TEXT NOT NULL
             );",
         )
         .with_context(|| format!("{} is not a throttle results database", path.display()))?;
@@ -608,6 +612,53 @@ impl Store {
         let mut st = self.conn.prepare("SELECT DISTINCT capacity FROM runs")?;
         let caps: Vec<f64> = st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
         Ok((caps.len() == 1).then(|| caps[0]))
+    }
+
+    /// Record the CTI levels a sweep of `series` measures closely (its `[search]` or
+    /// `[until]` levels): `analyze`'s default levels for it.
+    pub fn set_levels(&self, series: &str, levels: &[f64]) -> Result<()> {
+        let text: Vec<String> = levels.iter().map(f64::to_string).collect();
+        self.conn.execute(
+            "INSERT INTO levels (series, levels) VALUES (?1, ?2)
+             ON CONFLICT(series) DO UPDATE SET levels = excluded.levels",
+            [series, &text.join(",")],
+        )?;
+        Ok(())
+    }
+
+    /// The CTI levels recorded for `series` ([`Store::set_levels`]); `None` in a store
+    /// without them (an older one, or a sweep without `[search]`), or when what is there
+    /// is not a list of levels (a hostile file gets the default levels, not an error).
+    pub fn levels(&self, series: &str) -> Option<Vec<f64>> {
+        let text: String = self
+            .conn
+            .query_row(
+                "SELECT levels FROM levels WHERE series = ?1",
+                [series],
+                |r| r.get(0),
+            )
+            .ok()?;
+        let levels: Vec<f64> = text
+            .split(',')
+            .map(|l| {
+                l.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| *v > 0.0 && *v < 1000.0)
+            })
+            .collect::<Option<_>>()?;
+        (!levels.is_empty() && levels.len() <= 20).then_some(levels)
+    }
+
+    /// The link capacities (bytes per second) the runs of `series` were made at.
+    pub fn capacities(&self, series: &str) -> Result<Vec<f64>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT DISTINCT capacity FROM runs WHERE series = ?1 AND capacity > 0")?;
+        let caps = st
+            .query_map([series], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(caps)
     }
 
     /// Write `rows` as CSV (the columns `analyze --csv` reads first, then the rest),

@@ -377,11 +377,11 @@ impl Advice {
         let say = |o: &Narrowing| {
             match &o.step {
             Step::Size { procs } => format!(
-                "measuring {procs} procs (about {} runs) would leave about {:.0} pp",
+                "measuring {procs} procs (about {} runs) would leave about {:.1} pp",
                 o.runs, o.width_after
             ),
             Step::Repeats { .. } => format!(
-                "one more repeat of each baseline and of the steps around each demand ({} runs) would leave about {:.0} pp",
+                "one more repeat of each baseline and of the steps around each demand ({} runs) would leave about {:.1} pp",
                 o.runs, o.width_after
             ),
         }

@@ -96,7 +96,12 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
                 let (lo, hi) = u.format_interval(p.interval.low, p.interval.high);
                 format!("[{lo}, {hi}]")
             },
-            format!("{:.0}%", p.coverage * 100.0),
+            // One run has no interval of its median: nothing it covers.
+            if p.n < 2 {
+                "-".into()
+            } else {
+                format!("{:.0}%", p.coverage * 100.0)
+            },
             format!("{:.3}", p.cv),
             p.cti
                 .map(|c| format!("{c:.1}"))
@@ -145,6 +150,18 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     }
     if let Some(f) = super::glossary::footer(&out) {
         out.push_str(&format!("\n{f}\n"));
+    }
+    wrap_long(&out)
+}
+
+/// Every line of `text` over [`LINE`](crate::table::LINE) characters wrapped at words,
+/// its continuation indented two more than the line.
+fn wrap_long(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 50);
+    for l in text.lines() {
+        let indent = l.len() - l.trim_start().len();
+        out.push_str(&wrap(l, &" ".repeat(indent + 2)));
+        out.push('\n');
     }
     out
 }

@@ -27,9 +27,10 @@ pub struct Args {
     /// Runs measured with any tool: columns workload,nodes,procs,bw_pct,repeat,seconds.
     #[arg(long)]
     csv: Option<PathBuf>,
-    /// CTI levels in percent.
-    #[arg(long, default_value = "5,10,15,20,25")]
-    cti: String,
+    /// CTI levels in percent [default: the levels the sweep of the series measured
+    /// closely (its [search] or [until] levels), else 5,10,15,20,25].
+    #[arg(long)]
+    cti: Option<String>,
     /// Sizes (processes) to project to; measured ones are held out for validation.
     #[arg(long)]
     predict: Option<String>,
@@ -80,14 +81,23 @@ pub struct Args {
     interpolation: Interp,
 }
 
+/// What is analysed: the runs, the link's capacity, which time they are and its unit,
+/// and the levels their sweep measured closely.
+struct Data {
+    obs: Vec<analysis::Observation>,
+    capacity: Option<f64>,
+    time_source: String,
+    unit: TimeUnit,
+    levels: Option<Vec<f64>>,
+}
+
 impl Args {
     /// The stored runs of the series asked (or all): their observations, the links'
-    /// capacity, which time they are and its unit. The time is chosen over the series
+    /// capacity, which time they are and its unit, the levels their sweep recorded. The
+    /// time is chosen over the series
     /// analysed, not the whole store (a store may hold a rate-measured command beside
     /// timed workloads).
-    fn stored(
-        &self,
-    ) -> anyhow::Result<(Vec<analysis::Observation>, Option<f64>, String, TimeUnit)> {
+    fn stored(&self) -> anyhow::Result<Data> {
         let db = self.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         if !db.exists() {
             anyhow::bail!("no results database at {}: run a sweep first (`throttle-ctl sweep SPEC.toml`) or pass --db/--csv", db.display());
@@ -98,11 +108,29 @@ impl Args {
             rows.retain(|r| &r.series == s);
         }
         let (obs, chosen) = measurements::observations(&rows, self.time)?;
-        Ok((obs, store.capacity()?, chosen.what.to_string(), chosen.unit))
+        // The sweep's levels, when one series is analysed.
+        let mut series: Vec<&str> = rows.iter().map(|r| r.series.as_str()).collect();
+        series.sort_unstable();
+        series.dedup();
+        let levels = match series[..] {
+            [one] => store.levels(one),
+            _ => None,
+        };
+        Ok(Data {
+            obs,
+            capacity: store.capacity()?,
+            time_source: chosen.what.to_string(),
+            unit: chosen.unit,
+            levels,
+        })
     }
 
     pub fn exec(self, _ctx: &Context) -> Exit {
-        let levels = parse_cti(&self.cti, "--cti")?;
+        // Checked before any file is read.
+        let asked = match &self.cti {
+            Some(text) => Some(parse_cti(text, "--cti")?),
+            None => None,
+        };
         let predict = match &self.predict {
             Some(p) => parse_list::<u32>(p, "--predict")?,
             None => Vec::new(),
@@ -119,7 +147,13 @@ impl Args {
         if let Some(f) = &self.export_csv {
             super::check_output_file("--export-csv", f)?;
         }
-        let (obs, capacity, time_source, unit) = match &self.csv {
+        let Data {
+            obs,
+            capacity,
+            time_source,
+            unit,
+            levels: swept,
+        } = match &self.csv {
             Some(f) => {
                 let text = std::fs::read_to_string(f)
                     .map_err(|e| anyhow!("cannot read {}: {e}", f.display()))?;
@@ -142,14 +176,27 @@ impl Args {
                 } else {
                     TimeUnit::Seconds
                 };
-                (
+                Data {
                     obs,
-                    None,
-                    format!("the `{column}` column of {}{said}", f.display()),
+                    capacity: None,
+                    time_source: format!("the `{column}` column of {}{said}", f.display()),
                     unit,
-                )
+                    levels: None,
+                }
             }
             None => self.stored()?,
+        };
+        let levels = match (asked, swept) {
+            (Some(l), _) => l,
+            (None, Some(l)) => {
+                let words: Vec<String> = l.iter().map(f64::to_string).collect();
+                crate::note!(
+                    "CTI levels {}: the ones its sweep measured closely (--cti to choose others)",
+                    words.join(", ")
+                );
+                l
+            }
+            (None, None) => parse_cti("5,10,15,20,25", "--cti")?,
         };
         let question = Question {
             cti: levels.clone(),

@@ -2,7 +2,10 @@
 //!
 //! For every node, traffic is sent to the next node (a ring) twice: once at 100% of the
 //! configured capacity (what the emulation achieves) and once unlimited (what this host
-//! can carry at all). Shapes are restored afterwards, also when a run fails.
+//! can carry at all). Then every node sends to the next at once, unlimited: what each link
+//! gets when all are busy, as in a run; a quarter of the least of them is the capacity
+//! suggested for runs whose ranks share the machine with the agents. Shapes are restored
+//! afterwards, also when a run fails.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -44,20 +47,128 @@ pub struct LinkCalibration {
     pub warning: Option<String>,
 }
 
+/// What `calibrate` found: each link alone, every link at once, and the capacity it
+/// suggests.
+#[derive(Debug, Serialize)]
+pub struct Calibrated {
+    pub links: Vec<LinkCalibration>,
+    /// Goodput of each link (in `links`' order) unlimited, with every node sending to the
+    /// next at once.
+    pub together_bytes_per_sec: Vec<f64>,
+    /// A quarter of the least of `together_bytes_per_sec`, rounded down to 1, 2 or 5
+    /// times a power of ten: a capacity this machine carries on every link at once with
+    /// room left for the ranks.
+    pub suggested_capacity_bytes_per_sec: f64,
+    /// The same as `local up --capacity` takes it (`200Mbit`).
+    pub suggested_capacity: String,
+}
+
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
         if !(self.seconds.is_finite() && (0.1..=60.0).contains(&self.seconds)) {
             anyhow::bail!("--seconds must be between 0.1 and 60");
         }
         let cluster = ctx.cluster()?;
-        let results = calibrate(&cluster, self.seconds, |m| crate::note!("calibrating {m}"))?;
+        let links = calibrate(&cluster, self.seconds, |m| crate::note!("calibrating {m}"))?;
+        crate::note!(
+            "calibrating every link at once: unlimited for {} s",
+            self.seconds
+        );
+        let together = together(&cluster, self.seconds)?;
+        let suggested = suggest(&together);
+        let results = Calibrated {
+            links,
+            together_bytes_per_sec: together,
+            suggested_capacity_bytes_per_sec: suggested,
+            suggested_capacity: capacity_word(suggested),
+        };
         if self.json {
             output::print_json(&results)?;
         } else {
-            output::print(render(&results))?;
+            output::print(render(&results, cluster.file.capacity.bytes_per_sec()))?;
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// Every node sends to the next at once, unlimited, for `seconds`: each link's goodput,
+/// in the nodes' order. The shapes found are put back, also when a measurement fails.
+pub fn together(cluster: &Cluster, seconds: f64) -> Result<Vec<f64>> {
+    let nodes = &cluster.file.nodes;
+    if nodes.len() < 2 {
+        anyhow::bail!("calibration needs at least two nodes (same-node traffic is not shaped)");
+    }
+    let timeout = Duration::from_secs_f64(seconds * 2.0 + 20.0);
+    let clients: Vec<AgentClient> = nodes
+        .iter()
+        .map(|n| AgentClient::with_timeout(cluster, n, timeout))
+        .collect();
+    let saved = clients
+        .iter()
+        .map(AgentClient::status)
+        .collect::<Result<Vec<_>>>()?;
+    let lease = throttle_proto::Lease::from_secs(seconds + 60.0)?;
+    let opened = clients.iter().try_for_each(|c| {
+        c.set_shape(&ShapeChange {
+            pct: Some(Pct::UNLIMITED),
+            capacity: None,
+            latency_us: Some(0),
+            lease_s: Some(lease),
+        })
+        .map(drop)
+    });
+    let measured = opened.and_then(|()| {
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = clients
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let to = &nodes[(i + 1) % nodes.len()].name;
+                    scope.spawn(move || c.calibrate(to, seconds))
+                })
+                .collect();
+            runs.into_iter()
+                .map(|r| match r.join() {
+                    Ok(m) => m.map(|m| m.achieved_bytes_per_sec),
+                    Err(_) => Err(anyhow::anyhow!("a measurement's thread panicked")),
+                })
+                .collect::<Result<Vec<f64>>>()
+        })
+    });
+    for (c, s) in clients.iter().zip(&saved) {
+        c.set_shape(&ShapeChange {
+            pct: Some(s.pct),
+            capacity: Some(s.capacity),
+            latency_us: Some(s.latency_us),
+            lease_s: None,
+        })?;
+    }
+    measured
+}
+
+/// A quarter of the least per-link goodput with every link busy, rounded down to 1, 2 or
+/// 5 times a power of ten (in bits per second): the ranks of a run share the cores with
+/// the agents, and a link the agents must hold at its setting needs that headroom.
+pub fn suggest(together: &[f64]) -> f64 {
+    let least = together.iter().copied().fold(f64::INFINITY, f64::min);
+    if !least.is_finite() || least <= 0.0 {
+        return 0.0;
+    }
+    let bits = least * 8.0 / 4.0;
+    let decade = 10f64.powf(bits.log10().floor());
+    let step = [5.0, 2.0, 1.0]
+        .into_iter()
+        .find(|m| m * decade <= bits)
+        .unwrap_or(1.0);
+    step * decade / 8.0
+}
+
+/// A capacity as `local up --capacity` takes it: `200Mbit`, `1Gbit`.
+pub fn capacity_word(bytes_per_sec: f64) -> String {
+    format_bits_per_sec(bytes_per_sec)
+        .replace(' ', "")
+        .trim_end_matches("/s")
+        .to_string()
 }
 
 /// Run the calibration; `progress` is told what is being measured.
@@ -127,7 +238,35 @@ pub fn calibrate(
     Ok(out)
 }
 
-pub fn render(results: &[LinkCalibration]) -> String {
+/// The table of links, then every link at once and the capacity suggested against the
+/// cluster's `capacity` (bytes per second).
+pub fn render(c: &Calibrated, capacity: f64) -> String {
+    let rate = format_bits_per_sec;
+    let least = c
+        .together_bytes_per_sec
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    let advice = if c.suggested_capacity_bytes_per_sec <= 0.0 {
+        "nothing went through with every link busy: is the machine overloaded?".to_string()
+    } else if capacity > c.suggested_capacity_bytes_per_sec {
+        format!(
+            "above it, runs whose ranks share the cores may be flagged (links not held): `throttle-ctl local up --capacity {}`; the answers are in % of the link, so compare programs at one capacity, and choose one whose ratio of link to compute is that of the cluster you will buy (docs/local.md)",
+            c.suggested_capacity
+        )
+    } else {
+        "this cluster's capacity is within it".to_string()
+    };
+    format!(
+        "{}every link at once (unlimited): {} each at the least; suggested capacity for runs on this machine: {} (a quarter of it), this cluster's is {}: {advice}\n",
+        links_table(&c.links),
+        rate(least),
+        c.suggested_capacity,
+        rate(capacity)
+    )
+}
+
+fn links_table(results: &[LinkCalibration]) -> String {
     let mut t = Table::new(&[
         "link",
         "capacity",
@@ -191,6 +330,17 @@ fn warning(capacity: f64, achieved: f64, host_max: f64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_suggested_capacity_is_a_round_quarter_of_the_least_link() {
+        // 3.1 Gbit/s the least: a quarter 775 Mbit/s, rounded down to 500.
+        let s = suggest(&[3.1e9 / 8.0, 4e9 / 8.0]);
+        assert_eq!(capacity_word(s), "500Mbit");
+        assert_eq!(capacity_word(suggest(&[0.9e9 / 8.0])), "200Mbit");
+        assert_eq!(capacity_word(suggest(&[40e9 / 8.0])), "10Gbit");
+        assert_eq!(suggest(&[]), 0.0);
+        assert_eq!(suggest(&[0.0, 1e9]), 0.0);
+    }
 
     #[test]
     fn a_link_off_its_setting_comes_with_what_to_do() {

@@ -249,6 +249,10 @@ fn up_summary(cluster: &Cluster, path: &std::path::Path) -> String {
             first.name.as_str()
         ));
     }
+    out.push_str(&format!(
+        "capacity: every answer is in % of this {} link; `throttle-ctl calibrate` measures what this machine carries with every link busy and suggests a capacity its agents hold beside the ranks (docs/local.md, \"Choosing the capacity\")\n",
+        f.capacity
+    ));
     out.push_str("stop: throttle-ctl local down\n");
     out
 }

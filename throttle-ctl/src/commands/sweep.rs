@@ -78,6 +78,7 @@ impl Args {
         }
         let db = self.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         let store = Store::open(&db)?;
+        same_capacity(&store, &sweep.series, &cluster, &db)?;
         sweep.resume_as_stored(&store)?;
         let options = SweepOptions {
             job_prefix: sweep::job_prefix(&db, &sweep.series),
@@ -185,4 +186,32 @@ fn plan_text(sweep: &Sweep, db: &Path) -> String {
         },
         db.display()
     )
+}
+
+/// A store that holds this sweep's runs at another link capacity is refused: a
+/// percentage of one link is not one of the other, and the points stored at the first
+/// would be skipped as done.
+fn same_capacity(
+    store: &Store,
+    series: &str,
+    cluster: &crate::cluster::Cluster,
+    db: &std::path::Path,
+) -> anyhow::Result<()> {
+    let cap = cluster.file.capacity.bytes_per_sec();
+    let other: Vec<String> = store
+        .capacities(series)?
+        .into_iter()
+        .filter(|c| (c / cap - 1.0).abs() > 1e-6)
+        .map(throttle_proto::rate::format_bits_per_sec)
+        .collect();
+    if !other.is_empty() {
+        anyhow::bail!(
+            "{} holds this sweep's runs on links of {}, and this cluster's links are {}: a percentage of one is not of the other. Give this capacity a results database of its own (--db), or sweep on a cluster at {}",
+            db.display(),
+            other.join(", "),
+            cluster.file.capacity,
+            other.join(" or ")
+        );
+    }
+    Ok(())
 }

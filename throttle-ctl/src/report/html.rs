@@ -196,14 +196,21 @@ fn demand_table(a: &Analysis, levels: &[f64], capacity: Option<&str>, header: &[
                 a.demand
                     .iter()
                     .find(|d| d.procs == p && d.cti == c)
-                    .map(|d| crate::analysis::render::level(d.bw_pct, d.censored, d.below_noise))
+                    // A censored demand is its bound, as the terminal shows it.
+                    .map(|d| {
+                        crate::analysis::render::level(
+                            d.bound.unwrap_or(d.bw_pct),
+                            d.censored,
+                            d.below_noise,
+                        )
+                    })
                     .unwrap_or_else(|| "–".into())
             }));
             row
         })
         .collect();
     format!(
-        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (interpolated up to 100%); (noise): below the noise floor (not used).</p>\n{}",
+        "<h3>Bandwidth demand (% of {})</h3><p>&lt; censored below (the lowest step sufficed); &gt; censored above (even the highest throttled step was too slow: more than it); (noise): below the noise floor (not used).</p>\n{}",
         escape(capacity.unwrap_or("the link")),
         html_table(header, &rows)
     )
@@ -361,24 +368,91 @@ pub(super) fn trust(a: &Analysis) -> String {
     out
 }
 
-/// A series' name as a heading: the workload (its first word), and its parameters
-/// (`key=value` words) as a line of their own, `key value` apart; HTML, escaped.
-fn heading(series: &str) -> (&str, String) {
-    let (name, rest) = series.split_once(' ').unwrap_or((series, ""));
-    if rest.trim().is_empty() {
-        return (name, String::new());
+/// A series' name as a heading: what ran (the workload, or for a command the program its
+/// line runs), and its parameters (`key=value` words, a quoted value kept whole) as a
+/// line of their own, each value as code; HTML, escaped.
+fn heading(series: &str) -> (String, String) {
+    let words = series_words(series);
+    let Some((name, rest)) = words.split_first() else {
+        return (String::new(), String::new());
+    };
+    let run = rest
+        .iter()
+        .find_map(|w| w.strip_prefix("run="))
+        .map(program_of);
+    let title = match (name.as_str(), run) {
+        ("command", Some(Some(program))) => program,
+        _ => name.clone(),
+    };
+    if rest.is_empty() {
+        return (title, String::new());
     }
     let params: Vec<String> = rest
-        .split_whitespace()
+        .iter()
         .map(|w| match w.split_once('=') {
-            Some((k, v)) => format!("{} <b>{}</b>", escape(k), escape(v)),
+            Some((k, v)) => format!("{} <code>{}</code>", escape(k), escape(v)),
             None => escape(w),
         })
         .collect();
     (
-        name,
-        format!("<p class=\"params\">{}</p>", params.join(" · ")),
+        title,
+        format!("<p class=\"params\">{}</p>", params.join("<br>")),
     )
+}
+
+/// A series name's words: split at spaces outside double quotes, a quoted value
+/// unquoted (`\"` and `\\` in it read as `"` and `\`).
+fn series_words(series: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let (mut quoted, mut escaped) = (false, false);
+    for c in series.chars() {
+        match c {
+            _ if escaped => {
+                word.push(c);
+                escaped = false;
+            }
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            _ => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The program a command line runs: its last word that names a file (`./app`,
+/// `/opt/bin/app`) outside quotes and not an option, as its file name; `None` without one.
+fn program_of(line: &str) -> Option<String> {
+    let mut words = Vec::new();
+    let mut quote = None;
+    let mut word = String::new();
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => word.push('\0'),
+            (None, ' ') => {
+                words.push(std::mem::take(&mut word));
+            }
+            (None, _) => word.push(c),
+        }
+    }
+    words.push(word);
+    words
+        .iter()
+        .rev()
+        .find(|w| w.contains('/') && !w.starts_with('-') && !w.contains(['\0', '{']))
+        .and_then(|w| w.rsplit('/').next())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
 }
 
 /// Write the report into `dir`; returns the path of `index.html`.
@@ -404,7 +478,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
     let json = serde_json::to_string_pretty(a)?;
     let html = format!(
         r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>throttle report: {series}</title>
+<html lang="en"><head><meta charset="utf-8"><title>Bandwidth demand of {name}: throttle report</title>
 {STYLE}</head><body>
 <h1>Bandwidth demand of {name}</h1>{params}
 <h2>The answer</h2>{answer}
@@ -416,8 +490,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
 <h2>Data</h2><details><summary>analysis as JSON</summary><pre>{json}</pre></details>
 </body></html>
 "#,
-        series = escape(&a.series),
-        name = escape(heading(&a.series).0),
+        name = escape(&heading(&a.series).0),
         params = heading(&a.series).1,
         runs = a.runs,
         failed = a.failed_runs,
@@ -450,5 +523,26 @@ mod tests {
         assert!(!block.contains('\u{202e}'), "{block}");
         let back: serde_json::Value = serde_json::from_str(&block).unwrap();
         assert_eq!(back["series"], "mw\u{202e}exe");
+    }
+
+    /// Issue 44, item 12: a command's series is titled by the program its line runs, and
+    /// its run line and regex read whole (a quoted value with spaces is one parameter).
+    #[test]
+    fn a_commands_page_is_titled_by_its_program_and_its_line_reads_whole() {
+        let series = r#"command rate_regex="harmonic_mean_TEPS:[ !]+([0-9.e+-]+)" run="mpirun --mca plm_rsh_agent 'throttle-ctl exec' --hostfile {hostfile} -np {procs} ./bfs_reference 20""#;
+        let (title, params) = super::heading(series);
+        assert_eq!(title, "bfs_reference");
+        assert!(
+            params.contains("rate_regex <code>harmonic_mean_TEPS:[ !]+([0-9.e+-]+)</code>"),
+            "{params}"
+        );
+        assert!(
+            params.contains("run <code>mpirun --mca plm_rsh_agent &#39;throttle-ctl exec&#39;")
+                || params.contains("run <code>mpirun --mca plm_rsh_agent 'throttle-ctl exec'"),
+            "{params}"
+        );
+        assert!(!params.contains(" · "), "{params}");
+        assert_eq!(super::heading("mw alpha=0.8").0, "mw");
+        assert_eq!(super::heading(r#"command run="sleep 1""#).0, "command");
     }
 }

@@ -430,6 +430,16 @@ impl Sweep {
         mut on_event: impl FnMut(SweepEvent<'_>),
     ) -> Result<SweepEnd> {
         self.check_cluster(cluster)?;
+        // The levels this sweep measures closely are the analysis's default levels.
+        let levels = self
+            .spec
+            .until
+            .as_ref()
+            .and_then(|u| u.levels.clone())
+            .or_else(|| self.spec.search.as_ref().map(|s| s.levels.clone()));
+        if let Some(levels) = levels {
+            store.set_levels(&self.series, &levels)?;
+        }
         let leftovers = remove_leftovers(cluster, &options.job_prefix);
         if leftovers > 0 {
             on_event(SweepEvent::LeftoversRemoved(leftovers));

@@ -65,6 +65,18 @@ macro_rules! sweep_keys_help {
                             when a larger measured size narrows the answer most []
     held_out = [8]          sizes (processes) measured but left out of the fits []
     levels = [10, 20]       CTI levels [the [search] levels, or 10, 15, 20, 25]
+  [command]                 with workload = "command": your own program
+    run = "mpirun ..."      its command line (/bin/sh -c), with {nodes}, {procs},
+                            {ranks_per_node}, {hostfile} (one node per line, its
+                            slots) and {bw} (the step, percent); an mpirun needs
+                            `throttle-ctl exec` as its launch agent (every rank
+                            runs as its node): --mca plm_rsh_agent "throttle-ctl exec"
+    time_regex = 'elapsed: ([0-9.]+)'   its one group: the completion time, s
+                            [none: the job's wall time]
+    rate_regex = 'TEPS:[ !]+([0-9.e+-]+)'   or a rate it prints (larger is
+                            faster; analysed as 1/rate, shown as the rate)
+    intercept = "preload"   carry its connections by the preload library [the
+                            cluster's way]
 
 Example (more in experiments/*.toml):
   workload = "pmm"

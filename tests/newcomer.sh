@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The newcomer's path of issue 44, as an ordinary user on a loopback cluster: a program
+# like Graph500's reference BFS (tests/newcomer/standin.c: real compute, a frontier
+# exchange waited for by busy-polling, a rate printed as Graph500 prints it) swept at the
+# default capacity; where the runs cannot be emulated on this machine the sweep says
+# why and which capacity to use instead; the same sweep at the capacity the tool
+# suggested reaches a demand at 2 and 4 nodes, and every size has its bottom-line row.
+#
+# Usage: tests/newcomer.sh THROTTLE_CTL WORKDIR      (as an ordinary user, not root)
+# tests/tests/newcomer.rs runs it as uid 65534 in CI. Exit 0: every check held.
+set -euo pipefail
+CTL=$1
+W=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ "$(id -u)" = 0 ]; then
+    echo "newcomer.sh: run it as an ordinary user (the path a newcomer without root takes)" >&2
+    exit 2
+fi
+cd "$W"
+fail() { echo "FAILED: $*" >&2; exit 1; }
+mpicc -O2 -o standin "$HERE/newcomer/standin.c"
+export THROTTLE_CLUSTER="$W/throttle-cluster.toml"
+trap '"$CTL" local down >/dev/null 2>&1 || true' EXIT
+
+# 1. The cluster at the default capacity; `local up` says how to choose one.
+"$CTL" local up --nodes 4 --base-addr 127.0.61.1 >up.txt
+cat up.txt
+grep -q "calibrate" up.txt || fail "local up says nothing of choosing the capacity"
+cat >spec.toml <<SPEC
+workload = "command"
+nodes = [1, 2, 4]
+bandwidths = [100, 50, 25, 12, 6, 3]
+repeats = 3
+
+[command]
+run = "mpirun --mca plm_rsh_agent '$CTL exec' --mca btl tcp,self --mca rtc ^hwloc --hostfile {hostfile} -np {procs} ./standin 10"
+rate_regex = 'harmonic_mean_TEPS:[ !]+([0-9.e+-]+)'
+SPEC
+
+# 2. The sweep as the newcomer ran it.
+set +e
+"$CTL" sweep spec.toml --db first.db --plain 2>first.err
+first=$?
+set -e
+tail -5 first.err
+suggested=$(grep -o 'local up --capacity [0-9.]*[kMGT]*bit' first.err | head -1 | awk '{print $4}' || true)
+if [ -z "$suggested" ]; then
+    [ "$first" = 0 ] || { cat first.err >&2; fail "the sweep gave points up (exit $first) without a capacity to try"; }
+    # Nothing flagged here: the capacity calibrate suggests.
+    suggested=$("$CTL" calibrate --seconds 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["suggested_capacity"])')
+    echo "no point given up at the default; calibrate suggests $suggested"
+else
+    echo "the sweep gave up and suggests --capacity $suggested"
+fi
+[ -n "$suggested" ] || fail "no capacity suggested"
+
+# 3. The capacity suggested, a results database of its own.
+"$CTL" local down >/dev/null
+"$CTL" local up --nodes 4 --base-addr 127.0.61.1 --capacity "$suggested" >/dev/null
+"$CTL" sweep spec.toml --db second.db --plain 2>second.err || { tail -20 second.err >&2; fail "the sweep at $suggested gave points up"; }
+"$CTL" analyze --db second.db >answer.txt
+"$CTL" analyze --db second.db --json >answer.json
+sed -n '1,/^$/p' answer.txt
+python3 - answer.json <<'PY' || fail "the bottom line"
+import json, sys
+a = json.load(open(sys.argv[1]))
+rows = {r["procs"]: r for r in a["bottom_line"]["sizes"]}
+assert sorted(rows) == [1, 2, 4], rows.keys()
+assert "no traffic between nodes" in (rows[1]["why"] or ""), rows[1]
+for p in (2, 4):
+    r = rows[p]
+    assert r["why"] is None, r
+    numbers = [c for c in r["cells"] if c["bw_pct"] is not None]
+    assert numbers, f"no demand at {p} procs: {r}"
+    for c in r["cells"]:
+        assert c["bw_pct"] is not None or c["why"], c
+print("every size answered:", {p: [c["bw_pct"] for c in rows[p]["cells"]] for p in rows})
+PY
+long=$(awk 'length($0) > 160' answer.txt | wc -l)
+[ "$long" = 0 ] || fail "$long line(s) of the bottom line over 160 characters"
+for p in 1 2 4; do
+    sed -n '1,/^$/p' answer.txt | grep -Eq "^ $p +" || fail "no bottom-line row for $p procs"
+done
+echo "newcomer path: OK (first sweep exit $first, capacity $suggested)"
