@@ -77,7 +77,7 @@ for p in (2, 4):
 print("every size answered:", {p: [c["bw_pct"] for c in rows[p]["cells"]] for p in rows})
 PY
 long=$(awk 'length($0) > 160' answer.txt | wc -l)
-[ "$long" = 0 ] || fail "$long line(s) of the bottom line over 160 characters"
+[ "$long" = 0 ] || fail "$long line(s) of analyze's output over 160 characters"
 for p in 1 2 4; do
     sed -n '1,/^$/p' answer.txt | grep -Eq "^ $p +" || fail "no bottom-line row for $p procs"
 done

@@ -250,7 +250,6 @@ impl SweepProgress {
     }
 }
 
-/// How far apart the demand search's steps around each level are, in words.
 /// Why a node count was given up, and the remedy that fits its cause.
 fn given_up_text(
     nodes: usize,
@@ -277,10 +276,11 @@ fn given_up_text(
         })
         .unwrap_or_default();
     format!(
-        "{head}. Every attempt was flagged: the agents could not hold the links at their setting on this machine (the reasons above name the cause). Remedies: a lower link capacity the machine can carry{lower}, `throttle-ctl calibrate` measures what it carries; fewer nodes; agents on cores of their own (`local up --pin`); ranks that do not busy-poll (Open MPI: --mca mpi_yield_when_idle 1). Then run the same command with --retry-given-up"
+        "{head}. Every attempt was flagged: the agents could not hold the links at their setting on this machine (the reasons above name the cause). Remedies: a lower link capacity the machine can carry{lower}, `throttle-ctl calibrate` measures what it carries; fewer nodes; agents on cores of their own (`local up --pin`); ranks that do not busy-poll (a program's own MPI_Test loop; Open MPI's polling is off under `throttle-ctl exec` unless --mca mpi_yield_when_idle 0 turns it on). Then run the same command with --retry-given-up"
     )
 }
 
+/// How far apart the demand search's steps around each level are, in words.
 fn brackets_text(levels: &[f64], brackets: &[Bracket]) -> String {
     let each: Vec<String> = levels
         .iter()

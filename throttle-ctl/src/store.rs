@@ -633,7 +633,7 @@ impl Store {
         let text: String = self
             .conn
             .query_row(
-                "SELECT levels FROM levels WHERE series = ?1",
+                "SELECT levels FROM levels WHERE series = ?1 AND length(CAST(levels AS BLOB)) < 1000",
                 [series],
                 |r| r.get(0),
             )

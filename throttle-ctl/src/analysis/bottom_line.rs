@@ -395,7 +395,7 @@ fn measured(b: &Basis, link: &str) -> BottomLine {
                 if all.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({} procs: each size's reason is below)", list(&all))
+                    format!(" ({} procs: each size's reason is in its row)", list(&all))
                 }
             )],
             ..Default::default()

@@ -1,12 +1,13 @@
 //! The bottom line as the terminal shows it: one row per size, largest first, a cell per
 //! CTI level (the number with its interval, or a word for why there is none), then the
-//! basis, saturation and what to measure next, wrapped to [`LINE`] characters. The
+//! basis, saturation and what to measure next, wrapped to
+//! [`LINE`](crate::table::LINE) characters. The
 //! sentences of `analyze --json`'s `bottom_line.lines` say the same at length.
 
 use super::answer::{Analysis, Figure, Projection};
 use super::backtest::Model;
 use super::demand::Censored;
-use crate::table::{wrap, Table, LINE};
+use crate::table::{wrap, Table};
 
 /// The bottom line, ending with a blank line.
 pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
@@ -29,12 +30,14 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
     projected.sort_unstable_by(|x, y| y.cmp(x));
     projected.dedup();
     let mut notes: Vec<String> = Vec::new();
+    // Numbered reasons: a row's or a cell's, each said once below the table.
+    let mut whole: Vec<String> = Vec::new();
     for &p in &projected {
         let mut row = vec![p.to_string(), "projected".into()];
         for &c in levels {
             row.push(
                 match b.figures.iter().find(|f| f.procs == p && f.cti == c) {
-                    Some(f) => cell(f, &mut notes),
+                    Some(f) => cell(f, &mut notes, &mut whole),
                     None => "-".into(),
                 },
             );
@@ -54,7 +57,6 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
             t.row(row);
         }
     }
-    let mut whole: Vec<String> = Vec::new();
     for s in b.sizes.iter().filter(|s| !projected.contains(&s.procs)) {
         let label = if s.held_out {
             "measured (held out)"
@@ -70,7 +72,7 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
             None => {
                 for &c in levels {
                     row.push(match s.cells.iter().find(|f| f.cti == c) {
-                        Some(f) => cell(f, &mut notes),
+                        Some(f) => cell(f, &mut notes, &mut whole),
                         None => "-".into(),
                     });
                 }
@@ -122,7 +124,6 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
         out.push_str(&format!("{}\n", wrap(&format!("  next: {n}"), "    ")));
     }
     out.push('\n');
-    debug_assert!(out.lines().all(|l| l.chars().count() <= LINE + 40));
     out
 }
 
@@ -147,8 +148,9 @@ fn note(notes: &mut Vec<String>, why: &str) -> usize {
 }
 
 /// One figure as a cell: the number and its interval, a bound, or a word for why there is
-/// no number (the first time a word is used, a note says what it means).
-fn cell(f: &Figure, notes: &mut Vec<String>) -> String {
+/// no number (the first time a word is used, a note says what it means; a reason of its
+/// own is numbered among `numbered`).
+fn cell(f: &Figure, notes: &mut Vec<String>, numbered: &mut Vec<String>) -> String {
     let mut word = |w: &str, meaning: &str| {
         let n = format!("{w}: {meaning}");
         if !notes.contains(&n) {
@@ -169,10 +171,8 @@ fn cell(f: &Figure, notes: &mut Vec<String>) -> String {
         );
     }
     let Some(v) = f.bw_pct else {
-        return word(
-            "no number",
-            f.why.as_deref().unwrap_or("no figure could be given"),
-        );
+        let why = f.why.as_deref().unwrap_or("no figure could be given");
+        return format!("no number ({})", note(numbered, why));
     };
     match (f.censored, f.interval) {
         (Censored::None, Some(i)) => format!("{v:.1} [{:.1}-{:.1}]", i.low, i.high),

@@ -154,13 +154,18 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     wrap_long(&out)
 }
 
-/// Every line of `text` over [`LINE`](crate::table::LINE) characters wrapped at words,
-/// its continuation indented two more than the line.
+/// Every sentence of `text` over [`LINE`](crate::table::LINE) characters wrapped at
+/// words, its continuation indented two more than the line. A table's row (columns
+/// apart by two spaces or more) stays whole: its columns are read down the table.
 fn wrap_long(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 50);
     for l in text.lines() {
-        let indent = l.len() - l.trim_start().len();
-        out.push_str(&wrap(l, &" ".repeat(indent + 2)));
+        let body = l.trim_start_matches(' ');
+        if body.contains("  ") {
+            out.push_str(l);
+        } else {
+            out.push_str(&wrap(l, &" ".repeat(l.len() - body.len() + 2)));
+        }
         out.push('\n');
     }
     out

@@ -78,8 +78,8 @@ impl Args {
         }
         let db = self.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         let store = Store::open(&db)?;
-        same_capacity(&store, &sweep.series, &cluster, &db)?;
         sweep.resume_as_stored(&store)?;
+        same_capacity(&store, &sweep.series, &cluster, &db)?;
         let options = SweepOptions {
             job_prefix: sweep::job_prefix(&db, &sweep.series),
             lease: self.lease,
@@ -197,7 +197,20 @@ fn same_capacity(
     cluster: &crate::cluster::Cluster,
     db: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let cap = cluster.file.capacity.bytes_per_sec();
+    // The capacity the agents run at (a run stores what they report; `set --capacity`
+    // may have changed it since the cluster file was written).
+    let cap = cluster
+        .file
+        .nodes
+        .first()
+        .and_then(|n| {
+            crate::cluster::agent_client::AgentClient::new(cluster, n)
+                .status()
+                .ok()
+        })
+        .map_or(cluster.file.capacity, |s| s.capacity);
+    let now = cap;
+    let cap = cap.bytes_per_sec();
     let other: Vec<String> = store
         .capacities(series)?
         .into_iter()
@@ -209,7 +222,7 @@ fn same_capacity(
             "{} holds this sweep's runs on links of {}, and this cluster's links are {}: a percentage of one is not of the other. Give this capacity a results database of its own (--db), or sweep on a cluster at {}",
             db.display(),
             other.join(", "),
-            cluster.file.capacity,
+            now,
             other.join(" or ")
         );
     }

@@ -292,7 +292,7 @@ where
                 projected_name(&format!("{t} procs"), trusted)
             },
             points: proj.iter().map(|p| (p.cti, p.bw_pct)).collect(),
-            // A model its backtest refuted has no interval worth a band.
+            // A model its backtest refuted (or never checked) has no interval worth a band.
             intervals: (!failed && proj.iter().all(|p| interval_of(p).is_some()))
                 .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
             markers: true,
@@ -422,7 +422,7 @@ where
                 name: projected_name(&format!("CTI {c}%"), trusted),
                 points: proj.iter().map(|p| (lg(p.procs), p.bw_pct)).collect(),
                 // Each level's interval as bars at its points (bands of four levels
-                // blend into one); none for a model its backtest refuted.
+                // blend into one); none for a model its backtest refuted or never checked.
                 intervals: (!failed && proj.iter().all(|p| interval_of(p).is_some()))
                     .then(|| proj.iter().filter_map(|p| interval_of(p)).collect()),
                 markers: true,

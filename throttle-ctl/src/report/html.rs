@@ -400,36 +400,55 @@ fn heading(series: &str) -> (String, String) {
     )
 }
 
-/// A series name's words: split at spaces outside double quotes, a quoted value
-/// unquoted (`\"` and `\\` in it read as `"` and `\`).
+/// A series name's words: split at spaces outside double quotes; a `key="..."` value
+/// (JSON, as the series is written) decoded.
 fn series_words(series: &str) -> Vec<String> {
-    let mut words = Vec::new();
+    let mut raw = Vec::new();
     let mut word = String::new();
     let (mut quoted, mut escaped) = (false, false);
     for c in series.chars() {
-        match c {
-            _ if escaped => {
-                word.push(c);
-                escaped = false;
+        if quoted && !escaped && c == '\\' {
+            escaped = true;
+            word.push(c);
+            continue;
+        }
+        if c == '"' && !escaped {
+            quoted = !quoted;
+        }
+        escaped = false;
+        if c == ' ' && !quoted {
+            if !word.is_empty() {
+                raw.push(std::mem::take(&mut word));
             }
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            ' ' if !quoted => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            _ => word.push(c),
+        } else {
+            word.push(c);
         }
     }
     if !word.is_empty() {
-        words.push(word);
+        raw.push(word);
     }
-    words
+    raw.into_iter()
+        .map(|w| match w.split_once('=') {
+            Some((k, v)) if v.starts_with('"') => {
+                let value = serde_json::from_str::<String>(v)
+                    .unwrap_or_else(|_| v.trim_matches('"').to_string());
+                format!("{k}={value}")
+            }
+            _ => w,
+        })
+        .collect()
 }
 
-/// The program a command line runs: its last word that names a file (`./app`,
-/// `/opt/bin/app`) outside quotes and not an option, as its file name; `None` without one.
+/// What starts a program rather than being one: skipped when naming a command's program.
+const LAUNCHERS: &[&str] = &[
+    "mpirun", "mpiexec", "orterun", "prterun", "srun", "aprun", "taskset", "timeout", "env",
+    "numactl", "nice", "time", "stdbuf", "exec",
+];
+
+/// The program a command line runs, as its file name: the first word outside quotes
+/// that names a file (`./app`, `/opt/bin/app`; or the line's first word) and is not a
+/// launcher, an option, a placeholder, a number, an assignment or a redirection's target;
+/// `None` without one.
 fn program_of(line: &str) -> Option<String> {
     let mut words = Vec::new();
     let mut quote = None;
@@ -438,21 +457,35 @@ fn program_of(line: &str) -> Option<String> {
         match (quote, c) {
             (None, '\'' | '"') => quote = Some(c),
             (Some(q), _) if c == q => quote = None,
+            // A quoted word is an argument (a launch agent's line), never the program.
             (Some(_), _) => word.push('\0'),
-            (None, ' ') => {
-                words.push(std::mem::take(&mut word));
-            }
+            (None, ' ') => words.push(std::mem::take(&mut word)),
             (None, _) => word.push(c),
         }
     }
     words.push(word);
-    words
-        .iter()
-        .rev()
-        .find(|w| w.contains('/') && !w.starts_with('-') && !w.contains(['\0', '{']))
-        .and_then(|w| w.rsplit('/').next())
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
+    let mut redirected = false;
+    for (i, w) in words.iter().enumerate() {
+        if std::mem::take(&mut redirected) {
+            continue;
+        }
+        if matches!(w.as_str(), ">" | ">>" | "<" | "2>" | "2>>" | "&>") {
+            redirected = true;
+            continue;
+        }
+        let skip = w.is_empty()
+            || w.starts_with(['-', '>', '<', '{', '&', '|', ';'])
+            || w.contains(['\0', '=', '{'])
+            || w.parse::<f64>().is_ok();
+        let base = w.rsplit('/').next().unwrap_or_default();
+        if skip || base.is_empty() || LAUNCHERS.contains(&base) {
+            continue;
+        }
+        if w.contains('/') || i == 0 {
+            return Some(base.to_string());
+        }
+    }
+    None
 }
 
 /// Write the report into `dir`; returns the path of `index.html`.
@@ -543,6 +576,24 @@ mod tests {
         );
         assert!(!params.contains(" · "), "{params}");
         assert_eq!(super::heading("mw alpha=0.8").0, "mw");
-        assert_eq!(super::heading(r#"command run="sleep 1""#).0, "command");
+        assert_eq!(super::heading(r#"command run="sleep 1""#).0, "sleep");
+        for (line, program) in [
+            ("./app > /tmp/out.txt", Some("app")),
+            ("./bfs data/g.bin", Some("bfs")),
+            ("taskset -c 0 timeout 100 /opt/bin/app -n 3", Some("app")),
+            (
+                "mpirun --mca btl tcp,self -np {procs} ./a.out",
+                Some("a.out"),
+            ),
+            ("mpirun -np 4 python3", None),
+        ] {
+            assert_eq!(super::program_of(line).as_deref(), program, "{line}");
+        }
+        // A JSON-escaped value reads as written.
+        let (_, params) = super::heading(r#"command run="echo \"a b\" \u00e9""#);
+        assert!(
+            params.contains("echo &quot;a b&quot; é") || params.contains("echo \"a b\" é"),
+            "{params}"
+        );
     }
 }

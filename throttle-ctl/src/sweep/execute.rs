@@ -348,16 +348,23 @@ impl Sweep {
         Ok(true)
     }
 
+    /// The CTI levels this sweep measures closely: `[until]`'s, else `[search]`'s.
+    fn levels(&self) -> Option<Vec<f64>> {
+        self.spec
+            .until
+            .as_ref()
+            .and_then(|u| u.levels.clone())
+            .or_else(|| self.spec.search.as_ref().map(|s| s.levels.clone()))
+    }
+
     /// The answer `[until]` narrows: the analysis of this series as stored, projected to
     /// its size with its held-out sizes held out.
     fn analyse(&self, store: &Store, until: &Until) -> Result<Analysis> {
         let mut rows = store.rows()?;
         rows.retain(|r| r.series == self.series);
         let (obs, chosen) = measurements::observations(&rows, TimeSource::Auto)?;
-        let levels = until
-            .levels
-            .clone()
-            .or_else(|| self.spec.search.as_ref().map(|s| s.levels.clone()))
+        let levels = self
+            .levels()
             .unwrap_or_else(|| vec![10.0, 15.0, 20.0, 25.0]);
         let mut predict = until.held_out.clone();
         predict.push(until.procs);
@@ -431,14 +438,10 @@ impl Sweep {
     ) -> Result<SweepEnd> {
         self.check_cluster(cluster)?;
         // The levels this sweep measures closely are the analysis's default levels.
-        let levels = self
-            .spec
-            .until
-            .as_ref()
-            .and_then(|u| u.levels.clone())
-            .or_else(|| self.spec.search.as_ref().map(|s| s.levels.clone()));
-        if let Some(levels) = levels {
+        if let Some(levels) = self.levels() {
             store.set_levels(&self.series, &levels)?;
+        } else if self.spec.until.is_some() {
+            store.set_levels(&self.series, &[10.0, 15.0, 20.0, 25.0])?;
         }
         let leftovers = remove_leftovers(cluster, &options.job_prefix);
         if leftovers > 0 {
@@ -876,9 +879,10 @@ impl<'a> Runner<'a> {
     }
 
     /// The unstored warm-up run of a node count at full bandwidth; `false` when
-    /// interrupted. A warm-up that fails stops the sweep with why (the program's own
-    /// lines), unless failures are to be ignored: every run after it would fail alike,
-    /// each retried and given up.
+    /// interrupted. A warm-up whose program fails stops the sweep with why (the program's
+    /// own lines), unless failures are to be ignored: every run after it would fail
+    /// alike, each retried and given up. One that cannot start (a node down) does not:
+    /// the points say so, node by node.
     fn warm_up(&self, nodes: usize, on_event: &mut dyn FnMut(SweepEvent<'_>)) -> Result<bool> {
         if self.cancel.load(Ordering::SeqCst) {
             return Ok(false);
@@ -889,7 +893,10 @@ impl<'a> Runner<'a> {
             Ok(o) if o.status == RunStatus::Interrupted => return Ok(false),
             Ok(o) if o.status == RunStatus::Ok => return Ok(true),
             Ok(o) => o.reason.unwrap_or_else(|| format!("{:?}", o.status)),
-            Err(e) => format!("{e:#}"),
+            // The job could not start (a node unreachable or refusing): not the
+            // program's failure; its points fail with the reason naming the node, and
+            // the sweep goes on (or stops there with --fail-fast).
+            Err(_) => return Ok(true),
         };
         if self.options.ignore_failure {
             return Ok(true);
