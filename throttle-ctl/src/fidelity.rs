@@ -272,6 +272,17 @@ impl RunFidelity {
         flags
     }
 
+    /// Whether an agent of the run waited for a CPU for more than [`STARVED_SHARE`] of it:
+    /// other processes (ranks that busy-poll, more ranks and agents than cores) took its
+    /// core, and a lower link capacity would not give it back.
+    pub fn starved(&self) -> bool {
+        self.seconds > 0.0
+            && self
+                .nodes
+                .iter()
+                .any(|n| n.cpu_wait_seconds > STARVED_SHARE * self.seconds)
+    }
+
     /// The likely cause of the run's shortfalls, as a flag of its own: the agents that
     /// waited long for a CPU were starved (on a shared machine a delay travels from one
     /// node's agent to the next); none waiting means a stop or a pause.

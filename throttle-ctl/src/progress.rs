@@ -170,8 +170,9 @@ impl SweepProgress {
                 nodes,
                 points,
                 flagged,
+                starved,
                 capacity,
-            } => self.line(&given_up_text(nodes, points, flagged, capacity)),
+            } => self.line(&given_up_text(nodes, points, flagged, starved, capacity)),
             SweepEvent::Searching {
                 round,
                 steps,
@@ -250,19 +251,29 @@ impl SweepProgress {
     }
 }
 
-/// Why a node count was given up, and the remedy that fits its cause.
+/// Why a node count was given up, and the remedy that fits its cause: for failures, the
+/// reasons; for runs flagged because the agents were starved of CPU, what gives them
+/// their cores back; for runs flagged otherwise (the agents could not carry the rate), a
+/// lower capacity.
 fn given_up_text(
     nodes: usize,
     points: u32,
     flagged: bool,
+    starved: bool,
     capacity: Option<throttle_proto::rate::Rate>,
 ) -> String {
     let head = format!(
         "giving up on {nodes} node(s): its first {points} points failed or were flagged every time and none was good; its other points are not run"
     );
+    let again = "Then run the same command with --retry-given-up";
     if !flagged {
         return format!(
             "{head}. The reasons are above; `throttle-ctl output JOB` prints a run's whole output"
+        );
+    }
+    if starved {
+        return format!(
+            "{head}. Every attempt was flagged, most because an agent waited for a CPU: the ranks took the agents' cores. Remedies: agents on cores of their own (`throttle-ctl local up --pin`: the ranks `throttle-ctl exec` starts run on the others); agents before the ranks (root, or `setcap cap_sys_nice+ep` on throttle-agent, for `--agent-priority realtime`); ranks that do not busy-poll (a program's own MPI_Test loop; Open MPI's polling is off under `throttle-ctl exec` unless --mca mpi_yield_when_idle 0 turns it on); fewer nodes. A lower capacity does not give the agents their cores back. {again}"
         );
     }
     let lower = capacity
@@ -276,7 +287,7 @@ fn given_up_text(
         })
         .unwrap_or_default();
     format!(
-        "{head}. Every attempt was flagged: the agents could not hold the links at their setting on this machine (the reasons above name the cause). Remedies: a lower link capacity the machine can carry{lower}, `throttle-ctl calibrate` measures what it carries; fewer nodes; agents on cores of their own (`local up --pin`); ranks that do not busy-poll (a program's own MPI_Test loop; Open MPI's polling is off under `throttle-ctl exec` unless --mca mpi_yield_when_idle 0 turns it on). Then run the same command with --retry-given-up"
+        "{head}. Every attempt was flagged, and no agent waited long for a CPU: the agents could not carry the links' rate on this machine. Remedies: a lower link capacity{lower}, `throttle-ctl calibrate` suggests one; fewer nodes. {again}"
     )
 }
 
@@ -414,17 +425,24 @@ mod tests {
     }
 
     /// Issue 44, item 2: a node count whose attempts were all flagged names the
-    /// remedies, a lower capacity first, and the flag that runs its points again.
+    /// remedies that fit the cause (starved agents: their cores; else a lower capacity),
+    /// and the flag that runs its points again.
     #[test]
     fn a_size_given_up_on_flags_names_the_remedy() {
         let cap = throttle_proto::rate::Rate::parse("1Gbit").unwrap();
-        let t = given_up_text(4, 3, true, Some(cap));
+        let t = given_up_text(4, 3, true, false, Some(cap));
         assert!(t.contains("local up --capacity 100Mbit"), "{t}");
         assert!(
             t.contains("calibrate") && t.contains("--retry-given-up"),
             "{t}"
         );
-        let t = given_up_text(4, 3, false, Some(cap));
+        // Starved agents: their cores back, not a lower capacity.
+        let t = given_up_text(4, 3, true, true, Some(cap));
+        assert!(
+            t.contains("local up --pin") && !t.contains("--capacity 100Mbit"),
+            "{t}"
+        );
+        let t = given_up_text(4, 3, false, false, Some(cap));
         assert!(
             !t.contains("--capacity") && t.contains("throttle-ctl output"),
             "{t}"

@@ -40,6 +40,8 @@ pub struct LocalUp {
     pub priority: String,
     /// Extra flags for every agent.
     pub agent_args: Vec<String>,
+    /// `--pin`: the ranks' CPUs, written to the cluster file for `exec`.
+    pub rank_cpus: Option<throttle_proto::cpus::CpuList>,
     /// Serve every agent's control API over TLS with certificates from a fresh cluster CA.
     pub tls: bool,
     /// Namespace hosts (root): `Some(subnet)`, `None` for a loopback cluster; the subnet
@@ -60,16 +62,19 @@ pub fn pinning() -> Result<(throttle_proto::cpus::CpuList, throttle_proto::cpus:
     split_cpus(&usable)
 }
 
-/// The agent flags of `--pin` (and says on stderr what goes where).
-pub fn pin_args() -> Result<Vec<String>> {
+/// The agent flags of `--pin` and the ranks' CPUs (and says on stderr what goes where).
+pub fn pin_args() -> Result<(Vec<String>, throttle_proto::cpus::CpuList)> {
     let (agents, ranks) = pinning()?;
-    crate::note!("pinning agents to CPUs {agents}, ranks to CPUs {ranks}");
-    Ok(vec![
-        "--cpus".into(),
-        agents.to_string(),
-        "--rank-cpus".into(),
-        ranks.to_string(),
-    ])
+    crate::note!("pinning agents to CPUs {agents}, ranks (and the processes of `throttle-ctl exec`) to CPUs {ranks}");
+    Ok((
+        vec![
+            "--cpus".into(),
+            agents.to_string(),
+            "--rank-cpus".into(),
+            ranks.to_string(),
+        ],
+        ranks,
+    ))
 }
 
 fn split_cpus(
@@ -270,6 +275,7 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
             nodes: l.nodes,
             intercept: req.intercept,
         }),
+        rank_cpus: req.rank_cpus.clone(),
         nodes: Vec::new(),
     };
     // Written before anything is made: if this process dies half-way, `local down` finds
@@ -994,6 +1000,7 @@ mod tests {
             dir: victim.clone(),
             priority: "normal".into(),
             agent_args: vec![],
+            rank_cpus: None,
             tls: false,
             netns: None,
             intercept: crate::intercept::Mode::Kernel,

@@ -42,6 +42,10 @@ pub struct ClusterFile {
     /// A local cluster of namespace hosts (`local up --netns`): what `local down` removes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<NamespaceHosts>,
+    /// `local up --pin`: the CPUs a node's ranks run on, the agents' left to them;
+    /// `throttle-ctl exec` runs a command's processes there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_cpus: Option<throttle_proto::cpus::CpuList>,
     #[serde(rename = "node")]
     pub nodes: Vec<Node>,
 }
@@ -394,6 +398,7 @@ mod tests {
             local_dir: None,
             tls_ca: None,
             namespaces: None,
+            rank_cpus: None,
             nodes: vec![Node {
                 name: Name::parse("node", "n0").unwrap(),
                 control: "127.0.0.1:1".parse().unwrap(),

@@ -199,6 +199,7 @@ pub fn build(
         local_dir: None,
         tls_ca: None,
         namespaces: None,
+        rank_cpus: None,
         nodes,
     })
 }

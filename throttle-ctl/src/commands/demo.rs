@@ -496,8 +496,11 @@ fn start_cluster(
 ) -> Result<()> {
     crate::note!("starting {nodes} agents at {capacity} each ...");
     let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
+    let mut rank_cpus = None;
     if opts.pin {
-        agent_args.extend(local_cluster::pin_args()?);
+        let (args, ranks) = local_cluster::pin_args()?;
+        agent_args.extend(args);
+        rank_cpus = Some(ranks);
     }
     let up = LocalUp {
         nodes,
@@ -506,6 +509,7 @@ fn start_cluster(
         dir: dir.join("state"),
         priority: opts.agent_priority.clone(),
         agent_args,
+        rank_cpus,
         tls: false,
         netns: None,
         intercept: crate::intercept::Mode::Kernel,

@@ -171,6 +171,20 @@ impl Args {
         if let Some(t) = &tmp {
             cmd.env("TMPDIR", t);
         }
+        // `local up --pin`: the command's processes on the ranks' cores, off the agents'.
+        if let Some(cpus) = &cluster.file.rank_cpus {
+            let mut set = nix::sched::CpuSet::new();
+            for &c in cpus.cpus() {
+                set.set(c)
+                    .map_err(|e| anyhow!("the cluster file's rank_cpus {cpus}: {e}"))?;
+            }
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
+                anyhow!(
+                    "cannot run node `{}`'s command on CPUs {cpus} (local up --pin): {e}",
+                    node.name
+                )
+            })?;
+        }
         // Every node of a local cluster shares this machine's cores: an MPI rank that
         // busy-polls while it waits takes a core its own node would have to itself, from
         // the other ranks and from the agents. Open MPI yields instead when told to; a

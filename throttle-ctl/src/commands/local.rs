@@ -72,7 +72,8 @@ enum LocalCommand {
         intercept: crate::intercept::Mode,
         /// Pin the agents to the first quarter of this machine's cores (at least one) and
         /// every rank they launch to the others, so ranks and agents do not compete for
-        /// cores (less timing noise; commands run with `run --cmd` are not pinned).
+        /// cores (less timing noise); the processes `throttle-ctl exec` starts (an
+        /// mpirun's daemons and ranks, a command's) run on the ranks' cores too.
         #[arg(long)]
         pin: bool,
         /// Let the agents launch this program too (`run --workload program --program
@@ -154,8 +155,11 @@ impl Args {
                     "--threads".into(),
                     agent_threads.to_string(),
                 ];
+                let mut rank_cpus = None;
                 if pin {
-                    agent_args.extend(local_cluster::pin_args()?);
+                    let (args, ranks) = local_cluster::pin_args()?;
+                    agent_args.extend(args);
+                    rank_cpus = Some(ranks);
                 }
                 agent_args.extend(allow_args(&allow_programs, &allow_dirs)?);
                 let req = LocalUp {
@@ -165,6 +169,7 @@ impl Args {
                     dir,
                     priority: agent_priority,
                     agent_args,
+                    rank_cpus,
                     tls,
                     netns,
                     intercept,

@@ -148,12 +148,14 @@ pub enum SweepEvent<'a> {
     /// The first points of a node count were all given up: its other points are not run
     /// (counted as given up).
     /// `flagged`: its attempts were all flagged (links not at their setting), none
-    /// failed; `capacity`: the cluster's link, when the cluster runs on this machine (a
-    /// lower one is the remedy to suggest).
+    /// failed; `starved`: most of them because an agent waited for a CPU; `capacity`:
+    /// the cluster's link, when the cluster runs on this machine (a lower one is the
+    /// remedy to suggest when the agents were not starved).
     SizeGivenUp {
         nodes: usize,
         points: u32,
         flagged: bool,
+        starved: bool,
         capacity: Option<throttle_proto::rate::Rate>,
     },
     /// Demand search: a round of `steps` new bandwidth steps (`points` runs).
@@ -662,6 +664,9 @@ struct Runner<'a> {
     hopeless: HashSet<usize>,
     /// Per node count: attempts in this invocation that failed (not merely flagged).
     failed_runs: HashMap<usize, u32>,
+    /// Per node count: attempts in this invocation that were flagged, and how many of
+    /// them because an agent was starved of CPU.
+    flagged_runs: HashMap<usize, (u32, u32)>,
 }
 
 /// A node count whose first this many points were all given up (failed or flagged every
@@ -706,6 +711,7 @@ impl<'a> Runner<'a> {
             outcomes: HashMap::new(),
             hopeless: HashSet::new(),
             failed_runs: HashMap::new(),
+            flagged_runs: HashMap::new(),
         })
     }
 
@@ -874,6 +880,12 @@ impl<'a> Runner<'a> {
             *self.failed.entry(p.key.clone()).or_default() += 1;
             if !ok {
                 *self.failed_runs.entry(p.nodes).or_default() += 1;
+            } else {
+                let seen = self.flagged_runs.entry(p.nodes).or_default();
+                seen.0 += 1;
+                if outcome.fidelity.as_ref().is_some_and(|f| f.starved()) {
+                    seen.1 += 1;
+                }
             }
         }
     }
@@ -924,10 +936,12 @@ impl<'a> Runner<'a> {
         seen.0 += 1;
         if seen.0 >= HOPELESS && seen.1 == 0 && self.hopeless.insert(p.nodes) {
             let failed = self.failed_runs.get(&p.nodes).copied().unwrap_or(0);
+            let (flagged, starved) = self.flagged_runs.get(&p.nodes).copied().unwrap_or((0, 0));
             on_event(SweepEvent::SizeGivenUp {
                 nodes: p.nodes,
                 points: seen.0,
                 flagged: failed == 0,
+                starved: 2 * starved > flagged,
                 capacity: self
                     .cluster
                     .file
