@@ -460,7 +460,16 @@ fn a_failed_start_leaves_no_socket_file() {
 /// agent now refuses to start while something else holds an address it serves.
 #[test]
 fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
-    let Ok(squatter) = std::net::TcpListener::bind("[::1]:0") else {
+    // A port free on 127.0.0.1 too (the agent binds both: a port taken there by chance
+    // would fail the agent for the other family's reason), held on ::1.
+    let held = (0..20).find_map(|_| {
+        let squatter = std::net::TcpListener::bind("[::1]:0").ok()?;
+        let port = squatter.local_addr().ok()?.port();
+        std::net::TcpListener::bind(("127.0.0.1", port))
+            .ok()
+            .map(|_| (squatter, port))
+    });
+    let Some((squatter, port)) = held else {
         skip(
             "an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port",
             "::1 on this host",
@@ -468,7 +477,6 @@ fn an_agent_does_not_start_while_someone_holds_its_ipv6_preload_port() {
         );
         return;
     };
-    let port = squatter.local_addr().unwrap().port();
     // The preload port needs the node's own address as --data: any of this host's.
     let Some(own) = own_address() else {
         skip(

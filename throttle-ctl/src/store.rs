@@ -755,7 +755,7 @@ pub const EXPORT_COLUMNS: [&str; 28] = [
     "status",
     "series",
     "ranks_per_node",
-    "capacity",
+    "capacity_bytes_per_sec",
     "latency_us",
     "started_at",
     "kernel_seconds",
