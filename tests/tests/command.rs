@@ -414,30 +414,37 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
     let csv = std::fs::read_to_string(dir.join("c.csv")).unwrap();
     // What `seconds` holds is a column (no comment line: pandas stops at one).
     assert!(
-        csv.lines().next().unwrap().ends_with(",rate,seconds_is"),
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",rate,rate_name,seconds_is"),
         "{csv}"
     );
     assert!(
         throttle_ctl::analysis::csv::seconds_is(&csv).is_some_and(|w| w.starts_with("1/rate")),
         "{csv}"
     );
-    // `rate` is the column before `seconds_is` (quoted where it holds commas), the
-    // fidelity before it quoted commas too.
-    let rates: Vec<f64> = csv
+    // `rate` and `rate_name` are the columns before `seconds_is` (quoted where it holds
+    // commas), the fidelity before them quoted commas too.
+    let rates: Vec<(String, f64)> = csv
         .lines()
         .skip(1)
         .filter_map(|l| {
-            l.rsplit_once("1/rate")?
+            let mut back = l
+                .rsplit_once("1/rate")?
                 .0
                 .trim_end_matches('"')
                 .trim_end_matches(',')
-                .rsplit(',')
-                .next()?
-                .parse()
-                .ok()
+                .rsplit(',');
+            let name = back.next()?.to_string();
+            Some((name, back.next()?.parse().ok()?))
         })
         .collect();
     assert_eq!(rates.len(), 6, "the rate as printed, every run: {csv}");
+    assert!(
+        rates.iter().all(|r| r.0 == "harmonic_mean_TEPS"),
+        "the rate named as its regex names it: {rates:?}"
+    );
     let out = ctl(
         dir,
         &[

@@ -682,6 +682,11 @@ impl Store {
                 .as_deref()
                 .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
                 .and_then(|m| m.get("rate").and_then(|v| v.as_f64()));
+            // What the rate is, as its regex names it (`harmonic_mean_TEPS`).
+            let rate_name = rate
+                .and_then(|_| crate::analysis::answer::rate_name(&r.series))
+                .map(|n| cell(&n))
+                .unwrap_or_default();
             let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
             let text = |t: String| cell(&t);
             out.write_record([
@@ -715,6 +720,7 @@ impl Store {
                 text(r.fidelity.unwrap_or_default()),
                 opt(r.seconds),
                 opt(rate),
+                rate_name,
                 what.clone(),
             ])?;
         }
@@ -745,7 +751,7 @@ fn cell(text: &str) -> String {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 28] = [
+pub const EXPORT_COLUMNS: [&str; 29] = [
     "workload",
     "nodes",
     "procs",
@@ -773,6 +779,7 @@ pub const EXPORT_COLUMNS: [&str; 28] = [
     "fidelity",
     "wall_seconds",
     "rate",
+    "rate_name",
     "seconds_is",
 ];
 
@@ -1168,7 +1175,7 @@ mod tests {
             csv.lines()
                 .next()
                 .unwrap()
-                .ends_with(",flag,fidelity,wall_seconds,rate,seconds_is"),
+                .ends_with(",flag,fidelity,wall_seconds,rate,rate_name,seconds_is"),
             "{csv}"
         );
         assert!(csv.lines().nth(1).unwrap().ends_with(",wall"), "{csv}");

@@ -1,7 +1,9 @@
 //! The answer in a few sentences, printed before every table: at P procs, staying within
 //! c% of the full-bandwidth time needs X% of the link \[interval\], by which projection
 //! and on what backtest, where the link saturates by the same projection; or why no
-//! number can be given; and what would narrow the answer most.
+//! number can be given; and what would narrow the answer most. Beside it, every measured
+//! size with its demand at each level or the reason it has none (`rows`): no size
+//! measured goes unsaid.
 //!
 //! The projection it uses is one whose backtest did not fail: passed on two sizes
 //! (trusted) before passed on one (given, marked not trusted), the smaller worst error

@@ -1,8 +1,8 @@
 //! The bottom line as the terminal shows it: one row per size, largest first, a cell per
 //! CTI level (the number with its interval, or a word for why there is none), then the
-//! basis, saturation and what to measure next, wrapped to
-//! [`LINE`](crate::table::LINE) characters. The
-//! sentences of `analyze --json`'s `bottom_line.lines` say the same at length.
+//! basis, saturation and what to measure next, wrapped to [`LINE`](crate::table::LINE)
+//! characters. The sentences of `analyze --json`'s `bottom_line.lines` say the same at
+//! length.
 
 use super::answer::{Analysis, Figure, Projection};
 use super::backtest::Model;
@@ -57,7 +57,13 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
             t.row(row);
         }
     }
-    for s in b.sizes.iter().filter(|s| !projected.contains(&s.procs)) {
+    // A held-out size is under its projection, unless nothing was measured there: then
+    // its own row says why.
+    for s in b
+        .sizes
+        .iter()
+        .filter(|s| !projected.contains(&s.procs) || s.why.is_some())
+    {
         let label = if s.held_out {
             "measured (held out)"
         } else {

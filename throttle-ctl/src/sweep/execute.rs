@@ -35,7 +35,7 @@ pub struct SweepOptions {
     pub fail_fast: bool,
     /// Go on after a failed warm-up run (the failures are then stored and retried like
     /// any run's); without it a failed warm-up stops the sweep with the program's own
-    /// words, before anything is stored (hyperfine's convention).
+    /// words, before anything of that node count is stored (hyperfine's convention).
     pub ignore_failure: bool,
     /// Try again the points an earlier invocation gave up (after their cause is fixed),
     /// each with its retries anew.
