@@ -35,13 +35,15 @@ window.addEventListener('load', () => {
   out.push('answer_top=' + (answer ? Math.round(answer.getBoundingClientRect().top) : -1));
   const figures = document.querySelectorAll('figure svg');
   out.push('figures=' + figures.length);
-  let blank = 0, overlaps = 0;
+  let blank = 0, overlaps = 0, outside = 0;
   figures.forEach(svg => {
     const r = svg.getBoundingClientRect();
     const drawn = svg.querySelectorAll('path, polyline, circle, line, rect').length;
     if (r.width < 100 || r.height < 100 || drawn < 10) blank++;
     const texts = [...svg.querySelectorAll('text')].map(t => t.getBoundingClientRect())
       .filter(b => b.width > 0);
+    // A title or label wider than its figure is cut at the figure's edge.
+    outside += texts.filter(t => t.left < r.left - 1 || t.right > r.right + 1).length;
     svg.querySelectorAll('circle').forEach(c => {
       const b = c.getBoundingClientRect();
       if (texts.some(t => b.left < t.right && t.left < b.right && b.top < t.bottom && t.top < b.bottom)) overlaps++;
@@ -49,6 +51,7 @@ window.addEventListener('load', () => {
   });
   out.push('blank=' + blank);
   out.push('overlaps=' + overlaps);
+  out.push('outside=' + outside);
   const pre = document.createElement('pre');
   pre.id = 'check';
   pre.textContent = out.join(' ');
@@ -147,6 +150,7 @@ fn the_report_opens_with_the_answer_and_draws_every_figure_clear_of_text() {
     assert!(field("figures") >= 4, "{check}");
     assert_eq!(field("blank"), 0, "{check}");
     assert_eq!(field("overlaps"), 0, "{check}");
+    assert_eq!(field("outside"), 0, "{check}");
     // What the figures show, as the issue asked: the CTI plot's levels and noise floor
     // on an axis that holds the asked band; the strong scaling log-log.
     let cti = std::fs::read_to_string(dir.join("rep/cti_vs_bandwidth.svg")).unwrap();

@@ -429,8 +429,19 @@ where
     } else {
         linear_ticks(y0, y1, n)
     };
+    // The title in the chart's width: a long one in a smaller font (not under the
+    // labels' size), never cut at the figure's edge.
+    let room = chart_area.dim_in_pixel().0.saturating_sub(28 * ku);
+    let mut title_size = TITLE_TEXT * k;
+    while title_size > TEXT * k {
+        let font = TextStyle::from(("sans-serif", title_size).into_font());
+        match chart_area.estimate_text_size(title, &font) {
+            Ok((w, _)) if w > room => title_size -= k,
+            _ => break,
+        }
+    }
     let mut chart = ChartBuilder::on(&chart_area)
-        .caption(title, ("sans-serif", TITLE_TEXT * k))
+        .caption(title, ("sans-serif", title_size))
         .margin(14 * k)
         .x_label_area_size(52 * k)
         .y_label_area_size(80 * k)
@@ -750,6 +761,45 @@ pub(super) fn from_log(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44: a title wider than its chart is drawn in a smaller font (it was cut at
+    /// the figure's edge); a short one keeps the title's size.
+    #[test]
+    fn a_title_wider_than_the_chart_is_drawn_smaller() {
+        if font().is_err() {
+            return; // No font: no plots (the report says so); nothing to measure.
+        }
+        let draw = |title: &str| {
+            let mut svg = String::new();
+            {
+                let area = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+                let s = Series::measured("m", vec![(1.0, 1.0), (2.0, 2.0)]);
+                plot(&area, title, "x", "y", 0.0..3.0, compact, &[s]).unwrap();
+                area.present().unwrap();
+            }
+            let at = svg
+                .find(title)
+                .unwrap_or_else(|| panic!("no title in {svg}"));
+            let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+            let size: f64 = tag
+                .split("font-size=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no font size in {tag}"));
+            size
+        };
+        // The SVG states sizes in its own unit: compare the two titles' sizes.
+        let short = draw("short");
+        let long =
+            "demand against the size; projection: traffic model, NOT TRUSTED; bars: 90% intervals";
+        let size = draw(long);
+        let floor = short * TEXT as f64 / TITLE_TEXT as f64;
+        assert!(
+            size < short && size >= floor - 0.01,
+            "{size} against {short}"
+        );
+    }
 
     #[test]
     fn base64_is_rfc_4648() {
