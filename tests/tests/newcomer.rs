@@ -32,22 +32,58 @@ fn a_newcomers_program_reaches_a_demand_at_the_capacity_the_tool_suggests() {
         return;
     }
     let dir = scratch("newcomer");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("newcomer.sh");
-    let mut cmd = if root {
-        // The newcomer has no root: uid 65534 in a directory of its own.
-        std::os::unix::fs::chown(&dir.0, Some(65534), Some(65534)).unwrap();
-        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut cmd, script, ctl, work) = if root {
+        // The newcomer has no root: uid 65534, in a directory of its own, with the
+        // binaries and the script copied where that user can reach them (a checkout
+        // under /root is not).
+        let bin = dir.0.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(dir.0.join("newcomer")).unwrap();
+        let built = exe().parent().unwrap().to_path_buf();
+        for name in [
+            "throttle-ctl",
+            "throttle-agent",
+            "throttle-bfs",
+            "throttle-pmm",
+            "throttle-mw",
+            "throttle-loggps",
+            "throttle-selftest",
+        ] {
+            if built.join(name).is_file() {
+                std::fs::copy(built.join(name), bin.join(name)).unwrap();
+            }
+        }
+        let lib = throttle_tests::preload_lib();
+        std::fs::copy(&lib, bin.join(lib.file_name().unwrap())).unwrap();
+        std::fs::copy(here.join("newcomer.sh"), dir.0.join("newcomer.sh")).unwrap();
+        std::fs::copy(
+            here.join("newcomer/standin.c"),
+            dir.0.join("newcomer/standin.c"),
+        )
+        .unwrap();
+        let work = dir.0.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        std::os::unix::fs::chown(&work, Some(65534), Some(65534)).unwrap();
+        for d in [&dir.0, &bin, &work] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"]);
-        c
+        (c, dir.0.join("newcomer.sh"), bin.join("throttle-ctl"), work)
     } else {
-        Command::new("bash")
+        (
+            Command::new("bash"),
+            here.join("newcomer.sh"),
+            exe(),
+            dir.0.clone(),
+        )
     };
     let out = cmd
         .arg(&script)
-        .arg(exe())
-        .arg(&dir.0)
-        .env("HOME", &dir.0)
+        .arg(&ctl)
+        .arg(&work)
+        .env("HOME", &work)
         .env_remove("THROTTLE_CLUSTER")
         .output()
         .unwrap();
