@@ -70,18 +70,22 @@ pub fn exe() -> PathBuf {
     bin_dir().join("throttle-ctl")
 }
 
+/// The binaries a local cluster runs: the controller, the agent and the workloads it
+/// launches, side by side in [`bin_dir`].
+pub const BINARIES: [&str; 7] = [
+    "throttle-ctl",
+    "throttle-agent",
+    "throttle-bfs",
+    "throttle-pmm",
+    "throttle-mw",
+    "throttle-loggps",
+    "throttle-selftest",
+];
+
 /// Run `throttle-ctl ARGS` in `dir` (the cluster file there, not `$THROTTLE_CLUSTER`).
 pub fn ctl(dir: &Path, args: &[&str]) -> Output {
     let exe = exe();
-    for bin in [
-        "throttle-ctl",
-        "throttle-agent",
-        "throttle-bfs",
-        "throttle-pmm",
-        "throttle-mw",
-        "throttle-loggps",
-        "throttle-selftest",
-    ] {
+    for bin in BINARIES {
         assert!(
             exe.with_file_name(bin).exists(),
             "{bin} is missing next to throttle-ctl: run the tests with `cargo test --workspace`"

@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use throttle_tests::{exe, scratch, skip};
+use throttle_tests::{bin_dir, exe, scratch, skip, BINARIES};
 
 fn have(program: &str) -> bool {
     Command::new(program)
@@ -40,19 +40,8 @@ fn a_newcomers_program_reaches_a_demand_at_the_capacity_the_tool_suggests() {
         let bin = dir.0.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::create_dir_all(dir.0.join("newcomer")).unwrap();
-        let built = exe().parent().unwrap().to_path_buf();
-        for name in [
-            "throttle-ctl",
-            "throttle-agent",
-            "throttle-bfs",
-            "throttle-pmm",
-            "throttle-mw",
-            "throttle-loggps",
-            "throttle-selftest",
-        ] {
-            if built.join(name).is_file() {
-                std::fs::copy(built.join(name), bin.join(name)).unwrap();
-            }
+        for name in BINARIES {
+            std::fs::copy(bin_dir().join(name), bin.join(name)).unwrap();
         }
         let lib = throttle_tests::preload_lib();
         std::fs::copy(&lib, bin.join(lib.file_name().unwrap())).unwrap();
@@ -79,6 +68,13 @@ fn a_newcomers_program_reaches_a_demand_at_the_capacity_the_tool_suggests() {
             dir.0.clone(),
         )
     };
+    // Whatever becomes of the script (a failed assertion, a kill), its cluster is taken
+    // down as the user who started it, before the scratch directory goes.
+    let _down = Down {
+        as_nobody: root,
+        ctl: ctl.clone(),
+        work: work.clone(),
+    };
     let out = cmd
         .arg(&script)
         .arg(&ctl)
@@ -94,4 +90,30 @@ fn a_newcomers_program_reaches_a_demand_at_the_capacity_the_tool_suggests() {
     );
     assert!(out.status.success(), "{text}");
     assert!(text.contains("newcomer path: OK"), "{text}");
+}
+
+/// Takes the script's cluster down when dropped (its own trap does too, unless it was
+/// killed).
+struct Down {
+    as_nobody: bool,
+    ctl: std::path::PathBuf,
+    work: std::path::PathBuf,
+}
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let mut c = if self.as_nobody {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&self.ctl);
+            c
+        } else {
+            Command::new(&self.ctl)
+        };
+        let _ = c
+            .args(["local", "down", "--force"])
+            .env("THROTTLE_CLUSTER", self.work.join("throttle-cluster.toml"))
+            .current_dir(&self.work)
+            .output();
+    }
 }

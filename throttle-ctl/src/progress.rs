@@ -280,9 +280,7 @@ fn given_up_text(
         .map(|c| {
             format!(
                 " (e.g. `throttle-ctl local up --capacity {}`, a tenth of today's {c})",
-                throttle_proto::rate::format_bits_per_sec(c.bytes_per_sec() / 10.0)
-                    .replace(' ', "")
-                    .trim_end_matches("/s")
+                throttle_proto::rate::format_flag(c.bytes_per_sec() / 10.0)
             )
         })
         .unwrap_or_default();

@@ -81,6 +81,15 @@ impl fmt::Display for Rate {
     }
 }
 
+/// `bytes_per_sec` as a `--capacity` flag takes it: `200Mbit`, `1Gbit` (what
+/// [`Rate::parse`] reads back).
+pub fn format_flag(bytes_per_sec: f64) -> String {
+    format_bits_per_sec(bytes_per_sec)
+        .replace(' ', "")
+        .trim_end_matches("/s")
+        .to_string()
+}
+
 /// `bytes_per_sec` shown as `1 Gbit/s`, `812.5 Mbit/s`, ...
 pub fn format_bits_per_sec(bytes_per_sec: f64) -> String {
     let bits = bytes_per_sec * 8.0;
@@ -141,6 +150,16 @@ impl std::str::FromStr for Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rate as a flag reads back as the same rate.
+    #[test]
+    fn a_flag_reads_back() {
+        for bytes in [12.5e6, 125e6, 62.5e6, 1.25e9] {
+            let flag = format_flag(bytes);
+            assert!(!flag.contains(' ') && !flag.ends_with("/s"), "{flag}");
+            assert_eq!(Rate::parse(&flag).unwrap().bytes_per_sec(), bytes, "{flag}");
+        }
+    }
 
     #[test]
     fn parses_bits_and_bytes() {

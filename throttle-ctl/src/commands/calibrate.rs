@@ -80,7 +80,7 @@ impl Args {
             links,
             together_bytes_per_sec: together,
             suggested_capacity_bytes_per_sec: suggested,
-            suggested_capacity: capacity_word(suggested),
+            suggested_capacity: throttle_proto::rate::format_flag(suggested),
         };
         if self.json {
             output::print_json(&results)?;
@@ -161,14 +161,6 @@ pub fn suggest(together: &[f64]) -> f64 {
         .find(|m| m * decade <= bits)
         .unwrap_or(1.0);
     step * decade / 8.0
-}
-
-/// A capacity as `local up --capacity` takes it: `200Mbit`, `1Gbit`.
-pub fn capacity_word(bytes_per_sec: f64) -> String {
-    format_bits_per_sec(bytes_per_sec)
-        .replace(' ', "")
-        .trim_end_matches("/s")
-        .to_string()
 }
 
 /// Run the calibration; `progress` is told what is being measured.
@@ -335,9 +327,15 @@ mod tests {
     fn the_suggested_capacity_is_a_round_quarter_of_the_least_link() {
         // 3.1 Gbit/s the least: a quarter 775 Mbit/s, rounded down to 500.
         let s = suggest(&[3.1e9 / 8.0, 4e9 / 8.0]);
-        assert_eq!(capacity_word(s), "500Mbit");
-        assert_eq!(capacity_word(suggest(&[0.9e9 / 8.0])), "200Mbit");
-        assert_eq!(capacity_word(suggest(&[40e9 / 8.0])), "10Gbit");
+        assert_eq!(throttle_proto::rate::format_flag(s), "500Mbit");
+        assert_eq!(
+            throttle_proto::rate::format_flag(suggest(&[0.9e9 / 8.0])),
+            "200Mbit"
+        );
+        assert_eq!(
+            throttle_proto::rate::format_flag(suggest(&[40e9 / 8.0])),
+            "10Gbit"
+        );
         assert_eq!(suggest(&[]), 0.0);
         assert_eq!(suggest(&[0.0, 1e9]), 0.0);
     }

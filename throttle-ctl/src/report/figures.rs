@@ -11,7 +11,7 @@ use plotters::prelude::*;
 
 use super::plot::*;
 use crate::analysis::demand::Censored;
-use crate::analysis::{Analysis, MedianPoint};
+use crate::analysis::{Analysis, Demand, MedianPoint};
 
 pub(super) fn size_label(a: &Analysis, s: u32) -> String {
     format!(
@@ -373,41 +373,12 @@ where
             .collect();
         sizes.extend(all.iter().map(|d| d.procs));
         let (held, mine): (Vec<_>, Vec<_>) = all.into_iter().partition(|d| d.held_out);
-        let mut m = Series::measured(
-            format!("CTI {c}% measured"),
-            mine.iter()
-                .filter(|d| d.censored == Censored::None)
-                .map(|d| (lg(d.procs), d.bw_pct))
-                .collect(),
-        );
-        m.intervals = mine
-            .iter()
-            .filter(|d| d.censored == Censored::None)
-            .all(|d| d.interval.is_some())
-            .then(|| {
-                mine.iter()
-                    .filter(|d| d.censored == Censored::None)
-                    .filter_map(|d| d.interval.map(|i| (i.low, i.high)))
-                    .collect()
-            });
-        m.bounds = mine
-            .iter()
-            .filter_map(|d| Some(((lg(d.procs), d.bound?), d.censored == Censored::Above)))
-            .collect();
+        let mut m = by_size(format!("CTI {c}% measured"), &mine);
         m.colour = Some(li);
         series.push(m);
         if !held.is_empty() {
-            let mut h = Series::measured(
-                format!("CTI {c}% held out"),
-                held.iter()
-                    .filter(|d| d.censored == Censored::None)
-                    .map(|d| (lg(d.procs), d.bw_pct))
-                    .collect(),
-            );
-            h.bounds = held
-                .iter()
-                .filter_map(|d| Some(((lg(d.procs), d.bound?), d.censored == Censored::Above)))
-                .collect();
+            let mut h = by_size(format!("CTI {c}% held out"), &held);
+            h.intervals = None;
             h.colour = Some(li);
             h.held_out = true;
             series.push(h);
@@ -456,6 +427,25 @@ where
         procs_label,
         &series,
     )
+}
+
+/// Measured demands against the size (log10 of the procs): an uncensored one a point,
+/// with the intervals when every point has one; a censored one at its bound.
+fn by_size(name: String, demands: &[&Demand]) -> Series {
+    let lg = |p: u32| (p.max(1) as f64).log10();
+    let uncensored = || demands.iter().filter(|d| d.censored == Censored::None);
+    let mut s = Series::measured(
+        name,
+        uncensored().map(|d| (lg(d.procs), d.bw_pct)).collect(),
+    );
+    s.intervals = uncensored()
+        .map(|d| d.interval.map(|i| (i.low, i.high)))
+        .collect::<Option<Vec<_>>>();
+    s.bounds = demands
+        .iter()
+        .filter_map(|d| Some(((lg(d.procs), d.bound?), d.censored == Censored::Above)))
+        .collect();
+    s
 }
 
 /// CTI against bandwidth per size, on an axis that shows the levels asked for: from 0

@@ -509,6 +509,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
         .map(|w| format!("<li>{}</li>", escape(w)))
         .collect();
     let json = serde_json::to_string_pretty(a)?;
+    let (name, params) = heading(&a.series);
     let html = format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Bandwidth demand of {name}: throttle report</title>
@@ -523,8 +524,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
 <h2>Data</h2><details><summary>analysis as JSON</summary><pre>{json}</pre></details>
 </body></html>
 "#,
-        name = escape(&heading(&a.series).0),
-        params = heading(&a.series).1,
+        name = escape(&name),
         runs = a.runs,
         failed = a.failed_runs,
         flagged = a.flagged_runs,

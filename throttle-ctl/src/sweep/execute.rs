@@ -662,11 +662,17 @@ struct Runner<'a> {
     /// Node counts whose first [`HOPELESS`] points were all given up: their other points
     /// are not run.
     hopeless: HashSet<usize>,
-    /// Per node count: attempts in this invocation that failed (not merely flagged).
-    failed_runs: HashMap<usize, u32>,
-    /// Per node count: attempts in this invocation that were flagged, and how many of
-    /// them because an agent was starved of CPU.
-    flagged_runs: HashMap<usize, (u32, u32)>,
+    /// Per node count: the attempts in this invocation that were not good.
+    troubles: HashMap<usize, Troubles>,
+}
+
+/// A node count's attempts that were not good: failed, flagged, and of those flagged the
+/// ones whose agents were starved of CPU.
+#[derive(Clone, Copy, Debug, Default)]
+struct Troubles {
+    failed: u32,
+    flagged: u32,
+    starved: u32,
 }
 
 /// A node count whose first this many points were all given up (failed or flagged every
@@ -710,8 +716,7 @@ impl<'a> Runner<'a> {
             gave_up: 0,
             outcomes: HashMap::new(),
             hopeless: HashSet::new(),
-            failed_runs: HashMap::new(),
-            flagged_runs: HashMap::new(),
+            troubles: HashMap::new(),
         })
     }
 
@@ -878,14 +883,12 @@ impl<'a> Runner<'a> {
                 return Ok(true);
             }
             *self.failed.entry(p.key.clone()).or_default() += 1;
+            let seen = self.troubles.entry(p.nodes).or_default();
             if !ok {
-                *self.failed_runs.entry(p.nodes).or_default() += 1;
+                seen.failed += 1;
             } else {
-                let seen = self.flagged_runs.entry(p.nodes).or_default();
-                seen.0 += 1;
-                if outcome.fidelity.as_ref().is_some_and(|f| f.starved()) {
-                    seen.1 += 1;
-                }
+                seen.flagged += 1;
+                seen.starved += u32::from(outcome.fidelity.as_ref().is_some_and(|f| f.starved()));
             }
         }
     }
@@ -935,13 +938,12 @@ impl<'a> Runner<'a> {
         let seen = self.outcomes.entry(p.nodes).or_default();
         seen.0 += 1;
         if seen.0 >= HOPELESS && seen.1 == 0 && self.hopeless.insert(p.nodes) {
-            let failed = self.failed_runs.get(&p.nodes).copied().unwrap_or(0);
-            let (flagged, starved) = self.flagged_runs.get(&p.nodes).copied().unwrap_or((0, 0));
+            let t = self.troubles.get(&p.nodes).copied().unwrap_or_default();
             on_event(SweepEvent::SizeGivenUp {
                 nodes: p.nodes,
                 points: seen.0,
-                flagged: failed == 0,
-                starved: 2 * starved > flagged,
+                flagged: t.failed == 0,
+                starved: 2 * t.starved > t.flagged,
                 capacity: self
                     .cluster
                     .file
