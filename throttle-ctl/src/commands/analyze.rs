@@ -28,7 +28,7 @@ pub struct Args {
     #[arg(long)]
     csv: Option<PathBuf>,
     /// CTI levels in percent [default: the levels the sweep of the series measured
-    /// closely (its [search] or [until] levels), else 5,10,15,20,25].
+    /// closely (its `[search]` or `[until]` levels), else 5,10,15,20,25].
     #[arg(long)]
     cti: Option<String>,
     /// Sizes (processes) to project to; measured ones are held out for validation.
