@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The model-error prior learned across programs (throttle-ctl/src/analysis/model_error.rs,
+"""The model-error prior learned across programs (throttle-analysis/src/trust/model_error.rs,
 TRAFFIC_PRIOR and DC_PRIOR): from the backtests of the projection benchmark's cases, never
 from their held-out truths, and only of models whose backtest did not fail (a refuted
 model gives no answer, so its errors say nothing of the intervals that are given).

@@ -71,9 +71,9 @@ PROBES=$(cat <<'EOF_PROBES'
 43-4b|throttle-ctl|lib|store::tests::a_planted_link_is_no_database|a store written in a sticky directory where a journal can be planted
 43-3|throttle-agent|lib|limits::tests::churn_evicts_quiet_connections_before_one_with_its_request_waiting|churn evicts a client's connection whose request is waiting (bench/churn.sh measures the ports)
 43-7a|throttle-ctl|lib|sweep::plan::tests::bad_specs_are_explained|retries or max_repeats of 4294967295, precision = nan accepted
-43-7b|throttle-ctl|lib|analysis::tests::too_many_sizes_are_refused_at_once|a store of 5,000 sizes keeps analyze busy for minutes
+43-7b|throttle-analysis|lib|analyze::tests::too_many_sizes_are_refused_at_once|a store of 5,000 sizes keeps analyze busy for minutes
 43-7c|throttle-ctl|lib|store::tests::a_huge_cell_is_refused_by_row|a store of 30 MB cells takes gigabytes to read
-43-7d|throttle-ctl|lib|table::tests::bidirectional_controls_are_written_out_everywhere|bidi controls in labels reorder what is shown
+43-7d|throttle-analysis|lib|table::tests::bidirectional_controls_are_written_out_everywhere|bidi controls in labels reorder what is shown
 EOF_PROBES
 )
 

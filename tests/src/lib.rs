@@ -9,6 +9,7 @@
 
 pub mod json_doc;
 pub mod namespace;
+pub mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -421,7 +421,7 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
         "{csv}"
     );
     assert!(
-        throttle_ctl::analysis::csv::seconds_is(&csv).is_some_and(|w| w.starts_with("1/rate")),
+        throttle_analysis::data::csv::seconds_is(&csv).is_some_and(|w| w.starts_with("1/rate")),
         "{csv}"
     );
     // `rate` and `rate_name` are the columns before `seconds_is` (quoted where it holds

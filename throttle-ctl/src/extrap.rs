@@ -7,15 +7,14 @@
 //! `#` comment lines, `PARAMETER name` lines, `POINTS ( p bw )` lines, then `REGION`,
 //! `METRIC` and one `DATA v1 v2 ...` line per point in POINTS' order, its values the
 //! point's repeats. Why two parameters in one file: docs/decisions/0045-extrap-export.md.
-//! The runs are the ones `analyze` uses ([`analysis::runs_of`]): successful, throttled
+//! The runs are the ones `analyze` uses ([`throttle_analysis::runs_of`]): successful, throttled
 //! (not unlimited), flagged ones left out; the comment lines say how many were left out.
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
-
-use crate::analysis::cells::{cell_bw, percent, BwKey};
-use crate::analysis::{self, Observation, TimeUnit};
+use throttle_analysis::data::cells::{cell_bw, percent, BwKey};
+use throttle_analysis::{Observation, TimeUnit};
 
 /// The metric's name in the file and what it is, by the unit of the times.
 pub fn metric(unit: TimeUnit) -> &'static str {
@@ -51,8 +50,8 @@ pub fn text(
     what: &str,
     capacity: Option<&str>,
 ) -> Result<String> {
-    let chosen = analysis::choose_series(obs, &series.map(str::to_string))?;
-    let runs = analysis::runs_of(obs, &chosen);
+    let chosen = throttle_analysis::choose_series(obs, &series.map(str::to_string))?;
+    let runs = throttle_analysis::runs_of(obs, &chosen);
     if runs.good.is_empty() {
         bail!(
             "series `{chosen}` has no run Extra-P could model: {} failed, {} flagged (links not at their setting), {} at unlimited bandwidth, none successful at a bandwidth setting",
@@ -124,7 +123,19 @@ mod tests {
     use throttle_proto::Pct;
 
     fn run(procs: u32, bw: Pct, repeat: u32, seconds: f64) -> Observation {
-        Observation::for_test("mw n=3", procs, bw, repeat, seconds)
+        Observation {
+            series: "mw n=3".into(),
+            procs,
+            bw_pct: bw,
+            repeat,
+            seconds,
+            ok: true,
+            nodes: 1,
+            busy: None,
+            bytes_sent: None,
+            busiest_bytes: None,
+            flag: None,
+        }
     }
 
     #[test]

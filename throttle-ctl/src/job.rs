@@ -1,7 +1,8 @@
 //! One job on the cluster's first N nodes at one bandwidth: the step `run`, `sweep` and
 //! `demo` are made of.
 //!
-//! [`execute`] sets the bandwidth on those nodes, asks each node's agent to launch its
+//! [`execute`] sets the bandwidth on those nodes (through the command's
+//! [`LinkLease`], which renews it and puts it back), asks each node's agent to launch its
 //! ranks (block placement: ranks 0..R-1 on the first node, ...), polls until every rank
 //! finished or one failed (then kills the job everywhere), and always removes the job
 //! from the agents afterwards, so nothing is left running whatever happens. While it
@@ -25,6 +26,7 @@ use crate::cluster::agent_client::AgentClient;
 use crate::cluster::{Cluster, Node};
 use crate::external;
 use crate::fidelity::{Reading, RunFidelity};
+use crate::link_lease::LinkLease;
 use crate::workload::Workload;
 
 /// One job: what, where, at which bandwidth, for how long.
@@ -181,93 +183,16 @@ fn job_name(prefix: Option<&str>, workload: &str) -> Result<Name> {
     Name::parse("job name", &name).map_err(|e| anyhow!("{e}"))
 }
 
-/// The bandwidth of each node before a run changed it, to put back afterwards.
-pub struct SavedShapes(Vec<(AgentClient, Status)>);
-
-/// Puts the saved shapes back when dropped, however the scope ends (an error, a panic),
-/// and warns when it cannot. A second Ctrl-C quits without running drops: its handler
-/// puts them back through [`restore_before_quit`].
-pub struct RestoreOnDrop(());
-
-/// The shapes a live [`RestoreOnDrop`] will put back; whoever takes them restores them.
-static TO_RESTORE: std::sync::Mutex<Option<SavedShapes>> = std::sync::Mutex::new(None);
-
-fn take_saved() -> Option<SavedShapes> {
-    TO_RESTORE.lock().unwrap_or_else(|e| e.into_inner()).take()
-}
-
-impl RestoreOnDrop {
-    pub fn new(saved: SavedShapes) -> RestoreOnDrop {
-        *TO_RESTORE.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
-        RestoreOnDrop(())
-    }
-}
-
-impl Drop for RestoreOnDrop {
-    fn drop(&mut self) {
-        if let Some(saved) = take_saved() {
-            if let Err(e) = saved.restore() {
-                crate::note!("warning: could not put the previous bandwidth back: {e:#}");
-            }
-        }
-    }
-}
-
-/// For a process about to exit without unwinding (a second Ctrl-C): put back the shapes
-/// a live [`RestoreOnDrop`] holds, and say so.
-pub fn restore_before_quit() {
-    if let Some(saved) = take_saved() {
-        crate::note!("quitting: putting the previous bandwidth back first");
-        if let Err(e) = saved.restore() {
-            crate::note!("warning: could not put the previous bandwidth back: {e:#}");
-        }
-    }
-}
-
-impl SavedShapes {
-    /// Read the shape of the first `nodes` nodes.
-    pub fn save(cluster: &Cluster, nodes: usize) -> Result<SavedShapes> {
-        let mut saved = Vec::new();
-        for n in cluster.file.nodes.iter().take(nodes) {
-            let c = AgentClient::new(cluster, n);
-            let s = c.status()?;
-            saved.push((c, s));
-        }
-        Ok(SavedShapes(saved))
-    }
-
-    /// Put every saved shape back; the first failure is returned, the others still tried.
-    /// A node whose shape a run leased is released instead (the agent goes back to the
-    /// shape before the lease, or to the one its operator reloaded during the run: a
-    /// SIGHUP is not undone); only a node without a lease gets the saved shape written.
-    pub fn restore(&self) -> Result<()> {
-        let mut first = None;
-        for (c, s) in &self.0 {
-            match c.release_shape() {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(e) => {
-                    first.get_or_insert(e);
-                    continue;
-                }
-            }
-            let change = ShapeChange {
-                pct: Some(s.pct),
-                capacity: Some(s.capacity),
-                latency_us: Some(s.latency_us),
-                lease_s: None,
-            };
-            if let Err(e) = c.set_shape(&change) {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
-    }
-}
-
-/// Run one job; `Err` only when the job could not be started at all. When `cancel`
-/// becomes true the job is killed everywhere and the outcome says `interrupted`.
-pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result<Outcome> {
+/// Run one job, its nodes set to its bandwidth through `links` (which renews it, and puts
+/// it back when the command ends); `Err` only when the job could not be started at all.
+/// When `cancel` becomes true the job is killed everywhere and the outcome says
+/// `interrupted`.
+pub fn execute(
+    cluster: &Cluster,
+    links: &LinkLease,
+    spec: &JobSpec,
+    cancel: &AtomicBool,
+) -> Result<Outcome> {
     check_spec(cluster, spec)?;
     let nodes = &cluster.file.nodes[..spec.nodes];
     // Agents started by hand, by deploy or by Slurm know no other node until told.
@@ -277,15 +202,9 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
     // leaves no node at the run's bandwidth for longer than the lease.
     let change = ShapeChange {
         pct: Some(spec.bw),
-        lease_s: Some(spec.lease),
         ..ShapeChange::default()
     };
-    let mut shape = None;
-    for c in &clients {
-        shape = Some(c.set_shape(&change)?);
-    }
-    let renewing = ShapeRenewer::start(&clients, spec.lease);
-    let shape = shape.ok_or_else(|| anyhow!("no nodes"))?;
+    let shape = links.set(&(0..spec.nodes).collect::<Vec<_>>(), change)?;
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
     let run = Shaped {
         cluster,
@@ -299,7 +218,17 @@ pub fn execute(cluster: &Cluster, spec: &JobSpec, cancel: &AtomicBool) -> Result
         Some((program, args)) => run.launch(program, args, cancel)?,
         None => run.command(cancel)?,
     };
-    Ok(renewing.judge(outcome))
+    Ok(judge(outcome, links.broken()))
+}
+
+/// A run that ended well while its bandwidth may not have held (`broken`: why) is a
+/// failed run.
+fn judge(mut o: Outcome, broken: Option<String>) -> Outcome {
+    if let (RunStatus::Ok, Some(why)) = (o.status, broken) {
+        o.status = RunStatus::Failed;
+        o.reason = Some(why);
+    }
+    o
 }
 
 /// An error when the cluster lacks the nodes `spec` asks for, its ranks per node are out
@@ -434,78 +363,6 @@ impl Shaped<'_> {
             output: rank0.map(|r| r.output_tail).unwrap_or_default(),
             ..self.outcome(status, reason, fidelity)
         })
-    }
-}
-
-/// Renews the shape's lease on the run's nodes from a thread of its own, every quarter of
-/// the lease, until dropped.
-struct ShapeRenewer {
-    stop: std::sync::Arc<AtomicBool>,
-    /// The first node that did not renew, and why.
-    failed: std::sync::Arc<std::sync::Mutex<Option<String>>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ShapeRenewer {
-    fn start(clients: &[AgentClient], lease: Lease) -> ShapeRenewer {
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let clients = clients.to_vec();
-        let every = lease.renew_every();
-        let (stopped, failure) = (stop.clone(), failed.clone());
-        let thread = std::thread::spawn(move || {
-            let mut renewed = Instant::now();
-            while !stopped.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(50));
-                if renewed.elapsed() < every {
-                    continue;
-                }
-                renewed = Instant::now();
-                for c in &clients {
-                    if let Err(e) = c.renew_shape() {
-                        let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
-                        if f.is_none() {
-                            crate::note!(
-                                "warning: node `{}` did not renew the run's bandwidth (it may be back to the shape before the run): {e:#}",
-                                c.node()
-                            );
-                            *f = Some(format!(
-                                "node `{}` did not renew the run's bandwidth, which may have gone back to the shape before the run while it ran: {e:#}",
-                                c.node()
-                            ));
-                        }
-                    }
-                }
-            }
-        });
-        ShapeRenewer {
-            stop,
-            failed,
-            thread: Some(thread),
-        }
-    }
-
-    /// A run that ended well while its bandwidth may not have held is a failed run.
-    fn judge(&self, mut o: Outcome) -> Outcome {
-        let failed = self
-            .failed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let (RunStatus::Ok, Some(why)) = (o.status, failed) {
-            o.status = RunStatus::Failed;
-            o.reason = Some(why);
-        }
-        o
-    }
-}
-
-impl Drop for ShapeRenewer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

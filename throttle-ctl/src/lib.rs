@@ -15,15 +15,15 @@
 //!   [`sweep`] and the demo are made of; [`load`]: the machine's CPU load and the
 //!   agents' byte counters around each run.
 //! * [`store`]: the results database; [`measurements`]: from stored runs to the
-//!   [`analysis`]'s input; [`report`]: plots and the HTML report; [`extrap`]: stored runs
-//!   as Extra-P's text input.
-//! * [`output`], [`table`], [`progress`]: what the user sees.
+//!   analysis's input ([`throttle_analysis`], a crate of its own: it computes, this one
+//!   does the I/O); [`report`]: plots and the HTML report; [`extrap`]: stored runs as
+//!   Extra-P's text input.
+//! * [`output`], [`progress`]: what the user sees (tables: [`throttle_analysis::table`]).
 //! * [`shared_dir`]: files in directories other users may write (no link followed, new
 //!   files exclusive, private directories checked on their descriptor).
 //!
 //! The values shared with the agents and the workloads are `throttle_proto`'s.
 
-pub mod analysis;
 pub mod cluster;
 pub mod commands;
 pub mod external;
@@ -31,14 +31,13 @@ pub mod extrap;
 pub mod fidelity;
 pub mod intercept;
 pub mod job;
+pub mod link_lease;
 pub mod load;
 pub mod measurements;
-pub mod models;
 pub mod output;
 pub mod progress;
 pub mod report;
 pub mod shared_dir;
 pub mod store;
 pub mod sweep;
-pub mod table;
 pub mod workload;

@@ -8,9 +8,6 @@
 
 use crate::cluster::Cluster;
 
-/// A run started when the CPUs were busier than this is reported.
-pub const BUSY: f64 = 0.25;
-
 /// Runs of a size whose own processes used at least this share of all cores over the
 /// run, by their median, are CPU-bound: their time measures the cores as much as the link
 /// (see experiments/2026-11-27-warnings.md for what CPU-bound and sleeping programs

@@ -5,9 +5,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use anyhow::{bail, Result};
+use throttle_analysis::table::printable;
+use throttle_analysis::{Observation, TimeUnit};
 
-use crate::analysis::observation::printable;
-use crate::analysis::{Observation, TimeUnit};
 use crate::job::RunStatus;
 use crate::store::RunRow;
 

@@ -6,6 +6,22 @@ use std::io::Write;
 
 use anyhow::Result;
 
+/// The width of the terminal standard output goes to, in columns; `None` when it goes to
+/// no terminal (a pipe, a file): a table there keeps its full width
+/// ([`throttle_analysis::table::Table::render_in`]).
+pub fn terminal_width() -> Option<u16> {
+    let mut size = nix::libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which points at a live,
+    // writable one for the call's duration; descriptor 1 is only asked, never changed.
+    let rc = unsafe { nix::libc::ioctl(1, nix::libc::TIOCGWINSZ, &mut size) };
+    (rc == 0 && size.ws_col > 0).then_some(size.ws_col)
+}
+
 /// The error a write to a closed standard output turns into; `main` exits 0 on it.
 #[derive(Debug)]
 pub struct ClosedOutput;
@@ -73,7 +89,7 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
 /// a closed one (`throttle-ctl sweep spec.toml 2>&1 | head`) must not end the process
 /// with its nodes left at a throttled bandwidth (a sweep stops as on Ctrl-C instead:
 /// [`crate::progress`]).
-/// On a terminal, a long line is wrapped at words to [`crate::table::LINE`] characters;
+/// On a terminal, a long line is wrapped at words to [`throttle_analysis::table::LINE`] characters;
 /// piped (a log, a test, grep) every line stays whole.
 #[macro_export]
 macro_rules! note {
@@ -89,7 +105,7 @@ pub fn note_line(text: &str) {
     let _ = if err.is_terminal() {
         let wrapped: Vec<String> = text
             .split('\n')
-            .map(|l| crate::table::wrap(l, "  "))
+            .map(|l| throttle_analysis::table::wrap(l, "  "))
             .collect();
         writeln!(err, "{}", wrapped.join("\n"))
     } else {

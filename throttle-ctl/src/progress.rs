@@ -345,7 +345,7 @@ fn times_text(outcome: &Outcome) -> String {
     if let Some(rate) = result.and_then(|r| r.metric("rate")) {
         return format!(
             "rate {}, job {:.3} s",
-            crate::analysis::answer::number(rate),
+            throttle_analysis::table::number(rate),
             outcome.seconds
         );
     }

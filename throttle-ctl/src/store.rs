@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension};
+use throttle_analysis::models::loggps::LinkMeasurement;
 use throttle_proto::Pct;
 
 use crate::job::RunStatus;
@@ -71,37 +72,6 @@ pub struct RunRow {
     /// Why the run's links did not run at their setting; `None` when they did or when it
     /// is not known. A flagged run is left out of the analysis and retried by a sweep.
     pub flag: Option<String>,
-}
-
-/// One LogGPS measurement through the agents (`model loggps`), seconds and bytes.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct LinkRow {
-    pub measured_at: String,
-    pub host: String,
-    pub version: String,
-    pub job: String,
-    /// P: processes of the measurement (rank 0 the master, P - 1 peers).
-    pub procs: u32,
-    pub bw_pct: Pct,
-    /// Payload bytes per second at 100%.
-    pub capacity: f64,
-    /// L.
-    pub latency: f64,
-    /// o_s, o_r of the smallest message.
-    pub send_overhead: f64,
-    pub recv_overhead: f64,
-    /// g.
-    pub gap: f64,
-    /// G, seconds per payload byte.
-    pub gap_per_byte: f64,
-    /// O_s, O_r, seconds per byte of overhead.
-    pub send_per_byte: f64,
-    pub recv_per_byte: f64,
-    /// The master's o_s, o_r with P - 1 peers.
-    pub master_send_overhead: f64,
-    pub master_recv_overhead: f64,
-    /// The workload's whole report (JSON).
-    pub detail: String,
 }
 
 const LINK_COLUMNS: &str = "measured_at, host, version, job, procs, bw_pct, capacity, latency, send_overhead, recv_overhead, gap, gap_per_byte, send_per_byte, recv_per_byte, master_send_overhead, master_recv_overhead, detail";
@@ -559,7 +529,7 @@ impl Store {
         rows.collect::<Result<_, _>>().map_err(refused_row)
     }
 
-    pub fn insert_link(&self, r: &LinkRow) -> Result<()> {
+    pub fn insert_link(&self, r: &LinkMeasurement) -> Result<()> {
         self.conn.execute(
             &format!("INSERT INTO link_params ({LINK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"),
             params![
@@ -573,7 +543,7 @@ impl Store {
     }
 
     /// Every stored LogGPS measurement, oldest first.
-    pub fn links(&self) -> Result<Vec<LinkRow>> {
+    pub fn links(&self) -> Result<Vec<LinkMeasurement>> {
         if !self.links {
             return Ok(Vec::new());
         }
@@ -584,7 +554,7 @@ impl Store {
         ))?;
         let rows = st.query_map([], |r| {
             let id: i64 = r.get(17)?;
-            Ok(LinkRow {
+            Ok(LinkMeasurement {
                 measured_at: r.get(0)?,
                 host: r.get(1)?,
                 version: r.get(2)?,
@@ -684,7 +654,7 @@ impl Store {
                 .and_then(|m| m.get("rate").and_then(|v| v.as_f64()));
             // What the rate is, as its regex names it (`harmonic_mean_TEPS`).
             let rate_name = rate
-                .and_then(|_| crate::analysis::answer::rate_name(&r.series))
+                .and_then(|_| throttle_analysis::answer::rate_name(&r.series))
                 .map(|n| cell(&n))
                 .unwrap_or_default();
             let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
@@ -737,7 +707,7 @@ fn cell(text: &str) -> String {
     let mut out: String = text
         .chars()
         .map(|c| {
-            if crate::table::unsafe_char(c) {
+            if throttle_analysis::table::unsafe_char(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()

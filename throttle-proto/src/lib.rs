@@ -24,6 +24,7 @@ pub mod emulation;
 pub mod forward;
 pub mod job;
 pub mod name;
+#[cfg(feature = "os")]
 pub mod os;
 pub mod pacing;
 pub mod pct;

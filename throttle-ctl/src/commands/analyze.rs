@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::Args as ClapArgs;
+use throttle_analysis::method::demand::Interp;
+use throttle_analysis::{Question, TimeUnit};
 use throttle_proto::rate::format_bits_per_sec;
 
 use super::{parse_cti, parse_list, Context, Exit};
-use crate::analysis::demand::Interp;
-use crate::analysis::{self, Question, TimeUnit};
 use crate::measurements::{self, TimeSource};
 use crate::output;
 use crate::report;
@@ -84,7 +84,7 @@ pub struct Args {
 /// What is analysed: the runs, the link's capacity, which time they are and its unit,
 /// and the levels their sweep measured closely.
 struct Data {
-    obs: Vec<analysis::Observation>,
+    obs: Vec<throttle_analysis::Observation>,
     capacity: Option<f64>,
     time_source: String,
     unit: TimeUnit,
@@ -164,9 +164,9 @@ impl Args {
                     TimeSource::Job => "wall_seconds",
                     TimeSource::Kernel => "kernel_seconds",
                 };
-                let obs = analysis::csv::parse_with_time(&text, column)
+                let obs = throttle_analysis::data::csv::parse_with_time(&text, column)
                     .map_err(|e| anyhow!("{}: {e}", f.display()))?;
-                let said = analysis::csv::seconds_is(&text)
+                let said = throttle_analysis::data::csv::seconds_is(&text)
                     .filter(|_| column == "seconds")
                     .map(|w| format!(" ({w})"))
                     .unwrap_or_default();
@@ -209,15 +209,15 @@ impl Args {
             interp: self.interpolation,
             unit,
         };
-        let a = analysis::analyze(&obs, &question)?;
+        let a = throttle_analysis::analyze(&obs, &question)?;
         let cap = capacity.map(format_bits_per_sec);
         if self.json {
             output::print_json(&a)?;
         } else {
-            let detail = analysis::render::Detail {
+            let detail = throttle_analysis::render::Detail {
                 backtest: self.backtest,
             };
-            output::print(analysis::render::render_with(
+            output::print(throttle_analysis::render::render_with(
                 &a,
                 &levels,
                 cap.as_deref(),
@@ -225,11 +225,15 @@ impl Args {
             ))?;
         }
         if let Some(f) = &self.export_markdown {
-            let text = analysis::document::markdown(&a, cap.as_deref());
+            let text = throttle_analysis::render::document::markdown(&a, cap.as_deref());
             super::write_output_file("--export-markdown", f, &text)?;
         }
         if let Some(f) = &self.export_csv {
-            super::write_output_file("--export-csv", f, &analysis::document::csv(&a)?)?;
+            super::write_output_file(
+                "--export-csv",
+                f,
+                &throttle_analysis::render::document::csv(&a)?,
+            )?;
         }
         if let Some(dir) = self.report {
             let index = report::write(&dir, &a, &levels, cap.as_deref())?;

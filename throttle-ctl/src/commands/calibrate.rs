@@ -4,8 +4,9 @@
 //! configured capacity (what the emulation achieves) and once unlimited (what this host
 //! can carry at all). Then every node sends to the next at once, unlimited: what each link
 //! gets when all are busy, as in a run; a quarter of the least of them is the capacity
-//! suggested for runs whose ranks share the machine with the agents. Shapes are restored
-//! afterwards, also when a run fails.
+//! suggested for runs whose ranks share the machine with the agents. Every shape is set
+//! through a [`LinkLease`] and released after each measurement, also when one fails: each
+//! agent goes back to its shape before, or to the one its operator reloaded meanwhile.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,21 +14,27 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use serde::Serialize;
+use throttle_analysis::table::Table;
 use throttle_proto::rate::format_bits_per_sec;
 use throttle_proto::shape::ShapeChange;
-use throttle_proto::{Name, Pct};
+use throttle_proto::{Lease, Name, Pct};
 
 use super::{Context, Exit};
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
+use crate::link_lease::LinkLease;
 use crate::output;
-use crate::table::Table;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// Seconds per measurement (0.1 to 60).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
+    /// Seconds the agents keep a measurement's shape without hearing from this command
+    /// (it renews them); if throttle-ctl is killed, each link goes back to what it was
+    /// this long after.
+    #[arg(long, default_value_t = Lease::DEFAULT)]
+    lease: Lease,
     /// Print the measured rates as JSON on standard output instead of the table.
     #[arg(long)]
     json: bool,
@@ -69,12 +76,14 @@ impl Args {
             anyhow::bail!("--seconds must be between 0.1 and 60");
         }
         let cluster = ctx.cluster()?;
-        let links = calibrate(&cluster, self.seconds, |m| crate::note!("calibrating {m}"))?;
+        let links = calibrate(&cluster, self.seconds, self.lease, |m| {
+            crate::note!("calibrating {m}")
+        })?;
         crate::note!(
             "calibrating every link at once: unlimited for {} s",
             self.seconds
         );
-        let together = together(&cluster, self.seconds)?;
+        let together = together(&cluster, self.seconds, self.lease)?;
         let suggested = suggest(&together);
         let results = Calibrated {
             links,
@@ -93,30 +102,31 @@ impl Args {
 
 /// Every node sends to the next at once, unlimited, for `seconds`: each link's goodput,
 /// in the nodes' order. The shapes found are put back, also when a measurement fails.
-pub fn together(cluster: &Cluster, seconds: f64) -> Result<Vec<f64>> {
+pub fn together(cluster: &Cluster, seconds: f64, lease: Lease) -> Result<Vec<f64>> {
     let nodes = &cluster.file.nodes;
     if nodes.len() < 2 {
         anyhow::bail!("calibration needs at least two nodes (same-node traffic is not shaped)");
     }
+    crate::cluster::directory::ensure(cluster, nodes)?;
     let timeout = Duration::from_secs_f64(seconds * 2.0 + 20.0);
     let clients: Vec<AgentClient> = nodes
         .iter()
         .map(|n| AgentClient::with_timeout(cluster, n, timeout))
         .collect();
-    let saved = clients
-        .iter()
-        .map(AgentClient::status)
-        .collect::<Result<Vec<_>>>()?;
-    let lease = throttle_proto::Lease::from_secs(seconds + 60.0)?;
-    let opened = clients.iter().try_for_each(|c| {
-        c.set_shape(&ShapeChange {
-            pct: Some(Pct::UNLIMITED),
-            capacity: None,
-            latency_us: Some(0),
-            lease_s: Some(lease),
-        })
-        .map(drop)
-    });
+    // Put back when released or dropped: after the measurement, an error, or a panic.
+    let links = LinkLease::hold(cluster, lease);
+    let every: Vec<usize> = (0..nodes.len()).collect();
+    let opened = links
+        .set(
+            &every,
+            ShapeChange {
+                pct: Some(Pct::UNLIMITED),
+                capacity: None,
+                latency_us: Some(0),
+                lease_s: None,
+            },
+        )
+        .map(drop);
     let measured = opened.and_then(|()| {
         std::thread::scope(|scope| {
             let runs: Vec<_> = clients
@@ -135,15 +145,12 @@ pub fn together(cluster: &Cluster, seconds: f64) -> Result<Vec<f64>> {
                 .collect::<Result<Vec<f64>>>()
         })
     });
-    for (c, s) in clients.iter().zip(&saved) {
-        c.set_shape(&ShapeChange {
-            pct: Some(s.pct),
-            capacity: Some(s.capacity),
-            latency_us: Some(s.latency_us),
-            lease_s: None,
-        })?;
-    }
-    measured
+    // The agents go back to their shapes before, or to what their operators reloaded
+    // meanwhile (a SIGHUP during the calibration is kept).
+    let released = links.release();
+    let measured = measured?;
+    released?;
+    Ok(measured)
 }
 
 /// A quarter of the least per-link goodput with every link busy, rounded down to 1, 2 or
@@ -167,37 +174,33 @@ pub fn suggest(together: &[f64]) -> f64 {
 pub fn calibrate(
     cluster: &Cluster,
     seconds: f64,
+    lease: Lease,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<LinkCalibration>> {
     let nodes = &cluster.file.nodes;
     if nodes.len() < 2 {
         anyhow::bail!("calibration needs at least two nodes (same-node traffic is not shaped)");
     }
+    // Agents started by hand, by deploy or by Slurm know no other node until told.
+    crate::cluster::directory::ensure(cluster, nodes)?;
     let timeout = Duration::from_secs_f64(seconds * 2.0 + 20.0);
+    // Put back when released or dropped: after each link, an error, or a panic.
+    let links = LinkLease::hold(cluster, lease);
     let mut out = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
         let to = &nodes[(i + 1) % nodes.len()];
         let from_c = AgentClient::with_timeout(cluster, n, timeout);
-        let to_c = AgentClient::new(cluster, to);
-        let saved = [from_c.status()?, to_c.status()?];
-        let restore = |c: &AgentClient, s: &throttle_proto::status::Status| {
-            c.set_shape(&ShapeChange {
-                pct: Some(s.pct),
-                capacity: Some(s.capacity),
-                latency_us: Some(s.latency_us),
-                lease_s: None,
-            })
-        };
+        let capacity = from_c.status()?.capacity;
         let measure = |pct: Pct| -> Result<f64> {
-            for c in [&from_c, &to_c] {
-                c.set_shape(&ShapeChange {
+            links.set(
+                &[i, (i + 1) % nodes.len()],
+                ShapeChange {
                     pct: Some(pct),
                     capacity: None,
                     latency_us: Some(0),
-                    // Back to the saved shape by itself if this process is killed.
-                    lease_s: Some(throttle_proto::Lease::from_secs(seconds + 60.0)?),
-                })?;
-            }
+                    lease_s: None,
+                },
+            )?;
             Ok(from_c.calibrate(&to.name, seconds)?.achieved_bytes_per_sec)
         };
         progress(&format!(
@@ -210,11 +213,12 @@ pub fn calibrate(
             n.name, to.name
         ));
         let host = shaped.as_ref().ok().map(|_| measure(Pct::UNLIMITED));
-        restore(&from_c, &saved[0])?;
-        restore(&to_c, &saved[1])?;
+        // Both nodes back to their shapes before, or to what their operators reloaded
+        // meanwhile.
+        links.release()?;
         let achieved = shaped?;
         let host_max = host.unwrap_or(Ok(0.0))?;
-        let capacity = saved[0].capacity.bytes_per_sec();
+        let capacity = capacity.bytes_per_sec();
         let error = achieved / capacity - 1.0;
         let warning = warning(capacity, achieved, host_max);
         out.push(LinkCalibration {
@@ -279,7 +283,7 @@ fn links_table(results: &[LinkCalibration]) -> String {
             warnings.push_str(&format!("warning: {} -> {}: {w}\n", r.from, r.to));
         }
     }
-    format!("{}{warnings}", t.render())
+    format!("{}{warnings}", t.render_in(crate::output::terminal_width()))
 }
 
 /// What a user should do about a link that is not what its setting says, or `None` when it

@@ -28,11 +28,11 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context as _, Result};
 use clap::Args as ClapArgs;
+use throttle_analysis::{Analysis, Question};
 use throttle_proto::workload::{Bcast, BfsOptions, MwOptions, MwWork, Options, PmmOptions};
 use throttle_proto::Rate;
 
 use super::{interrupt_flag, parse_cti, parse_list, Context, Exit};
-use crate::analysis::{self, Analysis, Question};
 use crate::cluster::local::{self as local_cluster, LocalUp};
 use crate::cluster::Cluster;
 use crate::measurements::{self, TimeSource};
@@ -399,7 +399,7 @@ fn run_demo(
         keep_without_traffic: false,
         interp: Default::default(),
     };
-    let mut analysis = analysis::analyze(&obs, &question)?;
+    let mut analysis = throttle_analysis::analyze(&obs, &question)?;
     if !analysis.demand.iter().any(|d| d.procs == held_out) {
         // The held-out size could not be measured here: say why the projection could
         // not be checked against it, and what would let it.
@@ -412,7 +412,7 @@ fn run_demo(
     }
     let cap = capacity.to_string();
     let text = if opts.verbose {
-        analysis::render(&analysis, cti, Some(&cap))
+        throttle_analysis::render(&analysis, cti, Some(&cap))
     } else {
         let levels: Vec<String> = cti.iter().map(f64::to_string).collect();
         let more = format!(
@@ -422,7 +422,7 @@ fn run_demo(
             held_out * 2,
             levels.join(",")
         );
-        analysis::render::summary(&analysis, cti, Some(&cap), &more)
+        throttle_analysis::render::summary(&analysis, cti, Some(&cap), &more)
     };
     let report = report::write(&dir.join("report"), &analysis, cti, Some(&cap))?;
     Ok(DemoResult {

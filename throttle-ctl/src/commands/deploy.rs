@@ -16,12 +16,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _, Result};
 use clap::{Args as ClapArgs, Subcommand};
 use serde::Serialize;
+use throttle_analysis::table::Table;
 
 use super::{Context, Exit};
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::{Cluster, Node};
 use crate::output;
-use crate::table::Table;
 
 /// The workload programs copied with the agent (the agent's default allow-list).
 const WORKLOADS: [&str; 5] = [
@@ -216,7 +216,7 @@ impl Args {
                     r.detail.clone(),
                 ]);
             }
-            output::print(t.render())?;
+            output::print(t.render_in(crate::output::terminal_width()))?;
         }
         Ok(if rows.iter().all(|r| r.ok) {
             ExitCode::SUCCESS

@@ -84,7 +84,7 @@ impl Args {
                     } else {
                         names
                             .iter()
-                            .map(|n| format!("`{}`", crate::analysis::observation::printable(n)))
+                            .map(|n| format!("`{}`", throttle_analysis::table::printable(n)))
                             .collect::<Vec<_>>()
                             .join(", ")
                     }

@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use anyhow::anyhow;
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::json;
+use throttle_analysis::table::Table;
 use throttle_proto::forward::{parse_destination, parse_listen, ForwardSpec};
 
 use super::{Context, Exit};
 use crate::cluster::agent_client::AgentClient;
 use crate::output;
-use crate::table::Table;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -106,7 +106,7 @@ impl Args {
                 if json {
                     output::print_json(&all)?;
                 } else {
-                    output::print(t.render())?;
+                    output::print(t.render_in(crate::output::terminal_width()))?;
                 }
             }
             ForwardCommand::Rm { node, id } => {

@@ -112,7 +112,7 @@ pub fn interrupt_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
     ctrlc::set_handler(|| {
         if FLAG.swap(true, std::sync::atomic::Ordering::SeqCst) {
             // Drops do not run on exit: put the bandwidth back here.
-            crate::job::restore_before_quit();
+            crate::link_lease::release_before_quit();
             std::process::exit(130);
         }
         crate::note!("\nstopping: killing the running job (Ctrl-C again to quit at once)");

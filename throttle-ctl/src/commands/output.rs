@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::Args as ClapArgs;
+use throttle_analysis::table::printable;
 
 use super::{Context, Exit};
-use crate::analysis::observation::printable;
 use crate::output;
 use crate::store::{Store, DEFAULT_DB};
 

@@ -12,7 +12,8 @@ use throttle_proto::workload::{
 use throttle_proto::{Lease, Pct, TimeLimit};
 
 use super::{interrupt_flag, Context, Exit};
-use crate::job::{self, JobSpec, Outcome, RunStatus, SavedShapes};
+use crate::job::{self, JobSpec, Outcome, RunStatus};
+use crate::link_lease::LinkLease;
 use crate::output;
 use crate::workload::Workload;
 
@@ -144,12 +145,11 @@ impl Args {
             lease: self.lease,
             job_prefix: None,
         };
-        let saved = SavedShapes::save(&cluster, self.nodes.min(cluster.file.nodes.len()))?;
         // Put back when dropped: after the run, an error, or a panic.
-        let restore = job::RestoreOnDrop::new(saved);
+        let links = LinkLease::hold(&cluster, self.lease);
         let cancel = interrupt_flag()?;
-        let outcome = job::execute(&cluster, &spec, cancel);
-        drop(restore);
+        let outcome = job::execute(&cluster, &links, &spec, cancel);
+        drop(links);
         let outcome = outcome?;
         if self.json {
             output::print(format!("{}\n", serde_json::to_string(&outcome)?))?;
@@ -211,7 +211,7 @@ fn outcome_text(outcome: &Outcome, workload: &Workload, verbose: bool) -> String
         match (re.is_rate(), rate, outcome.kernel_seconds()) {
             (true, Some(r), _) => text.push_str(&format!(
                 "its rate {} (--rate-regex; stored as 1/rate)\n",
-                crate::analysis::answer::number(r)
+                throttle_analysis::table::number(r)
             )),
             (false, _, Some(own)) => {
                 text.push_str(&format!("its own time {own:.3} s (--time-regex)\n"))

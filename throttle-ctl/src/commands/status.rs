@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use serde_json::{json, Value};
+use throttle_analysis::table::Table;
 use throttle_proto::rate::format_bits_per_sec;
 use throttle_proto::status::Status;
 
@@ -13,7 +14,6 @@ use super::{Context, Exit};
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
 use crate::output;
-use crate::table::Table;
 
 #[derive(ClapArgs, Debug)]
 #[command(after_help = "Exits with 1 when a node does not answer.")]
@@ -123,12 +123,12 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                 // The last column: whole with its hint, up to a length no message of ours
                 // reaches (whatever answers at a dead agent's address writes part of it),
                 // and with control characters written out.
-                row.push(cut(&crate::analysis::observation::printable(text), 600));
+                row.push(cut(&throttle_analysis::table::printable(text), 600));
                 t.row(row);
             }
         }
     }
-    t.render()
+    t.render_in(crate::output::terminal_width())
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut (`--json` has the whole).

@@ -9,7 +9,6 @@ use serde_json::json;
 use throttle_proto::Lease;
 
 use super::{interrupt_flag, Context, Exit};
-use crate::job;
 use crate::output;
 use crate::progress::SweepProgress;
 use crate::store::{Store, DEFAULT_DB};
@@ -98,14 +97,9 @@ impl Args {
         ) {
             crate::note!("warning: {w}");
         }
-        // Put back when dropped: after the sweep, an error, or a panic.
-        let restore = job::SavedShapes::save(&cluster, max_nodes.min(cluster.file.nodes.len()))
-            .ok()
-            .map(job::RestoreOnDrop::new);
         let mut progress = SweepProgress::new(self.plain).stop_on_closed_output(cancel);
         let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
         progress.finish();
-        drop(restore);
         let end = end?;
         if self.json && !progress.output_closed() {
             output::print_json(&json!({ "db": db, "series": sweep.series, "result": end }))?;

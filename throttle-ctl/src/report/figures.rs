@@ -8,10 +8,10 @@ use std::path::Path;
 
 use anyhow::Result;
 use plotters::prelude::*;
+use throttle_analysis::method::demand::Censored;
+use throttle_analysis::{Analysis, Demand, MedianPoint};
 
 use super::plot::*;
-use crate::analysis::demand::Censored;
-use crate::analysis::{Analysis, Demand, MedianPoint};
 
 pub(super) fn size_label(a: &Analysis, s: u32) -> String {
     format!(
@@ -286,7 +286,7 @@ where
             name: if failed {
                 format!(
                     "{t} procs projected, {}",
-                    crate::analysis::render::verdict_word(&a.verdict)
+                    throttle_analysis::render::verdict_word(&a.verdict)
                 )
             } else {
                 projected_name(&format!("{t} procs"), trusted)
@@ -306,7 +306,7 @@ where
     let title = if failed {
         format!(
             "demand per CTI level (DC model: {}, no interval)",
-            crate::analysis::render::verdict_word(&a.verdict)
+            throttle_analysis::render::verdict_word(&a.verdict)
         )
     } else {
         projection_title("demand per CTI level", "DC", trusted)
@@ -336,7 +336,7 @@ fn x_extent(series: &[Series]) -> Option<(f64, f64)> {
 
 /// The interval a projection is drawn with: noise and model error where known, else
 /// the run-to-run interval.
-fn interval_of(p: &crate::analysis::Projection) -> Option<(f64, f64)> {
+fn interval_of(p: &throttle_analysis::Projection) -> Option<(f64, f64)> {
     p.interval.or(p.noise_interval).map(|i| (i.low, i.high))
 }
 
@@ -349,7 +349,7 @@ pub(super) fn demand_vs_size<DB: DrawingBackend>(area: &Draw<DB>, f: Figures<'_>
 where
     DB::ErrorType: 'static,
 {
-    use crate::analysis::backtest::Model;
+    use throttle_analysis::trust::backtest::Model;
     let a = f.a;
     let (projections, model, verdict) = match &a.traffic {
         Some(t) if a.bottom_line.model != Some(Model::Dc) => (&t.projection, "traffic", &t.verdict),
@@ -410,7 +410,7 @@ where
     let title = if failed {
         format!(
             "demand against the size ({model} model: {}, no interval)",
-            crate::analysis::render::verdict_word(verdict)
+            throttle_analysis::render::verdict_word(verdict)
         )
     } else {
         format!(
@@ -596,18 +596,18 @@ where
 }
 
 /// The time plot's title, by what the times are.
-fn time_title(u: crate::analysis::TimeUnit) -> String {
+fn time_title(u: throttle_analysis::TimeUnit) -> String {
     let what = match u {
-        crate::analysis::TimeUnit::Seconds => "completion time",
-        crate::analysis::TimeUnit::InverseRate => "the program's rate",
+        throttle_analysis::TimeUnit::Seconds => "completion time",
+        throttle_analysis::TimeUnit::InverseRate => "the program's rate",
     };
     format!("{what} vs bandwidth (median; bars: min-max)")
 }
 
 pub(super) fn render_all(dir: &Path, f: Figures<'_>) -> Result<Vec<(String, String)>> {
     let time_heading = match f.a.time_unit {
-        crate::analysis::TimeUnit::Seconds => "Completion time vs bandwidth",
-        crate::analysis::TimeUnit::InverseRate => "The program's rate vs bandwidth",
+        throttle_analysis::TimeUnit::Seconds => "Completion time vs bandwidth",
+        throttle_analysis::TimeUnit::InverseRate => "The program's rate vs bandwidth",
     };
     let plots: [(&str, &str); 5] = [
         (

@@ -5,12 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
+use throttle_analysis::method::demand::Censored;
+use throttle_analysis::method::regression::Regression;
+use throttle_analysis::method::traffic;
+use throttle_analysis::{Analysis, TrafficAnswer};
 
 use super::figures::{render_all, size_label, Figures};
 use super::plot::font;
-use crate::analysis::demand::Censored;
-use crate::analysis::regression::Regression;
-use crate::analysis::{traffic, Analysis, TrafficAnswer};
 
 /// The page style both reports share.
 pub(super) const STYLE: &str = "<style>
@@ -39,14 +40,14 @@ pub(super) fn figure_html(dir: &Path, name: &str, title: &str) -> Result<String>
     ))
 }
 
-pub(super) use crate::table::escape_html as escape;
+pub(super) use throttle_analysis::table::escape_html as escape;
 
 /// JSON for the page's data block: a bidirectional control in a string written as JSON's
 /// own escape (`\u202e`), so that the block stays JSON when the page escapes the rest.
 pub(super) fn json_text(json: &str) -> String {
     json.chars()
         .map(|c| {
-            if crate::table::unsafe_char(c) && !c.is_ascii() {
+            if throttle_analysis::table::unsafe_char(c) && !c.is_ascii() {
                 format!("\\u{:04x}", c as u32)
             } else {
                 c.to_string()
@@ -120,9 +121,9 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
         out.push_str("<h3>Where the link saturates</h3>\n");
         out.push_str(&format!(
             "<p>{}</p>\n",
-            crate::table::escape_html(crate::analysis::render::SATURATION_MEANING)
+            throttle_analysis::table::escape_html(throttle_analysis::render::SATURATION_MEANING)
         ));
-        out.push_str(&crate::analysis::render::saturation_table(a).html());
+        out.push_str(&throttle_analysis::render::saturation_table(a).html());
     }
     out
 }
@@ -131,7 +132,7 @@ pub(super) fn tables(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> St
 fn strong_scaling(r: &Regression) -> String {
     format!(
         "<h3>Strong scaling at 100%</h3><p>{}; R² {:.3}, MSE {:.3e}{}</p>\n",
-        r.formula(crate::analysis::answer::number),
+        r.formula(throttle_analysis::table::number),
         r.r2,
         r.mse,
         r.crossover_procs
@@ -198,7 +199,7 @@ fn demand_table(a: &Analysis, levels: &[f64], capacity: Option<&str>, header: &[
                     .find(|d| d.procs == p && d.cti == c)
                     // A censored demand is its bound, as the terminal shows it.
                     .map(|d| {
-                        crate::analysis::render::level(
+                        throttle_analysis::render::level(
                             d.bound.unwrap_or(d.bw_pct),
                             d.censored,
                             d.below_noise,
@@ -261,10 +262,10 @@ fn traffic_model(t: &TrafficAnswer, f: &traffic::Fit) -> String {
 /// A projection table: each target's demand per level with the interval the answer uses
 /// (noise and model error; `*`: noise only) and, at a held-out size, the measurement.
 fn projection_table<'a>(
-    proj: &[crate::analysis::Projection],
+    proj: &[throttle_analysis::Projection],
     levels: &[f64],
     header: &[String],
-    at_star: impl Fn(f64) -> Option<&'a crate::analysis::Demand>,
+    at_star: impl Fn(f64) -> Option<&'a throttle_analysis::Demand>,
 ) -> String {
     let mut targets: Vec<u32> = proj.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
@@ -293,7 +294,7 @@ fn projection_table<'a>(
                                 )
                             })
                             .unwrap_or_default();
-                        let value = crate::analysis::render::projected_from(
+                        let value = throttle_analysis::render::projected_from(
                             p.bw_pct,
                             p.from_censored,
                             at_star(c),
@@ -343,7 +344,7 @@ pub(super) fn trust(a: &Analysis) -> String {
         escape(&a.intervals)
     ));
     if !a.backtest.is_empty() {
-        out.push_str(&crate::analysis::render::backtest_table(a).html());
+        out.push_str(&throttle_analysis::render::backtest_table(a).html());
     }
     if !a.noise.is_empty() {
         out.push_str("<p>Noise floor: the smallest CTI each size's repeats resolve (90%).</p>\n");

@@ -12,7 +12,7 @@
 //! * [`plot`]: the plotting kit (fonts, colours, series, a legend beside the plot, log
 //!   bandwidth axes);
 //! * [`figures`]: the analysis's four plots;
-//! * [`html`]: the analysis's page (tables built by `analysis::render` where they are
+//! * [`html`]: the analysis's page (tables built by `throttle_analysis::render` where they are
 //!   shared with the terminal);
 //! * [`models`]: the model reports (`model pmm|mw --report`).
 

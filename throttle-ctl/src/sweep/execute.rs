@@ -8,17 +8,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use throttle_analysis::method::stats::Rng;
+use throttle_analysis::{Analysis, Question};
 use throttle_proto::{Lease, Pct};
 
 use super::plan::{Sweep, SweepPoint};
 use super::search;
 use super::spec::Repeats;
 use super::until::{self, Until};
-use crate::analysis::stats::Rng;
-use crate::analysis::{self, Analysis, Question};
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
 use crate::job::{self, JobSpec, Outcome, RunStatus};
+use crate::link_lease::LinkLease;
 use crate::load;
 use crate::measurements::{self, TimeSource};
 use crate::store::{RunRow, Store};
@@ -370,7 +371,7 @@ impl Sweep {
             .unwrap_or_else(|| vec![10.0, 15.0, 20.0, 25.0]);
         let mut predict = until.held_out.clone();
         predict.push(until.procs);
-        analysis::analyze(
+        throttle_analysis::analyze(
             &obs,
             &Question {
                 cti: levels,
@@ -650,6 +651,9 @@ struct Runner<'a> {
     store: &'a Store,
     options: &'a SweepOptions,
     cancel: &'a AtomicBool,
+    /// The cluster's links, held for the sweep: set for each run, put back when the sweep
+    /// ends however it ends.
+    links: LinkLease,
     host: String,
     failed: HashMap<String, u32>,
     /// Node counts that had their warm-up run in this invocation.
@@ -702,6 +706,7 @@ impl<'a> Runner<'a> {
             store,
             options,
             cancel,
+            links: LinkLease::hold(cluster, options.lease),
             host: std::fs::read_to_string("/etc/hostname")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
@@ -832,7 +837,7 @@ impl<'a> Runner<'a> {
                 .filter_map(|n| n.pid)
                 .collect();
             let cpu_before = (load::own_cpu_seconds(&agents), Instant::now());
-            let outcome = match job::execute(self.cluster, &job_spec, self.cancel) {
+            let outcome = match job::execute(self.cluster, &self.links, &job_spec, self.cancel) {
                 Ok(o) => o,
                 Err(e) if self.options.fail_fast => {
                     return Err(e.context(format!(
@@ -904,7 +909,12 @@ impl<'a> Runner<'a> {
         }
         on_event(SweepEvent::WarmingUp { nodes });
         // Not stored: whatever it measured the runs after it measure again.
-        let why = match job::execute(self.cluster, &self.job(nodes, Pct::FULL), self.cancel) {
+        let why = match job::execute(
+            self.cluster,
+            &self.links,
+            &self.job(nodes, Pct::FULL),
+            self.cancel,
+        ) {
             Ok(o) if o.status == RunStatus::Interrupted => return Ok(false),
             Ok(o) if o.status == RunStatus::Ok => return Ok(true),
             Ok(o) => o.reason.unwrap_or_else(|| format!("{:?}", o.status)),

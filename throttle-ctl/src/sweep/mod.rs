@@ -38,5 +38,5 @@ pub mod steps;
 pub mod until;
 
 pub use execute::{job_prefix, now_utc, remove_leftovers, SweepEnd, SweepEvent, SweepOptions};
-pub use plan::{median_precision, Sweep, SweepPoint};
+pub use plan::{Sweep, SweepPoint};
 pub use spec::{Repeats, SweepSpec, AUTO_FIRST, KEYS_HELP};

@@ -6,28 +6,18 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
+use throttle_analysis::method::noise;
+use throttle_analysis::method::stats::Rng;
+use throttle_analysis::table::printable;
 use throttle_proto::emulation;
 use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
 use super::spec::{Repeats, SweepSpec, AUTO_FIRST};
-use crate::analysis::observation::printable;
-use crate::analysis::stats::Rng;
 use crate::job::RunStatus;
 use crate::store::Store;
 use crate::workload::Workload;
 
-/// The relative half-width of the 90% interval of the median of `times` (normal
-/// approximation: 1.645 x 1.2533 x CV / sqrt(n)); infinite for fewer than 2.
-pub fn median_precision(times: &[f64]) -> f64 {
-    if times.len() < 2 {
-        return f64::INFINITY;
-    }
-    crate::analysis::quantiles::Z90
-        * crate::analysis::noise::MEDIAN_EFFICIENCY
-        * crate::analysis::stats::cv(times)
-        / (times.len() as f64).sqrt()
-}
 /// One point of the sweep.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SweepPoint {
@@ -102,7 +92,7 @@ fn series_name(name: &str) -> Result<String> {
     }
     if trimmed
         .chars()
-        .any(|c| crate::table::unsafe_char(c) || c == '|')
+        .any(|c| throttle_analysis::table::unsafe_char(c) || c == '|')
     {
         bail!("`name` must not contain control characters, bidirectional controls or `|`");
     }
@@ -316,7 +306,7 @@ impl Sweep {
             } else {
                 self.spec.max_repeats
             };
-            if times.len() as u32 >= max || median_precision(&times) <= self.spec.precision {
+            if times.len() as u32 >= max || noise::median_precision(&times) <= self.spec.precision {
                 continue;
             }
             // A repeat of this point that was given up ends its extra repeats: another one
@@ -547,15 +537,6 @@ mod tests {
         assert!(pt.key.starts_with(&p));
         let other = SweepPoint::new("pmm size=300", 49, 1, Pct::new(62.5).unwrap(), 0);
         assert!(!other.key.starts_with(&p));
-    }
-
-    #[test]
-    fn precision_of_a_median_by_hand() {
-        // n = 4: 1.645 x 1.2533 x CV / 2 (the constants to 8 digits).
-        let t = [0.9, 1.0, 1.0, 1.1];
-        let cv = crate::analysis::stats::cv(&t);
-        assert!((median_precision(&t) - 1.644_853_6 * 1.253_314_1 * cv / 2.0).abs() < 1e-8);
-        assert!(median_precision(&[1.0]).is_infinite());
     }
 
     #[test]

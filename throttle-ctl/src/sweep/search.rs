@@ -18,12 +18,12 @@ use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use throttle_analysis::method::demand::{self, Censored, CtiCurve, Interp};
+use throttle_analysis::method::stats;
+use throttle_proto::Pct;
 
-use crate::analysis::demand::{self, Censored, CtiCurve, Interp};
-use crate::analysis::stats;
 use crate::job::RunStatus;
 use crate::store::RunRow;
-use throttle_proto::Pct;
 
 /// The `[search]` table of a sweep spec.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

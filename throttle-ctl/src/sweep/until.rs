@@ -2,7 +2,7 @@
 //! until the answer at the size asked is narrow enough, or the budget is spent.
 //!
 //! Each round analyses what is stored (as `analyze --predict` would, the held-out sizes
-//! held out) and asks the answer what would narrow it most ([`crate::analysis::narrow`]):
+//! held out) and asks the answer what would narrow it most ([`throttle_analysis::answer::narrow`]):
 //! a size between the largest measured one and the size asked (only the node counts the
 //! spec allows, `sizes`: the ones the user can afford), or one more repeat of each
 //! baseline and of the steps around each demand. The step with the most narrowing per run that
@@ -12,9 +12,8 @@
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
-
-use crate::analysis::answer::Step;
-use crate::analysis::Analysis;
+use throttle_analysis::answer::Step;
+use throttle_analysis::Analysis;
 
 /// The `[until]` table of a sweep spec: measure until the answer at `procs` is at most
 /// `width` wide.
@@ -165,7 +164,7 @@ pub fn next(p: &Until, analysis: &Analysis, measured: &[usize], rpn: usize, left
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{analyze, Observation, Question};
+    use throttle_analysis::{analyze, Observation, Question};
 
     /// A program whose weight k drifts with the size (so the projection has a model error
     /// to narrow), measured on `sizes` with 3 repeats 0.5% apart.
@@ -180,7 +179,7 @@ mod tests {
                     obs.push(Observation {
                         series: "x".into(),
                         procs: p,
-                        bw_pct: crate::analysis::cells::pct(bw),
+                        bw_pct: throttle_proto::Pct::new(bw).unwrap(),
                         repeat: r,
                         seconds: (t100 + k * v / 12.5e6 * (100.0 / bw - 1.0))
                             * (1.0 + (r as f64 - 1.0) * 5e-3),

@@ -2,7 +2,7 @@
 //! Unix sockets a rank opens to its agent ([`rank_client`]), and the kernel's tables of
 //! socket owners ([`socket_table`]: `sock_diag` over netlink, `/proc/net/tcp` where the
 //! kernel cannot answer). Everything else in the crate is values, their parsing and their
-//! wire formats, and does no I/O (`tests/tests/architecture.rs` checks it).
+//! wire formats, and does no I/O (`tests/tests/structure/architecture.rs` checks it).
 
 pub mod rank_client;
 pub mod socket_table;

@@ -8,17 +8,18 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{anyhow, Result};
 use clap::Args as ClapArgs;
 use serde::Deserialize;
+use throttle_analysis::models::loggps::{self, LinkFit, LinkMeasurement, G_TOLERANCE};
+use throttle_analysis::table::Table;
 use throttle_proto::rate::format_bits_per_sec;
 use throttle_proto::workload::{LogGpsOptions, Options};
 use throttle_proto::Pct;
 
 use crate::cluster::Cluster;
 use crate::commands::{interrupt_flag, parse_list, Context};
-use crate::job::{self, JobSpec, Outcome, RunStatus, SavedShapes};
-use crate::models::loggps::{self, LinkFit, G_TOLERANCE};
+use crate::job::{self, JobSpec, Outcome, RunStatus};
+use crate::link_lease::LinkLease;
 use crate::output;
-use crate::store::{LinkRow, Store, DEFAULT_DB};
-use crate::table::Table;
+use crate::store::{Store, DEFAULT_DB};
 use crate::workload::Workload;
 
 #[derive(ClapArgs, Debug)]
@@ -41,6 +42,11 @@ pub struct Args {
     /// Results database the measurements are stored in [default: ./throttle-results.db].
     #[arg(long)]
     db: Option<PathBuf>,
+    /// Seconds the agents keep a measurement's job and bandwidth without hearing from this
+    /// command (it renews them); if throttle-ctl is killed, the job dies and each link goes
+    /// back to what it was this long after.
+    #[arg(long, default_value_t = throttle_proto::Lease::DEFAULT)]
+    lease: throttle_proto::Lease,
     /// Measure nothing: fit and print what the database holds.
     #[arg(long)]
     stored: bool,
@@ -114,7 +120,7 @@ impl Args {
 
     /// Measure at every process count and bandwidth, storing each row as it comes; the
     /// previous bandwidth is put back at the end.
-    fn measure(&self, ctx: &Context, db: &std::path::Path) -> Result<Vec<LinkRow>> {
+    fn measure(&self, ctx: &Context, db: &std::path::Path) -> Result<Vec<LinkMeasurement>> {
         let (bandwidths, procs, sizes) = self.parse_lists()?;
         // The program's own checks, before anything is shaped.
         let workload = Workload::new(Options::LogGps(LogGpsOptions {
@@ -131,10 +137,11 @@ impl Args {
             );
         }
         let store = Store::open(db)?;
-        let max_p = procs.iter().copied().max().unwrap_or(2);
-        let saved = SavedShapes::save(&cluster, max_p)?;
+        // Put back when dropped: after the campaign, an error, or a panic.
+        let links = LinkLease::hold(&cluster, self.lease);
         let campaign = Campaign {
             cluster: &cluster,
+            links: &links,
             workload,
             sizes,
             cancel: interrupt_flag()?,
@@ -157,9 +164,7 @@ impl Args {
             }
             Ok(())
         })();
-        if let Err(e) = saved.restore() {
-            crate::note!("warning: could not put the previous bandwidth back: {e:#}");
-        }
+        drop(links);
         result?;
         Ok(rows)
     }
@@ -185,7 +190,13 @@ impl Args {
 
     /// One measurement: `throttle-loggps` on `p` nodes at `bw`, as a row for the store
     /// (`stored`: the measurements stored so far, for the message when interrupted).
-    fn measure_at(&self, c: &Campaign, p: usize, bw: Pct, stored: usize) -> Result<LinkRow> {
+    fn measure_at(
+        &self,
+        c: &Campaign,
+        p: usize,
+        bw: Pct,
+        stored: usize,
+    ) -> Result<LinkMeasurement> {
         let spec = JobSpec {
             workload: c.workload.clone(),
             nodes: p,
@@ -196,10 +207,10 @@ impl Args {
                 c.cluster.file.capacity.bytes_per_sec(),
                 &c.sizes,
             ))?,
-            lease: throttle_proto::Lease::DEFAULT,
+            lease: self.lease,
             job_prefix: None,
         };
-        let outcome = job::execute(c.cluster, &spec, c.cancel)?;
+        let outcome = job::execute(c.cluster, c.links, &spec, c.cancel)?;
         if outcome.status == RunStatus::Interrupted {
             anyhow::bail!("interrupted; {stored} measurements stored");
         }
@@ -217,6 +228,7 @@ impl Args {
 /// What every measurement of one `model loggps` shares.
 struct Campaign<'a> {
     cluster: &'a Cluster,
+    links: &'a LinkLease,
     workload: Workload,
     sizes: Vec<usize>,
     cancel: &'static AtomicBool,
@@ -226,7 +238,7 @@ struct Campaign<'a> {
 
 /// The row a successful measurement at `bw` stores: `throttle-loggps`'s report, the
 /// smallest size's overheads as o_s and o_r.
-fn link_row(outcome: &Outcome, bw: Pct, host: &str) -> Result<LinkRow> {
+fn link_row(outcome: &Outcome, bw: Pct, host: &str) -> Result<LinkMeasurement> {
     let result = outcome
         .result
         .as_ref()
@@ -238,7 +250,7 @@ fn link_row(outcome: &Outcome, bw: Pct, host: &str) -> Result<LinkRow> {
         .sizes
         .first()
         .ok_or_else(|| anyhow!("throttle-loggps reported no message size"))?;
-    Ok(LinkRow {
+    Ok(LinkMeasurement {
         measured_at: crate::sweep::now_utc(),
         host: host.to_string(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -263,7 +275,7 @@ fn us(v: f64) -> String {
     format!("{:.1} us", v * 1e6)
 }
 
-fn render(rows: &[LinkRow], fit: &LinkFit) -> String {
+fn render(rows: &[LinkMeasurement], fit: &LinkFit) -> String {
     let mut t = Table::new(&[
         "P",
         "bw",
@@ -293,7 +305,7 @@ fn render(rows: &[LinkRow], fit: &LinkFit) -> String {
         ]);
     }
     let mut out = String::from("LogGPS through the agents (Mizutani et al.), one rank per node\n");
-    out.push_str(&t.render());
+    out.push_str(&t.render_in(crate::output::terminal_width()));
     let mut g = Table::new(&["bw", "G measured", "1/(pct x capacity)", "error", "check"]);
     for s in &fit.settings {
         g.row(vec![
@@ -316,7 +328,7 @@ fn render(rows: &[LinkRow], fit: &LinkFit) -> String {
         "\nG against the setting (the emulator's acceptance test: within {:.0}%)\n",
         G_TOLERANCE * 100.0
     ));
-    out.push_str(&g.render());
+    out.push_str(&g.render_in(crate::output::terminal_width()));
     for f in [&fit.send, &fit.recv].into_iter().flatten() {
         out.push_str(&format!(
             "master {} overhead: o = {:.2} us {:+.3} us x P {:+.4} ns x k   (R^2 {:.2}, {} measurements)\n",

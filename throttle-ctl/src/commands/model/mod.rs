@@ -1,5 +1,5 @@
 //! `throttle-ctl model pmm|mw|loggps`: the other seed papers' analytic models against what
-//! the emulator measured (`crate::models` holds the formulas).
+//! the emulator measured (`throttle_analysis::models` holds the formulas).
 //!
 //! `loggps` runs measurements on the cluster and stores them; `pmm` and `mw` read stored
 //! runs (from sweeps) and the stored LogGPS parameters, and print predicted against
@@ -13,9 +13,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, Subcommand};
+use throttle_analysis::models::loggps::LinkMeasurement;
 
 use super::{Context, Exit};
-use crate::store::{LinkRow, RunRow, Store, DEFAULT_DB};
+use crate::store::{RunRow, Store, DEFAULT_DB};
 
 #[derive(ClapArgs, Debug)]
 #[command(
@@ -51,7 +52,11 @@ impl Args {
 }
 
 /// The store's successful runs of `workload` and its LogGPS measurements.
-fn stored(db: &Option<PathBuf>, workload: &str, how: &str) -> Result<(Vec<RunRow>, Vec<LinkRow>)> {
+fn stored(
+    db: &Option<PathBuf>,
+    workload: &str,
+    how: &str,
+) -> Result<(Vec<RunRow>, Vec<LinkMeasurement>)> {
     let db = db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
     if !db.exists() {
         anyhow::bail!(

@@ -6,12 +6,15 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args as ClapArgs, ValueEnum};
+use throttle_analysis::models::master_worker::{
+    self, Expression, MwComparison, MwRun, MwSetting, Sending,
+};
+use throttle_analysis::table::Table;
 
 use super::{pct_err, secs, stored};
-use crate::models::master_worker::{self, Expression, MwComparison, MwSetting, Sending};
 use crate::output;
 use crate::report::{self, ModelFigure, ModelLine};
-use crate::table::Table;
+use crate::store::RunRow;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum SendingArg {
@@ -37,6 +40,20 @@ pub struct Args {
     report: Option<PathBuf>,
 }
 
+/// The stored runs as the model's comparison reads them: the iteration's time is the
+/// kernel's, else the whole run's.
+fn runs(rows: &[RunRow]) -> Vec<MwRun> {
+    rows.iter()
+        .map(|r| MwRun {
+            options: r.options.clone(),
+            pct: r.bw_pct,
+            capacity: r.capacity,
+            procs: r.procs,
+            seconds: r.kernel_seconds.or(r.seconds),
+        })
+        .collect()
+}
+
 impl Args {
     pub fn exec(self) -> crate::commands::Exit {
         let (rows, links) = stored(
@@ -48,7 +65,8 @@ impl Args {
             SendingArg::Async => Sending::Asynchronous,
             SendingArg::Sync => Sending::Synchronous,
         };
-        let MwComparison { settings, skipped } = master_worker::compare(&rows, &links, sending);
+        let MwComparison { settings, skipped } =
+            master_worker::compare(&runs(&rows), &links, sending);
         for s in &skipped {
             crate::note!("not compared: {s}");
         }
@@ -122,7 +140,7 @@ fn render(settings: &[MwSetting], sending: Sending) -> String {
                 number(p.predicted_index),
             ]);
         }
-        out.push_str(&t.render());
+        out.push_str(&t.render_in(crate::output::terminal_width()));
         out.push_str(&format!(
             "best worker count by time: measured {}, predicted {};  by index Pi: measured {}, predicted {};  mean |error| {:.1}%\n",
             s.measured_best_time,

@@ -5,16 +5,16 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
+use throttle_analysis::models::loggps;
+use throttle_analysis::models::pmm::{self, LinkCost, PmmComparison, PmmRun, PmmShape};
+use throttle_analysis::table::Table;
 use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
 use super::{metric, pct_err, secs, stored};
-use crate::models::loggps;
-use crate::models::pmm::{self, LinkCost, PmmComparison, PmmRun, PmmShape};
 use crate::output;
 use crate::report::{self, ModelFigure, ModelLine};
 use crate::store::RunRow;
-use crate::table::Table;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -168,7 +168,7 @@ fn render(c: &PmmComparison) -> String {
          tree c(q): the paper's averaging argument on throttle-pmm's own broadcast tree (mean arrival + roll)\n\
          Tflops from the runs' kernel time (the slowest rank)\n",
     );
-    out.push_str(&t.render());
+    out.push_str(&t.render_in(crate::output::terminal_width()));
     for n in &notes {
         out.push_str(&format!("* {n}\n"));
     }
@@ -217,7 +217,7 @@ fn render(c: &PmmComparison) -> String {
             ]);
         }
         out.push_str("\nparallel overhead h = (N T - T1)/T1 against x = q c(q)/(2M) (the paper: the slope is Tcomm/Tflops, within 1.4-3.1%)\n");
-        out.push_str(&k.render());
+        out.push_str(&k.render_in(crate::output::terminal_width()));
     }
     out
 }

@@ -1,0 +1,14 @@
+//! How far each figure can be trusted:
+//!
+//! * [`bootstrap`]: intervals of every derived number, resampling runs.
+//! * [`backtest`]: each measured size projected from the smaller ones by both models, and
+//!   the verdicts.
+//! * [`model_error`]: how far a measurement at the target may be from each model's
+//!   projection beyond its noise: the reading, the lack of fit, the growth per doubling
+//!   (its backtest pooled with a prior learned across programs).
+//! * [`warnings`]: what the analysis says about its own data.
+
+pub mod backtest;
+pub mod bootstrap;
+pub mod model_error;
+pub mod warnings;
