@@ -5,7 +5,7 @@
 //! This crate is pure: observations and the question come in, the answer with its
 //! figures goes out, as data and as text. It starts no process, opens no socket or file,
 //! reads no clock and knows no cluster or store: the controller (`throttle-ctl`) reads
-//! the store or a CSV file into [`Observation`]s, calls [`analyze`], and prints, exports
+//! the store or a CSV file into [`Observation`]s, calls [`analyze()`], and prints, exports
 //! or plots the [`Analysis`]. What the controller measured about a run's conditions (the
 //! CPUs' busy share, its links' proof) comes in as fields of the observation.
 //!
