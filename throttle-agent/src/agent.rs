@@ -15,19 +15,19 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::intercept::rules::Interception;
-
 use crate::api::Tls;
 use crate::directory::{Directory, NodeEntry};
+use crate::intercept::rules::{self, Here};
 use crate::launch::jobs::Launcher;
 use crate::launch::programs::ProgramPolicy;
 use crate::limits::Limits;
 use crate::link::{LeasedLink, Link, Shape};
 use crate::registry::Registry;
 use crate::services::forward::{self, ForwardSpec};
-use crate::services::forwards::Forwards;
 use crate::services::{peer, rank_endpoint};
 use crate::shutdown::Shutdown;
+use crate::state::forwards::Forwards;
+use crate::state::interception::Interception;
 use crate::state::Agent;
 use crate::transport::pump::PumpOptions;
 use throttle_proto::auth::Token;
@@ -66,7 +66,7 @@ pub struct AgentConfig {
     pub rank_cpus: Option<nix::sched::CpuSet>,
     /// The addresses interception may capture (`--intercept-within`); empty: the node's
     /// own subnet (/24 of an IPv4 data address, /64 of an IPv6 one).
-    pub intercept_within: Vec<crate::intercept::rules::Subnet>,
+    pub intercept_within: Vec<crate::state::interception::Subnet>,
 }
 
 /// A started agent: its bound addresses and the handle to stop it.
@@ -88,7 +88,7 @@ impl RunningAgent {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         if let Some(i) = &self.state.intercept {
-            i.stop();
+            rules::stop(i);
         }
         self.state.forwards.clear();
         self.state.launcher.kill_everything();
@@ -305,7 +305,7 @@ fn interception(
     };
     let within = if config.intercept_within.is_empty() {
         let ip = data_addr.ip().to_canonical();
-        vec![crate::intercept::rules::Subnet::around(
+        vec![crate::state::interception::Subnet::around(
             ip,
             if ip.is_ipv4() { 24 } else { 64 },
         )]
@@ -371,7 +371,7 @@ async fn join(
             .map_err(|e| anyhow::anyhow!("forward rule: {e}"))?;
     }
     if let Some(i) = &agent.intercept {
-        i.install(&agent.here())
+        rules::install(i, &Here::of(agent))
             .context("cannot install the interception rules (they need root: CAP_NET_ADMIN)")?;
         if crate::intercept::members::prove(agent, Duration::from_secs(1)).await > 0 {
             crate::intercept::members::update_rules(agent)

@@ -6,9 +6,10 @@
 //! * [`link`]: the link model (shape, pacers, counters): *what* may pass, and when; its
 //!   shape changes only through [`link::LeasedLink`] (a run's shape holds only while its
 //!   controller renews it).
-//! * [`transport`]: the byte engine (handshake, copy loop, sockets, timers): *how* bytes
-//!   move; [`services`]: what the agent does with streams over it and the state (the
-//!   local endpoint, dialling, the data port, delivery, forwards, calibration).
+//! * [`transport`]: the byte engine (handshake, copy loop, sockets, socket options,
+//!   timers): *how* bytes move; [`dial`]: dialling another node's agent and carrying a
+//!   connection over the stream; [`services`]: what the agent does with streams over them
+//!   and the state (the local endpoint, the data port, delivery, forwards, calibration).
 //! * [`api`]: the HTTP/JSON control API.
 //! * [`launch`]: launching and watching the ranks of a job on this node, which programs
 //!   may be launched, the one thread ranks are forked from (so they die with the agent and
@@ -29,6 +30,7 @@
 pub mod agent;
 pub mod api;
 pub mod config_file;
+pub mod dial;
 pub mod directory;
 pub mod endpoint;
 pub mod intercept;

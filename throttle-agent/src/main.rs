@@ -105,7 +105,7 @@ struct Args {
     /// adds to the directory outside them is never intercepted, whatever agent answers
     /// there.
     #[arg(long = "intercept-within", value_name = "CIDR")]
-    intercept_within: Vec<throttle_agent::intercept::rules::Subnet>,
+    intercept_within: Vec<throttle_agent::state::interception::Subnet>,
     /// Let forwards reach this node's services bound to loopback only (127.0.0.1, ::1,
     /// other than this agent's own address) and ports under 1024, and listen on ports under
     /// 1024. Off, a token holder cannot expose a service meant for this machine only (a

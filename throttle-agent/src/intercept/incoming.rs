@@ -10,9 +10,10 @@ use tokio::net::TcpStream;
 
 use throttle_proto::os::socket_table;
 
-use super::rules::Interception;
-use super::{sockopt, FIRST_PORT};
+use super::FIRST_PORT;
+use crate::state::interception::Interception;
 use crate::state::Agent;
+use crate::transport::sockopt;
 use crate::transport::wire::{Code, WireError};
 use crate::transport::CONNECT_TIMEOUT;
 

@@ -9,7 +9,7 @@
 //! this node's redirect capture its programs' connections there and reset them (no agent
 //! answers there to deliver them). So an address joins the redirect and the preload
 //! library's node list only after the agent there answered the handshake with a proof of
-//! the token and of its node name ([`crate::services::dial::prove`]); a host without an
+//! the token and of its node name ([`crate::dial::prove`]); a host without an
 //! agent never does. The proof is asked when the agent starts and when the directory is
 //! set (for at most [`FIRST_PASS`], so that `PUT /cluster` returns with the rules in place
 //! for the nodes that are up), and again in the background, with backoff, for nodes not
@@ -20,6 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::rules::{self, Here};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
 
@@ -75,7 +76,7 @@ pub async fn prove(agent: &Arc<Agent>, within: Duration) -> usize {
     for (name, data) in unproven(agent) {
         let agent = agent.clone();
         asks.spawn(async move {
-            let r = tokio::time::timeout(within, crate::services::dial::prove(&agent, &name, data))
+            let r = tokio::time::timeout(within, crate::dial::prove(&agent, &name, data))
                 .await
                 .unwrap_or_else(|_| {
                     Err(crate::transport::wire::WireError::new(
@@ -124,7 +125,7 @@ pub fn proven_by_peer(agent: &Arc<Agent>, name: &throttle_proto::name::Name, ip:
 pub async fn update_rules(agent: &Arc<Agent>) -> Result<(), String> {
     let a = agent.clone();
     tokio::task::spawn_blocking(move || match &a.intercept {
-        Some(i) => i.update(&a.here()).map_err(|e| e.to_string()),
+        Some(i) => rules::update(i, &Here::of(&a)).map_err(|e| e.to_string()),
         None => Ok(()),
     })
     .await

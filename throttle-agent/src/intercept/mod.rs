@@ -25,10 +25,15 @@
 //!   connection on the sending side.
 //! * [`incoming`]: the receiving side, [`incoming::deliver`] (the data port's dispatcher
 //!   calls it).
-//! * [`rules`]: interception's state (plain data the agent's state holds) and the redirect
-//!   written from the directory; [`members`]: which directory entries may be captured
-//!   (nodes whose agents proved the token at their address); [`netfilter`]: the kernel rules; [`sockopt`]: the socket
-//!   options tokio does not wrap.
+//! * [`rules`]: the redirect written from the directory and interception's state (plain
+//!   data the agent's state holds: `crate::state::interception`); [`members`]: which
+//!   directory entries may be captured (nodes whose agents proved the token at their
+//!   address); [`netfilter`]: the kernel rules. The socket options tokio does not wrap are
+//!   `crate::transport::sockopt`.
+//!
+//! Interception sends through `crate::dial`, like every sender; the data port's
+//! dispatcher (`crate::services::peer`) calls its receiving side: the services stand
+//! above it.
 //!
 //! The agent's own sockets to other agents carry a mark the redirect skips.
 
@@ -39,7 +44,6 @@ pub mod outgoing;
 pub mod preload;
 pub mod redirect;
 pub mod rules;
-pub mod sockopt;
 
 /// Lowest destination port interception carries: system services (ssh, NFS, anything a
 /// firewall guards on the node's address) are neither redirected nor delivered.

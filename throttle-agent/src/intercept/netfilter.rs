@@ -13,7 +13,7 @@ use std::io::Write;
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 
-use super::sockopt::{EXEMPT_MARK, TRANSPARENT_MARK};
+use crate::transport::sockopt::{EXEMPT_MARK, TRANSPARENT_MARK};
 
 /// nftables table (family `ip`) that holds every rule of the agent.
 pub const TABLE: &str = "throttle";

@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use tokio::net::TcpStream;
 use tracing::debug;
 
+use crate::dial;
 use crate::endpoint::Conn;
-use crate::services::dial;
 use crate::state::Agent;
 use crate::transport::wire::{Code, PeerWant, WireError};
 

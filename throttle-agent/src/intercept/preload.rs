@@ -160,7 +160,7 @@ async fn handle(
 /// the other node's program, or refused with the errno the program's `connect` returns.
 async fn connect(
     agent: &Arc<Agent>,
-    state: &super::rules::Interception,
+    state: &crate::state::interception::Interception,
     mut client: TcpStream,
     from: SocketAddr,
     owner: Option<u32>,

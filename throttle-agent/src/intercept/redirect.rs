@@ -11,10 +11,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
 use super::outgoing::open;
-use super::sockopt;
 use crate::serve::{self, AtStop};
 use crate::shutdown::Shutdown;
 use crate::state::Agent;
+use crate::transport::sockopt;
 
 /// Accept redirected connections until shutdown. They are programs' connections of this
 /// node, carried under the forwarded connections' pool (taken in [`open`]).

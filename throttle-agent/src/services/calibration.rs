@@ -23,7 +23,7 @@ pub async fn calibrate(
             "calibration needs another node: same-node streams are not shaped",
         ));
     }
-    let mut s = super::dial::dial(agent, to, PeerWant::Sink).await?;
+    let mut s = crate::dial::dial(agent, to, PeerWant::Sink).await?;
     let _open = agent.link.stream_opened();
     let target = agent.link.egress.rate_limit();
     let io = |e: std::io::Error| {

@@ -20,11 +20,12 @@ use std::os::fd::AsRawFd;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info};
 
-use super::forwards::MAX_FORWARDS;
-use super::{dial, target};
+use super::target;
+use crate::dial;
 use crate::endpoint::Conn;
 use crate::limits::Permit;
 use crate::serve::AtStop;
+use crate::state::forwards::MAX_FORWARDS;
 use crate::state::Agent;
 use crate::transport::pump::{self, Framing};
 use crate::transport::wire::PeerWant;

@@ -18,7 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
-use super::{delivery, dial, target};
+use super::{delivery, target};
+use crate::dial;
 use crate::endpoint::Conn;
 use crate::limits::Permit;
 use crate::serve::{self, AtStop};

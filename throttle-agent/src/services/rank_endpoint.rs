@@ -2,7 +2,7 @@
 //! ranks of their job and register where they accept streams.
 //!
 //! Streams to a rank on this node are connected directly and not shaped (like shared
-//! memory under MPI); streams to another node go through [`super::dial::dial`] and this
+//! memory under MPI); streams to another node go through [`crate::dial::dial`] and this
 //! node's link.
 
 use std::path::Path;
@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tracing::debug;
 
-use super::dial;
+use crate::dial;
 use crate::endpoint::{Conn, Endpoint};
 use crate::limits::Permit;
 use crate::serve::{self, AtStop};

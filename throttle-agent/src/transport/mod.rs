@@ -3,15 +3,18 @@
 //! * [`wire`]: the handshake every connection starts with (async readers over
 //!   `throttle_proto::wire`).
 //! * [`socket`] and [`pump`]: moving bytes (splice or buffers), paced by the link's ports;
-//!   [`timer`]: the timerfd sleeps the pacing waits on.
+//!   [`timer`]: the timerfd sleeps the pacing waits on; [`sockopt`]: the socket options
+//!   tokio does not wrap (original destination, marks, transparent sockets).
 //! * This module: every data-path socket (segments capped, listeners with their queue) and
 //!   the timeouts of a handshake.
 //!
-//! What the agent does with streams (dial another agent, serve the data port, deliver to a
-//! rank, forward, calibrate) is `crate::services`, above this and the state.
+//! What the agent does with streams is above this and the state: dialling another agent
+//! (`crate::dial`), interception (`crate::intercept`), the data port, delivery to a rank,
+//! forwards and calibration (`crate::services`).
 
 pub mod pump;
 pub mod socket;
+pub mod sockopt;
 pub mod timer;
 pub mod wire;
 

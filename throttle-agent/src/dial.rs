@@ -2,7 +2,8 @@
 //! port (the challenge-response handshake, from this agent's data address, retried while
 //! the peer is busy), and carrying a local connection over the stream through this node's
 //! link. Every service that sends a stream to another node uses this; the data port's
-//! server side is [`super::peer`].
+//! server side is [`crate::services::peer`]. Below the services and interception, above
+//! the transport and the state.
 
 use std::net::SocketAddr;
 
@@ -43,7 +44,7 @@ async fn connect_from_data_address(
         // The redirect rule must not send the agent's own connections back to itself.
         // (Only the kernel redirect has such a rule; SO_MARK needs CAP_NET_ADMIN, which an
         // ordinary user's agent serving the preload library does not have.)
-        crate::intercept::sockopt::set_mark(&socket, crate::intercept::sockopt::EXEMPT_MARK)?;
+        crate::transport::sockopt::set_mark(&socket, crate::transport::sockopt::EXEMPT_MARK)?;
     }
     if !ip.is_unspecified() && ip.is_ipv4() == to.is_ipv4() {
         socket.bind(std::net::SocketAddr::new(ip, 0))?;

@@ -1,8 +1,11 @@
 //! The state every service of an agent shares: its node, link, directory, registry,
-//! forwards, launcher and limits.
-//!
-//! Kept apart from `agent.rs` (configuration and start-up) so that the services
-//! (`transport`, `api`) depend on this module and `agent.rs` on them, never the other way.
+//! forwards, interception, launcher and limits. Plain data that knows no service: the
+//! parts only services fill ([`forwards`], [`interception`]) are defined here too, and
+//! the services (`dial`, `intercept`, `services`, `api`) depend on this module and
+//! `agent.rs` on them, never the other way.
+
+pub mod forwards;
+pub mod interception;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,13 +15,13 @@ use throttle_proto::auth::Token;
 use throttle_proto::name::Name;
 
 use crate::directory::Directory;
-use crate::intercept::rules::{Here, Interception};
 use crate::launch::jobs::Launcher;
 use crate::limits::Limits;
 use crate::link::LeasedLink;
 use crate::registry::Registry;
-use crate::services::forwards::Forwards;
 use crate::transport::pump::PumpOptions;
+use forwards::Forwards;
+use interception::Interception;
 
 /// The state every service of the agent shares.
 #[derive(Debug)]
@@ -45,16 +48,4 @@ pub struct Agent {
     pub launcher: Arc<Launcher>,
     /// Transparent interception (`--intercept`), when on.
     pub intercept: Option<Interception>,
-}
-
-impl Agent {
-    /// What interception's rules are written from.
-    pub fn here(&self) -> Here<'_> {
-        Here {
-            node: &self.node,
-            directory: &self.directory,
-            data_addr: self.data_addr,
-            control_port: self.control_addr.port(),
-        }
-    }
 }
