@@ -25,32 +25,13 @@ impl Drop for Scratch {
     }
 }
 
-/// The one skip rule. A test that cannot run here calls this with what it lacks: where
-/// `require` is set in the environment (CI sets `THROTTLE_REQUIRE_NETNS` as root, and
-/// `THROTTLE_REQUIRE_SLURM` where it installs Slurm) the test fails, since a skip there
-/// would pass a test that did not run; elsewhere it says `SKIPPED` and why, and returns.
-pub fn skip(test: &str, what: &str, require: &str) {
-    if std::env::var_os(require).is_some() {
-        panic!("{test} needs {what}, and {require} is set");
-    }
-    eprintln!("SKIPPED {test}: needs {what}");
-}
+pub use throttle_testkit::{bin_dir, skip};
 
 pub fn scratch(tag: &str) -> Scratch {
     let p = std::env::temp_dir().join(format!("throttle-ctl-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&p);
     std::fs::create_dir_all(&p).unwrap();
     Scratch(p)
-}
-
-/// The directory of the workspace's binaries (`target/<profile>`).
-pub fn bin_dir() -> PathBuf {
-    let me = std::env::current_exe().expect("the test's own path");
-    // target/<profile>/deps/<test>
-    me.parent()
-        .and_then(Path::parent)
-        .expect("the test runs inside target/<profile>/deps")
-        .to_path_buf()
 }
 
 /// The preload library as cargo built it: `cargo build` copies it next to the binaries,

@@ -429,23 +429,10 @@ fn cluster_init_writes_a_cluster_the_printed_agent_lines_serve() {
             .collect();
         assert_eq!(args[0], "throttle-agent");
         let ready = dir.join(format!("{}.ready", a["node"].as_str().unwrap()));
-        let child = Command::new(bin_dir().join("throttle-agent"))
-            .args(&args[1..])
-            .arg("--ready-file")
-            .arg(&ready)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        agents.push(Killed(child));
-        let start = std::time::Instant::now();
-        while !ready.exists() {
-            assert!(
-                start.elapsed().as_secs() < 10,
-                "agent {} did not start",
-                a["node"]
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let mut agent = Command::new(bin_dir().join("throttle-agent"));
+        agent.args(&args[1..]).stderr(std::process::Stdio::null());
+        let name = format!("agent {}", a["node"]);
+        agents.push(throttle_testkit::agent::start(agent, &ready, &name));
     }
     ok(ctl(dir, &["set", "40"]));
     let status = ok(ctl(dir, &["status", "--json"]));

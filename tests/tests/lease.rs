@@ -117,19 +117,6 @@ fn a_killed_sweep_model_or_calibration_leaves_the_links_as_they_were() {
     }
 }
 
-/// Agents the test starts itself, each with a settings file its operator edits: killed
-/// when dropped.
-struct Agents(Vec<Child>);
-
-impl Drop for Agents {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// An operator reloads a node's settings (SIGHUP) while `calibrate` measures its link:
 /// when the calibration ends the node is at the reloaded shape, not at the one before the
 /// calibration (calibrate wrote the old shape back over it until the one lease).
@@ -160,7 +147,7 @@ fn a_reload_during_calibrate_is_kept() {
     );
     let v = json_of(&out);
     let token = dir.join("throttle-token");
-    let mut agents = Agents(Vec::new());
+    let mut agents = Vec::new();
     let mut configs = Vec::new();
     for a in v["agents"].as_array().unwrap() {
         let node = a["node"].as_str().unwrap();
@@ -177,21 +164,13 @@ fn a_reload_during_calibrate_is_kept() {
                     .replace("TOKEN_FILE", token.to_str().unwrap())
             })
             .collect();
-        agents.0.push(
-            Command::new(bin_dir().join("throttle-agent"))
-                .args(&args[1..])
-                .arg("--config")
-                .arg(&config)
-                .arg("--ready-file")
-                .arg(&ready)
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        assert!(
-            until(Duration::from_secs(10), || ready.exists()),
-            "agent {node} did not start"
-        );
+        let mut agent = Command::new(bin_dir().join("throttle-agent"));
+        agent
+            .args(&args[1..])
+            .arg("--config")
+            .arg(&config)
+            .stderr(Stdio::null());
+        agents.push(throttle_testkit::agent::start(agent, &ready, node));
         configs.push(config);
     }
     assert_eq!(
@@ -213,7 +192,7 @@ fn a_reload_during_calibrate_is_kept() {
     );
     std::fs::write(&configs[0], "pct = 30\n").unwrap();
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(agents.0[0].id() as i32),
+        nix::unistd::Pid::from_raw(agents[0].pid()),
         nix::sys::signal::Signal::SIGHUP,
     )
     .unwrap();

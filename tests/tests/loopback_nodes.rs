@@ -8,6 +8,7 @@
 
 use std::process::{Command, Stdio};
 
+use throttle_testkit::user::{as_user, NOBODY};
 use throttle_tests::namespace::{field, have, have_mpi, MPI_PROGRAM};
 use throttle_tests::*;
 
@@ -40,9 +41,8 @@ fn server(dir: &std::path::Path, node: &str, words: &[&str]) -> Killed {
 fn as_nobody(words: &[&str]) -> Killed {
     use std::os::unix::process::CommandExt;
     Killed(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(words)
+        as_user(NOBODY, words[0])
+            .args(&words[1..])
             .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -145,7 +145,8 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
     signal(pid_of(0), nix::sys::signal::Signal::SIGKILL);
     assert!(in_ns(&ns0, &["nft", "list", "tables"]).contains("throttle"));
     let token = s.0.join(".throttle-local/token");
-    let mut again = Command::new("ip")
+    let mut again = Command::new("ip");
+    again
         .args(["netns", "exec", &ns0])
         .arg(throttle_tests::bin_dir().join("throttle-agent"))
         .args([
@@ -164,19 +165,9 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
         .arg(&token)
         .arg("--local-socket")
         .arg(s.0.join("again.sock"))
-        .arg("--ready-file")
-        .arg(s.0.join("again.ready"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !s.0.join("again.ready").exists() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(
-        s.0.join("again.ready").exists(),
-        "the restarted agent did not start"
-    );
+        .stderr(std::process::Stdio::null());
+    let again =
+        throttle_testkit::agent::start(again, &s.0.join("again.ready"), "the restarted agent");
     assert_eq!(
         in_ns(&ns0, &["nft", "list", "tables"])
             .matches("throttle")
@@ -187,8 +178,7 @@ fn namespace_hosts_come_up_run_commands_and_go_away_without_a_trace() {
         in_ns(&ns0, &["ip", "rule"]).matches("lookup 7471").count(),
         1
     );
-    signal(again.id() as i32, nix::sys::signal::Signal::SIGKILL);
-    let _ = again.wait();
+    drop(again);
 
     // Issue 26: while a program runs in a node, `down` refuses and says what runs (an
     // mpirun on the host would hang); --force ends it; --keep-logs keeps the agents' logs.
@@ -270,9 +260,7 @@ fn namespace_hosts_explain_what_they_need() {
     std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
     let before = namespaces_named("throttle-");
     // As an unprivileged user (nobody).
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(exe())
+    let out = throttle_testkit::user::as_user(throttle_testkit::user::NOBODY, exe())
         .args([
             "local",
             "up",

@@ -6,6 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
+use throttle_testkit::user::{as_user, NOBODY};
 use throttle_tests::{bin_dir, exe, scratch, skip, BINARIES};
 
 fn have(program: &str) -> bool {
@@ -57,8 +58,7 @@ fn a_newcomers_program_reaches_a_demand_at_the_capacity_the_tool_suggests() {
         for d in [&dir.0, &bin, &work] {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"]);
+        let c = as_user(NOBODY, "bash");
         (c, dir.0.join("newcomer.sh"), bin.join("throttle-ctl"), work)
     } else {
         (
@@ -103,10 +103,7 @@ struct Down {
 impl Drop for Down {
     fn drop(&mut self) {
         let mut c = if self.as_nobody {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-                .arg(&self.ctl);
-            c
+            as_user(NOBODY, &self.ctl)
         } else {
             Command::new(&self.ctl)
         };

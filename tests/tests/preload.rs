@@ -194,16 +194,8 @@ fn preloaded_programs_go_through_the_agents_and_see_their_real_peers() {
     // Another user listening where the library looks for its agent (squatting the port
     // while no agent runs) is not trusted with the program's connections.
     let ns = netns_of(&s.0, 0);
-    let mut squatter = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns,
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-        ])
-        .args(["--clear-groups", &probe, "serve", "127.0.0.1:7700"])
+    let mut squatter = as_user(&ns, throttle_testkit::user::NOBODY)
+        .args([&probe, "serve", "127.0.0.1:7700"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -329,13 +321,11 @@ fn open_mpi_runs_with_the_preload_library_alone() {
     let _ = ctl(&s.0, &["set", "unlimited"]);
 }
 
-/// `setpriv` as `uid` (and the same gid), inside node `ns`.
+/// A command run as `uid` (and the same gid), inside node `ns`.
 fn as_user(ns: &str, uid: u32) -> Command {
     let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, "setpriv"])
-        .arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={uid}"))
-        .arg("--clear-groups");
+    c.args(["netns", "exec", ns])
+        .args(throttle_testkit::user::as_user_words(uid));
     c
 }
 
@@ -358,7 +348,7 @@ fn an_ordinary_users_agents_serve_and_deliver_to_that_user_only() {
         "198.18.66.0/24",
         &["--intercept", "preload"],
     );
-    const USER: u32 = 65534;
+    const USER: u32 = throttle_testkit::user::NOBODY;
     let home = s.0.join("user");
     std::fs::create_dir(&home).unwrap();
     std::fs::copy(s.0.join(".throttle-local/token"), home.join("token")).unwrap();
@@ -378,7 +368,8 @@ fn an_ordinary_users_agents_serve_and_deliver_to_that_user_only() {
         let me = format!("198.18.66.{}", n + 1);
         let other = format!("198.18.66.{}", 2 - n);
         let ready = home.join(format!("u{n}.ready"));
-        let child = as_user(&netns_of(&s.0, n), USER)
+        let mut child = as_user(&netns_of(&s.0, n), USER);
+        child
             .arg(&agent)
             .args(["--node", &format!("n{n}"), "--capacity", "1Gbit"])
             .args([
@@ -393,21 +384,13 @@ fn an_ordinary_users_agents_serve_and_deliver_to_that_user_only() {
             .arg(home.join("token"))
             .arg("--local-socket")
             .arg(home.join(format!("u{n}.sock")))
-            .arg("--ready-file")
-            .arg(&ready)
             .env("RUST_LOG", "throttle_agent=debug")
-            .stderr(std::fs::File::create(s.0.join(format!("user-n{n}.log"))).unwrap())
-            .spawn()
-            .unwrap();
-        agents.push(child);
-        let start = std::time::Instant::now();
-        while !ready.exists() {
-            assert!(
-                start.elapsed().as_secs() < 10,
-                "the user's agent n{n} did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+            .stderr(std::fs::File::create(s.0.join(format!("user-n{n}.log"))).unwrap());
+        agents.push(throttle_testkit::agent::start(
+            child,
+            &ready,
+            &format!("the user's agent n{n}"),
+        ));
     }
     let (n0, n1) = (netns_of(&s.0, 0), netns_of(&s.0, 1));
     let run = |ns: &str, uid: u32, args: &[&str]| -> Output {
@@ -463,8 +446,5 @@ fn an_ordinary_users_agents_serve_and_deliver_to_that_user_only() {
     let _ = server.kill();
     let _ = server.wait();
     assert!(c.contains("error=EACCES"), "{c}");
-    for mut a in agents {
-        let _ = a.kill();
-        let _ = a.wait();
-    }
+    drop(agents);
 }

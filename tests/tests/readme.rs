@@ -69,9 +69,8 @@ fn run_blocks(kind: &str, tag: &str, who: As) {
             "trap 'kill $(jobs -p) 2>/dev/null || true; throttle-ctl local down --force >/dev/null 2>&1 || true' EXIT\n{block}"
         );
         let mut cmd = if nobody {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash"])
-                .env("HOME", &dir.0);
+            let mut c = throttle_testkit::user::as_user(throttle_testkit::user::NOBODY, "bash");
+            c.env("HOME", &dir.0);
             c
         } else {
             Command::new("bash")

@@ -15,12 +15,7 @@ use throttle_tests::{ctl, exe, scratch};
 /// Whether this machine can run a second user (root and `setpriv`); prints why not. With
 /// `THROTTLE_REQUIRE_NETNS=1` (CI, as root) a missing prerequisite is a failure.
 fn other_user_available(test: &str) -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    let setpriv = Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if root && setpriv {
+    if throttle_testkit::user::can_switch_user() {
         return true;
     }
     throttle_tests::skip(
@@ -33,15 +28,8 @@ fn other_user_available(test: &str) -> bool {
 
 /// Run `script` with `sh -c` as uid/gid 65534 ("nobody").
 fn as_nobody(script: &str) {
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "sh",
-            "-c",
-            script,
-        ])
+    let out = throttle_testkit::user::as_user(throttle_testkit::user::NOBODY, "sh")
+        .args(["-c", script])
         .output()
         .unwrap();
     assert!(

@@ -8,6 +8,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
+use throttle_testkit::agent::AgentProcess;
+use throttle_testkit::skip;
+use throttle_testkit::user::{listen_as, NOBODY};
 
 #[test]
 fn refuses_bad_flags_with_a_clear_message() {
@@ -563,11 +566,7 @@ fn one_user_holds_at_most_a_share_of_the_preload_port() {
         return;
     }
     let scratch = Scratch::new("preloadshare");
-    let PreloadAgent {
-        child: mut agent,
-        port,
-        ..
-    } = preload_agent(&scratch, own, &[]);
+    let PreloadAgent { agent, port } = preload_agent(&scratch, own, &[]);
     // Another user (uid 65534) opens 200 connections and sends nothing; after a second,
     // it counts those closed under it (the agent's request limit is 2 s: the ones it
     // admitted are still open then).
@@ -635,8 +634,7 @@ fn one_user_holds_at_most_a_share_of_the_preload_port() {
         libc::close(pipe[0]);
         libc::close(pipe[1]);
     }
-    let _ = agent.kill();
-    let _ = agent.wait();
+    drop(agent);
     assert_eq!(got, 4, "the other user's connections were not made");
     assert!(
         closed >= FLOOD - 64,
@@ -652,10 +650,8 @@ fn one_user_holds_at_most_a_share_of_the_preload_port() {
 /// A root agent in preload mode on `own` (an address of this host), with 4,096 open
 /// files (256 places on the preload port, 64 per user).
 struct PreloadAgent {
-    child: std::process::Child,
+    agent: AgentProcess,
     port: u16,
-    control: String,
-    data: String,
 }
 
 /// An agent serving the preload library at `own`; `within`: its `--intercept-within`
@@ -673,7 +669,6 @@ fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr, within: &[&str]) ->
         .args(["--data", &format!("{own}:0")])
         .args(["--token-file", token.to_str().unwrap()])
         .args(["--local-socket", scratch.path("n0.sock").to_str().unwrap()])
-        .args(["--ready-file", ready.to_str().unwrap()])
         .args(["--preload", "--preload-port", &port.to_string()])
         .stderr(std::process::Stdio::null());
     for block in within {
@@ -693,22 +688,9 @@ fn preload_agent(scratch: &Scratch, own: std::net::Ipv4Addr, within: &[&str]) ->
             });
         }
     }
-    let child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while !ready.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the agent did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
     PreloadAgent {
-        child,
+        agent: throttle_testkit::agent::start(cmd, &ready, "the preload agent"),
         port,
-        control: v["control"].as_str().unwrap().to_string(),
-        data: v["data"].as_str().unwrap().to_string(),
     }
 }
 
@@ -736,15 +718,21 @@ fn a_directory_entry_without_an_agent_is_not_intercepted() {
     let scratch = Scratch::new("unproven");
     // The operator lets the agent intercept 198.18.0.0/15 too (issue 35, finding 5), so
     // that only the missing proof keeps n1 out.
-    let mut a = preload_agent(&scratch, own, &[&format!("{own}/24"), "198.18.0.0/15"]);
+    let a = preload_agent(&scratch, own, &[&format!("{own}/24"), "198.18.0.0/15"]);
     // n1: a host outside the cluster (nothing answers there; 198.18.0.0/15 is for tests).
     // n2: an address outside the blocks the operator allows: never intercepted either.
     let body = format!(
         r#"{{"nodes":[{{"name":"n0","data":"{}"}},{{"name":"n1","data":"198.18.250.1:7601"}},{{"name":"n2","data":"203.0.113.9:7601"}}]}}"#,
-        a.data
+        a.agent.data
     );
-    let (code, answer) = http(&a.control, "PUT", "/cluster", Some(TOKEN), Some(&body));
-    let (_, status) = http(&a.control, "GET", "/status", Some(TOKEN), None);
+    let (code, answer) = http(
+        &a.agent.control,
+        "PUT",
+        "/cluster",
+        Some(TOKEN),
+        Some(&body),
+    );
+    let (_, status) = http(&a.agent.control, "GET", "/status", Some(TOKEN), None);
     let mut s = std::net::TcpStream::connect(("127.0.0.1", a.port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     s.write_all(&throttle_proto::preload::Request::Nodes.encode())
@@ -755,8 +743,7 @@ fn a_directory_entry_without_an_agent_is_not_intercepted() {
     let mut list = vec![0u8; n * (1 + throttle_proto::preload::ADDR_LEN)];
     s.read_exact(&mut list).unwrap();
     let list = throttle_proto::preload::NodeList::decode(n, &list).unwrap();
-    let _ = a.child.kill();
-    let _ = a.child.wait();
+    drop(a);
     assert_eq!(code, 200, "{answer}");
     assert!(
         list.nodes.is_empty(),
@@ -798,57 +785,11 @@ fn a_socket_bound_to_loopback_cannot_pose_as_another_users_service() {
         return;
     }
     let scratch = Scratch::new("loopsrc");
-    let PreloadAgent {
-        child: mut agent,
-        port,
-        ..
-    } = preload_agent(&scratch, own, &[]);
+    let PreloadAgent { agent, port } = preload_agent(&scratch, own, &[]);
     // Another user's service on this node's address (a listener uid 65534 creates).
-    let mut pipe = [0 as libc::c_int; 2];
-    // SAFETY: two descriptors into a two-element array.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-    // SAFETY: the child makes plain system calls, then ends with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: as above.
-        unsafe {
-            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-                libc::_exit(1);
-            }
-            let s = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-            let one: libc::c_int = 1;
-            libc::setsockopt(
-                s,
-                libc::SOL_SOCKET,
-                libc::SO_REUSEADDR,
-                (&one as *const libc::c_int).cast(),
-                4,
-            );
-            let at = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: 0,
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(own).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            if libc::bind(s, (&at as *const libc::sockaddr_in).cast(), 16) != 0
-                || libc::listen(s, 4) != 0
-            {
-                libc::_exit(2);
-            }
-            let mut bound: libc::sockaddr_in = std::mem::zeroed();
-            let mut len: libc::socklen_t = 16;
-            libc::getsockname(s, (&mut bound as *mut libc::sockaddr_in).cast(), &mut len);
-            libc::write(pipe[1], (&bound.sin_port as *const u16).cast(), 2);
-            libc::sleep(30);
-            libc::_exit(0);
-        }
-    }
-    let mut theirs = [0u8; 2];
-    // SAFETY: two bytes into a two-byte buffer.
-    let got = unsafe { libc::read(pipe[0], theirs.as_mut_ptr().cast(), 2) };
-    let theirs = u16::from_be_bytes(theirs);
+    let listener = listen_as(NOBODY, std::net::SocketAddr::new(own.into(), 0))
+        .expect("the other user's service did not start");
+    let theirs = listener.addr.port();
     // This user's program: a socket bound to 127.0.0.1 on that port, handed to the agent.
     let ask = |bind_port: u16| -> i32 {
         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
@@ -873,16 +814,7 @@ fn a_socket_bound_to_loopback_cannot_pose_as_another_users_service() {
         p.local_addr().unwrap().port()
     };
     let plain = ask(free);
-    // SAFETY: the child is ours; the descriptors are ours.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
-        libc::close(pipe[0]);
-        libc::close(pipe[1]);
-    }
-    let _ = agent.kill();
-    let _ = agent.wait();
-    assert_eq!(got, 2, "the other user's service did not start");
+    drop((listener, agent));
     assert_eq!(
         posing,
         libc::EADDRNOTAVAIL,

@@ -9,6 +9,7 @@ use common::*;
 use throttle_agent::transport::wire::{self, Code, PeerRequest, PeerWant, Request};
 use throttle_proto::auth::Token;
 use throttle_proto::os::rank_client as client;
+use throttle_testkit::skip;
 
 fn status_ok(addr: &str) {
     let (code, body) = http(addr, "GET", "/status", Some(TOKEN), None);

@@ -236,7 +236,11 @@ mod tests {
             std::net::TcpListener::bind((own, 0)),
             std::net::TcpListener::bind((other, 0)),
         ) else {
-            eprintln!("skipped: no 127.0.55.1-2 to listen at");
+            throttle_testkit::skip(
+                "localhost_in_either_family_is_the_node",
+                "127.0.55.1-2 to listen at",
+                throttle_testkit::REQUIRE_NETNS,
+            );
             return;
         };
         let (p_own, p_other) = (

@@ -292,7 +292,11 @@ fn ipv6_sockets_go_through_the_agent_too() {
         echo(&mut s, b"v6");
         assert_eq!(s.peer_addr().unwrap(), v6);
     } else {
-        skip("its native IPv6 part", "::1 on this host");
+        throttle_testkit::skip(
+            "its native IPv6 part",
+            "::1 on this host",
+            throttle_testkit::REQUIRE_NETNS,
+        );
     }
 }
 
@@ -374,60 +378,34 @@ fn many_threads_connect_at_once() {
 fn a_listener_of_another_user_is_never_handed_a_connection() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        skip(
+        throttle_testkit::skip(
             "a_listener_of_another_user_is_never_handed_a_connection",
             "root (to listen as another user)",
+            throttle_testkit::REQUIRE_NETNS,
         );
         return;
     }
     let Ok(probe) = TcpListener::bind("[::1]:0") else {
-        skip(
+        throttle_testkit::skip(
             "a_listener_of_another_user_is_never_handed_a_connection",
             "::1 on this host",
+            throttle_testkit::REQUIRE_NETNS,
         );
         return;
     };
     let port = probe.local_addr().unwrap().port();
     drop(probe);
     let at: SocketAddr = format!("[::1]:{port}").parse().unwrap();
-    let (st, len) = crate::sockaddr::to_c(at);
-    let mut pipe = [0 as libc::c_int; 2];
-    // SAFETY: two descriptors into a two-element array.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-    // SAFETY: the child calls async-signal-safe functions only, then exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: plain system calls on values prepared before the fork.
-        unsafe {
-            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-                libc::_exit(1);
-            }
-            let s = libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0);
-            if libc::bind(s, &st as *const _ as *const libc::sockaddr, len) != 0
-                || libc::listen(s, 16) != 0
-            {
-                libc::_exit(2);
-            }
-            libc::write(pipe[1], b"x".as_ptr() as *const libc::c_void, 1);
-            libc::sleep(30);
-            libc::_exit(0);
-        }
-    }
-    let mut b = [0u8; 1];
-    // SAFETY: one byte into a one-byte buffer.
-    let got = unsafe { libc::read(pipe[0], b.as_mut_ptr() as *mut libc::c_void, 1) };
-    assert_eq!(got, 1, "the other user's listener did not start");
+    let listener = throttle_testkit::user::listen_as(throttle_testkit::user::NOBODY, at)
+        .expect("the other user's listener did not start");
     // SAFETY: plain socket creation.
     let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0) };
     let started = std::time::Instant::now();
     let r = crate::agent::hand_over(fd, at, "[2001:2::ff]:5000".parse().unwrap());
-    // SAFETY: the child is ours; the descriptors are ours.
+    drop(listener);
+    // SAFETY: the descriptor is ours.
     unsafe {
-        libc::kill(pid, libc::SIGKILL);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
         libc::close(fd);
-        libc::close(pipe[0]);
-        libc::close(pipe[1]);
     }
     match r {
         crate::agent::Handover::NoAgent(why) => {
@@ -438,13 +416,4 @@ fn a_listener_of_another_user_is_never_handed_a_connection() {
             started.elapsed()
         ),
     }
-}
-
-/// The one skip rule (as `throttle_tests::skip`): a failure where the environment says the
-/// tests must run (`THROTTLE_REQUIRE_NETNS`, set by CI as root), a printed skip elsewhere.
-fn skip(test: &str, what: &str) {
-    if std::env::var_os("THROTTLE_REQUIRE_NETNS").is_some() {
-        panic!("{test} needs {what}, and THROTTLE_REQUIRE_NETNS is set");
-    }
-    eprintln!("SKIPPED {test}: needs {what}");
 }

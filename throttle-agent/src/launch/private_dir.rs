@@ -132,7 +132,11 @@ mod tests {
     #[test]
     fn a_directory_of_another_user_is_refused() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root to create a directory owned by another user");
+            throttle_testkit::skip(
+                "a_directory_of_another_user_is_refused",
+                "root (to create a directory owned by another user)",
+                throttle_testkit::REQUIRE_NETNS,
+            );
             return;
         }
         let d = scratch("b");

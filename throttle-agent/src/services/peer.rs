@@ -1,6 +1,6 @@
 //! The data port: streams handed from one agent to another.
 //!
-//! An agent dials the destination node's agent ([`super::dial`]) and says what the stream
+//! An agent dials the destination node's agent ([`crate::dial`]) and says what the stream
 //! is for (a rank, a forward target, an intercepted connection, or a calibration sink).
 //! The two agents then prove to each other that they hold the cluster token
 //! (challenge-response, `wire` and `auth`); the token itself never crosses the network.

@@ -1,5 +1,5 @@
 //! The forward rules an agent holds: each rule's description, its connection count and
-//! its listener's task. Plain data: the agent's state holds it, and [`super::forward`]
+//! its listener's task. Plain data: the agent's state holds it, and [`crate::services::forward`]
 //! (which starts and carries the rules) fills it.
 
 use std::collections::BTreeMap;

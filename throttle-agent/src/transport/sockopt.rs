@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, RawFd};
 pub const EXEMPT_MARK: u32 = 0x5448_0001;
 /// Mark on the transparent sockets that deliver an intercepted connection on the receiving
 /// node: their connections' replies are routed back into this host (policy routing table
-/// [`super::netfilter::ROUTE_TABLE`]) instead of out to the node whose address they carry.
+/// [`crate::intercept::netfilter::ROUTE_TABLE`]) instead of out to the node whose address they carry.
 pub const TRANSPARENT_MARK: u32 = 0x5448_0002;
 
 fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: u32) -> io::Result<()> {

@@ -4,8 +4,8 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use throttle_agent::agent::{self, AgentConfig, RunningAgent};
 use throttle_agent::directory::NodeEntry;
@@ -14,21 +14,11 @@ use throttle_agent::transport::pump::PumpOptions;
 use throttle_proto::auth::Token;
 use throttle_proto::name::Name;
 use throttle_proto::{Pct, Rate, Shape};
+use throttle_testkit::agent::AgentProcess;
 
 pub const TOKEN: &str = "test-token-0123456789abcdef";
 
 /// A name known to be valid.
-/// The one skip rule (the same as `throttle_tests::skip`). A test that cannot run here calls this with what it lacks: where
-/// `require` is set in the environment (CI sets `THROTTLE_REQUIRE_NETNS` as root, and
-/// `THROTTLE_REQUIRE_SLURM` where it installs Slurm) the test fails, since a skip there
-/// would pass a test that did not run; elsewhere it says `SKIPPED` and why, and returns.
-pub fn skip(test: &str, what: &str, require: &str) {
-    if std::env::var_os(require).is_some() {
-        panic!("{test} needs {what}, and {require} is set");
-    }
-    eprintln!("SKIPPED {test}: needs {what}");
-}
-
 pub fn n(s: &str) -> Name {
     Name::parse("name", s).unwrap()
 }
@@ -293,20 +283,6 @@ pub fn agent_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_throttle-agent"))
 }
 
-/// A real `throttle-agent` process on loopback, killed on drop.
-pub struct AgentProcess {
-    pub child: Child,
-    pub control: String,
-    pub data: String,
-}
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Start the real agent binary as node `node` with `extra` flags; waits until it is ready.
 pub fn spawn_agent(scratch: &Scratch, node: &str, extra: &[&str]) -> AgentProcess {
     spawn_agent_with(scratch, node, extra, None)
@@ -371,8 +347,6 @@ fn spawn_agent_inner(
     .arg(scratch.path(&format!("{node}.sock")))
     .arg("--token-file")
     .arg(&token)
-    .arg("--ready-file")
-    .arg(&ready)
     .args(extra)
     .envs(env.iter().copied())
     .stdout(Stdio::null())
@@ -394,22 +368,7 @@ fn spawn_agent_inner(
             });
         }
     }
-    let child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while !ready.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "agent did not become ready"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
-    AgentProcess {
-        child,
-        control: v["control"].as_str().unwrap().to_string(),
-        data: v["data"].as_str().unwrap().to_string(),
-    }
+    throttle_testkit::agent::start(cmd, &ready, &format!("agent {node}"))
 }
 
 /// A TCP connection from a chosen local address (e.g. `127.0.0.99`), so tests can play a
