@@ -5,7 +5,8 @@
 //!
 //! * [`link`]: the link model (shape, pacers, counters): *what* may pass, and when; its
 //!   shape changes only through [`link::LeasedLink`] (a run's shape holds only while its
-//!   controller renews it).
+//!   controller renews it). [`lease`]: a lease's term, the one account of every lease a
+//!   controller holds here (a job's, a shape's).
 //! * [`transport`]: the byte engine (handshake, copy loop, sockets, socket options,
 //!   timers): *how* bytes move; [`dial`]: dialling another node's agent and carrying a
 //!   connection over the stream; [`services`]: what the agent does with streams over them
@@ -35,6 +36,7 @@ pub mod directory;
 pub mod endpoint;
 pub mod intercept;
 pub mod launch;
+pub mod lease;
 pub mod limits;
 pub mod link;
 pub mod notify;

@@ -20,7 +20,7 @@ use throttle_proto::job::{JobReport, JobState, LaunchSpec};
 use throttle_proto::result::{Check, WorkloadResult};
 use throttle_proto::shape::ShapeChange;
 use throttle_proto::status::Status;
-use throttle_proto::{Lease, Name, Pct, TimeLimit};
+use throttle_proto::{Name, Pct, TimeLimit};
 
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::{Cluster, Node};
@@ -37,9 +37,6 @@ pub struct JobSpec {
     pub ranks_per_node: usize,
     pub bw: Pct,
     pub time_limit: TimeLimit,
-    /// How long the agents keep the job, and the run's bandwidth, without hearing from
-    /// this controller.
-    pub lease: Lease,
     /// Prefix of the job's name, so that a sweep can find its own leftovers.
     pub job_prefix: Option<String>,
 }
@@ -208,6 +205,7 @@ pub fn execute(
     let job = job_name(spec.job_prefix.as_deref(), spec.workload.name())?;
     let run = Shaped {
         cluster,
+        links,
         spec,
         nodes,
         clients: &clients,
@@ -253,6 +251,8 @@ fn check_spec(cluster: &Cluster, spec: &JobSpec) -> Result<()> {
 /// A job whose nodes run at its bandwidth, about to be run.
 struct Shaped<'a> {
     cluster: &'a Cluster,
+    /// Renews the job's lease with the shape's, and says when a node did not.
+    links: &'a LinkLease,
     spec: &'a JobSpec,
     nodes: &'a [Node],
     clients: &'a [AgentClient],
@@ -331,7 +331,7 @@ impl Shaped<'_> {
             env: Default::default(),
             ranks,
             time_limit_s: spec.time_limit,
-            lease_s: spec.lease,
+            lease_s: self.links.lease(),
         };
         let before = Reading::take(clients).ok();
         let start = Instant::now();
@@ -343,7 +343,11 @@ impl Shaped<'_> {
                 return Err(e);
             }
         }
-        let (status, reason, reports) = wait(clients, job, spec, start, cancel);
+        // Renewed with the shape, by the command's one renewing loop, until it is over.
+        self.links
+            .hold_job(job, &(0..spec.nodes).collect::<Vec<_>>());
+        let (status, reason, reports) = wait(clients, self.links, job, spec, start, cancel);
+        self.links.end_job();
         let fidelity = self.proof(before);
         for c in clients {
             let _ = c.delete_job(job);
@@ -366,18 +370,17 @@ impl Shaped<'_> {
     }
 }
 
-/// Poll until done; returns (status, reason, reports).
+/// Poll until done; returns (status, reason, reports). The job's lease is renewed by
+/// `links` meanwhile: a node that did not renew it (or the shape) fails the run at once.
 fn wait(
     clients: &[AgentClient],
+    links: &LinkLease,
     job: &Name,
     spec: &JobSpec,
     start: Instant,
     cancel: &AtomicBool,
 ) -> (RunStatus, Option<String>, Vec<JobReport>) {
     let deadline = start + spec.time_limit.duration() + Duration::from_secs(15);
-    // Renew well before the lease runs out, so one slow poll cannot lose the job.
-    let renew_every = spec.lease.renew_every();
-    let mut renewed = Instant::now();
     loop {
         if cancel.load(Ordering::SeqCst) {
             return (
@@ -386,19 +389,7 @@ fn wait(
                 Vec::new(),
             );
         }
-        let mut failure: Option<String> = None;
-        if renewed.elapsed() >= renew_every {
-            renewed = Instant::now();
-            for c in clients {
-                if let Err(e) = c.renew(job) {
-                    failure.get_or_insert(format!(
-                        "node `{}` no longer holds the job (its lease of {:.0} s ran out, or the agent restarted): {e}",
-                        c.node(),
-                        spec.lease.secs()
-                    ));
-                }
-            }
-        }
+        let mut failure: Option<String> = links.broken();
         let mut reports = Vec::new();
         for c in clients {
             match c.job_report(job) {

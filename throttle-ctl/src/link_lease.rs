@@ -3,7 +3,9 @@
 //! A command that sets a bandwidth (`run`, `sweep`, the demo, `calibrate`, `model loggps`)
 //! holds a [`LinkLease`] on the cluster's links while it runs. Every change goes through
 //! it and is leased (`PUT /shape` with `lease_s`); one thread renews the nodes of the last
-//! change every quarter of the lease; and the lease's end releases every node it changed
+//! change every quarter of the lease, and the running job's lease with them (a job is
+//! launched with the same lease: one lease per run, one loop renewing it); and the
+//! lease's end releases every node it changed
 //! (`POST /shape/release`): each agent goes back to the shape the first leased change
 //! replaced, or to the one its operator reloaded (SIGHUP) meanwhile, which is never undone.
 //! The end comes when the lease is dropped (the command finished, failed or panicked), or
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use throttle_proto::status::Status;
-use throttle_proto::{Lease, ShapeChange};
+use throttle_proto::{Lease, Name, ShapeChange};
 
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
@@ -45,7 +47,10 @@ struct State {
     renewing: Vec<usize>,
     /// Every node changed and not released since: released at the end.
     changed: BTreeSet<usize>,
-    /// Why the last change may not have held: a node that did not renew it.
+    /// The job running on the nodes given, whose lease is renewed with the shape.
+    job: Option<(Name, Vec<usize>)>,
+    /// Why the last change (or the running job) may not have held: a node that did not
+    /// renew it.
     broken: Option<String>,
 }
 
@@ -78,9 +83,25 @@ impl Shared {
         first.map_or(Ok(()), Err)
     }
 
-    /// Renew the nodes of the last change; a node that does not is remembered (once per
-    /// change) and said.
+    /// Renew the nodes of the last change, and the running job on its nodes; a node that
+    /// does not is remembered (once per change) and said.
     fn renew(&self) {
+        let job = self.state().job.clone();
+        if let Some((name, nodes)) = job {
+            for i in nodes {
+                let c = &self.clients[i];
+                if let Err(e) = c.renew(&name) {
+                    let mut s = self.state();
+                    if s.broken.is_none() && s.job.as_ref().is_some_and(|(j, _)| *j == name) {
+                        s.broken = Some(format!(
+                            "node `{}` no longer holds the job (its lease of {:.0} s ran out, or the agent restarted): {e:#}",
+                            c.node(),
+                            self.lease.secs()
+                        ));
+                    }
+                }
+            }
+        }
         let renewing = self.state().renewing.clone();
         for i in renewing {
             let c = &self.clients[i];
@@ -164,10 +185,26 @@ impl LinkLease {
         last.ok_or_else(|| anyhow!("no nodes to shape"))
     }
 
-    /// Why the last change may not have held while it was meant to (a node did not renew
-    /// it), if so.
+    /// Why the last change, or the running job, may not have held while it was meant to
+    /// (a node did not renew it), if so.
     pub fn broken(&self) -> Option<String> {
         self.shared.state().broken.clone()
+    }
+
+    /// How long a change, or a job, holds without a renewal: a job is launched with it.
+    pub fn lease(&self) -> Lease {
+        self.shared.lease
+    }
+
+    /// Renew `job`'s lease on `nodes` (indices into the cluster file) with the shape's,
+    /// until [`LinkLease::end_job`].
+    pub fn hold_job(&self, job: &Name, nodes: &[usize]) {
+        self.shared.state().job = Some((job.clone(), nodes.to_vec()));
+    }
+
+    /// The job is over (or given up): its lease is renewed no more.
+    pub fn end_job(&self) {
+        self.shared.state().job = None;
     }
 
     /// Put every changed node back now (the agents go back to their shapes before, or to

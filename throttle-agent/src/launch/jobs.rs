@@ -24,6 +24,7 @@ use throttle_proto::result::WorkloadResult;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::launch::programs::{ProgramError, ProgramPolicy};
+use crate::lease::LeaseTerm;
 use throttle_proto::name::{path_inside, Name};
 
 /// Lines of output kept per rank.
@@ -124,8 +125,8 @@ struct Job {
     ranks: Vec<RankSlot>,
     reason: Option<String>,
     run_dir: PathBuf,
-    lease: Duration,
-    renewed: Instant,
+    /// Its lease: the controller renews it while it waits.
+    term: LeaseTerm,
     /// Set when the job is killed (by request, a failed rank, the time limit or its
     /// lease): no rank may be started after that, even by a launch still in progress.
     closed: bool,
@@ -133,7 +134,7 @@ struct Job {
 
 impl Job {
     fn lease_left(&self, now: Instant) -> Duration {
-        (self.renewed + self.lease).saturating_duration_since(now)
+        self.term.left(now)
     }
 }
 
@@ -342,8 +343,7 @@ impl Launcher {
             ranks: slots,
             reason: None,
             run_dir: run_dir.to_path_buf(),
-            lease: spec.lease_s.duration(),
-            renewed: Instant::now(),
+            term: LeaseTerm::new(spec.lease_s.duration(), Instant::now()),
             closed: false,
         }));
         jobs.insert(job.clone(), entry.clone());
@@ -454,7 +454,10 @@ impl Launcher {
     pub fn renew(&self, job: &Name) -> bool {
         match self.job(job) {
             Some(e) => {
-                e.lock().unwrap_or_else(|e| e.into_inner()).renewed = Instant::now();
+                e.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .term
+                    .renew(Instant::now());
                 true
             }
             None => false,
@@ -473,8 +476,8 @@ impl Launcher {
                 .filter(|(_, j)| {
                     j.lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .lease_left(now)
-                        .is_zero()
+                        .term
+                        .ran_out(now)
                 })
                 .map(|(n, _)| n.clone())
                 .collect();
@@ -487,7 +490,7 @@ impl Launcher {
             let mut j = entry.lock().unwrap_or_else(|e| e.into_inner());
             let reason = format!(
                 "lease expired: no renewal from the controller for {:.0} s",
-                j.lease.as_secs_f64()
+                j.term.length().as_secs_f64()
             );
             self.close(&mut j, &reason);
         }

@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{Link, Shape};
+use crate::lease::LeaseTerm;
 
 #[derive(Debug)]
 struct Held {
     /// What the link goes back to when the lease ends.
     fallback: Shape,
-    lease: Duration,
-    until: Instant,
+    term: LeaseTerm,
 }
 
 /// A node's link and the lease on its current shape, if it has one. Reads of the link
@@ -100,8 +100,7 @@ impl LeasedLink {
         self.link.set_shape(after);
         *held = lease.map(|lease| Held {
             fallback: held.as_ref().map_or(before, |h| h.fallback),
-            lease,
-            until: now + lease,
+            term: LeaseTerm::new(lease, now),
         });
         Ok((before, after))
     }
@@ -115,8 +114,8 @@ impl LeasedLink {
     fn renew_at(&self, now: Instant) -> Option<Duration> {
         let mut held = self.held();
         let h = held.as_mut()?;
-        h.until = now + h.lease;
-        Some(h.lease)
+        h.term.renew(now);
+        Some(h.term.length())
     }
 
     /// The time left, when the shape is leased.
@@ -125,9 +124,7 @@ impl LeasedLink {
     }
 
     fn left_at(&self, now: Instant) -> Option<Duration> {
-        self.held()
-            .as_ref()
-            .map(|h| h.until.saturating_duration_since(now))
+        self.held().as_ref().map(|h| h.term.left(now))
     }
 
     /// When the lease ran out: put the shape before it back (the lease ends here); that
@@ -139,7 +136,7 @@ impl LeasedLink {
     fn expire_at(&self, now: Instant) -> Option<Shape> {
         let mut held = self.held();
         match held.as_ref() {
-            Some(h) if now >= h.until => self.end(&mut held),
+            Some(h) if h.term.ran_out(now) => self.end(&mut held),
             _ => None,
         }
     }
@@ -168,7 +165,7 @@ impl LeasedLink {
             Some(h) => {
                 h.fallback = shape;
                 Reloaded::WhenTheLeaseEnds {
-                    left: h.until.saturating_duration_since(now),
+                    left: h.term.left(now),
                 }
             }
             None => {

@@ -142,7 +142,6 @@ impl Args {
             ranks_per_node: self.ranks_per_node,
             bw: self.bw,
             time_limit: self.time_limit,
-            lease: self.lease,
             job_prefix: None,
         };
         // Put back when dropped: after the run, an error, or a panic.

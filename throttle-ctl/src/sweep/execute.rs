@@ -785,7 +785,6 @@ impl<'a> Runner<'a> {
             ranks_per_node: self.sweep.spec.ranks_per_node,
             bw,
             time_limit: self.sweep.spec.time_limit,
-            lease: self.options.lease,
             job_prefix: Some(self.options.job_prefix.clone()),
         }
     }

@@ -207,7 +207,6 @@ impl Args {
                 c.cluster.file.capacity.bytes_per_sec(),
                 &c.sizes,
             ))?,
-            lease: self.lease,
             job_prefix: None,
         };
         let outcome = job::execute(c.cluster, c.links, &spec, c.cancel)?;
