@@ -117,6 +117,67 @@ fn a_killed_sweep_model_or_calibration_leaves_the_links_as_they_were() {
     }
 }
 
+/// The demo, killed with SIGKILL during a throttled run: the cluster it started stays up
+/// (nothing ran its drop), and its links are back at 100% within the lease (2 s) and the
+/// agents' check.
+#[test]
+fn a_killed_demo_leaves_its_links_as_they_were() {
+    let s = scratch("leasedemo");
+    let demo = s.0.join("d");
+    // Taken down whatever happens: the killed demo cannot.
+    struct Down<'a>(&'a Path);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = ctl(self.0, &["local", "down", "--force"]);
+        }
+    }
+    let _down = Down(&demo);
+    let mut cmd = spawn(
+        &s.0,
+        &[
+            "demo",
+            "--dir",
+            demo.to_str().unwrap(),
+            "--lease",
+            "2",
+            "--sizes",
+            "1,2,3,4",
+            "--bandwidths",
+            "10,100",
+            "--search",
+            "none",
+            "--until-width",
+            "0",
+            "--base-addr",
+            "127.0.54.1",
+        ],
+    );
+    let pcts = || -> Vec<f64> {
+        let out = ctl(&demo, &["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|n| n["pct"].as_f64().unwrap_or(-1.0))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let set = until(Duration::from_secs(60), || pcts().contains(&10.0));
+    cmd.kill().unwrap();
+    cmd.wait().unwrap();
+    assert!(set, "the demo never ran at 10%");
+    let back = until(Duration::from_secs(6), || {
+        let p = pcts();
+        p.len() == 4 && p.iter().all(|&x| x == 100.0)
+    });
+    assert!(
+        back,
+        "killed outright, the demo left its links at {:?}",
+        pcts()
+    );
+}
+
 /// An operator reloads a node's settings (SIGHUP) while `calibrate` measures its link:
 /// when the calibration ends the node is at the reloaded shape, not at the one before the
 /// calibration (calibrate wrote the old shape back over it until the one lease).

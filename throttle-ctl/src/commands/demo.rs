@@ -91,6 +91,10 @@ pub struct Args {
     /// BFS searches per run (longer kernels average out scheduling noise).
     #[arg(long, default_value_t = 64)]
     keys: usize,
+    /// Seconds the agents keep a run's job and bandwidth without hearing from the demo (it
+    /// renews them); if throttle-ctl is killed, the links go back this long after.
+    #[arg(long, default_value_t = throttle_proto::Lease::DEFAULT)]
+    lease: throttle_proto::Lease,
     /// Runs per point (bandwidth and size), after one unstored warm-up run per size.
     #[arg(long, default_value_t = 3)]
     repeats: u32,
@@ -385,7 +389,7 @@ fn run_demo(
     }
     let store = Store::open(&db)?;
     sweep.resume_as_stored(&store)?;
-    let interrupted = run_sweep(&sweep, &cluster, &store, &db, cancel)?;
+    let interrupted = run_sweep(&sweep, &cluster, &store, &db, opts.lease, cancel)?;
     let held_out = max_nodes as u32;
     let (obs, chosen) = measurements::observations(&store.rows()?, TimeSource::Auto)?;
     let question = Question {
@@ -538,11 +542,12 @@ fn run_sweep(
     cluster: &Cluster,
     store: &Store,
     db: &Path,
+    lease: throttle_proto::Lease,
     cancel: &'static AtomicBool,
 ) -> Result<bool> {
     let options = sweep::SweepOptions {
         job_prefix: sweep::job_prefix(db, &sweep.series),
-        lease: throttle_proto::Lease::DEFAULT,
+        lease,
         fail_fast: false,
         ignore_failure: false,
         retry_given_up: false,
