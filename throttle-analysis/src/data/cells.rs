@@ -23,7 +23,8 @@ pub fn cell_bw(bw: Pct) -> BwKey {
     }
 }
 
-/// A cell's bandwidth in percent.
+/// A setting in percent, unlimited counted as 100 (the link's full speed): the one home
+/// of that rule.
 pub fn percent(key: BwKey) -> f64 {
     key.percent().unwrap_or(100.0)
 }

@@ -250,20 +250,7 @@ impl Form {
                 constant,
                 peers,
             } => {
-                let x = if peers { "(p-1)" } else { "p" };
-                let mut t = "c1".to_string();
-                if num != 0 {
-                    if den == 1 {
-                        t.push_str(&format!(" {x}^{num}"));
-                    } else {
-                        t.push_str(&format!(" {x}^({num}/{den})"));
-                    }
-                }
-                match log {
-                    0 => {}
-                    1 => t.push_str(&format!(" log2({x})")),
-                    l => t.push_str(&format!(" log2({x})^{l}")),
-                }
+                let t = term_text("c1".to_string(), peers, num, den, log);
                 if constant {
                     format!("c0 + {t}")
                 } else if num == 0 && log == 0 {
@@ -296,6 +283,27 @@ pub struct Model {
     pub loso: Option<f64>,
 }
 
+/// A term in words: the coefficient as written (`c1`, `1.20`), then `p` or `(p-1)` to the
+/// power num/den, then its log2 to the power log (`c1 (p-1)^(1/2) log2((p-1))`): the one
+/// writer of a term, for a form's name and a fitted model's text alike.
+fn term_text(coefficient: String, peers: bool, num: i8, den: u8, log: u8) -> String {
+    let x = if peers { "(p-1)" } else { "p" };
+    let mut t = coefficient;
+    if num != 0 {
+        if den == 1 {
+            t.push_str(&format!(" {x}^{num}"));
+        } else {
+            t.push_str(&format!(" {x}^({num}/{den})"));
+        }
+    }
+    match log {
+        0 => {}
+        1 => t.push_str(&format!(" log2({x})")),
+        l => t.push_str(&format!(" log2({x})^{l}")),
+    }
+    t
+}
+
 impl Model {
     /// The model's value at `p`.
     pub fn at(&self, p: f64) -> f64 {
@@ -316,20 +324,7 @@ impl Model {
                 constant,
                 peers,
             } => {
-                let x = if peers { "(p-1)" } else { "p" };
-                let mut t = fmt(self.coef[1]);
-                if num != 0 {
-                    if den == 1 {
-                        t.push_str(&format!(" {x}^{num}"));
-                    } else {
-                        t.push_str(&format!(" {x}^({num}/{den})"));
-                    }
-                }
-                match log {
-                    0 => {}
-                    1 => t.push_str(&format!(" log2({x})")),
-                    l => t.push_str(&format!(" log2({x})^{l}")),
-                }
+                let t = term_text(fmt(self.coef[1]), peers, num, den, log);
                 if constant {
                     let sign = if self.coef[1] < 0.0 { "-" } else { "+" };
                     let body = t.trim_start_matches('-').to_string();

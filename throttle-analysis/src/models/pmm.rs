@@ -23,13 +23,14 @@
 //! flat tree x = q (q + 1) / (4 M), for the binomial q (1 + log2 q) / (4 M), the paper's
 //! abscissas. The paper's check is that a line fitted to measured (x, h) has that slope.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use throttle_proto::workload::Bcast;
 use throttle_proto::Pct;
 
 use crate::method::stats::median;
-use throttle_proto::workload::Bcast;
 
 /// The model's parameters: what the kernel and the link cost.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -285,7 +286,7 @@ pub fn compare(runs: &[PmmRun], link: impl Fn(Pct, f64) -> Option<LinkCost>) -> 
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
     for (key, cell) in &configurations(runs) {
-        let (shape, _, PctKey(pct), capacity) = key;
+        let (shape, _, Reverse(pct), capacity) = key;
         let Some(tf) = tflops.get(shape).map(|v| median(v)) else {
             skipped.push(format!(
                 "{}: no run reported its kernel time (stored before schema 2?)",
@@ -328,7 +329,7 @@ pub fn compare(runs: &[PmmRun], link: impl Fn(Pct, f64) -> Option<LinkCost>) -> 
 }
 
 /// One configuration: shape, ranks per node, bandwidth setting, capacity (as bits).
-type ConfigKey = (PmmShape, u32, PctKey, u64);
+type ConfigKey = (PmmShape, u32, Reverse<Pct>, u64);
 
 /// Tflops of every run that reported its kernel time, by shape.
 fn kernel_tflops(runs: &[PmmRun]) -> BTreeMap<PmmShape, Vec<f64>> {
@@ -352,7 +353,7 @@ fn configurations(runs: &[PmmRun]) -> BTreeMap<ConfigKey, Vec<&PmmRun>> {
             .entry((
                 r.shape,
                 r.ranks_per_node,
-                PctKey(r.pct),
+                Reverse(r.pct),
                 r.capacity.to_bits(),
             ))
             .or_default()
@@ -378,7 +379,7 @@ fn describe(shape: &PmmShape, pct: Pct) -> String {
 /// One configuration's runs against the model with `params`: the median measured time,
 /// both predictions, their errors and the caveat, if any.
 fn compare_configuration(
-    (shape, rpn, PctKey(pct), _): &ConfigKey,
+    (shape, rpn, Reverse(pct), _): &ConfigKey,
     cell: &[&PmmRun],
     params: PmmParams,
     tcomm_source: String,
@@ -423,16 +424,16 @@ fn caveat(rpn: u32, shape: &PmmShape, comm_share: f64) -> Option<String> {
 
 /// The paper's overhead check for every broadcast and bandwidth with communication.
 fn overhead_checks(rows: &[PmmRow]) -> Vec<OverheadCheck> {
-    let mut groups: BTreeMap<(Bcast, PctKey), Vec<&PmmRow>> = BTreeMap::new();
+    let mut groups: BTreeMap<(Bcast, Reverse<Pct>), Vec<&PmmRow>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.shape.grid > 1) {
         groups
-            .entry((r.shape.bcast, PctKey(r.bw_pct)))
+            .entry((r.shape.bcast, Reverse(r.bw_pct)))
             .or_default()
             .push(r);
     }
     groups
         .into_iter()
-        .filter_map(|((bcast, PctKey(pct)), g)| overhead_check(bcast, pct, &g))
+        .filter_map(|((bcast, Reverse(pct)), g)| overhead_check(bcast, pct, &g))
         .collect()
 }
 
@@ -474,26 +475,6 @@ fn overhead_check(bcast: Bcast, pct: Pct, g: &[&PmmRow]) -> Option<OverheadCheck
         expected_slope: expected,
         error: line.slope / expected - 1.0,
     })
-}
-
-/// A bandwidth setting as a map key (ordered from the highest setting down, unlimited
-/// first).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct PctKey(Pct);
-
-impl Eq for PctKey {}
-
-impl PartialOrd for PctKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for PctKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let v = |p: &Pct| p.percent().unwrap_or(f64::INFINITY);
-        v(&other.0).total_cmp(&v(&self.0))
-    }
 }
 
 fn ceil_log2(q: usize) -> u32 {

@@ -581,11 +581,6 @@ fn unmeasured_held_out(store: &Store, held_out: u32, interrupted: bool) -> Resul
     })
 }
 
-/// The default demo directory.
-pub fn default_dir() -> PathBuf {
-    Path::new("throttle-demo").to_path_buf()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

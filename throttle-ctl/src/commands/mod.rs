@@ -41,15 +41,18 @@ impl Context {
 /// How a command ended: success, or an exit code with its message already printed.
 pub type Exit = Result<ExitCode>;
 
-/// Parse `a,b,c` into numbers, naming the flag in the error.
-pub fn parse_list<T: std::str::FromStr>(text: &str, flag: &str) -> Result<Vec<T>> {
+/// Parse `a,b,c` into values, naming the flag and why a value is refused in the error.
+pub fn parse_list<T>(text: &str, flag: &str) -> Result<Vec<T>>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
     text.split(',')
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.parse::<T>().map_err(|_| {
-                anyhow::anyhow!("{flag}: `{s}` is not a number (write a list like 5,10,15)")
-            })
+            s.parse::<T>()
+                .map_err(|e| anyhow::anyhow!("{flag}: `{s}`: {e} (write a list like 5,10,15)"))
         })
         .collect()
 }

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use throttle_analysis::data::cells::percent;
 use throttle_analysis::method::demand::{self, Censored, CtiCurve, Interp};
 use throttle_analysis::method::stats;
 use throttle_proto::Pct;
@@ -153,7 +154,7 @@ impl Measured {
         let (bw, cti): (Vec<f64>, Vec<f64>) = self
             .medians
             .range(..Pct::FULL)
-            .map(|(bw, &t)| (bw.percent().unwrap_or(100.0), demand::cti(t, base)))
+            .map(|(bw, &t)| (percent(*bw), demand::cti(t, base)))
             .unzip();
         (!bw.is_empty()).then_some(CtiCurve { bw, cti })
     }
@@ -192,8 +193,8 @@ pub fn next_steps(
         let Ok(step) = Pct::new(snap(s).clamp(FLOOR, search.top)) else {
             continue;
         };
-        let at = step.percent().unwrap_or(100.0);
-        let near = |x: &Pct| (x.percent().unwrap_or(100.0) - at).abs() < GRID / 2.0;
+        let at = percent(step);
+        let near = |x: &Pct| (percent(*x) - at).abs() < GRID / 2.0;
         if m.steps.iter().any(near) || out.iter().any(near) || tried.contains(&step) {
             continue;
         }

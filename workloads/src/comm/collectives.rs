@@ -227,10 +227,6 @@ pub fn allreduce_sum_u64(comm: &Comm, g: &Group, v: u64) -> Result<u64, CommErro
     reduce_u64(comm, g, v, |a, b| a.wrapping_add(b))
 }
 
-pub fn allreduce_max_u64(comm: &Comm, g: &Group, v: u64) -> Result<u64, CommError> {
-    reduce_u64(comm, g, v, u64::max)
-}
-
 /// Fold every member's f64 in group order (so every member gets the same bits).
 fn reduce_f64(
     comm: &Comm,

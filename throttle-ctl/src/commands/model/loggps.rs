@@ -108,7 +108,7 @@ impl Args {
     /// Seconds a measurement may take: three times what it should (ping-pongs of every
     /// size, the probe and the stream for G at the setting's rate) and a minute.
     fn time_limit(&self, bw: Pct, capacity: f64, sizes: &[usize]) -> f64 {
-        let rate = capacity * bw.percent().unwrap_or(100.0) / 100.0;
+        let rate = capacity * throttle_analysis::data::cells::percent(bw) / 100.0;
         let exchanges = 2.0 * (self.repeats as f64 + 5.0);
         let pings: f64 = sizes
             .iter()
@@ -171,15 +171,7 @@ impl Args {
 
     /// --bandwidths, --procs and --sizes, each with at least one value.
     fn parse_lists(&self) -> Result<(Vec<Pct>, Vec<usize>, Vec<usize>)> {
-        let bandwidths: Vec<Pct> = self
-            .bandwidths
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse::<Pct>()
-                    .map_err(|e| anyhow!("--bandwidths: {e}"))
-            })
-            .collect::<Result<_>>()?;
+        let bandwidths = parse_list::<Pct>(&self.bandwidths, "--bandwidths")?;
         let procs = parse_list::<usize>(&self.procs, "--procs")?;
         let sizes = parse_list::<usize>(&self.sizes, "--sizes")?;
         if bandwidths.is_empty() || procs.is_empty() || sizes.is_empty() {
