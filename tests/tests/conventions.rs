@@ -30,7 +30,7 @@ fn export_into_a_closed_pipe_ends_quietly() {
                     seconds: Some(1.0),
                     kernel_seconds: None,
                     teps: None,
-                    status: throttle_ctl::job::RunStatus::Ok,
+                    status: throttle_ctl::run_status::RunStatus::Ok,
                     bytes_sent: None,
                     bytes_received: None,
                     cpu_busy_before: None,

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
-use throttle_ctl::job::RunStatus;
+use throttle_ctl::run_status::RunStatus;
 use throttle_ctl::store::{RunRow, Store};
 use throttle_proto::Pct;
 use throttle_tests::*;

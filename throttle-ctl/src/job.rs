@@ -9,8 +9,6 @@
 //! waits it renews the job's lease on every node; if this process is killed outright, the
 //! agents kill the job themselves when the lease runs out.
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -27,6 +25,7 @@ use crate::cluster::{Cluster, Node};
 use crate::external;
 use crate::fidelity::{Reading, RunFidelity};
 use crate::link_lease::LinkLease;
+use crate::run_status::RunStatus;
 use crate::workload::Workload;
 
 /// One job: what, where, at which bandwidth, for how long.
@@ -39,43 +38,6 @@ pub struct JobSpec {
     pub time_limit: TimeLimit,
     /// Prefix of the job's name, so that a sweep can find its own leftovers.
     pub job_prefix: Option<String>,
-}
-
-/// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Ok,
-    Failed,
-    Interrupted,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Ok => "ok",
-            RunStatus::Failed => "failed",
-            RunStatus::Interrupted => "interrupted",
-        }
-    }
-}
-
-impl fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RunStatus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<RunStatus, String> {
-        match s {
-            "ok" => Ok(RunStatus::Ok),
-            "failed" => Ok(RunStatus::Failed),
-            "interrupted" => Ok(RunStatus::Interrupted),
-            other => Err(format!("unknown run status `{other}`")),
-        }
-    }
 }
 
 /// What happened, for printing and for the results store.

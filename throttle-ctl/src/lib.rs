@@ -37,6 +37,7 @@ pub mod measurements;
 pub mod output;
 pub mod progress;
 pub mod report;
+pub mod run_status;
 pub mod shared_dir;
 pub mod store;
 pub mod sweep;

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use throttle_analysis::table::printable;
 use throttle_analysis::{Observation, TimeUnit};
 
-use crate::job::RunStatus;
+use crate::run_status::RunStatus;
 use crate::store::RunRow;
 
 /// Which completion time to analyse.

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::job::{Outcome, RunStatus};
+use crate::job::Outcome;
+use crate::run_status::RunStatus;
 use crate::sweep::search::Bracket;
 use crate::sweep::until::Next;
 use crate::sweep::SweepEvent;

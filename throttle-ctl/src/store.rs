@@ -27,7 +27,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use throttle_analysis::models::loggps::LinkMeasurement;
 use throttle_proto::Pct;
 
-use crate::job::RunStatus;
+use crate::run_status::RunStatus;
 
 pub const DEFAULT_DB: &str = "throttle-results.db";
 

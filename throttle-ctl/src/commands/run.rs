@@ -12,9 +12,10 @@ use throttle_proto::workload::{
 use throttle_proto::{Lease, Pct, TimeLimit};
 
 use super::{interrupt_flag, Context, Exit};
-use crate::job::{self, JobSpec, Outcome, RunStatus};
+use crate::job::{self, JobSpec, Outcome};
 use crate::link_lease::LinkLease;
 use crate::output;
+use crate::run_status::RunStatus;
 use crate::workload::Workload;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

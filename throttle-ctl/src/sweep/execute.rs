@@ -18,10 +18,11 @@ use super::spec::Repeats;
 use super::until::{self, Until};
 use crate::cluster::agent_client::AgentClient;
 use crate::cluster::Cluster;
-use crate::job::{self, JobSpec, Outcome, RunStatus};
+use crate::job::{self, JobSpec, Outcome};
 use crate::link_lease::LinkLease;
 use crate::load;
 use crate::measurements::{self, TimeSource};
+use crate::run_status::RunStatus;
 use crate::store::{RunRow, Store};
 
 /// How a sweep behaves beyond its spec.

@@ -14,7 +14,7 @@ use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
 use super::spec::{Repeats, SweepSpec, AUTO_FIRST};
-use crate::job::RunStatus;
+use crate::run_status::RunStatus;
 use crate::store::Store;
 use crate::workload::Workload;
 

@@ -23,7 +23,7 @@ use throttle_analysis::method::demand::{self, Censored, CtiCurve, Interp};
 use throttle_analysis::method::stats;
 use throttle_proto::Pct;
 
-use crate::job::RunStatus;
+use crate::run_status::RunStatus;
 use crate::store::RunRow;
 
 /// The `[search]` table of a sweep spec.

@@ -16,9 +16,10 @@ use throttle_proto::Pct;
 
 use crate::cluster::Cluster;
 use crate::commands::{interrupt_flag, parse_list, Context};
-use crate::job::{self, JobSpec, Outcome, RunStatus};
+use crate::job::{self, JobSpec, Outcome};
 use crate::link_lease::LinkLease;
 use crate::output;
+use crate::run_status::RunStatus;
 use crate::store::{Store, DEFAULT_DB};
 use crate::workload::Workload;
 

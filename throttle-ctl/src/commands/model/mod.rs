@@ -68,7 +68,7 @@ fn stored(
     let runs: Vec<RunRow> = store
         .rows()?
         .into_iter()
-        .filter(|r| r.workload == workload && r.status == crate::job::RunStatus::Ok)
+        .filter(|r| r.workload == workload && r.status == crate::run_status::RunStatus::Ok)
         .collect();
     if runs.is_empty() {
         anyhow::bail!(
