@@ -124,14 +124,22 @@ fn a_killed_sweep_model_or_calibration_leaves_the_links_as_they_were() {
 fn a_killed_demo_leaves_its_links_as_they_were() {
     let s = scratch("leasedemo");
     let demo = s.0.join("d");
+    // Its cluster, named from the scratch directory: the demo's own directory does not
+    // exist until the demo makes it.
+    let file = demo.join("throttle-cluster.toml");
+    let on_demo = |args: &[&str]| {
+        let mut all = vec!["--cluster", file.to_str().unwrap()];
+        all.extend_from_slice(args);
+        ctl(&s.0, &all)
+    };
     // Taken down whatever happens: the killed demo cannot.
-    struct Down<'a>(&'a Path);
+    struct Down<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
     impl Drop for Down<'_> {
         fn drop(&mut self) {
-            let _ = ctl(self.0, &["local", "down", "--force"]);
+            let _ = (self.0)(&["local", "down", "--force"]);
         }
     }
-    let _down = Down(&demo);
+    let _down = Down(&on_demo);
     let mut cmd = spawn(
         &s.0,
         &[
@@ -153,7 +161,7 @@ fn a_killed_demo_leaves_its_links_as_they_were() {
         ],
     );
     let pcts = || -> Vec<f64> {
-        let out = ctl(&demo, &["status", "--json"]);
+        let out = on_demo(&["status", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         v.as_array()
             .map(|a| {

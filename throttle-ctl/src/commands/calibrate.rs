@@ -101,7 +101,8 @@ impl Args {
 }
 
 /// Every node sends to the next at once, unlimited, for `seconds`: each link's goodput,
-/// in the nodes' order. The shapes found are put back, also when a measurement fails.
+/// in the nodes' order. Every node is released afterwards (back to its shape before, or
+/// to what its operator reloaded meanwhile), also when a measurement fails.
 pub fn together(cluster: &Cluster, seconds: f64, lease: Lease) -> Result<Vec<f64>> {
     let nodes = &cluster.file.nodes;
     if nodes.len() < 2 {
