@@ -52,6 +52,9 @@ struct State {
     /// Why the last change (or the running job) may not have held: a node that did not
     /// renew it.
     broken: Option<String>,
+    /// Counts the changes and releases: a renewal's failure counts only for the change
+    /// it was made for (one answered after the next change must not fail that one).
+    generation: u64,
 }
 
 /// The leases a second Ctrl-C releases before the process exits.
@@ -72,6 +75,7 @@ impl Shared {
         let changed = {
             let mut s = self.state();
             s.renewing.clear();
+            s.generation += 1;
             std::mem::take(&mut s.changed)
         };
         let mut first = None;
@@ -102,20 +106,30 @@ impl Shared {
                 }
             }
         }
-        let renewing = self.state().renewing.clone();
+        let (renewing, generation) = {
+            let s = self.state();
+            (s.renewing.clone(), s.generation)
+        };
         for i in renewing {
             let c = &self.clients[i];
             if let Err(e) = c.renew_shape() {
-                let mut s = self.state();
-                if s.broken.is_none() && s.renewing.contains(&i) {
+                let first = {
+                    let mut s = self.state();
+                    let first = s.broken.is_none() && s.generation == generation;
+                    if first {
+                        s.broken = Some(format!(
+                            "node `{}` did not renew the run's bandwidth, which may have gone back to the shape before the run while it ran: {e:#}",
+                            c.node()
+                        ));
+                    }
+                    first
+                };
+                // Said outside the lock: a blocked standard error must not stall the run.
+                if first {
                     crate::note!(
                         "warning: node `{}` did not renew its bandwidth (it may be back to its shape before): {e:#}",
                         c.node()
                     );
-                    s.broken = Some(format!(
-                        "node `{}` did not renew the run's bandwidth, which may have gone back to the shape before the run while it ran: {e:#}",
-                        c.node()
-                    ));
                 }
             }
         }
@@ -181,6 +195,7 @@ impl LinkLease {
         let mut s = self.shared.state();
         s.renewing = nodes.to_vec();
         s.broken = None;
+        s.generation += 1;
         drop(s);
         last.ok_or_else(|| anyhow!("no nodes to shape"))
     }

@@ -146,12 +146,22 @@ pub fn together(cluster: &Cluster, seconds: f64, lease: Lease) -> Result<Vec<f64
                 .collect::<Result<Vec<f64>>>()
         })
     });
+    let measured = measured.and_then(|m| held(&links).map(|()| m));
     // The agents go back to their shapes before, or to what their operators reloaded
     // meanwhile (a SIGHUP during the calibration is kept).
     let released = links.release();
     let measured = measured?;
     released?;
     Ok(measured)
+}
+
+/// An error when a node did not renew the measurement's shape: what was measured may not
+/// have been at it.
+fn held(links: &LinkLease) -> Result<()> {
+    match links.broken() {
+        Some(why) => anyhow::bail!("the measurement's shape may not have held: {why}"),
+        None => Ok(()),
+    }
 }
 
 /// A quarter of the least per-link goodput with every link busy, rounded down to 1, 2 or
@@ -202,7 +212,9 @@ pub fn calibrate(
                     lease_s: None,
                 },
             )?;
-            Ok(from_c.calibrate(&to.name, seconds)?.achieved_bytes_per_sec)
+            let achieved = from_c.calibrate(&to.name, seconds)?.achieved_bytes_per_sec;
+            held(&links)?;
+            Ok(achieved)
         };
         progress(&format!(
             "{} -> {}: at 100% for {seconds} s",
