@@ -255,10 +255,12 @@ fn a_reload_during_calibrate_is_kept() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(
-        until(Duration::from_secs(20), || pct(dir, 0) != 50.0),
-        "calibrate never changed n0"
-    );
+    let mut calibrate = calibrate;
+    if !until(Duration::from_secs(20), || pct(dir, 0) != 50.0) {
+        let _ = calibrate.kill();
+        let _ = calibrate.wait();
+        panic!("calibrate never changed n0");
+    }
     std::fs::write(&configs[0], "pct = 30\n").unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(agents[0].pid()),
