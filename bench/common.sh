@@ -20,3 +20,17 @@ trap cleanup EXIT
 machine() { echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r) $(nproc) cores $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"; }
 # Wait until something listens on HOST PORT.
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/$1/$2) 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1:$2" >&2; return 1; }
+# Namespace hosts for an MPI program of bench/: `netns_mpi_up SUBNET NODES PROG...` builds
+# each PROG.c into $WORK and starts NODES hosts whose cluster file is $NETNS_CLUSTER; on
+# failure it prints why (not root, no Open MPI, a failed build or start) and returns 1.
+netns_mpi_up() {
+  local subnet=$1 nodes=$2; shift 2
+  if [ "$(id -u)" != 0 ]; then echo "needs root (namespace hosts)"; return 1; fi
+  command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "needs Open MPI (apt-get install openmpi-bin libopenmpi-dev)"; return 1; }
+  mkdir -p "$WORK/netns"
+  for prog in "$@"; do
+    mpicc -O2 -o "$WORK/$prog" "$ROOT/bench/$prog.c" || { echo "mpicc $prog.c failed"; return 1; }
+  done
+  (cd "$WORK/netns" && THROTTLE_CLUSTER=$NETNS_CLUSTER "$CTL" local up --netns --nodes "$nodes" --capacity 100Mbit \
+      --subnet "$subnet" --dir "$WORK/netns/state" >/dev/null 2>&1) || { echo "local up --netns failed"; return 1; }
+}

@@ -49,16 +49,7 @@ loopback_up() { # the 16 loopback agents the workload cases share, once
   "$CTL" local up --nodes 16 --capacity 100Mbit --dir "$WORK/state" >/dev/null 2>&1
   LOOPBACK_UP=1
 }
-mpi_up() { # 10 namespace hosts and the program, or why not
-  if [ "$(id -u)" != 0 ]; then echo "needs root (namespace hosts)"; return 1; fi
-  command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "needs Open MPI (apt-get install openmpi-bin libopenmpi-dev)"; return 1; }
-  mkdir -p "$WORK/netns"
-  for prog in mpi_halo mpi_exchange mpi_alltoall; do
-    mpicc -O2 -o "$WORK/$prog" "$ROOT/bench/$prog.c" || { echo "mpicc $prog.c failed"; return 1; }
-  done
-  (cd "$WORK/netns" && THROTTLE_CLUSTER=$NETNS_CLUSTER "$CTL" local up --netns --nodes 10 --capacity 100Mbit \
-      --subnet "$MPI_SUBNET" --dir "$WORK/netns/state" >/dev/null 2>&1) || { echo "local up --netns failed"; return 1; }
-}
+mpi_up() { netns_mpi_up "$MPI_SUBNET" 10 mpi_halo mpi_exchange mpi_alltoall; }
 
 # The emulated BFS both BFS cases run (their sizes differ).
 BFS='[bfs]

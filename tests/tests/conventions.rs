@@ -38,6 +38,8 @@ fn export_into_a_closed_pipe_ends_quietly() {
                     metrics: None,
                     fidelity: None,
                     flag: None,
+                    problem: None,
+                    latency_step: None,
                     reason: None,
                     host: "h".into(),
                     version: "0".into(),

@@ -228,3 +228,56 @@ fn the_default_demo_is_master_worker_answering_first_at_the_levels_it_searched()
         "the demo's cluster is taken down"
     );
 }
+
+/// `demo --weak`: the master/worker program with the same volume per worker at every
+/// size, on two lines, a sweep per volume, and the answer in two parameters.
+#[test]
+fn the_weak_demo_sweeps_a_problem_axis_and_answers_in_both_parameters() {
+    let s = scratch("demo-weak");
+    let out = ctl(
+        &s.0,
+        &[
+            "demo",
+            "--weak",
+            "--dir",
+            "d",
+            "--base-addr",
+            "127.0.29.1",
+            "--sizes",
+            "2,3,4",
+            "--mw-volume",
+            "50000",
+            "--mw-compute",
+            "0.05",
+            "--bandwidths",
+            "100,40,15",
+            "--repeats",
+            "1",
+            "--settle",
+            "0",
+        ],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // (2, 50 kB), (2, 100 kB), (3, 100 kB), (3, 200 kB), (4, 150 kB), (4, 300 kB): five
+    // volumes, six cells of three steps.
+    assert!(
+        stderr.contains("5 volumes, 3 bandwidth steps, 1 repeats: 18 runs"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("two parameters, processes and the problem's volume (5 values"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Demand measured"), "{stdout}");
+    assert!(stdout.contains("Along the weak-scaling line"), "{stdout}");
+    // The projection asked is on the weak line at twice the largest size: (8, 7 x 50 kB).
+    assert!(
+        stdout.contains("350000") || stdout.contains("No projection"),
+        "{stdout}"
+    );
+    assert!(s.0.join("d/results.db").exists());
+}

@@ -102,6 +102,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
     let stated = state(&figures, &f, traffic_recorded, &mut warnings);
     let bottom_line = answer_first(req, &m, &f, &stated);
     let resamples = f.resamples;
+    let latency = latency::answer(obs, &m.chosen, req);
     Ok(Analysis {
         bottom_line,
         time_source: req.time_source.clone(),
@@ -135,6 +136,7 @@ pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
         dc_error: f.error[0],
         traffic: stated.traffic,
         supported: stated.supported,
+        latency,
         warnings,
     })
 }
@@ -508,8 +510,12 @@ pub struct Selection<'a> {
 }
 
 impl<'a> Selection<'a> {
-    fn of(obs: &'a [Observation], series: &str, keep_flagged: bool) -> Selection<'a> {
-        let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == series).collect();
+    pub(crate) fn of(obs: &'a [Observation], series: &str, keep_flagged: bool) -> Selection<'a> {
+        // A latency point is the latency demand's (`latency`), not a bandwidth step's.
+        let mine: Vec<&Observation> = obs
+            .iter()
+            .filter(|o| o.series == series && o.latency_step.is_none())
+            .collect();
         let throttled = |o: &&&Observation| o.ok && !o.bw_pct.is_unlimited();
         Selection {
             good: mine
@@ -542,7 +548,10 @@ fn reasons(
     silent: &std::collections::BTreeSet<u32>,
     bypassed: &std::collections::BTreeSet<u32>,
 ) -> Vec<(u32, Option<String>)> {
-    let mine: Vec<&Observation> = obs.iter().filter(|o| o.series == series).collect();
+    let mine: Vec<&Observation> = obs
+        .iter()
+        .filter(|o| o.series == series && o.latency_step.is_none())
+        .collect();
     let sizes: std::collections::BTreeSet<u32> = mine.iter().map(|o| o.procs).collect();
     sizes
         .into_iter()
@@ -609,7 +618,7 @@ fn strong_scaling(good: &[&Observation], held_out: &[u32]) -> Option<regression:
 }
 
 /// The runs' times per (size, bandwidth) cell.
-fn group_cells(good: &[&Observation]) -> BTreeMap<(u32, BwKey), Vec<f64>> {
+pub(crate) fn group_cells(good: &[&Observation]) -> BTreeMap<(u32, BwKey), Vec<f64>> {
     let mut cells: BTreeMap<(u32, BwKey), Vec<f64>> = BTreeMap::new();
     for o in good {
         cells
@@ -649,7 +658,10 @@ fn median_points(
 /// The median bytes of each size for the traffic model (with one link capacity only):
 /// those of the busiest link where every run with traffic recorded it, else the mean per
 /// node; and whether any run recorded its bytes at all.
-fn volumes(good: &[&Observation], capacity: Option<f64>) -> (Option<traffic::Volumes>, bool) {
+pub(crate) fn volumes(
+    good: &[&Observation],
+    capacity: Option<f64>,
+) -> (Option<traffic::Volumes>, bool) {
     // Runs that moved no bytes (one node) say nothing about which count to use.
     let with: Vec<&&Observation> = good
         .iter()
@@ -678,6 +690,9 @@ fn volumes(good: &[&Observation], capacity: Option<f64>) -> (Option<traffic::Vol
     };
     (volumes, !per_node.is_empty())
 }
+
+pub mod latency;
+pub mod problem;
 
 #[cfg(test)]
 mod tests;

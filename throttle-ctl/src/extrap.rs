@@ -1,6 +1,7 @@
 //! Extra-P's text input (`export --format extrap`): one series' runs as a file
 //! `extrap --text FILE` reads, to model the completion time over two parameters, `p`
-//! (processes) and `bw` (the bandwidth, % of the link).
+//! (processes) and `bw` (the bandwidth, % of the link), and a third, `n`, for a series
+//! swept over a problem axis (its `[problem]` values).
 //!
 //! The grammar is Extra-P's (`docs/file-formats.md` and
 //! `extrap/fileio/file_reader/text_file_reader.py` in github.com/extra-p/extrap, 4.2.5):
@@ -60,11 +61,17 @@ pub fn text(
             runs.unlimited
         );
     }
-    // Each point's repeats, in repeat order.
-    let mut points: BTreeMap<(u32, BwKey), Vec<(u32, f64)>> = BTreeMap::new();
+    // Each point's repeats, in repeat order; a series swept over a problem axis has
+    // its value as a third parameter, n.
+    let with_problem = runs.good.iter().any(|o| o.problem.is_some());
+    let mut points: BTreeMap<(u32, u64, BwKey), Vec<(u32, f64)>> = BTreeMap::new();
     for o in &runs.good {
         points
-            .entry((o.procs, cell_bw(o.bw_pct)))
+            .entry((
+                o.procs,
+                o.problem.unwrap_or(0.0).to_bits(),
+                cell_bw(o.bw_pct),
+            ))
             .or_default()
             .push((o.repeat, o.seconds));
     }
@@ -82,7 +89,12 @@ pub fn text(
     comment(
         &mut out,
         format!(
-            "p: processes; bw: the bandwidth setting, % of the link{}",
+            "p: processes; {}bw: the bandwidth setting, % of the link{}",
+            if with_problem {
+                "n: the problem value of its sweep's [problem]; "
+            } else {
+                ""
+            },
             capacity.map(|c| format!(" ({c})")).unwrap_or_default()
         ),
     );
@@ -104,9 +116,21 @@ pub fn text(
             runs.unlimited
         ),
     );
-    out.push_str("PARAMETER p\nPARAMETER bw\n\n");
-    for &(p, bw) in points.keys() {
-        out.push_str(&format!("POINTS ( {p} {} )\n", percent(bw)));
+    if with_problem {
+        out.push_str("PARAMETER p\nPARAMETER n\nPARAMETER bw\n\n");
+    } else {
+        out.push_str("PARAMETER p\nPARAMETER bw\n\n");
+    }
+    for &(p, n, bw) in points.keys() {
+        if with_problem {
+            out.push_str(&format!(
+                "POINTS ( {p} {} {} )\n",
+                f64::from_bits(n),
+                percent(bw)
+            ));
+        } else {
+            out.push_str(&format!("POINTS ( {p} {} )\n", percent(bw)));
+        }
     }
     out.push_str(&format!("\nREGION {}\nMETRIC {name}\n", region(&chosen)));
     for values in points.values_mut() {
@@ -135,6 +159,8 @@ mod tests {
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,
+            problem: None,
+            latency_step: None,
         }
     }
 
@@ -178,6 +204,45 @@ mod tests {
         );
         assert!(
             t.contains("1 failed, 1 flagged (links not at their setting), 1 at unlimited"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_problem_axis_is_a_third_parameter() {
+        let half = Pct::new(50.0).unwrap();
+        let obs = vec![
+            Observation {
+                problem: Some(2e6),
+                ..run(2, half, 0, 3.0)
+            },
+            Observation {
+                problem: Some(1e6),
+                ..run(2, half, 0, 2.0)
+            },
+            Observation {
+                problem: Some(1e6),
+                ..run(2, Pct::FULL, 0, 1.0)
+            },
+        ];
+        let t = text(&obs, None, TimeUnit::Seconds, "time", None).unwrap();
+        let body: Vec<&str> = t.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            body[..7],
+            [
+                "PARAMETER p",
+                "PARAMETER n",
+                "PARAMETER bw",
+                "",
+                "POINTS ( 2 1000000 50 )",
+                "POINTS ( 2 1000000 100 )",
+                "POINTS ( 2 2000000 50 )",
+            ],
+            "{t}"
+        );
+        assert_eq!(
+            body[body.len() - 3..],
+            ["DATA 2", "DATA 1", "DATA 3"],
             "{t}"
         );
     }

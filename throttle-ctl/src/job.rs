@@ -35,6 +35,9 @@ pub struct JobSpec {
     pub nodes: usize,
     pub ranks_per_node: usize,
     pub bw: Pct,
+    /// Added one-way latency to set with the bandwidth (a sweep's latency points); `None`
+    /// leaves the nodes' latency as it is.
+    pub latency_us: Option<u64>,
     pub time_limit: TimeLimit,
     /// Prefix of the job's name, so that a sweep can find its own leftovers.
     pub job_prefix: Option<String>,
@@ -161,6 +164,7 @@ pub fn execute(
     // leaves no node at the run's bandwidth for longer than the lease.
     let change = ShapeChange {
         pct: Some(spec.bw),
+        latency_us: spec.latency_us,
         ..ShapeChange::default()
     };
     let shape = links.set(&(0..spec.nodes).collect::<Vec<_>>(), change)?;

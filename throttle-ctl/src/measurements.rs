@@ -134,6 +134,8 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
                     .as_deref()
                     .and_then(crate::fidelity::RunFidelity::busiest_link_bytes_of),
                 flag: r.flag.as_deref().map(printable),
+                problem: r.problem,
+                latency_step: r.latency_step,
             }
         })
         .collect();

@@ -132,8 +132,10 @@ impl SweepProgress {
                     b.set_length(todo as u64);
                     b.set_position(index as u64);
                     b.set_message(format!(
-                        "nodes={} bw={} rep={}",
-                        point.nodes, point.bw, point.repeat
+                        "nodes={} {} rep={}",
+                        point.nodes,
+                        point.setting(),
+                        point.repeat
                     ));
                 }
             }
@@ -146,17 +148,19 @@ impl SweepProgress {
                 retry,
             } => {
                 let head = format!(
-                    "[{}/{todo}] nodes={} bw={} rep={}",
+                    "[{}/{todo}] nodes={} {} rep={}",
                     index + 1,
                     point.nodes,
-                    point.bw,
+                    point.setting(),
                     point.repeat
                 );
                 self.finished(&head, outcome, (index, eta_s), retry)
             }
             SweepEvent::GaveUp { point, attempts } => self.line(&format!(
-                "nodes={} bw={} rep={}: gave up after {attempts} failed or flagged attempt(s)",
-                point.nodes, point.bw, point.repeat
+                "nodes={} {} rep={}: gave up after {attempts} failed or flagged attempt(s)",
+                point.nodes,
+                point.setting(),
+                point.repeat
             )),
             SweepEvent::WarmingUp { nodes } => {
                 if self.bar.is_none() {

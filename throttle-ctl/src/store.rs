@@ -72,6 +72,12 @@ pub struct RunRow {
     /// Why the run's links did not run at their setting; `None` when they did or when it
     /// is not known. A flagged run is left out of the analysis and retried by a sweep.
     pub flag: Option<String>,
+    /// The problem value of a sweep with a problem axis (`[problem]`: a BFS scale, a
+    /// matrix order, bytes, a command's `{n}`); `None` without one (and in older stores).
+    pub problem: Option<f64>,
+    /// The added one-way latency of a sweep's latency point (`latencies`), us; `None`
+    /// for a bandwidth point (whose link latency is `latency_us`) and in older stores.
+    pub latency_step: Option<u64>,
 }
 
 const LINK_COLUMNS: &str = "measured_at, host, version, job, procs, bw_pct, capacity, latency, send_overhead, recv_overhead, gap, gap_per_byte, send_per_byte, recv_per_byte, master_send_overhead, master_recv_overhead, detail";
@@ -80,10 +86,10 @@ const LINK_COLUMNS: &str = "measured_at, host, version, job, procs, bw_pct, capa
 const MAX_CELL: i64 = 1 << 20;
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Columns added after version 0, with their types: (version that added it, name, type).
-const ADDED: [(i64, &str, &str); 7] = [
+const ADDED: [(i64, &str, &str); 9] = [
     (1, "bytes_sent", "INTEGER"),
     (1, "bytes_received", "INTEGER"),
     (1, "cpu_busy_before", "REAL"),
@@ -91,6 +97,8 @@ const ADDED: [(i64, &str, &str); 7] = [
     (2, "metrics", "TEXT"),
     (3, "fidelity", "TEXT"),
     (3, "flag", "TEXT"),
+    (4, "problem", "REAL"),
+    (4, "latency_step", "INTEGER"),
 ];
 
 pub struct Store {
@@ -129,7 +137,7 @@ const FIRST_COLUMNS: [&str; 20] = [
     "job",
 ];
 
-const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag";
+const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag, problem, latency_step";
 
 /// Refuse a results database where another user could choose what it reads or writes:
 /// a symbolic link as the database (SQLite follows one there unless told not to, and then
@@ -415,12 +423,15 @@ impl Store {
         )?)
     }
 
-    /// The (workload, options) of the stored runs of series `series`, each once.
-    pub fn settings_of(&self, series: &str) -> Result<Vec<(String, String)>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT DISTINCT workload, options FROM runs WHERE series = ?1")?;
-        let rows = st.query_map([series], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    /// The (workload, options) of the stored runs of series `series` at problem value
+    /// `problem` (none: runs without one), each once.
+    pub fn settings_of(&self, series: &str, problem: Option<u64>) -> Result<Vec<(String, String)>> {
+        let mut st = self.conn.prepare(
+            "SELECT DISTINCT workload, options FROM runs WHERE series = ?1 AND problem IS ?2",
+        )?;
+        let rows = st.query_map(params![series, problem.map(|n| n as f64)], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -436,13 +447,14 @@ impl Store {
 
     fn insert_row(&self, r: &RunRow) -> Result<i64> {
         self.conn.execute(
-            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)"),
+            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)"),
             params![
                 r.point_key, r.series, r.workload, r.options, r.nodes, r.ranks_per_node, r.procs,
                 r.bw_pct.percent(), r.capacity, r.latency_us as i64, r.repeat, r.started_at, r.seconds,
                 r.kernel_seconds, r.teps, r.status.as_str(), r.reason, r.host, r.version, r.job,
                 r.bytes_sent.map(|b| b as i64), r.bytes_received.map(|b| b as i64),
-                r.cpu_busy_before, r.cpu_steal, r.metrics, r.fidelity, r.flag
+                r.cpu_busy_before, r.cpu_steal, r.metrics, r.fidelity, r.flag, r.problem,
+                r.latency_step.map(|l| l as i64)
             ],
         )?;
         Ok(self.conn.last_insert_rowid())
@@ -495,7 +507,7 @@ impl Store {
             .conn
             .prepare(&format!("SELECT {}, id FROM runs ORDER BY id", self.select))?;
         let rows = st.query_map([], |r| {
-            let id: i64 = r.get(27)?;
+            let id: i64 = r.get(29)?;
             Ok(RunRow {
                 point_key: r.get(0)?,
                 series: r.get(1)?,
@@ -524,6 +536,8 @@ impl Store {
                 metrics: r.get(24)?,
                 fidelity: r.get(25)?,
                 flag: r.get(26)?,
+                problem: r.get(27)?,
+                latency_step: r.get::<_, Option<i64>>(28)?.map(|l| l.max(0) as u64),
             })
         })?;
         rows.collect::<Result<_, _>>().map_err(refused_row)
@@ -692,6 +706,8 @@ impl Store {
                 opt(rate),
                 rate_name,
                 what.clone(),
+                opt(r.problem),
+                r.latency_step.map(|l| l.to_string()).unwrap_or_default(),
             ])?;
         }
         out.flush()?;
@@ -721,7 +737,7 @@ fn cell(text: &str) -> String {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 29] = [
+pub const EXPORT_COLUMNS: [&str; 31] = [
     "workload",
     "nodes",
     "procs",
@@ -751,6 +767,8 @@ pub const EXPORT_COLUMNS: [&str; 29] = [
     "rate",
     "rate_name",
     "seconds_is",
+    "problem",
+    "latency_step",
 ];
 
 /// A directory for the tests' stores: this user's alone (a store is not written in a
@@ -916,6 +934,8 @@ impl RunRow {
             metrics: None,
             fidelity: None,
             flag: None,
+            problem: None,
+            latency_step: None,
         }
     }
 }
@@ -954,6 +974,8 @@ mod tests {
             metrics: ok.then(|| r#"{"tflops":2.5e-10}"#.into()),
             fidelity: None,
             flag: None,
+            problem: None,
+            latency_step: None,
         }
     }
 
@@ -1108,6 +1130,16 @@ mod tests {
             (rows[0].fidelity.as_deref(), rows[0].flag.as_deref()),
             (None, None)
         );
+        // An older store's runs have no problem value and are no latency points.
+        assert_eq!((rows[0].problem, rows[0].latency_step), (None, None));
+        s.insert(&RunRow {
+            problem: Some(14.0),
+            latency_step: Some(250),
+            ..row("both", RunStatus::Ok)
+        })
+        .unwrap();
+        let last = s.rows().unwrap().pop().unwrap();
+        assert_eq!((last.problem, last.latency_step), (Some(14.0), Some(250)));
         let v: i64 = s
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -1115,7 +1147,7 @@ mod tests {
         assert_eq!(v, SCHEMA_VERSION);
         drop(s);
         // Opening again changes nothing.
-        assert_eq!(Store::open(&path).unwrap().rows().unwrap().len(), 2);
+        assert_eq!(Store::open(&path).unwrap().rows().unwrap().len(), 3);
         let _ = std::fs::remove_file(&path);
     }
 
@@ -1142,13 +1174,12 @@ mod tests {
         // No comment line (pandas and others stop at one): the header comes first, and
         // what `seconds` is goes in a column.
         assert!(
-            csv.lines()
-                .next()
-                .unwrap()
-                .ends_with(",flag,fidelity,wall_seconds,rate,rate_name,seconds_is"),
+            csv.lines().next().unwrap().ends_with(
+                ",flag,fidelity,wall_seconds,rate,rate_name,seconds_is,problem,latency_step"
+            ),
             "{csv}"
         );
-        assert!(csv.lines().nth(1).unwrap().ends_with(",wall"), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().ends_with(",wall,,"), "{csv}");
         assert!(csv.contains("76.0% of its setting"), "{csv}");
         drop(s);
         let _ = std::fs::remove_file(&path);

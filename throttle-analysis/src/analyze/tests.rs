@@ -48,6 +48,8 @@ fn study(failed: bool) -> Vec<Observation> {
                     bytes_sent: None,
                     busiest_bytes: None,
                     flag: None,
+                    problem: None,
+                    latency_step: None,
                 });
             }
         }
@@ -65,6 +67,8 @@ fn study(failed: bool) -> Vec<Observation> {
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,
+            problem: None,
+            latency_step: None,
         });
     }
     obs
@@ -375,6 +379,8 @@ fn traffic_study_with(sizes: &[u32], k: impl Fn(f64) -> f64) -> Vec<Observation>
                     bytes_sent: Some((v * p as f64) as u64),
                     busiest_bytes: None,
                     flag: None,
+                    problem: None,
+                    latency_step: None,
                 });
             }
         }
@@ -466,6 +472,8 @@ fn several_series_need_a_choice() {
         bytes_sent: None,
         busiest_bytes: None,
         flag: None,
+        problem: None,
+        latency_step: None,
     });
     let req = question(&[5.0], &[], None);
     let e = analyze(&obs, &req).unwrap_err().to_string();
@@ -590,6 +598,8 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
                         bytes_sent: Some((2.0 * master + p as f64 * halo) as u64),
                         busiest_bytes: busiest.then_some(master as u64),
                         flag: None,
+                        problem: None,
+                        latency_step: None,
                     });
                 }
             }
@@ -608,6 +618,8 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
             bytes_sent: Some(0),
             busiest_bytes: None,
             flag: None,
+            problem: None,
+            latency_step: None,
         });
         obs
     };
@@ -722,6 +734,8 @@ fn noisy_traffic_study(sizes: &[u32], cv: f64, seed: u64) -> Vec<Observation> {
                     bytes_sent: Some((v * p as f64) as u64),
                     busiest_bytes: Some(v as u64),
                     flag: None,
+                    problem: None,
+                    latency_step: None,
                 });
             }
         }
@@ -796,4 +810,52 @@ fn the_intervals_at_each_level_nest() {
         seen += 1;
     }
     assert!(seen >= 2, "{:?}", t.projection);
+}
+
+/// Latency points are the latency demand's: a study's answer is the same with them as
+/// without (their 100%-link runs never join the baseline), and it gains a `latency`
+/// section only then (absent from the JSON otherwise, as every older answer).
+#[test]
+fn latency_points_are_answered_apart_and_leave_the_bandwidth_answer_as_it_was() {
+    let base = study(false);
+    let q = question(&[10.0], &[], None);
+    let without = analyze(&base, &q).unwrap();
+    let json = serde_json::to_value(&without).unwrap();
+    assert!(json.get("latency").is_none(), "{json}");
+    // Every size slowed by 300 s per second of added one-way latency: 1000 us costs
+    // 0.3 s, a CTI of 0.3 / T(0) (T(0) about 3-17 s).
+    let mut with = base.clone();
+    for &p in &[4u32, 9, 16, 25] {
+        let t0 = 0.3 + 57.67 / p as f64 + 3.8 / (p as f64).sqrt();
+        for l in [0u64, 1000, 5000, 20000] {
+            for r in 0..3 {
+                with.push(Observation {
+                    latency_step: Some(l),
+                    seconds: (t0 + 300.0 * l as f64 * 1e-6) * (1.0 + (r as f64 - 1.0) * 1e-4),
+                    ..Observation::for_test("bfs", p, FULL, r, 0.0)
+                });
+            }
+        }
+    }
+    let a = analyze(&with, &q).unwrap();
+    let mut j = serde_json::to_value(&a).unwrap();
+    let l = j.as_object_mut().unwrap().remove("latency").unwrap();
+    assert_eq!(j, json, "the bandwidth answer moved");
+    // At 4 procs T(0) = 16.6175 s: 10% is 1.66 s, 5,539 us (read exactly: the time is
+    // straight in the latency).
+    let at4 = a
+        .latency
+        .as_ref()
+        .unwrap()
+        .tolerance
+        .iter()
+        .find(|t| t.procs == 4)
+        .unwrap();
+    assert!(
+        (at4.latency_us - 0.1 * 16.6175 / 300.0 * 1e6).abs() < 1.0,
+        "{l}"
+    );
+    assert_eq!(at4.between, Some([5000, 20000]), "{l}");
+    let text = render(&a, &[10.0], None);
+    assert!(text.contains("latency demand"), "{text}");
 }

@@ -3,7 +3,9 @@
 //! warnings of one series.
 
 pub(crate) mod compose;
+pub mod latency;
 pub mod narrow;
+pub mod problem;
 
 use serde::Serialize;
 
@@ -479,6 +481,9 @@ pub struct Analysis {
     pub traffic: Option<TrafficAnswer>,
     /// Which projection the backtest supports, in words.
     pub supported: String,
+    /// The latency demand, where the series has latency points (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<latency::LatencyAnswer>,
     pub warnings: Vec<String>,
 }
 

@@ -3,7 +3,9 @@
 //!
 //! Extra columns are labels: together with `workload` they name the series (runs are
 //! compared only within a series), except per-run columns such as `started_at`, `host`,
-//! `job`. An optional `status` column marks failed runs (anything but `ok`; they need no
+//! `job`. An optional `problem` column holds the problem's size of a series with a
+//! problem axis (empty: none), `latency_step` the added latency of a latency point (us;
+//! empty: a bandwidth step). An optional `status` column marks failed runs (anything but `ok`; they need no
 //! time). `bw_pct` may be `unlimited`. Fields may be quoted (the `csv` crate reads them);
 //! a UTF-8 byte-order mark is skipped. `nodes` must be a whole number from 1 to `procs`.
 //! Two rows of one series with the same nodes, procs, bw_pct and repeat are one run
@@ -25,8 +27,10 @@ use crate::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 19] = [
+const PER_RUN: [&str; 21] = [
     "status",
+    "problem",
+    "latency_step",
     "flag",
     "fidelity",
     "metrics",
@@ -98,6 +102,8 @@ struct Columns {
     bytes_sent: usize,
     cpu_busy_before: usize,
     flag: usize,
+    problem: usize,
+    latency_step: usize,
     labels: Vec<usize>,
 }
 
@@ -138,6 +144,8 @@ impl Columns {
             bytes_sent: idx("bytes_sent"),
             cpu_busy_before: idx("cpu_busy_before"),
             flag: idx("flag"),
+            problem: idx("problem"),
+            latency_step: idx("latency_step"),
             labels: (0..names.len())
                 .filter(|&i| {
                     !REQUIRED.contains(&names[i].as_str()) && !PER_RUN.contains(&names[i].as_str())
@@ -160,6 +168,8 @@ impl Columns {
                 .filter(|b| (0.0..=1.0).contains(b))
                 .ok_or(())
         });
+        let problem = optional(f, self.problem).map(str::parse::<f64>);
+        let latency_step = optional(f, self.latency_step).map(str::parse::<u64>);
         let ok = self.status == usize::MAX || f[self.status].eq_ignore_ascii_case("ok");
         // A failed run need not have a time.
         let seconds = f[self.seconds]
@@ -214,6 +224,15 @@ impl Columns {
                 f[self.cpu_busy_before]
             ));
         }
+        if let Some(Err(_)) = problem {
+            bad.push(format!("problem `{}` is not a number", f[self.problem]));
+        }
+        if let Some(Err(_)) = latency_step {
+            bad.push(format!(
+                "latency_step `{}` is not a whole number of microseconds",
+                f[self.latency_step]
+            ));
+        }
         if !bad.is_empty() {
             return Err(bad);
         }
@@ -235,6 +254,8 @@ impl Columns {
             // per-node bytes are not read.
             busiest_bytes: None,
             flag: optional(f, self.flag).map(crate::table::printable),
+            problem: problem.and_then(Result::ok),
+            latency_step: latency_step.and_then(Result::ok),
         })
     }
 }
@@ -287,7 +308,7 @@ pub fn parse_with_time(text: &str, time: &str) -> Result<Vec<Observation>> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     // (series, nodes, procs, bandwidth, repeat) of successful runs -> first line.
-    type RunKey = (String, u32, u32, Pct, u32);
+    type RunKey = (String, u32, u32, Pct, u32, Option<u64>, Option<u64>);
     let mut seen: std::collections::HashMap<RunKey, u64> = std::collections::HashMap::new();
     for record in reader.records() {
         let record = match record {
@@ -328,10 +349,18 @@ pub fn parse_with_time(text: &str, time: &str) -> Result<Vec<Observation>> {
         // A failed (or flagged) attempt and its retry share a repeat number (`export`
         // writes both); two successful, unflagged runs with the same one are a copy.
         if o.ok && o.flag.is_none() {
-            let key = (o.series.clone(), o.nodes, o.procs, o.bw_pct, o.repeat);
+            let key = (
+                o.series.clone(),
+                o.nodes,
+                o.procs,
+                o.bw_pct,
+                o.repeat,
+                o.problem.map(f64::to_bits),
+                o.latency_step,
+            );
             if let Some(first) = seen.get(&key) {
                 errors.push(format!(
-                    "line {lineno}: the same run as line {first} (workload, labels, nodes, procs, bw_pct and repeat all equal, both ok): number repeats apart or remove the copy"
+                    "line {lineno}: the same run as line {first} (workload, labels, nodes, procs, bw_pct, repeat and problem all equal, both ok): number repeats apart or remove the copy"
                 ));
                 continue;
             }

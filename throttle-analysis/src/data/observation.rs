@@ -28,11 +28,25 @@ pub struct Observation {
     pub busiest_bytes: Option<u64>,
     /// Why the run's links did not run at their setting (`fidelity`), when they did not.
     pub flag: Option<String>,
+    /// The problem's size, where the series has a problem axis (`[problem]` of a sweep);
+    /// see [`crate::analyze::problem`].
+    pub problem: Option<f64>,
+    /// The added one-way latency of a sweep's latency point, us (`latencies`: the full
+    /// link with it added); `None` for a run at a bandwidth step. Latency points are
+    /// analysed for the latency demand alone ([`crate::method::latency`]).
+    pub latency_step: Option<u64>,
 }
 
 /// The longest time a run may report, seconds (about 31 years): beyond it a figure is no
 /// measurement, and its squares overflow.
 pub const MAX_SECONDS: f64 = 1e9;
+
+/// The largest added latency a run may carry, us (a link's largest).
+pub const MAX_LATENCY_US: u64 = throttle_proto::shape::MAX_LATENCY_US;
+
+/// The largest problem value a run may carry: beyond it (2^53) not every whole number
+/// is one.
+pub const MAX_PROBLEM: f64 = 9.007_199_254_740_992e15;
 
 impl Observation {
     /// What makes this row no run the analysis can use, one phrase per problem (empty:
@@ -68,6 +82,20 @@ impl Observation {
                 bad.push(format!("cpu_busy_before {b} is not a share from 0 to 1"));
             }
         }
+        if let Some(n) = self.problem {
+            if !(n.is_finite() && n > 0.0 && n <= MAX_PROBLEM) {
+                bad.push(format!(
+                    "the problem value {n} is not a positive number up to {MAX_PROBLEM:e}"
+                ));
+            }
+        }
+        if let Some(l) = self.latency_step {
+            if l > MAX_LATENCY_US {
+                bad.push(format!(
+                    "the latency step {l} us is more than a link adds ({MAX_LATENCY_US} us)"
+                ));
+            }
+        }
         if self.series.trim().is_empty() {
             bad.push("the workload is empty".to_string());
         }
@@ -92,6 +120,8 @@ impl Observation {
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,
+            problem: None,
+            latency_step: None,
         }
     }
 }
@@ -113,6 +143,8 @@ mod tests {
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,
+            problem: None,
+            latency_step: None,
         }
     }
 
@@ -142,6 +174,20 @@ mod tests {
                 "the time NaN",
             ),
             (Observation { nodes: 0, ..run() }, "nodes 0"),
+            (
+                Observation {
+                    problem: Some(f64::INFINITY),
+                    ..run()
+                },
+                "the problem value inf",
+            ),
+            (
+                Observation {
+                    problem: Some(-1.0),
+                    ..run()
+                },
+                "the problem value -1",
+            ),
             (Observation { procs: 0, ..run() }, "procs 0"),
             (Observation { nodes: 8, ..run() }, "more than procs"),
             (

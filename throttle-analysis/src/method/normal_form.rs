@@ -77,7 +77,7 @@ pub const WINDOW: f64 = 4.0;
 pub const SHAPE_COST: f64 = 2.0;
 
 /// At most this many forms are averaged.
-const MAX_CLOSE: usize = 8;
+pub(crate) const MAX_CLOSE: usize = 8;
 
 /// The exponents i of p (as fractions: numerator, denominator).
 const EXPONENTS: [(i8, u8); 16] = [
@@ -141,7 +141,7 @@ impl Form {
         }
     }
 
-    fn term(self, p: f64) -> f64 {
+    pub(crate) fn term(self, p: f64) -> f64 {
         match self {
             Form::Term {
                 num,
@@ -211,7 +211,7 @@ impl Form {
 
     /// |i| + j of its term (0 for the constant and the fitted forms, whose shape is a
     /// coefficient).
-    fn shape(self) -> f64 {
+    pub(crate) fn shape(self) -> f64 {
         match self {
             Form::Term { num, den, log, .. } => (num as f64 / den as f64).abs() + log as f64,
             Form::Power | Form::Paper => 0.0,
@@ -220,7 +220,7 @@ impl Form {
 
     /// How simple the form is (lower first): fewer coefficients, then smaller |i|, then
     /// smaller j, then p before p - 1. Breaks ties between forms that score equally.
-    fn simplicity(self) -> (usize, u32, u8, bool) {
+    pub(crate) fn simplicity(self) -> (usize, u32, u8, bool) {
         match self {
             Form::Term {
                 num,
@@ -288,6 +288,11 @@ pub struct Model {
 /// writer of a term, for a form's name and a fitted model's text alike.
 fn term_text(coefficient: String, peers: bool, num: i8, den: u8, log: u8) -> String {
     let x = if peers { "(p-1)" } else { "p" };
+    term_of(coefficient, x, num, den, log)
+}
+
+/// [`term_text`] of the variable `x` (`p`, `(p-1)`, `n`).
+pub(crate) fn term_of(coefficient: String, x: &str, num: i8, den: u8, log: u8) -> String {
     let mut t = coefficient;
     if num != 0 {
         if den == 1 {
@@ -379,7 +384,7 @@ impl Model {
 
 /// Weighted least squares: the coefficients minimising sum w (y - b . x)^2 over `rows`
 /// of (x, y, w); `None` when the rows cannot determine them.
-fn wls(rows: &[(Vec<f64>, f64, f64)]) -> Option<Vec<f64>> {
+pub(crate) fn wls(rows: &[(Vec<f64>, f64, f64)]) -> Option<Vec<f64>> {
     let k = rows.first()?.0.len();
     if rows.len() < k {
         return None;
@@ -509,7 +514,7 @@ fn judgeable(form: Form, n: usize) -> bool {
 }
 
 /// AICc of a fit with `k` coefficients and `chi2` on `n` values.
-fn aicc(chi2: f64, k: usize, n: usize) -> f64 {
+pub(crate) fn aicc(chi2: f64, k: usize, n: usize) -> f64 {
     let (k, n) = (k as f64, n as f64);
     chi2 + 2.0 * k + 2.0 * k * (k + 1.0) / (n - k - 1.0)
 }

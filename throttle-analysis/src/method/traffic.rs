@@ -65,7 +65,7 @@ pub struct Fit {
 /// carried through the fit (each step's and the baseline's median, from the size's pooled
 /// spread) and the scatter of the steps about the line (a curve not quite straight in
 /// 1/w makes k uncertain however many repeats there are).
-fn exposed_at(
+pub(crate) fn exposed_at(
     medians: &BTreeMap<(u32, BwKey), f64>,
     p: u32,
     transfer_s: f64,

@@ -8,6 +8,8 @@ pub mod bottom_line;
 pub mod document;
 pub mod glossary;
 pub mod headline;
+pub mod latency;
+pub mod problem;
 
 use crate::method::demand::Censored;
 use crate::table::{wrap, Table};
@@ -143,6 +145,9 @@ pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail:
     }
     traffic(&mut out, a, levels);
     backtest(&mut out, a, detail);
+    if let Some(l) = &a.latency {
+        crate::render::latency::render(&mut out, l, levels);
+    }
     out.push_str(&format!(
         "intervals [a-b]: {}; a projection's [a-b] is what a measurement at that size would show: its noise, how one level reads there, and the model's error (its lack of fit, its growth with the distance projected from the backtest and other programs', the averaged forms' disagreement; --json: model_error), [a-b]* is run-to-run noise only (no model error could be estimated)\n",
         a.intervals

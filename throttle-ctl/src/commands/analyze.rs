@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::anyhow;
 use clap::Args as ClapArgs;
+use throttle_analysis::analyze::problem::ProblemQuestion;
+use throttle_analysis::data::problem::ProblemAxis;
 use throttle_analysis::method::demand::Interp;
 use throttle_analysis::{Question, TimeUnit};
 use throttle_proto::rate::format_bits_per_sec;
@@ -18,7 +20,7 @@ use crate::store::{Store, DEFAULT_DB};
 
 #[derive(ClapArgs, Debug)]
 #[command(
-    after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --backtest        would smaller sizes have predicted the larger ones?\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/\n  throttle-ctl analyze --export-markdown answer.md --export-csv answer.csv"
+    after_help = "Examples:\n  throttle-ctl analyze --predict 4,16\n  throttle-ctl analyze --predict 64 --problem 30   a series with a problem axis: the demand at 64 processes, scale 30\n  throttle-ctl analyze --backtest        would smaller sizes have predicted the larger ones?\n  throttle-ctl analyze --csv measured.csv --cti 5,10 --json\n  throttle-ctl analyze --db results.db --report report/\n  throttle-ctl analyze --export-markdown answer.md --export-csv answer.csv"
 )]
 pub struct Args {
     /// Results database [default: ./throttle-results.db].
@@ -37,6 +39,25 @@ pub struct Args {
     /// The series to analyse when the data holds several.
     #[arg(long)]
     series: Option<String>,
+    /// With a series swept over a problem axis (`[problem]` in its spec): the problem
+    /// values to project to, with each --predict size [default: the largest measured]. A
+    /// BFS's value is its scale, PMM's its matrix order, mw's its bytes per iteration, a
+    /// command's its {n}. Measured sizes and problems asked are held out of every fit
+    /// (`--predict 8 --problem 14`: fitted without 8 nodes and without scale 14).
+    #[arg(long, value_name = "VALUES")]
+    problem: Option<String>,
+    /// With a problem axis: where the link saturates along the weak-scaling line that
+    /// starts at this problem value at one process and grows with the processes (its size
+    /// x p: mw's volume, or a BFS scale + log2 p).
+    #[arg(long, value_name = "VALUE")]
+    weak: Option<f64>,
+    /// With a problem axis: analyse only this problem value's runs, as a series of one
+    /// problem (its report, exports and plots too).
+    #[arg(long, value_name = "VALUE", conflicts_with_all = ["problem", "weak"])]
+    at_problem: Option<f64>,
+    /// With a problem axis: also print each problem value's own answer.
+    #[arg(long)]
+    verbose: bool,
     /// Print every backtest check (each measured size from the third on, projected from
     /// the smaller ones, against what was measured); the verdict is always printed.
     #[arg(long)]
@@ -85,6 +106,8 @@ pub struct Args {
 /// and the levels their sweep measured closely.
 struct Data {
     obs: Vec<throttle_analysis::Observation>,
+    /// What the problem values are, where the runs carry one.
+    axis: ProblemAxis,
     capacity: Option<f64>,
     time_source: String,
     unit: TimeUnit,
@@ -116,8 +139,15 @@ impl Args {
             [one] => store.levels(one),
             _ => None,
         };
+        let axis = rows
+            .iter()
+            .find(|r| r.problem.is_some())
+            .map_or_else(ProblemAxis::default, |r| {
+                crate::sweep::problem::axis(&r.workload)
+            });
         Ok(Data {
             obs,
+            axis,
             capacity: store.capacity()?,
             time_source: chosen.what.to_string(),
             unit: chosen.unit,
@@ -147,8 +177,21 @@ impl Args {
         if let Some(f) = &self.export_csv {
             super::check_output_file("--export-csv", f)?;
         }
+        let problems = match &self.problem {
+            Some(p) => parse_list::<f64>(p, "--problem")?,
+            None => Vec::new(),
+        };
+        if let Some(bad) = problems
+            .iter()
+            .chain(&self.weak)
+            .chain(&self.at_problem)
+            .find(|v| !(v.is_finite() && **v > 0.0 && **v <= 1e15))
+        {
+            anyhow::bail!("a problem value is a positive number (a BFS scale, a matrix order, bytes, a command's {{n}}), not {bad}");
+        }
         let Data {
-            obs,
+            mut obs,
+            axis,
             capacity,
             time_source,
             unit,
@@ -176,8 +219,16 @@ impl Args {
                 } else {
                     TimeUnit::Seconds
                 };
+                // The series of a CSV file begins with its workload.
+                let axis = obs
+                    .iter()
+                    .find(|o| o.problem.is_some())
+                    .map_or_else(ProblemAxis::default, |o| {
+                        crate::sweep::problem::axis(o.series.split(' ').next().unwrap_or(""))
+                    });
                 Data {
                     obs,
+                    axis,
                     capacity: None,
                     time_source: format!("the `{column}` column of {}{said}", f.display()),
                     unit,
@@ -198,6 +249,23 @@ impl Args {
             }
             (None, None) => parse_cti("5,10,15,20,25", "--cti")?,
         };
+        if let Some(v) = self.at_problem {
+            let before = obs.len();
+            obs.retain(|o| o.problem == Some(v));
+            if obs.is_empty() {
+                anyhow::bail!(
+                    "--at-problem {v}: none of the {before} runs has that problem value{}",
+                    if axis.name.is_empty() {
+                        " (the data has no problem axis)".to_string()
+                    } else {
+                        format!(" ({} values are listed by `analyze`)", axis.name)
+                    }
+                );
+            }
+            for o in &mut obs {
+                o.problem = None;
+            }
+        }
         let question = Question {
             cti: levels.clone(),
             predict,
@@ -209,8 +277,40 @@ impl Args {
             interp: self.interpolation,
             unit,
         };
-        let a = throttle_analysis::analyze(&obs, &question)?;
         let cap = capacity.map(format_bits_per_sec);
+        if throttle_analysis::analyze::problem::has_axis(&obs, &question)? {
+            if self.report.is_some() {
+                anyhow::bail!("--report draws one problem value at a time: add --at-problem VALUE (the two-parameter answer is in the text, --json, --export-markdown and --export-csv)");
+            }
+            let asked = ProblemQuestion {
+                axis,
+                problems,
+                weak: self.weak,
+            };
+            let a = throttle_analysis::analyze::problem::analyze_problem(&obs, &question, &asked)?;
+            if self.json {
+                output::print_json(&a)?;
+            } else {
+                output::print(throttle_analysis::render::problem::render(
+                    &a,
+                    cap.as_deref(),
+                    self.verbose,
+                ))?;
+            }
+            if let Some(f) = &self.export_markdown {
+                let text = throttle_analysis::render::problem::markdown(&a, cap.as_deref());
+                super::write_output_file("--export-markdown", f, &text)?;
+            }
+            if let Some(f) = &self.export_csv {
+                let text = throttle_analysis::render::problem::csv(&a)?;
+                super::write_output_file("--export-csv", f, &text)?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        if !problems.is_empty() || self.weak.is_some() {
+            anyhow::bail!("--problem and --weak ask of a series swept over a problem axis (`[problem]` in its spec): this one has none (--at-problem analysed one value)");
+        }
+        let a = throttle_analysis::analyze(&obs, &question)?;
         if self.json {
             output::print_json(&a)?;
         } else {

@@ -142,6 +142,7 @@ impl Args {
             nodes: self.nodes,
             ranks_per_node: self.ranks_per_node,
             bw: self.bw,
+            latency_us: None,
             time_limit: self.time_limit,
             job_prefix: None,
         };

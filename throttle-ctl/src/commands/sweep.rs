@@ -59,8 +59,9 @@ pub struct Args {
 
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
-        let mut sweep = Sweep::load(&self.spec)?;
-        if !sweep.steps.contains(&throttle_proto::Pct::FULL) && !self.no_baseline {
+        let mut sweeps = Sweep::load(&self.spec)?;
+        let first = &sweeps[0];
+        if !first.steps.contains(&throttle_proto::Pct::FULL) && !self.no_baseline {
             anyhow::bail!(
                 "{}: `bandwidths` has no 100% step, and a CTI is a time against the unshaped run: `analyze` could derive no demand from this sweep. Add 100 to `bandwidths`, or pass --no-baseline if these runs are for `throttle-ctl model` (which fits on the stepped runs)",
                 self.spec.display()
@@ -68,41 +69,77 @@ impl Args {
         }
         let cluster = ctx.cluster()?;
         // Checked before the database is created or a node touched.
-        sweep.check_cluster(&cluster)?;
-        if sweep.workload.command().is_some() {
-            let max = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
-            if let Some(why) = crate::external::unshaped(&cluster, max) {
+        for sweep in &sweeps {
+            sweep.check_cluster(&cluster)?;
+        }
+        let max_nodes = sweeps
+            .iter()
+            .flat_map(|s| s.spec.nodes.iter().copied())
+            .max()
+            .unwrap_or(0);
+        if first.workload.command().is_some() {
+            if let Some(why) = crate::external::unshaped(&cluster, max_nodes) {
                 crate::note!("warning: {why}");
             }
         }
         let db = self.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         let store = Store::open(&db)?;
-        sweep.resume_as_stored(&store)?;
-        same_capacity(&store, &sweep.series, &cluster, &db)?;
+        for sweep in &mut sweeps {
+            sweep.resume_as_stored(&store)?;
+        }
+        let series = sweeps[0].series.clone();
+        same_capacity(&store, &series, &cluster, &db)?;
         let options = SweepOptions {
-            job_prefix: sweep::job_prefix(&db, &sweep.series),
+            job_prefix: sweep::job_prefix(&db, &series),
             lease: self.lease,
             fail_fast: self.fail_fast,
             ignore_failure: self.ignore_failure,
             retry_given_up: self.retry_given_up,
         };
         let cancel = interrupt_flag()?;
-        crate::note!("{}", plan_text(&sweep, &db));
-        let max_nodes = sweep.spec.nodes.iter().copied().max().unwrap_or(0);
         if let Some(w) = crate::load::oversubscription(
             &cluster,
             max_nodes,
-            sweep.spec.ranks_per_node,
-            sweep.workload.emulates_compute(),
+            sweeps[0].spec.ranks_per_node,
+            sweeps[0].workload.emulates_compute(),
         ) {
             crate::note!("warning: {w}");
         }
         let mut progress = SweepProgress::new(self.plain).stop_on_closed_output(cancel);
-        let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
+        // One sweep per problem value, one after the other; what each ran adds up.
+        let count = sweeps.len();
+        let mut total = SweepEnd::Complete {
+            ran: 0,
+            already_stored: 0,
+            gave_up: 0,
+            until: None,
+        };
+        for (i, sweep) in sweeps.iter().enumerate() {
+            let of = match sweep.problem {
+                Some(n) => format!(" (problem value {n}, {} of {count})", i + 1),
+                None => String::new(),
+            };
+            crate::note!("{}{of}", plan_text(sweep, &db));
+            let end = sweep.execute(&cluster, &store, &options, cancel, |e| progress.event(e));
+            let end = match end {
+                Ok(end) => end,
+                Err(e) => {
+                    progress.finish();
+                    return Err(e);
+                }
+            };
+            total = total.and_then(end);
+            if matches!(total, SweepEnd::Interrupted { .. }) {
+                break;
+            }
+        }
         progress.finish();
-        let end = end?;
+        let end = total;
         if self.json && !progress.output_closed() {
-            output::print_json(&json!({ "db": db, "series": sweep.series, "result": end }))?;
+            let problems: Vec<u64> = sweeps.iter().filter_map(|s| s.problem).collect();
+            output::print_json(
+                &json!({ "db": db, "series": series, "problems": problems, "result": end }),
+            )?;
         }
         Ok(match end {
             SweepEnd::Complete {

@@ -17,7 +17,7 @@
 mod capture;
 pub mod guard;
 mod reap;
-mod template;
+pub(crate) mod template;
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;

@@ -10,6 +10,31 @@ use throttle_proto::Pct;
 /// The placeholders a command template may use.
 pub const PLACEHOLDERS: &[&str] = &["nodes", "procs", "ranks_per_node", "hostfile", "bw"];
 
+/// The placeholder of a sweep's problem size (`[problem]` in the spec): replaced by
+/// [`with_problem`] before the template is checked, so a command run without a problem
+/// axis that names it is refused.
+pub const PROBLEM: &str = "n";
+
+/// `text` with every `{n}` replaced by `n`; `None` when it has none (a problem axis
+/// its command does not take would measure one program many times).
+pub fn with_problem(text: &str, n: u64) -> Option<String> {
+    let found = placeholders(text);
+    if !found.iter().any(|(_, name)| *name == PROBLEM) {
+        return None;
+    }
+    let mut out = String::new();
+    let mut last = 0;
+    for (range, name) in found {
+        if name == PROBLEM {
+            out.push_str(&text[last..range.start]);
+            out.push_str(&n.to_string());
+            last = range.end;
+        }
+    }
+    out.push_str(&text[last..]);
+    Some(out)
+}
+
 /// A checked command template. A placeholder is `{name}` with `name` one of
 /// [`PLACEHOLDERS`]; any other `{word}` of lowercase letters and `_` is refused as a likely
 /// typo; everything else with braces (awk programs, `${VAR}`, `{a,b}`) is the shell's.
@@ -46,6 +71,9 @@ impl CommandTemplate {
             bail!("the command is empty");
         }
         for (_, name) in placeholders(text) {
+            if name == PROBLEM {
+                bail!("`{{n}}` is a sweep's problem size: it needs a [problem] section in the spec, whose values it takes run by run (`throttle-ctl sweep --help`)");
+            }
             if !PLACEHOLDERS.contains(&name) {
                 bail!(
                     "unknown placeholder `{{{name}}}` in the command: use {}",
@@ -161,6 +189,18 @@ impl TimeRegex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_problem_size_is_put_in_before_the_check() {
+        let run = "mpirun -np {procs} ./halo --cells {n} ${n} {nn}";
+        assert_eq!(
+            with_problem(run, 4096).unwrap(),
+            "mpirun -np {procs} ./halo --cells 4096 ${n} {nn}"
+        );
+        assert_eq!(with_problem("./a {procs}", 1), None);
+        let e = CommandTemplate::parse("./a {n}").unwrap_err().to_string();
+        assert!(e.contains("[problem]"), "{e}");
+    }
 
     #[test]
     fn templates_know_their_placeholders() {

@@ -96,6 +96,39 @@ pub enum SweepEnd {
     },
 }
 
+impl SweepEnd {
+    /// This end followed by `next`'s (the sweeps of a problem axis, one after the other):
+    /// their runs added up, interrupted when either was.
+    pub fn and_then(self, next: SweepEnd) -> SweepEnd {
+        let ran = |e: &SweepEnd| match e {
+            SweepEnd::Complete { ran, .. } | SweepEnd::Interrupted { ran } => *ran,
+        };
+        let sum = ran(&self) + ran(&next);
+        match (self, next) {
+            (
+                SweepEnd::Complete {
+                    already_stored: a,
+                    gave_up: g,
+                    until: u,
+                    ..
+                },
+                SweepEnd::Complete {
+                    already_stored: b,
+                    gave_up: h,
+                    until: v,
+                    ..
+                },
+            ) => SweepEnd::Complete {
+                ran: sum,
+                already_stored: a + b,
+                gave_up: g + h,
+                until: v.or(u),
+            },
+            _ => SweepEnd::Interrupted { ran: sum },
+        }
+    }
+}
+
 /// How precision on request ended.
 #[derive(Debug, PartialEq, serde::Serialize)]
 pub struct UntilEnd {
@@ -232,9 +265,9 @@ impl Sweep {
         let rpn = self.spec.ranks_per_node;
         let mut out = Vec::new();
         for &n in &self.spec.nodes {
-            let prefix = SweepPoint::size_prefix(&self.series, n, rpn);
+            let prefix = SweepPoint::size_prefix(&self.key_base, n, rpn);
             for bw in search::stored_beyond(&rows, &prefix, &grid) {
-                out.push(SweepPoint::new(&self.series, n, rpn, bw, 0));
+                out.push(SweepPoint::new(&self.key_base, n, rpn, bw, 0));
             }
         }
         Ok(out)
@@ -260,7 +293,7 @@ impl Sweep {
         let rpn = self.spec.ranks_per_node;
         let mut out = Vec::new();
         for &n in nodes {
-            let prefix = SweepPoint::size_prefix(&self.series, n, rpn);
+            let prefix = SweepPoint::size_prefix(&self.key_base, n, rpn);
             let placed = tried.entry(n).or_default();
             let mut steps = search::next_steps(search, &rows, &prefix, &grid, placed);
             // Steps placed before, by this invocation or a killed one, whose repeats are
@@ -273,7 +306,7 @@ impl Sweep {
             for bw in steps {
                 placed.insert(bw);
                 for rep in 0..self.spec.repeats.first() {
-                    let p = SweepPoint::new(&self.series, n, rpn, bw, rep);
+                    let p = SweepPoint::new(&self.key_base, n, rpn, bw, rep);
                     let given_up = failed.get(&p.key).is_some_and(|&f| f > self.spec.retries);
                     if !done.contains(&p.key)
                         && !given_up
@@ -338,7 +371,7 @@ impl Sweep {
         let rows = store.rows()?;
         let grid = self.grid();
         for &n in nodes {
-            let prefix = SweepPoint::size_prefix(&self.series, n, self.spec.ranks_per_node);
+            let prefix = SweepPoint::size_prefix(&self.key_base, n, self.spec.ranks_per_node);
             let (brackets, spent) = search::brackets(search, &rows, &prefix, &grid);
             on_event(SweepEvent::Searched {
                 nodes: n,
@@ -365,7 +398,7 @@ impl Sweep {
     /// its size with its held-out sizes held out.
     fn analyse(&self, store: &Store, until: &Until) -> Result<Analysis> {
         let mut rows = store.rows()?;
-        rows.retain(|r| r.series == self.series);
+        rows.retain(|r| r.series == self.series && r.problem == self.problem.map(|n| n as f64));
         let (obs, chosen) = measurements::observations(&rows, TimeSource::Auto)?;
         let levels = self
             .levels()
@@ -418,14 +451,14 @@ impl Sweep {
         let mut out = Vec::new();
         for &(n, bw) in points {
             let Ok(bw) = Pct::new(bw) else { continue };
-            let prefix = SweepPoint::group(&self.series, n, rpn, bw);
+            let prefix = SweepPoint::group(&self.key_base, n, rpn, bw);
             let next = rows
                 .iter()
                 .filter(|r| r.point_key.starts_with(&prefix))
                 .filter_map(|r| r.point_key.rsplit("rep=").next()?.parse::<u32>().ok())
                 .max()
                 .map_or(0, |m| m + 1);
-            out.push(SweepPoint::new(&self.series, n, rpn, bw, next));
+            out.push(SweepPoint::new(&self.key_base, n, rpn, bw, next));
         }
         Ok(out)
     }
@@ -779,12 +812,17 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn job(&self, nodes: usize, bw: Pct) -> JobSpec {
+    /// The job of a run at `nodes` and `bw`, with `latency_us` added (a latency point's);
+    /// a sweep with latency points runs every other point without added latency, so that
+    /// none keeps the last latency point's.
+    fn job(&self, nodes: usize, bw: Pct, latency_us: Option<u64>) -> JobSpec {
+        let spec = &self.sweep.spec;
         JobSpec {
             workload: self.sweep.workload.clone(),
             nodes,
-            ranks_per_node: self.sweep.spec.ranks_per_node,
+            ranks_per_node: spec.ranks_per_node,
             bw,
+            latency_us: latency_us.or((!spec.latencies.is_empty()).then_some(0)),
             time_limit: self.sweep.spec.time_limit,
             job_prefix: Some(self.options.job_prefix.clone()),
         }
@@ -825,7 +863,7 @@ impl<'a> Runner<'a> {
                 todo,
                 point: p,
             });
-            let job_spec = self.job(p.nodes, p.bw);
+            let job_spec = self.job(p.nodes, p.bw, p.latency_us);
             let (before_run, busy) = self.settle();
             let started_at = now_utc();
             attempted = true;
@@ -841,8 +879,10 @@ impl<'a> Runner<'a> {
                 Ok(o) => o,
                 Err(e) if self.options.fail_fast => {
                     return Err(e.context(format!(
-                        "stopping the sweep at nodes={} bw={} rep={} (--fail-fast); everything stored is kept",
-                        p.nodes, p.bw, p.repeat
+                        "stopping the sweep at nodes={} {} rep={} (--fail-fast); everything stored is kept",
+                        p.nodes,
+                        p.setting(),
+                        p.repeat
                     )))
                 }
                 Err(e) => Outcome::not_started(self.cluster, &job_spec, format!("{e:#}")),
@@ -912,7 +952,7 @@ impl<'a> Runner<'a> {
         let why = match job::execute(
             self.cluster,
             &self.links,
-            &self.job(nodes, Pct::FULL),
+            &self.job(nodes, Pct::FULL, None),
             self.cancel,
         ) {
             Ok(o) if o.status == RunStatus::Interrupted => return Ok(false),
@@ -988,6 +1028,8 @@ impl<'a> Runner<'a> {
         RunRow {
             point_key: p.key.clone(),
             series: self.sweep.series.clone(),
+            problem: self.sweep.problem.map(|n| n as f64),
+            latency_step: p.latency_us,
             workload: spec.workload.clone(),
             options: self.sweep.options.to_string(),
             nodes: p.nodes as u32,

@@ -26,12 +26,15 @@
 //!   bandwidth steps;
 //! * [`plan`]: the checked sweep: its workload, series and points, and the next round of
 //!   `repeats = "auto"`;
+//! * [`problem`]: the problem axis (`[problem]`): its values, and the option of each
+//!   workload a value sets;
 //! * [`search`]: the demand search's next steps (`[search]` in the spec);
 //! * [`until`]: precision on request, the rounds after the search (`[until]`);
 //! * [`execute`]: running it against a cluster and storing every run.
 
 mod execute;
 mod plan;
+pub mod problem;
 pub mod search;
 mod spec;
 pub mod steps;

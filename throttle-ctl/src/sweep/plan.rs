@@ -13,6 +13,7 @@ use throttle_proto::emulation;
 use throttle_proto::workload::{Options, PmmOptions};
 use throttle_proto::Pct;
 
+use super::problem;
 use super::spec::{Repeats, SweepSpec, AUTO_FIRST};
 use crate::run_status::RunStatus;
 use crate::store::Store;
@@ -23,6 +24,9 @@ use crate::workload::Workload;
 pub struct SweepPoint {
     pub nodes: usize,
     pub bw: Pct,
+    /// The added one-way latency of a latency point (`latencies` in the spec: at 100% of
+    /// the link); `None` for a bandwidth point.
+    pub latency_us: Option<u64>,
     pub repeat: u32,
     /// Identifies the point across runs of the sweep (series, nodes, ranks per node,
     /// bandwidth, repeat), so a resumed sweep knows what is stored.
@@ -39,11 +43,47 @@ impl SweepPoint {
         SweepPoint {
             nodes,
             bw,
+            latency_us: None,
             repeat,
             key: format!(
                 "{}rep={repeat}",
                 Self::group(series, nodes, ranks_per_node, bw)
             ),
+        }
+    }
+
+    /// A latency point: the full link with `latency_us` added one way.
+    pub fn at_latency(
+        series: &str,
+        nodes: usize,
+        ranks_per_node: usize,
+        latency_us: u64,
+        repeat: u32,
+    ) -> Self {
+        SweepPoint {
+            nodes,
+            bw: Pct::FULL,
+            latency_us: Some(latency_us),
+            repeat,
+            key: format!(
+                "{series}|nodes={nodes}|rpn={ranks_per_node}|lat={latency_us}|rep={repeat}"
+            ),
+        }
+    }
+
+    /// The same point under the key prefix `series`.
+    pub fn rekeyed(&self, series: &str, ranks_per_node: usize) -> SweepPoint {
+        match self.latency_us {
+            Some(l) => Self::at_latency(series, self.nodes, ranks_per_node, l, self.repeat),
+            None => Self::new(series, self.nodes, ranks_per_node, self.bw, self.repeat),
+        }
+    }
+
+    /// What the point sets, in words: `bw=40%`, or `lat=50us` (at 100%).
+    pub fn setting(&self) -> String {
+        match self.latency_us {
+            Some(l) => format!("lat={l}us"),
+            None => format!("bw={}", self.bw),
         }
     }
 
@@ -104,6 +144,12 @@ pub struct Sweep {
     pub spec: SweepSpec,
     pub workload: Workload,
     pub series: String,
+    /// The problem value this sweep measures, when the spec has a problem axis (one
+    /// sweep per value, all under one series).
+    pub problem: Option<u64>,
+    /// What its points' keys begin with: the series, and the problem value when there is
+    /// one.
+    pub(super) key_base: String,
     /// The name earlier versions gave the same sweep, where it differs (see
     /// [`Sweep::resume_as_stored`]).
     legacy_series: Option<String>,
@@ -119,15 +165,59 @@ const MAX_COUNT: u32 = 10_000;
 const MAX_RETRIES: u32 = 100;
 
 impl Sweep {
-    pub fn load(path: &Path) -> Result<Sweep> {
+    /// The sweeps of the spec at `path`: one, or one per problem value ([`Sweep::plan`]).
+    pub fn load(path: &Path) -> Result<Vec<Sweep>> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the sweep spec {}", path.display()))?;
         let spec: SweepSpec = toml::from_str(&text)
             .map_err(|e| anyhow!("the sweep spec {} is not valid: {e}", path.display()))?;
-        Sweep::new(spec)
+        Sweep::plan(spec)
     }
 
+    /// The sweeps of `spec`: itself without a problem axis; with one, a sweep per value
+    /// at the node counts it is measured at, every one under the series the spec names
+    /// (or its workload and options with the problem's option as `{n}`).
+    pub fn plan(spec: SweepSpec) -> Result<Vec<Sweep>> {
+        let Some(axis) = spec.problem.clone() else {
+            return Ok(vec![Sweep::new(spec)?]);
+        };
+        if spec.until.is_some() {
+            bail!("[until] and [problem] do not go together yet: [until] narrows the answer at one size of one problem (sweep each value with its own [until] and `name`)");
+        }
+        let base = spec.options()?;
+        let series = match &spec.name {
+            Some(name) => series_name(name)?,
+            None => default_series(base.name(), &options_set(&problem::named(&base)?)),
+        };
+        let mut sweeps = Vec::new();
+        for cell in axis.cells(&spec.nodes, spec.ranks_per_node)? {
+            let mut one = spec.clone();
+            one.problem = None;
+            one.name = None;
+            one.nodes = cell.nodes;
+            one.set_options(problem::apply(&base, cell.value)?);
+            let mut sweep =
+                Sweep::new(one).with_context(|| format!("at problem value {}", cell.value))?;
+            sweep.spec.problem = spec.problem.clone();
+            sweep.spec.name = spec.name.clone();
+            sweep.series = series.clone();
+            sweep.problem = Some(cell.value);
+            sweep.legacy_series = None;
+            sweep.key_base = format!("{series}|n={}", cell.value);
+            let rpn = sweep.spec.ranks_per_node;
+            for p in &mut sweep.points {
+                *p = p.rekeyed(&sweep.key_base, rpn);
+            }
+            sweeps.push(sweep);
+        }
+        Ok(sweeps)
+    }
+
+    /// A sweep of `spec`, which has no problem axis ([`Sweep::plan`] takes one).
     pub fn new(spec: SweepSpec) -> Result<Sweep> {
+        if spec.problem.is_some() {
+            bail!("a spec with a [problem] is one sweep per value: Sweep::plan makes them");
+        }
         let workload = Workload::new(spec.options()?)?;
         let options = workload.options().to_json();
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
@@ -217,6 +307,27 @@ impl Sweep {
                 }
             }
         }
+        // Latency points: the full link with each added latency, the 0 baseline with the
+        // doubled repeats every level's latency is read against.
+        check_latencies(&spec.latencies)?;
+        for &n in &spec.nodes {
+            for &l in &spec.latencies {
+                let repeats = if l == 0 {
+                    2 * spec.repeats.first()
+                } else {
+                    spec.repeats.first()
+                };
+                for r in 0..repeats {
+                    points.push(SweepPoint::at_latency(
+                        &series,
+                        n,
+                        spec.ranks_per_node,
+                        l,
+                        r,
+                    ));
+                }
+            }
+        }
         if spec.randomize {
             let mut rng = Rng::new(spec.seed ^ 0x005E_ED0F_5EE9);
             for i in (1..points.len()).rev() {
@@ -227,7 +338,9 @@ impl Sweep {
         Ok(Sweep {
             spec,
             workload,
+            key_base: series.clone(),
             series,
+            problem: None,
             legacy_series,
             options,
             steps: bws,
@@ -246,16 +359,19 @@ impl Sweep {
         if let Some(legacy) = &self.legacy_series {
             if store.has_series(legacy)? && !store.has_series(&self.series)? {
                 self.series = legacy.clone();
+                self.key_base = legacy.clone();
                 let rpn = self.spec.ranks_per_node;
                 for p in &mut self.points {
-                    p.key = SweepPoint::new(&self.series, p.nodes, rpn, p.bw, p.repeat).key;
+                    *p = p.rekeyed(&self.key_base, rpn);
                 }
             }
         }
         // Options compared as set: a store from before an option existed is the same sweep.
         let mine = options_set(&self.options);
-        if let Some((workload, options)) =
-            store.settings_of(&self.series)?.into_iter().find(|(w, o)| {
+        if let Some((workload, options)) = store
+            .settings_of(&self.series, self.problem)?
+            .into_iter()
+            .find(|(w, o)| {
                 w != self.workload.name()
                     || serde_json::from_str(o)
                         .map(|o| options_set(&o))
@@ -284,14 +400,20 @@ impl Sweep {
     ) -> Result<Vec<SweepPoint>> {
         let rows = store.rows()?;
         let mut groups: Vec<(usize, Pct)> = Vec::new();
-        for p in self.points.iter().chain(searched) {
+        // Latency points keep the repeats the spec gives them.
+        for p in self
+            .points
+            .iter()
+            .chain(searched)
+            .filter(|p| p.latency_us.is_none())
+        {
             if !groups.contains(&(p.nodes, p.bw)) {
                 groups.push((p.nodes, p.bw));
             }
         }
         let mut more = Vec::new();
         for (nodes, bw) in groups {
-            let prefix = SweepPoint::group(&self.series, nodes, self.spec.ranks_per_node, bw);
+            let prefix = SweepPoint::group(&self.key_base, nodes, self.spec.ranks_per_node, bw);
             let mine: Vec<_> = rows
                 .iter()
                 .filter(|r| r.point_key.starts_with(&prefix))
@@ -322,7 +444,7 @@ impl Sweep {
                 .filter_map(|r| r.point_key.rsplit("rep=").next()?.parse::<u32>().ok())
                 .max()
                 .map_or(0, |m| m + 1);
-            let p = SweepPoint::new(&self.series, nodes, self.spec.ranks_per_node, bw, next);
+            let p = SweepPoint::new(&self.key_base, nodes, self.spec.ranks_per_node, bw, next);
             if failed.get(&p.key).copied().unwrap_or(0) > self.spec.retries {
                 continue;
             }
@@ -336,6 +458,40 @@ impl Sweep {
         }
         Ok(more)
     }
+}
+
+/// The most latency steps of a spec.
+const MAX_LATENCIES: usize = 32;
+
+/// A spec's `latencies`, checked: none, or 0 (the baseline) and more, each at most the
+/// largest latency a link takes, at most [`MAX_LATENCIES`] of them, no one twice.
+fn check_latencies(latencies: &[u64]) -> Result<()> {
+    if latencies.is_empty() {
+        return Ok(());
+    }
+    if !latencies.contains(&0) {
+        bail!("`latencies` needs 0: every latency's CTI is measured against the run without added latency");
+    }
+    if latencies.len() < 2 {
+        bail!("`latencies` needs a latency besides 0 (e.g. [0, 50, 200, 1000])");
+    }
+    if latencies.len() > MAX_LATENCIES {
+        bail!(
+            "`latencies` lists {} steps; a spec takes at most {MAX_LATENCIES}",
+            latencies.len()
+        );
+    }
+    let max = throttle_proto::shape::MAX_LATENCY_US;
+    if let Some(l) = latencies.iter().find(|l| **l > max) {
+        bail!("`latencies`: {l} us is more than a link adds ({max} us)");
+    }
+    let mut seen = latencies.to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != latencies.len() {
+        bail!("`latencies` lists a step twice");
+    }
+    Ok(())
 }
 
 /// The seconds a PMM run on `procs` ranks sleeps for its emulated compute: q steps of
@@ -738,6 +894,132 @@ mod tests {
     }
 
     #[test]
+    fn a_problem_axis_is_one_series_with_a_sweep_per_value() {
+        let text = r#"
+            workload = "mw"
+            nodes = [2, 3]
+            bandwidths = [100, 50]
+            repeats = 1
+            [mw]
+            volume = 1000
+            compute_seconds = 0.1
+            [problem]
+            pairs = [[2, 1000], [3, 1000], [3, 2000]]
+        "#;
+        let sweeps = Sweep::plan(toml::from_str(text).unwrap()).unwrap();
+        assert_eq!(sweeps.len(), 2);
+        assert_eq!(sweeps[0].series, sweeps[1].series);
+        assert!(
+            sweeps[0].series.contains("volume=\"{n}\""),
+            "{}",
+            sweeps[0].series
+        );
+        assert_eq!(
+            (sweeps[0].problem, sweeps[1].problem),
+            (Some(1000), Some(2000))
+        );
+        assert_eq!(
+            (sweeps[0].spec.nodes.clone(), sweeps[1].spec.nodes.clone()),
+            (vec![2, 3], vec![3])
+        );
+        assert_eq!(sweeps[1].options["volume"], 2000);
+        assert_eq!(sweeps[1].options["compute_seconds"], 0.2);
+        // No two points of the series share a key.
+        let mut keys: Vec<&str> = sweeps
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.key.as_str()))
+            .collect();
+        let all = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!((keys.len(), all), (6, 6));
+        // Each value's stored runs are its own: another value's options are no conflict,
+        // a changed value's are.
+        let dir = crate::store::test_dir();
+        let path = dir.join(format!("problem-{}.db", std::process::id()));
+        let store = Store::open(&path).unwrap();
+        let mut row = RunRow::for_test(&sweeps[0].points[0].key, &sweeps[0].series, Pct::FULL, 0);
+        row.workload = "mw".into();
+        row.options = sweeps[0].options.to_string();
+        row.problem = Some(1000.0);
+        store.insert(&row).unwrap();
+        let mut again = Sweep::plan(toml::from_str(text).unwrap()).unwrap();
+        for s in &mut again {
+            s.resume_as_stored(&store).unwrap();
+        }
+        let changed = text.replace("compute_seconds = 0.1", "compute_seconds = 0.3");
+        let mut changed = Sweep::plan(toml::from_str(&changed).unwrap()).unwrap();
+        // As a spec whose `name` stayed would have it.
+        changed[0].series = sweeps[0].series.clone();
+        let e = changed[0].resume_as_stored(&store).unwrap_err().to_string();
+        assert!(e.contains("other settings"), "{e}");
+        let _ = std::fs::remove_file(&path);
+        // Refusals: [until] with a problem axis, a workload without a problem size.
+        let t = format!("{text}[until]\nprocs = 3\n");
+        let e = match Sweep::plan(toml::from_str(&t).unwrap()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{t}"),
+        };
+        assert!(e.contains("[until] and [problem]"), "{e}");
+        let program = r#"
+            workload = "program"
+            nodes = [2]
+            bandwidths = [100]
+            [program]
+            name = "x"
+            [problem]
+            values = [1, 2]
+        "#;
+        let e = match Sweep::plan(toml::from_str(program).unwrap()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!(),
+        };
+        assert!(e.contains("no problem size"), "{e}");
+    }
+
+    #[test]
+    fn latency_points_are_the_full_link_with_each_latency_under_their_own_keys() {
+        let text = |latencies: &str| {
+            format!(
+                "workload = \"mw\"\nnodes = [2, 3]\nbandwidths = [100, 50]\nrepeats = 2\nlatencies = {latencies}\n"
+            )
+        };
+        let sweep = Sweep::new(toml::from_str(&text("[0, 500]")).unwrap()).unwrap();
+        let lat: Vec<&SweepPoint> = sweep
+            .points
+            .iter()
+            .filter(|p| p.latency_us.is_some())
+            .collect();
+        // Per node count: the 0 baseline twice the repeats, 500 us the repeats.
+        assert_eq!(lat.len(), 2 * (4 + 2), "{lat:?}");
+        assert!(lat.iter().all(|p| p.bw == Pct::FULL));
+        assert!(lat
+            .iter()
+            .any(|p| p.key.ends_with("|nodes=3|rpn=1|lat=500|rep=1")));
+        assert_eq!(
+            lat[0].setting(),
+            format!("lat={}us", lat[0].latency_us.unwrap())
+        );
+        let mut keys: Vec<&str> = sweep.points.iter().map(|p| p.key.as_str()).collect();
+        let all = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), all);
+        for (bad, want) in [
+            ("[50, 200]", "needs 0"),
+            ("[0]", "besides 0"),
+            ("[0, 50, 50]", "twice"),
+            ("[0, 10000001]", "more than a link adds"),
+        ] {
+            let e = match Sweep::new(toml::from_str(&text(bad)).unwrap()) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{bad}"),
+            };
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn the_example_specs_in_experiments_are_valid() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments");
         let mut n = 0;
@@ -745,7 +1027,7 @@ mod tests {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "toml") {
                 let s = Sweep::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-                assert!(!s.points.is_empty());
+                assert!(s.iter().all(|s| !s.points.is_empty()));
                 n += 1;
             }
         }

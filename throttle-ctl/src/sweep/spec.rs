@@ -8,6 +8,7 @@ use throttle_proto::workload::{
     BfsOptions, CommandOptions, MwOptions, Options, PmmOptions, ProgramOptions,
 };
 
+use super::problem::Problem;
 use super::search::Search;
 use super::steps::Steps;
 use super::until::Until;
@@ -33,6 +34,12 @@ macro_rules! sweep_keys_help {
                             (inclusive); every CTI is measured against 100 (a
                             sweep without it is warned about; with [search],
                             refused)
+  latencies = [0, 50, 200, 1000]
+                            latency demand: also run each node count on the full
+                            link with each added one-way latency, us (0, the
+                            baseline, is required and gets twice the repeats);
+                            `analyze` reads the largest latency within each CTI
+                            level and projects it to larger sizes []
   repeats = 3               runs per point [3] (with [search], twice as many at
                             100%), or "auto": 3, then more where the median is
                             not yet within `precision`
@@ -65,10 +72,20 @@ macro_rules! sweep_keys_help {
                             when a larger measured size narrows the answer most []
     held_out = [8]          sizes (processes) measured but left out of the fits []
     levels = [10, 20]       CTI levels [the [search] levels, or 10, 15, 20, 25]
+  [problem]                 the problem's size as a second parameter, one of:
+    values = [11, 12, 13]   every node count at every value (crossed)
+    per_proc = 4000000      weak scaling: the value is per_proc x processes
+    pairs = [[2, 11], [4, 12]]  (node count, value) pairs: a table of both
+                            The value sets bfs's scale, pmm's size, mw's volume
+                            (its work grows alike: compute_seconds is the work
+                            of the [mw] volume), a command's {n}. One series,
+                            every run stored with its value; `analyze` fits the
+                            demand in both and projects to --predict P --problem N
   [command]                 with workload = "command": your own program
     run = "mpirun ..."      its command line (/bin/sh -c), with {nodes}, {procs},
                             {ranks_per_node}, {hostfile} (one node per line, its
-                            slots) and {bw} (the step, percent); an mpirun needs
+                            slots), {bw} (the step, percent) and, with a
+                            [problem], {n} (the problem value); an mpirun needs
                             `throttle-ctl exec` as its launch agent (every rank
                             runs as its node): --mca plm_rsh_agent "throttle-ctl exec"
     time_regex = 'elapsed: ([0-9.]+)'   its one group: the completion time, s
@@ -110,6 +127,10 @@ pub struct SweepSpec {
     /// Steps: percentages (`100`, `"30%"`), `"unlimited"` (`"off"`), or ranges
     /// `"start:stop:step"` (inclusive).
     pub bandwidths: Steps,
+    /// Added one-way latencies (us) to run each node count at, on the full link: the
+    /// latency demand (0 is the baseline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latencies: Vec<u64>,
     /// A number, or "auto" (see the module documentation).
     #[serde(default)]
     pub repeats: Repeats,
@@ -144,6 +165,9 @@ pub struct SweepSpec {
     /// [`super::until`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<Until>,
+    /// The problem's size as a second parameter (see [`super::problem`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
     /// The workload's section: the one `workload` names, no other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bfs: Option<BfsOptions>,
@@ -167,6 +191,7 @@ impl SweepSpec {
             nodes,
             ranks_per_node: one(),
             bandwidths,
+            latencies: Vec::new(),
             repeats: Repeats::default(),
             max_repeats: ten(),
             precision: two_percent(),
@@ -178,22 +203,28 @@ impl SweepSpec {
             seed: 0,
             search: None,
             until: None,
+            problem: None,
             bfs: None,
             pmm: None,
             mw: None,
             program: None,
             command: None,
         };
+        spec.set_options(workload);
+        spec
+    }
+
+    /// Put `workload`'s options in their section (the workload is the same).
+    pub fn set_options(&mut self, workload: Options) {
         match workload {
-            Options::Bfs(o) => spec.bfs = Some(o),
-            Options::Pmm(o) => spec.pmm = Some(o),
-            Options::Mw(o) => spec.mw = Some(o),
-            Options::Program(o) => spec.program = Some(o),
-            Options::Command(o) => spec.command = Some(o),
+            Options::Bfs(o) => self.bfs = Some(o),
+            Options::Pmm(o) => self.pmm = Some(o),
+            Options::Mw(o) => self.mw = Some(o),
+            Options::Program(o) => self.program = Some(o),
+            Options::Command(o) => self.command = Some(o),
             // Not swept: [`SweepSpec::options`] says so.
             Options::LogGps(_) => {}
         }
-        spec
     }
 
     /// The options of the workload `workload` names: its section, or its defaults where
@@ -324,6 +355,12 @@ mod tests {
             levels: Some(vec![10.0]),
         });
         spec.name = Some("a name".into());
+        spec.latencies = vec![0, 50];
+        spec.problem = Some(Problem {
+            values: vec![1],
+            per_proc: Some(1),
+            pairs: vec![(4, 1)],
+        });
         let text = toml::to_string(&spec).unwrap();
         let table: toml::Table = toml::from_str(&text).unwrap();
         for (key, value) in &table {

@@ -189,6 +189,8 @@ mod tests {
                         bytes_sent: Some((v * p as f64) as u64),
                         busiest_bytes: None,
                         flag: None,
+                        problem: None,
+                        latency_step: None,
                     });
                 }
             }

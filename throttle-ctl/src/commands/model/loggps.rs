@@ -195,6 +195,7 @@ impl Args {
             nodes: p,
             ranks_per_node: 1,
             bw,
+            latency_us: None,
             time_limit: throttle_proto::TimeLimit::from_secs(self.time_limit(
                 bw,
                 c.cluster.file.capacity.bytes_per_sec(),

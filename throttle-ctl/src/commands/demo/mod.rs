@@ -20,7 +20,9 @@
 //! needs square grids: its third fitted size is 16 and its held-out one 25, whose runs a
 //! 2-core machine flags (25 agents and 25 ranks starve the agents). `--workload bfs`
 //! runs the paper's BFS on 1-4 nodes (real compute: CPU-bound at its held-out size on a
-//! small machine).
+//! small machine). `--weak` runs the problem axis instead ([`weak`]).
+
+mod weak;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -144,6 +146,12 @@ pub struct Args {
     /// Print the analysis as JSON at the end instead of the tables.
     #[arg(long)]
     json: bool,
+    /// The problem grows with the cluster: master/worker with the same volume and work
+    /// per worker at every size (--mw-volume and --mw-compute, and twice both), a sweep
+    /// per volume, and the answer in two parameters (size and volume), projected to twice
+    /// the largest size on the weak-scaling line [default sizes 2,3,4,6].
+    #[arg(long, conflicts_with_all = ["workload", "search", "until_width"])]
+    weak: bool,
 }
 
 /// The demo's programs.
@@ -156,6 +164,9 @@ pub enum DemoWorkload {
 
 impl Args {
     fn sizes_text(&self) -> &str {
+        if self.weak {
+            return self.sizes.as_deref().unwrap_or("2,3,4,6");
+        }
         self.sizes.as_deref().unwrap_or(match self.workload {
             DemoWorkload::Pmm => "4,9,16,25",
             DemoWorkload::Bfs => "1,2,3,4",
@@ -290,6 +301,30 @@ impl Args {
         let sizes = parse_list::<usize>(self.sizes_text(), "--sizes")?;
         let cancel = interrupt_flag()?;
         let started = std::time::Instant::now();
+        if self.weak {
+            let cti = match &self.cti {
+                Some(text) => parse_cti(text, "--cti")?,
+                None => parse_cti("10,20", "--cti")?,
+            };
+            let r = weak::run(&self, &sizes, &cti, cancel)?;
+            if self.json {
+                output::print_json(&r.analysis)?;
+            } else {
+                output::print(format!("\n{}", r.text))?;
+            }
+            crate::note!(
+                "\ndemo --weak {} in {:.0} s; results {} (`throttle-ctl analyze --db {} --at-problem VALUE` answers one volume, with its report)",
+                if r.interrupted { "interrupted (partial results analysed)" } else { "finished" },
+                started.elapsed().as_secs_f64(),
+                r.db.display(),
+                shell_word(&r.db.display().to_string())
+            );
+            return Ok(if r.interrupted {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
         let r = run_demo(&self, &sizes, &cti, cancel)?;
         if self.json {
             output::print_json(&r.analysis)?;

@@ -1,0 +1,155 @@
+//! `throttle-ctl demo --weak`: the problem axis on a local emulated cluster, in a few
+//! minutes. The master/worker program grows with the cluster: every worker gets the same
+//! volume and work at every size (weak scaling), on two lines, `--mw-volume` and twice
+//! it per worker, so that the problem's size is not tied to the node count and the model
+//! can tell the two apart. One sweep per volume (docs/sweeps.md, "A second parameter"),
+//! then the answer in both parameters: the demand at every (size, volume), the model's
+//! backtest holding out the largest size, the largest volume and both, the projection to
+//! twice the largest size on the weak line, and where the link saturates along it.
+
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Result;
+use throttle_analysis::analyze::problem::{self, ProblemQuestion};
+use throttle_analysis::answer::problem::ProblemAnalysis;
+use throttle_analysis::Question;
+use throttle_proto::workload::{MwOptions, MwWork, Options};
+
+use super::{keep_earlier_results, run_sweep, start_cluster, Args, Down};
+use crate::cluster::local as local_cluster;
+use crate::cluster::Cluster;
+use crate::measurements::{self, TimeSource};
+use crate::store::Store;
+use crate::sweep::problem::Problem;
+use crate::sweep::steps::Steps;
+use crate::sweep::{Repeats, Sweep, SweepSpec};
+
+/// The bandwidth steps of the weak demo: a plain grid, fine enough to read CTI 10% and
+/// 20% between steps (no demand search: it would search every volume apart).
+const STEPS: &str = "100,60,40,25,15";
+
+/// What the weak demo produced.
+pub struct WeakResult {
+    pub analysis: ProblemAnalysis,
+    pub text: String,
+    pub db: std::path::PathBuf,
+    pub interrupted: bool,
+}
+
+/// The spec: master/worker at `sizes`, each at (p - 1) x the volume per worker, and at
+/// twice that.
+fn spec(opts: &Args, sizes: &[usize]) -> Result<SweepSpec> {
+    let per_worker = opts.mw_volume;
+    let base = MwOptions {
+        volume: per_worker,
+        alpha: 0.8,
+        // The work of one worker's volume: every worker keeps its share at every size.
+        compute_seconds: opts.mw_compute,
+        iterations: 1,
+        work: MwWork::Sleep,
+    };
+    let bandwidths = Steps::parse_list(opts.bandwidths.as_deref().unwrap_or(STEPS))
+        .map_err(|e| anyhow::anyhow!("--bandwidths: {e}"))?;
+    let mut spec = SweepSpec::new(Options::Mw(base), sizes.to_vec(), bandwidths);
+    let mut pairs = Vec::new();
+    for &p in sizes {
+        let workers = p.saturating_sub(1).max(1) as u64;
+        pairs.push((p, per_worker * workers));
+        pairs.push((p, 2 * per_worker * workers));
+    }
+    spec.problem = Some(Problem {
+        pairs,
+        ..Problem::default()
+    });
+    spec.name = Some("demo weak mw".into());
+    spec.repeats = Repeats::Fixed(opts.repeats);
+    spec.settle = opts.settle;
+    spec.time_limit = throttle_proto::TimeLimit::from_secs(300.0)?;
+    spec.seed = 1;
+    spec.retries = 1;
+    Ok(spec)
+}
+
+/// Run the weak demo in `opts.dir` at `sizes`, the analysis at `cti`.
+pub fn run(
+    opts: &Args,
+    sizes: &[usize],
+    cti: &[f64],
+    cancel: &'static AtomicBool,
+) -> Result<WeakResult> {
+    let mut sizes = sizes.to_vec();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.len() < 3 || sizes[0] < 2 {
+        anyhow::bail!("the weak demo needs at least 3 node counts of 2 or more (a master and a worker): the largest is held out by its backtest");
+    }
+    let max_nodes = *sizes.last().unwrap_or(&2);
+    let spec = spec(opts, &sizes)?;
+    let spec_text = toml::to_string(&spec)?;
+    let mut sweeps = Sweep::plan(spec)?;
+    let demo_dir = crate::shared_dir::out_dir(&opts.dir)
+        .map_err(|e| anyhow::anyhow!("the demo's directory: {e:#}"))?;
+    let dir = demo_dir.real_path()?;
+    let cluster_path = dir.join("throttle-cluster.toml");
+    let _ = local_cluster::down(&cluster_path);
+    let db = dir.join("results.db");
+    if let Some(kept) = keep_earlier_results(&db)? {
+        crate::note!(
+            "an earlier demo's results are kept as {} (this one writes {})",
+            kept.display(),
+            db.display()
+        );
+    }
+    let capacity = opts.capacity();
+    start_cluster(opts, &dir, &cluster_path, max_nodes, capacity)?;
+    let _down = Down(cluster_path.clone());
+    let cluster = Cluster::load(&cluster_path)?;
+    demo_dir.write_atomically("sweep.toml", spec_text.as_bytes(), 0o666)?;
+    let runs: usize = sweeps.iter().map(|s| s.points.len()).sum();
+    crate::note!(
+        "sweeping master/worker with {} bytes and {} s of work per worker (and twice both) on {} nodes: {} volumes, {} bandwidth steps, {} repeats: {runs} runs",
+        opts.mw_volume,
+        opts.mw_compute,
+        sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+        sweeps.len(),
+        sweeps[0].steps.len(),
+        opts.repeats
+    );
+    let store = Store::open(&db)?;
+    let mut interrupted = false;
+    for sweep in &mut sweeps {
+        sweep.resume_as_stored(&store)?;
+        if run_sweep(sweep, &cluster, &store, &db, opts.lease, cancel)? {
+            interrupted = true;
+            break;
+        }
+    }
+    let (obs, chosen) = measurements::observations(&store.rows()?, TimeSource::Auto)?;
+    let target = 2 * max_nodes as u32;
+    let question = Question {
+        cti: cti.to_vec(),
+        predict: vec![target],
+        series: None,
+        time_source: chosen.what.to_string(),
+        unit: chosen.unit,
+        capacity: Some(capacity.bytes_per_sec()),
+        keep_flagged: false,
+        keep_without_traffic: false,
+        interp: Default::default(),
+    };
+    let asked = ProblemQuestion {
+        axis: crate::sweep::problem::axis("mw"),
+        // The weak line at the size projected to.
+        problems: vec![(opts.mw_volume * (target as u64 - 1)) as f64],
+        weak: Some(opts.mw_volume as f64),
+    };
+    let analysis = problem::analyze_problem(&obs, &question, &asked)?;
+    let cap = capacity.to_string();
+    let text = throttle_analysis::render::problem::render(&analysis, Some(&cap), opts.verbose);
+    Ok(WeakResult {
+        analysis,
+        text,
+        db,
+        interrupted,
+    })
+}
