@@ -417,7 +417,7 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
         csv.lines()
             .next()
             .unwrap()
-            .ends_with(",rate,rate_name,seconds_is"),
+            .ends_with(",rate,rate_name,seconds_is,problem,latency_step"),
         "{csv}"
     );
     assert!(

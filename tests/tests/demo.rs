@@ -229,8 +229,8 @@ fn the_default_demo_is_master_worker_answering_first_at_the_levels_it_searched()
     );
 }
 
-/// `demo --weak`: the master/worker program with the same volume per worker at every
-/// size, on two lines, a sweep per volume, and the answer in two parameters.
+/// `demo --weak`: the master/worker program whose volume grows with the processes, on two
+/// lines, a sweep per volume, and the answer in two parameters.
 #[test]
 fn the_weak_demo_sweeps_a_problem_axis_and_answers_in_both_parameters() {
     let s = scratch("demo-weak");
@@ -262,21 +262,21 @@ fn the_weak_demo_sweeps_a_problem_axis_and_answers_in_both_parameters() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    // (2, 50 kB), (2, 100 kB), (3, 100 kB), (3, 200 kB), (4, 150 kB), (4, 300 kB): five
+    // (2, 100 kB), (2, 250 kB), (3, 150 kB), (3, 375 kB), (4, 200 kB), (4, 500 kB): six
     // volumes, six cells of three steps.
     assert!(
-        stderr.contains("5 volumes, 3 bandwidth steps, 1 repeats: 18 runs"),
+        stderr.contains("6 volumes, 3 bandwidth steps, 1 repeats: 18 runs"),
         "{stderr}"
     );
     assert!(
-        stdout.contains("two parameters, processes and the problem's volume (5 values"),
+        stdout.contains("two parameters, processes and the problem's volume (6 values"),
         "{stdout}"
     );
     assert!(stdout.contains("Demand measured"), "{stdout}");
     assert!(stdout.contains("Along the weak-scaling line"), "{stdout}");
-    // The projection asked is on the weak line at twice the largest size: (8, 7 x 50 kB).
+    // The projection asked is on the first line at twice the largest size: (8, 8 x 50 kB).
     assert!(
-        stdout.contains("350000") || stdout.contains("No projection"),
+        stdout.contains("400000") || stdout.contains("No projection"),
         "{stdout}"
     );
     assert!(s.0.join("d/results.db").exists());

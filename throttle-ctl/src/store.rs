@@ -435,6 +435,17 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Whether runs of series `series` are stored with a problem value, and without one.
+    pub fn problem_kinds(&self, series: &str) -> Result<(bool, bool)> {
+        let count = |sql: &str| -> Result<bool> {
+            Ok(self.conn.query_row(sql, [series], |r| r.get::<_, i64>(0))? > 0)
+        };
+        Ok((
+            count("SELECT COUNT(*) FROM runs WHERE series = ?1 AND problem IS NOT NULL")?,
+            count("SELECT COUNT(*) FROM runs WHERE series = ?1 AND problem IS NULL")?,
+        ))
+    }
+
     /// Whether a run of job `job` is stored (with or without an output).
     pub fn has_job(&self, job: &str) -> Result<bool> {
         Ok(self
@@ -537,7 +548,11 @@ impl Store {
                 fidelity: r.get(25)?,
                 flag: r.get(26)?,
                 problem: r.get(27)?,
-                latency_step: r.get::<_, Option<i64>>(28)?.map(|l| l.max(0) as u64),
+                // A negative step is none a sweep writes: kept out of range, so that the
+                // analysis refuses it rather than taking it for a baseline.
+                latency_step: r
+                    .get::<_, Option<i64>>(28)?
+                    .map(|l| u64::try_from(l).unwrap_or(u64::MAX)),
             })
         })?;
         rows.collect::<Result<_, _>>().map_err(refused_row)

@@ -148,6 +148,9 @@ pub fn analyze_problem(
         });
     }
     let dc_trend = trend(axis, &dc);
+    if let Some(w) = tied(&cells) {
+        warnings.push(w);
+    }
     let mut out = ProblemAnalysis {
         series: chosen,
         axis: axis.clone(),
@@ -201,7 +204,8 @@ pub fn analyze_problem(
     // Measured sizes and problems asked are held out of every fit, the backtest's
     // included, as a measured size asked is in one parameter: the projection is then
     // compared with what was measured there, and nothing judged knew it.
-    let asked_sizes: Vec<f64> = problems.iter().map(|&n| axis.size(n)).collect();
+    // Asked: not the largest measured, which is the default target, not a question.
+    let asked_sizes: Vec<f64> = q.problems.iter().map(|&n| axis.size(n)).collect();
     let cells: Vec<Cell> = cells
         .into_iter()
         .filter(|c| !(req.predict.contains(&c.procs) || asked_sizes.contains(&c.size)))
@@ -289,6 +293,17 @@ pub fn analyze_problem(
     out.model = Some(fit);
     out.error = Some(error);
     Ok(out)
+}
+
+/// Why the cells cannot tell the size from the problem, when every size was measured at
+/// one problem value and every problem value at one size (a weak-scaling line alone):
+/// then any split of the growth between p and n fits them equally.
+fn tied(cells: &[Cell]) -> Option<String> {
+    let sizes: BTreeSet<u32> = cells.iter().map(|c| c.procs).collect();
+    let problems: BTreeSet<u64> = cells.iter().map(|c| c.size.to_bits()).collect();
+    (cells.len() >= 2 && sizes.len() == cells.len() && problems.len() == cells.len()).then(|| {
+        "every size was measured at one problem value and every problem value at one size (a weak-scaling line alone): the model cannot tell the size's part from the problem's, and its projection off that line is a guess; cross some of them (a second value at some sizes)".to_string()
+    })
 }
 
 /// The exponent b of DC = a size^b through the problems' positive DCs (least squares in
@@ -462,6 +477,33 @@ mod tests {
             assert!((m - demand_of(6.0, 8e6, t.cti)).abs() < 1.0, "{t:?}");
             assert!(t.error_pp.unwrap().abs() < 3.0, "{t:?}");
         }
+    }
+
+    /// A weak-scaling line alone (one problem per size) is answered, and said to be unable
+    /// to tell the size from the problem.
+    #[test]
+    fn a_weak_scaling_line_alone_is_said_to_tie_size_and_problem() {
+        let mut obs = Vec::new();
+        for (p, n) in [(2u32, 1e6), (3, 2e6), (4, 3e6), (6, 5e6)] {
+            obs.extend(observations("mw", &[p], &[n]));
+        }
+        let q = ProblemQuestion {
+            axis: ProblemAxis::linear("volume"),
+            ..ProblemQuestion::default()
+        };
+        let a = analyze_problem(&obs, &question(vec![]), &q).unwrap();
+        assert!(
+            a.warnings.iter().any(|w| w.contains("cannot tell")),
+            "{:?}",
+            a.warnings
+        );
+        let crossed = observations("mw", &[2, 3], &[1e6, 2e6]);
+        let b = analyze_problem(&crossed, &question(vec![]), &q).unwrap();
+        assert!(
+            !b.warnings.iter().any(|w| w.contains("cannot tell")),
+            "{:?}",
+            b.warnings
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use clap::Args as ClapArgs;
 use throttle_analysis::analyze::problem::ProblemQuestion;
 use throttle_analysis::data::problem::ProblemAxis;
 use throttle_analysis::method::demand::Interp;
+use throttle_analysis::table::printable;
 use throttle_analysis::{Question, TimeUnit};
 use throttle_proto::rate::format_bits_per_sec;
 
@@ -106,8 +107,9 @@ pub struct Args {
 /// and the levels their sweep measured closely.
 struct Data {
     obs: Vec<throttle_analysis::Observation>,
-    /// What the problem values are, where the runs carry one.
-    axis: ProblemAxis,
+    /// Each series' workload (as the store names it), where its runs carry a problem
+    /// value: what those values are is the workload's ([`crate::sweep::problem::axis`]).
+    workloads: std::collections::BTreeMap<String, String>,
     capacity: Option<f64>,
     time_source: String,
     unit: TimeUnit,
@@ -139,15 +141,14 @@ impl Args {
             [one] => store.levels(one),
             _ => None,
         };
-        let axis = rows
+        let workloads = rows
             .iter()
-            .find(|r| r.problem.is_some())
-            .map_or_else(ProblemAxis::default, |r| {
-                crate::sweep::problem::axis(&r.workload)
-            });
+            .filter(|r| r.problem.is_some())
+            .map(|r| (printable(&r.series), r.workload.clone()))
+            .collect();
         Ok(Data {
             obs,
-            axis,
+            workloads,
             capacity: store.capacity()?,
             time_source: chosen.what.to_string(),
             unit: chosen.unit,
@@ -191,7 +192,7 @@ impl Args {
         }
         let Data {
             mut obs,
-            axis,
+            workloads,
             capacity,
             time_source,
             unit,
@@ -220,15 +221,17 @@ impl Args {
                     TimeUnit::Seconds
                 };
                 // The series of a CSV file begins with its workload.
-                let axis = obs
+                let workloads = obs
                     .iter()
-                    .find(|o| o.problem.is_some())
-                    .map_or_else(ProblemAxis::default, |o| {
-                        crate::sweep::problem::axis(o.series.split(' ').next().unwrap_or(""))
-                    });
+                    .filter(|o| o.problem.is_some())
+                    .map(|o| {
+                        let workload = o.series.split(' ').next().unwrap_or("");
+                        (o.series.clone(), workload.to_string())
+                    })
+                    .collect();
                 Data {
                     obs,
-                    axis,
+                    workloads,
                     capacity: None,
                     time_source: format!("the `{column}` column of {}{said}", f.display()),
                     unit,
@@ -255,10 +258,10 @@ impl Args {
             if obs.is_empty() {
                 anyhow::bail!(
                     "--at-problem {v}: none of the {before} runs has that problem value{}",
-                    if axis.name.is_empty() {
-                        " (the data has no problem axis)".to_string()
+                    if workloads.is_empty() {
+                        " (the data has no problem axis)"
                     } else {
-                        format!(" ({} values are listed by `analyze`)", axis.name)
+                        " (`analyze` without it lists the values)"
                     }
                 );
             }
@@ -281,6 +284,21 @@ impl Args {
         if throttle_analysis::analyze::problem::has_axis(&obs, &question)? {
             if self.report.is_some() {
                 anyhow::bail!("--report draws one problem value at a time: add --at-problem VALUE (the two-parameter answer is in the text, --json, --export-markdown and --export-csv)");
+            }
+            // The values are those of the series analysed (another may have its own).
+            let chosen = throttle_analysis::choose_series(&obs, &question.series)?;
+            let axis = workloads
+                .get(&chosen)
+                .map_or_else(ProblemAxis::default, |w| crate::sweep::problem::axis(w));
+            if let Some(bad) = problems
+                .iter()
+                .chain(&self.weak)
+                .find(|v| !axis.size(**v).is_finite())
+            {
+                anyhow::bail!(
+                    "a {} of {bad} is a problem of 2^{bad}: out of range",
+                    axis.name
+                );
             }
             let asked = ProblemQuestion {
                 axis,

@@ -432,7 +432,7 @@ impl Sweep {
             };
             for r in 0..repeats {
                 out.push(SweepPoint::new(
-                    &self.series,
+                    &self.key_base,
                     nodes,
                     self.spec.ranks_per_node,
                     *bw,

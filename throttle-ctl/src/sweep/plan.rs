@@ -181,6 +181,9 @@ impl Sweep {
         let Some(axis) = spec.problem.clone() else {
             return Ok(vec![Sweep::new(spec)?]);
         };
+        if spec.nodes.is_empty() || spec.nodes.contains(&0) {
+            bail!("`nodes` must list node counts >= 1");
+        }
         if spec.until.is_some() {
             bail!("[until] and [problem] do not go together yet: [until] narrows the answer at one size of one problem (sweep each value with its own [until] and `name`)");
         }
@@ -365,6 +368,16 @@ impl Sweep {
                     *p = p.rekeyed(&self.key_base, rpn);
                 }
             }
+        }
+        // One series is swept with a problem axis or without one, never both: the analysis
+        // refuses a series that mixes them, after the sweep's time was spent.
+        let (with, without) = store.problem_kinds(&self.series)?;
+        if (self.problem.is_some() && without) || (self.problem.is_none() && with) {
+            bail!(
+                "the store already holds runs of series `{}` {} a problem value: a series is swept with a [problem] or without one; give this sweep its own `name`, or use another --db",
+                printable(&self.series),
+                if without { "without" } else { "with" }
+            );
         }
         // Options compared as set: a store from before an option existed is the same sweep.
         let mine = options_set(&self.options);
@@ -953,6 +966,18 @@ mod tests {
         changed[0].series = sweeps[0].series.clone();
         let e = changed[0].resume_as_stored(&store).unwrap_err().to_string();
         assert!(e.contains("other settings"), "{e}");
+        // The same name swept without a problem axis is refused.
+        let mut plain = Sweep::new(
+            toml::from_str(&text.replace(
+                "[problem]\n            pairs = [[2, 1000], [3, 1000], [3, 2000]]",
+                "",
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        plain.series = sweeps[0].series.clone();
+        let e = plain.resume_as_stored(&store).unwrap_err().to_string();
+        assert!(e.contains("with a problem value"), "{e}");
         let _ = std::fs::remove_file(&path);
         // Refusals: [until] with a problem axis, a workload without a problem size.
         let t = format!("{text}[until]\nprocs = 3\n");
@@ -961,6 +986,12 @@ mod tests {
             Ok(_) => panic!("{t}"),
         };
         assert!(e.contains("[until] and [problem]"), "{e}");
+        let none = text.replace("nodes = [2, 3]", "nodes = []");
+        let e = match Sweep::plan(toml::from_str(&none).unwrap()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{none}"),
+        };
+        assert!(e.contains("`nodes` must list"), "{e}");
         let program = r#"
             workload = "program"
             nodes = [2]

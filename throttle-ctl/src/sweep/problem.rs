@@ -13,6 +13,10 @@ use crate::external::template;
 /// The most problem values one sweep measures.
 const MAX_VALUES: usize = 64;
 
+/// The largest problem value: 2^53, beyond which the store's numbers (and the
+/// analysis's) no longer tell every whole number apart.
+pub const MAX_VALUE: u64 = 1 << 53;
+
 /// `[problem]`: one of `values`, `per_proc` or `pairs`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -31,7 +35,9 @@ pub struct Problem {
 /// One problem value and the node counts it is measured at.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
+    /// The value, as the workload's option takes it.
     pub value: u64,
+    /// The node counts measured at it, ascending.
     pub nodes: Vec<usize>,
 }
 
@@ -45,6 +51,9 @@ impl Problem {
         ];
         if given.iter().filter(|g| **g).count() != 1 {
             bail!("[problem] needs exactly one of `values` (every node count at every value), `per_proc` (weak scaling: the value is per_proc x processes) or `pairs` ([[nodes, value], ...])");
+        }
+        if self.values.len() > MAX_VALUES || self.pairs.len() > MAX_VALUES * nodes.len().max(1) {
+            bail!("[problem] lists more values than a sweep takes ({MAX_VALUES} values)");
         }
         let mut pairs: Vec<(usize, u64)> = Vec::new();
         if !self.values.is_empty() {
@@ -72,8 +81,8 @@ impl Problem {
             }
             pairs = self.pairs.clone();
         }
-        if pairs.iter().any(|&(_, v)| v == 0) {
-            bail!("[problem] values must be whole numbers from 1 up");
+        if pairs.iter().any(|&(_, v)| v == 0 || v > MAX_VALUE) {
+            bail!("[problem] values must be whole numbers from 1 to 2^53 ({MAX_VALUE})");
         }
         let mut values: Vec<u64> = pairs.iter().map(|p| p.1).collect();
         values.sort_unstable();
@@ -266,7 +275,7 @@ mod tests {
                     values: vec![0],
                     ..Problem::default()
                 },
-                "from 1 up",
+                "from 1 to 2^53",
             ),
             (
                 Problem {
@@ -277,10 +286,17 @@ mod tests {
             ),
             (
                 Problem {
+                    values: vec![(1 << 53) + 1],
+                    ..Problem::default()
+                },
+                "to 2^53",
+            ),
+            (
+                Problem {
                     values: (1..=65).collect(),
                     ..Problem::default()
                 },
-                "at most 64",
+                "(64 values)",
             ),
         ] {
             let e = bad.cells(&[2, 4], 1).unwrap_err().to_string();

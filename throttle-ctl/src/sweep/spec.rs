@@ -36,8 +36,9 @@ macro_rules! sweep_keys_help {
                             refused)
   latencies = [0, 50, 200, 1000]
                             latency demand: also run each node count on the full
-                            link with each added one-way latency, us (0, the
-                            baseline, is required and gets twice the repeats);
+                            link with its added one-way latency set to each, us
+                            (0, the baseline, is required and gets twice the
+                            repeats; the other points run at 0);
                             `analyze` reads the largest latency within each CTI
                             level and projects it to larger sizes []
   repeats = 3               runs per point [3] (with [search], twice as many at

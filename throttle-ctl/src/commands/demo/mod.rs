@@ -146,8 +146,8 @@ pub struct Args {
     /// Print the analysis as JSON at the end instead of the tables.
     #[arg(long)]
     json: bool,
-    /// The problem grows with the cluster: master/worker with the same volume and work
-    /// per worker at every size (--mw-volume and --mw-compute, and twice both), a sweep
+    /// The problem grows with the cluster: master/worker whose volume and work grow with
+    /// the processes (--mw-volume and --mw-compute per process, and 2.5 times both), a sweep
     /// per volume, and the answer in two parameters (size and volume), projected to twice
     /// the largest size on the weak-scaling line [default sizes 2,3,4,6].
     #[arg(long, conflicts_with_all = ["workload", "search", "until_width"])]

@@ -1,11 +1,11 @@
 //! `throttle-ctl demo --weak`: the problem axis on a local emulated cluster, in a few
-//! minutes. The master/worker program grows with the cluster: every worker gets the same
-//! volume and work at every size (weak scaling), on two lines, `--mw-volume` and twice
-//! it per worker, so that the problem's size is not tied to the node count and the model
-//! can tell the two apart. One sweep per volume (docs/sweeps.md, "A second parameter"),
+//! minutes. The master/worker program grows with the cluster: its volume and work grow in
+//! proportion to the processes (weak scaling), on two lines, `--mw-volume` and 2.5 times it per
+//! process, so that the problem's size is not tied to the node count and the model can
+//! tell the two apart. One sweep per volume (docs/sweeps.md, "A second parameter"),
 //! then the answer in both parameters: the demand at every (size, volume), the model's
 //! backtest holding out the largest size, the largest volume and both, the projection to
-//! twice the largest size on the weak line, and where the link saturates along it.
+//! twice the largest size on the first line, and where the link saturates along it.
 
 use std::sync::atomic::AtomicBool;
 
@@ -36,14 +36,14 @@ pub struct WeakResult {
     pub interrupted: bool,
 }
 
-/// The spec: master/worker at `sizes`, each at (p - 1) x the volume per worker, and at
-/// twice that.
+/// The spec: master/worker at `sizes`, each at p x the volume per process, and at 2.5
+/// times that.
 fn spec(opts: &Args, sizes: &[usize]) -> Result<SweepSpec> {
-    let per_worker = opts.mw_volume;
+    let per_proc = opts.mw_volume;
     let base = MwOptions {
-        volume: per_worker,
+        volume: per_proc,
         alpha: 0.8,
-        // The work of one worker's volume: every worker keeps its share at every size.
+        // The work of one process's volume: the work grows with the volume.
         compute_seconds: opts.mw_compute,
         iterations: 1,
         work: MwWork::Sleep,
@@ -53,9 +53,15 @@ fn spec(opts: &Args, sizes: &[usize]) -> Result<SweepSpec> {
     let mut spec = SweepSpec::new(Options::Mw(base), sizes.to_vec(), bandwidths);
     let mut pairs = Vec::new();
     for &p in sizes {
-        let workers = p.saturating_sub(1).max(1) as u64;
-        pairs.push((p, per_worker * workers));
-        pairs.push((p, 2 * per_worker * workers));
+        // The second line at 2.5 x the first: its volume meets the first line's at twice
+        // the largest size (the (P, N) projected to, whose measured problem would be held
+        // out) only where 0.8 x the largest size is measured too (the default sizes: never).
+        let line = per_proc
+            .checked_mul(p as u64)
+            .and_then(|v| v.checked_mul(5).map(|five| (v, five / 2)))
+            .ok_or_else(|| anyhow::anyhow!("--mw-volume {per_proc} x {p} nodes overflows"))?;
+        pairs.push((p, line.0));
+        pairs.push((p, line.1));
     }
     spec.problem = Some(Problem {
         pairs,
@@ -107,7 +113,7 @@ pub fn run(
     demo_dir.write_atomically("sweep.toml", spec_text.as_bytes(), 0o666)?;
     let runs: usize = sweeps.iter().map(|s| s.points.len()).sum();
     crate::note!(
-        "sweeping master/worker with {} bytes and {} s of work per worker (and twice both) on {} nodes: {} volumes, {} bandwidth steps, {} repeats: {runs} runs",
+        "sweeping master/worker with {} bytes and {} s of work per process (and 2.5 times both) on {} nodes: {} volumes, {} bandwidth steps, {} repeats: {runs} runs",
         opts.mw_volume,
         opts.mw_compute,
         sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
@@ -139,8 +145,9 @@ pub fn run(
     };
     let asked = ProblemQuestion {
         axis: crate::sweep::problem::axis("mw"),
-        // The weak line at the size projected to.
-        problems: vec![(opts.mw_volume * (target as u64 - 1)) as f64],
+        // The first line, volume = --mw-volume x p, at the size projected to; the link's
+        // saturation along it.
+        problems: vec![opts.mw_volume as f64 * target as f64],
         weak: Some(opts.mw_volume as f64),
     };
     let analysis = problem::analyze_problem(&obs, &question, &asked)?;

@@ -68,7 +68,13 @@ fn stored(
     let runs: Vec<RunRow> = store
         .rows()?
         .into_iter()
-        .filter(|r| r.workload == workload && r.status == crate::run_status::RunStatus::Ok)
+        // A latency point (`latencies`: the full link with a latency added) is no run at
+        // its bandwidth setting.
+        .filter(|r| {
+            r.workload == workload
+                && r.status == crate::run_status::RunStatus::Ok
+                && r.latency_step.is_none()
+        })
         .collect();
     if runs.is_empty() {
         anyhow::bail!(
