@@ -61,14 +61,10 @@ impl Steps {
         for t in self.times.values().filter(|t| t.len() >= 2) {
             let m = stats::median(t);
             if m > 0.0 {
-                rel.extend(t.iter().map(|x| (x / m - 1.0).powi(2)));
+                rel.extend(t.iter().map(|x| x / m - 1.0));
             }
         }
-        if rel.is_empty() {
-            0.0
-        } else {
-            (rel.iter().sum::<f64>() / rel.len() as f64).sqrt()
-        }
+        stats::rms(&rel)
     }
 }
 

@@ -250,7 +250,7 @@ impl Form {
                 constant,
                 peers,
             } => {
-                let t = term_text("c1".to_string(), peers, num, den, log);
+                let t = term_text("c1".to_string(), "p", peers, num, den, log);
                 if constant {
                     format!("c0 + {t}")
                 } else if num == 0 && log == 0 {
@@ -283,16 +283,23 @@ pub struct Model {
     pub loso: Option<f64>,
 }
 
-/// A term in words: the coefficient as written (`c1`, `1.20`), then `p` or `(p-1)` to the
-/// power num/den, then its log2 to the power log (`c1 (p-1)^(1/2) log2((p-1))`): the one
-/// writer of a term, for a form's name and a fitted model's text alike.
-fn term_text(coefficient: String, peers: bool, num: i8, den: u8, log: u8) -> String {
-    let x = if peers { "(p-1)" } else { "p" };
-    term_of(coefficient, x, num, den, log)
-}
-
-/// [`term_text`] of the variable `x` (`p`, `(p-1)`, `n`).
-pub(crate) fn term_of(coefficient: String, x: &str, num: i8, den: u8, log: u8) -> String {
+/// A term in words: the coefficient as written (`c1`, `1.20`), then the variable `var`
+/// (`p`, `n`), or `(var-1)` when `peers`, to the power num/den, then its log2 to the
+/// power log (`c1 (p-1)^(1/2) log2((p-1))`): the one writer of a term, for a form's name,
+/// a fitted model's text and a two-parameter model's alike.
+pub(crate) fn term_text(
+    coefficient: String,
+    var: &str,
+    peers: bool,
+    num: i8,
+    den: u8,
+    log: u8,
+) -> String {
+    let x = if peers {
+        format!("({var}-1)")
+    } else {
+        var.to_string()
+    };
     let mut t = coefficient;
     if num != 0 {
         if den == 1 {
@@ -329,7 +336,7 @@ impl Model {
                 constant,
                 peers,
             } => {
-                let t = term_text(fmt(self.coef[1]), peers, num, den, log);
+                let t = term_text(fmt(self.coef[1]), "p", peers, num, den, log);
                 if constant {
                     let sign = if self.coef[1] < 0.0 { "-" } else { "+" };
                     let body = t.trim_start_matches('-').to_string();

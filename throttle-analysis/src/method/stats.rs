@@ -57,6 +57,15 @@ pub fn cv(x: &[f64]) -> f64 {
     }
 }
 
+/// Root mean square of `x`; 0 for none.
+pub fn rms(x: &[f64]) -> f64 {
+    if x.is_empty() {
+        0.0
+    } else {
+        (x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64).sqrt()
+    }
+}
+
 /// Pool-adjacent-violators with equal weights: the closest non-increasing sequence.
 pub fn pav_non_increasing(y: &[f64]) -> Vec<f64> {
     // Blocks of (sum, count); merge while a block's mean exceeds the previous one's.
@@ -101,6 +110,12 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rms_is_the_root_of_the_mean_square() {
+        assert_eq!(rms(&[]), 0.0);
+        assert!((rms(&[3.0, -4.0]) - 12.5f64.sqrt()).abs() < 1e-12);
+    }
 
     #[test]
     fn medians_and_intervals() {

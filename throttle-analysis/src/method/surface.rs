@@ -110,16 +110,9 @@ impl Surface {
                 log,
                 peers,
                 ..
-            } => {
-                let x = if peers {
-                    format!("({x}-1)")
-                } else {
-                    x.to_string()
-                };
-                normal_form::term_of(String::new(), &x, num, den, log)
-                    .trim()
-                    .to_string()
-            }
+            } => normal_form::term_text(String::new(), x, peers, num, den, log)
+                .trim()
+                .to_string(),
             _ => String::new(),
         };
         let (f, g) = (term(self.p_term, "p"), term(self.n_term, "n"));
@@ -342,11 +335,11 @@ fn scatter_floored(pts: &[Sample2]) -> Vec<Sample2> {
         .then(|| fit(power, pts))
         .flatten()
         .map(|m| {
-            let ss: f64 = pts
+            let rel: Vec<f64> = pts
                 .iter()
-                .map(|s| ((s.value - m.at(s.p, s.n)) / s.value).powi(2))
-                .sum();
-            (ss / pts.len() as f64).sqrt()
+                .map(|s| (s.value - m.at(s.p, s.n)) / s.value)
+                .collect();
+            crate::method::stats::rms(&rel)
         })
         .filter(|r| r.is_finite() && *r > REL_FLOOR);
     pts.iter()

@@ -51,11 +51,7 @@ pub fn lack_of_fit(fit: &Fit, fitted: &[Parts], measured: &[Tolerance]) -> f64 {
             Some(latency::log_tolerance(fit, t.procs as f64, t.cti)? - t.latency_us.ln())
         })
         .collect();
-    if errors.is_empty() {
-        0.0
-    } else {
-        (errors.iter().map(|e| e * e).sum::<f64>() / errors.len() as f64).sqrt()
-    }
+    crate::method::stats::rms(&errors)
 }
 
 /// The projections of `fit` (on `fitted`, with lack of fit `lambda`) to `sizes` at

@@ -193,11 +193,7 @@ impl Checker<'_> {
                 }
             }
         }
-        if errors.is_empty() {
-            0.0
-        } else {
-            (errors.iter().map(|e| e * e).sum::<f64>() / errors.len() as f64).sqrt()
-        }
+        crate::method::stats::rms(&errors)
     }
 
     /// The projections of `fit` (fitted on `fitted`) to (p, n) at every level, with

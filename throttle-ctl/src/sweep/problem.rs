@@ -189,63 +189,29 @@ mod tests {
 
     #[test]
     fn values_cross_per_proc_grows_pairs_pair() {
-        let p = Problem {
+        // Each value with its node counts.
+        let cells = |p: Problem, rpn: usize| -> Vec<(u64, Vec<usize>)> {
+            p.cells(&[2, 4], rpn)
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.value, c.nodes))
+                .collect()
+        };
+        let values = Problem {
             values: vec![12, 11],
             ..Problem::default()
         };
-        let c = p.cells(&[2, 4], 1).unwrap();
-        assert_eq!(
-            c[0],
-            Cell {
-                value: 11,
-                nodes: vec![2, 4]
-            }
-        );
-        assert_eq!(
-            c[1],
-            Cell {
-                value: 12,
-                nodes: vec![2, 4]
-            }
-        );
+        assert_eq!(cells(values, 1), [(11, vec![2, 4]), (12, vec![2, 4])]);
         let weak = Problem {
             per_proc: Some(1000),
             ..Problem::default()
         };
-        let c = weak.cells(&[2, 4], 2).unwrap();
-        assert_eq!(
-            c[0],
-            Cell {
-                value: 4000,
-                nodes: vec![2]
-            }
-        );
-        assert_eq!(
-            c[1],
-            Cell {
-                value: 8000,
-                nodes: vec![4]
-            }
-        );
+        assert_eq!(cells(weak, 2), [(4000, vec![2]), (8000, vec![4])]);
         let pairs = Problem {
             pairs: vec![(2, 11), (4, 12), (4, 11)],
             ..Problem::default()
         };
-        let c = pairs.cells(&[2, 4], 1).unwrap();
-        assert_eq!(
-            c[0],
-            Cell {
-                value: 11,
-                nodes: vec![2, 4]
-            }
-        );
-        assert_eq!(
-            c[1],
-            Cell {
-                value: 12,
-                nodes: vec![4]
-            }
-        );
+        assert_eq!(cells(pairs, 1), [(11, vec![2, 4]), (12, vec![4])]);
         for (bad, want) in [
             (Problem::default(), "exactly one"),
             (

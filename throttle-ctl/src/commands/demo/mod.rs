@@ -388,27 +388,13 @@ fn run_demo(
     let (spec, what) = opts.spec(&sizes)?;
     let spec_text = toml::to_string(&spec)?;
     let mut sweep = Sweep::new(spec)?;
-    // A directory of this user's that nobody else may write (a link in its place, or
-    // another user's directory, is refused): what the demo writes there cannot be
-    // redirected.
-    let demo_dir = crate::shared_dir::out_dir(&opts.dir)
-        .map_err(|e| anyhow::anyhow!("the demo's directory: {e:#}"))?;
-    let dir = demo_dir.real_path()?;
-    let cluster_path = dir.join("throttle-cluster.toml");
-    let _ = local_cluster::down(&cluster_path);
-    let db = dir.join("results.db");
-    if let Some(kept) = keep_earlier_results(&db)? {
-        crate::note!(
-            "an earlier demo's results are kept as {} (this one writes {})",
-            kept.display(),
-            db.display()
-        );
-    }
-    let capacity = opts.capacity();
-    start_cluster(opts, &dir, &cluster_path, max_nodes, capacity)?;
-    let _down = Down(cluster_path.clone());
-    let cluster = Cluster::load(&cluster_path)?;
-    demo_dir.write_atomically("sweep.toml", spec_text.as_bytes(), 0o666)?;
+    let Stage {
+        dir,
+        db,
+        capacity,
+        cluster,
+        _down,
+    } = stage(opts, max_nodes, &spec_text)?;
     crate::note!(
         "sweeping {what} on {} nodes, {} bandwidth steps, {} repeats: {} runs{}",
         nodes.join(", "),
@@ -470,6 +456,49 @@ fn run_demo(
         report,
         db,
         interrupted,
+    })
+}
+
+/// A demo's directory made ready and its cluster up: where it writes, the results
+/// database, the links' capacity, the cluster, and what takes the cluster down.
+struct Stage {
+    dir: PathBuf,
+    db: PathBuf,
+    capacity: Rate,
+    cluster: Cluster,
+    _down: Down,
+}
+
+/// Make the demo's directory ready (an earlier demo's results moved aside), start
+/// `max_nodes` agents and write the sweep's spec `spec_text` beside its results.
+fn stage(opts: &Args, max_nodes: usize, spec_text: &str) -> Result<Stage> {
+    // A directory of this user's that nobody else may write (a link in its place, or
+    // another user's directory, is refused): what the demo writes there cannot be
+    // redirected.
+    let demo_dir = crate::shared_dir::out_dir(&opts.dir)
+        .map_err(|e| anyhow::anyhow!("the demo's directory: {e:#}"))?;
+    let dir = demo_dir.real_path()?;
+    let cluster_path = dir.join("throttle-cluster.toml");
+    let _ = local_cluster::down(&cluster_path);
+    let db = dir.join("results.db");
+    if let Some(kept) = keep_earlier_results(&db)? {
+        crate::note!(
+            "an earlier demo's results are kept as {} (this one writes {})",
+            kept.display(),
+            db.display()
+        );
+    }
+    let capacity = opts.capacity();
+    start_cluster(opts, &dir, &cluster_path, max_nodes, capacity)?;
+    let down = Down(cluster_path.clone());
+    let cluster = Cluster::load(&cluster_path)?;
+    demo_dir.write_atomically("sweep.toml", spec_text.as_bytes(), 0o666)?;
+    Ok(Stage {
+        dir,
+        db,
+        capacity,
+        cluster,
+        _down: down,
     })
 }
 

@@ -15,9 +15,7 @@ use throttle_analysis::answer::problem::ProblemAnalysis;
 use throttle_analysis::Question;
 use throttle_proto::workload::{MwOptions, MwWork, Options};
 
-use super::{keep_earlier_results, run_sweep, start_cluster, Args, Down};
-use crate::cluster::local as local_cluster;
-use crate::cluster::Cluster;
+use super::{run_sweep, stage, Args, Stage};
 use crate::measurements::{self, TimeSource};
 use crate::store::Store;
 use crate::sweep::problem::Problem;
@@ -93,24 +91,13 @@ pub fn run(
     let spec = spec(opts, &sizes)?;
     let spec_text = toml::to_string(&spec)?;
     let mut sweeps = Sweep::plan(spec)?;
-    let demo_dir = crate::shared_dir::out_dir(&opts.dir)
-        .map_err(|e| anyhow::anyhow!("the demo's directory: {e:#}"))?;
-    let dir = demo_dir.real_path()?;
-    let cluster_path = dir.join("throttle-cluster.toml");
-    let _ = local_cluster::down(&cluster_path);
-    let db = dir.join("results.db");
-    if let Some(kept) = keep_earlier_results(&db)? {
-        crate::note!(
-            "an earlier demo's results are kept as {} (this one writes {})",
-            kept.display(),
-            db.display()
-        );
-    }
-    let capacity = opts.capacity();
-    start_cluster(opts, &dir, &cluster_path, max_nodes, capacity)?;
-    let _down = Down(cluster_path.clone());
-    let cluster = Cluster::load(&cluster_path)?;
-    demo_dir.write_atomically("sweep.toml", spec_text.as_bytes(), 0o666)?;
+    let Stage {
+        db,
+        capacity,
+        cluster,
+        _down,
+        ..
+    } = stage(opts, max_nodes, &spec_text)?;
     let runs: usize = sweeps.iter().map(|s| s.points.len()).sum();
     crate::note!(
         "sweeping master/worker with {} bytes and {} s of work per process (and 2.5 times both) on {} nodes: {} volumes, {} bandwidth steps, {} repeats: {runs} runs",
