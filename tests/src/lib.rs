@@ -25,6 +25,7 @@ impl Drop for Scratch {
     }
 }
 
+pub use throttle_testkit::stall::{Stall, Stalled};
 pub use throttle_testkit::{bin_dir, skip};
 
 pub fn scratch(tag: &str) -> Scratch {
@@ -169,4 +170,40 @@ pub fn agent_pid(dir: &Path, name: &str) -> i32 {
         .find(|n| n["name"].as_str() == Some(name))
         .and_then(|n| n["pid"].as_integer())
         .unwrap() as i32
+}
+
+/// The pid of node `name`'s agent once the cluster file in `dir` names one (`None`
+/// before: a cluster still starting, or none).
+pub fn agent_pid_once(dir: &Path, name: &str) -> Option<i32> {
+    let text = std::fs::read_to_string(dir.join("throttle-cluster.toml")).ok()?;
+    let file: toml::Value = toml::from_str(&text).ok()?;
+    file.get("node")?
+        .as_array()?
+        .iter()
+        .find(|n| n.get("name").and_then(|v| v.as_str()) == Some(name))?
+        .get("pid")?
+        .as_integer()
+        .map(|p| p as i32)
+}
+
+/// A sweep's `--json` result: (runs stored, of them flagged or failed). Every run is
+/// stored, the ones that do not count as well (their points run again), so a sweep of P
+/// points stores P + flagged + failed runs on a busy machine, P on an idle one.
+pub fn sweep_runs(end: &serde_json::Value) -> (u64, u64) {
+    let r = &end["result"];
+    let n = |k: &str| {
+        r[k].as_u64()
+            .unwrap_or_else(|| panic!("the sweep's result has no {k}: {end}"))
+    };
+    (n("ran"), n("flagged") + n("failed"))
+}
+
+/// A stall of n0's agent of the local cluster in `dir` (found when it starts) during its
+/// `job`-th job (from 1; a sweep's unstored warm-ups count): 40-80 ms stopped, 10 ms
+/// running, until the job's ranks end. The run it lands in is flagged, as some are by
+/// chance on a busy machine ([`Stall`]).
+pub fn stall_n0(dir: &Path, job: usize) -> Stall {
+    let dir = dir.to_path_buf();
+    let ms = std::time::Duration::from_millis;
+    Stall::during_job(move || agent_pid_once(&dir, "n0"), job, (ms(40), ms(10)))
 }

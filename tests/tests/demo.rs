@@ -140,6 +140,9 @@ fn the_demo_runs_the_whole_method_and_says_what_to_trust() {
 #[test]
 fn the_default_demo_is_master_worker_answering_first_at_the_levels_it_searched() {
     let s = scratch("demo-mw");
+    // Its first stored run flagged on purpose (job 1 is the unstored warm-up), as a busy
+    // machine flags some by chance: left out, its point run again, the answer the same.
+    let stall = stall_n0(&s.0.join("d"), 2);
     let out = ctl(
         &s.0,
         &[
@@ -168,6 +171,7 @@ fn the_default_demo_is_master_worker_answering_first_at_the_levels_it_searched()
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
+    let stalled = stall.finish();
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stderr.contains("sweeping master/worker"), "{stderr}");
     let mut lines = stdout.trim_start().lines();
@@ -223,6 +227,14 @@ fn the_default_demo_is_master_worker_answering_first_at_the_levels_it_searched()
     assert_eq!(bottom(&again), bottom(&stdout), "{again}");
     let spec = std::fs::read_to_string(s.0.join("d/sweep.toml")).unwrap();
     assert!(spec.contains("workload = \"mw\""), "{spec}");
+    let rows = throttle_ctl::store::Store::read(&s.0.join("d/results.db"))
+        .unwrap()
+        .rows()
+        .unwrap();
+    assert!(
+        rows.iter().any(|r| r.flag.is_some()),
+        "the stalled run was not flagged ({stalled:?})"
+    );
     assert!(
         !s.0.join("d/throttle-cluster.toml").exists(),
         "the demo's cluster is taken down"

@@ -440,3 +440,72 @@ fn another_user_with_iperf3(test: &str) -> bool {
     }
     can
 }
+
+/// An ordinary user's agents given the capability `local up` advises (`setcap
+/// cap_sys_nice+ep throttle-agent`) run at real-time priority, and `local down` stops
+/// them: such a process is not dumpable, its `/proc` entries read as root's, and `down`
+/// once took them for another user's and left them running.
+#[test]
+fn agents_with_cap_sys_nice_run_first_and_local_down_stops_them() {
+    let test = "agents_with_cap_sys_nice_run_first_and_local_down_stops_them";
+    if !nix::unistd::geteuid().is_root() || !have("setpriv", "--version") || !have("setcap", "-h") {
+        skip(
+            test,
+            "root, setpriv and setcap (libcap2-bin)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let s = scratch("capnice");
+    let (bin, work) = (s.0.join("bin"), s.0.join("work"));
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    for name in BINARIES {
+        std::fs::copy(bin_dir().join(name), bin.join(name)).unwrap();
+    }
+    std::os::unix::fs::chown(&work, Some(NOBODY), Some(NOBODY)).unwrap();
+    for d in [&s.0, &bin] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let set = Command::new("setcap")
+        .arg("cap_sys_nice+ep")
+        .arg(bin.join("throttle-agent"))
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{set:?}");
+    let ctl = |args: &[&str]| {
+        as_user(NOBODY, bin.join("throttle-ctl"))
+            .args(args)
+            .current_dir(&work)
+            .env("HOME", &work)
+            .env_remove("THROTTLE_CLUSTER")
+            .output()
+            .unwrap()
+    };
+    let up = ctl(&["local", "up", "--nodes", "2", "--base-addr", "127.0.79.1"]);
+    assert!(up.status.success(), "{up:?}");
+    let pids: Vec<i32> = ["n0", "n1"].iter().map(|n| agent_pid(&work, n)).collect();
+    let status = json_of(&ctl(&["status", "--json"]));
+    for node in status.as_array().unwrap() {
+        assert_eq!(node["cpu"]["realtime"], true, "{node}");
+    }
+    let down = ctl(&["local", "down"]);
+    let said = String::from_utf8_lossy(&down.stdout).to_string();
+    let alive = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2) != Some("Z"))
+    };
+    let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        down.status.success() && said.contains("stopped 2 agents"),
+        "{said}"
+    );
+    assert!(left.is_empty(), "agents left running: {left:?}");
+}

@@ -10,8 +10,11 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
     let c = up("models", 4, "200Mbit", "127.0.26.1");
     let dir = &c.0;
 
-    // LogGPS at two settings and two process counts; G is the emulator's own check.
-    let v = json_of(&ctl(
+    // LogGPS at two settings and two process counts; G is the emulator's own check. The
+    // second measurement is flagged on purpose (as a busy machine flags some by chance),
+    // and measured again: a flagged one timed the emulator, not the link.
+    let stall = stall_n0(dir, 2);
+    let out = ctl(
         dir,
         &[
             "model",
@@ -28,9 +31,18 @@ fn loggps_then_the_pmm_and_master_worker_models_on_stored_runs() {
             "5",
             "--stream-seconds",
             "0.3",
+            "--retries",
+            "5",
             "--json",
         ],
-    ));
+    );
+    let stalled = stall.finish();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let v = json_of(&out);
+    assert!(
+        err.contains(": flagged, measured again"),
+        "the stalled measurement was not flagged ({stalled:?}): {err}"
+    );
     assert_eq!(v["measurements"].as_array().unwrap().len(), 4, "{v}");
     check("model loggps", &v, false);
     check("model loggps", &v["measurements"], false);

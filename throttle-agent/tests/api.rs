@@ -163,7 +163,7 @@ async fn metrics_are_prometheus_text() {
     {
         Err(_) => skip(
             "metrics (its promtool check)",
-            &format!("`{promtool}` (set PROMTOOL or install Prometheus's promtool; .ci/run does)"),
+            &format!("`{promtool}` (Prometheus's promtool: `sudo .ci/packages` puts it in /usr/local/bin; or set PROMTOOL)"),
             "THROTTLE_REQUIRE_NETNS",
         ),
         Ok(mut child) => {

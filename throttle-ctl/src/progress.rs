@@ -156,11 +156,19 @@ impl SweepProgress {
                 );
                 self.finished(&head, outcome, (index, eta_s), retry)
             }
-            SweepEvent::GaveUp { point, attempts } => self.line(&format!(
-                "nodes={} {} rep={}: gave up after {attempts} failed or flagged attempt(s)",
+            SweepEvent::GaveUp {
+                point,
+                attempts,
+                why,
+            } => self.line(&format!(
+                "nodes={} {} rep={}: gave up after {attempts} failed or flagged attempt(s){}",
                 point.nodes,
                 point.setting(),
-                point.repeat
+                point.repeat,
+                match why {
+                    Some(why) => format!("; the last: {why}"),
+                    None => " (by an earlier run of this sweep; --retry-given-up runs it again)".into(),
+                }
             )),
             SweepEvent::WarmingUp { nodes } => {
                 if self.bar.is_none() {

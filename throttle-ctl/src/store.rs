@@ -917,6 +917,12 @@ fn status_column(v: String) -> RunStatus {
 }
 
 impl RunRow {
+    /// Whether the run counts: it succeeded and its links held their setting (not
+    /// flagged). The others are kept as the record of what was tried.
+    pub fn good(&self) -> bool {
+        self.status == RunStatus::Ok && self.flag.is_none()
+    }
+
     /// A successful run of one node and rank for tests (this crate's and the end-to-end
     /// ones, which build stores as the controller writes them), without a time: callers
     /// set what they test (`seconds`, `status`, ...) with struct update syntax.

@@ -4,12 +4,15 @@
 //!   says it must run (CI), and says `SKIPPED` and why elsewhere.
 //! * [`agent`]: a started `throttle-agent` process, waited for until it is ready and
 //!   killed when dropped.
+//! * [`stall`]: an agent stopped on purpose during one of its jobs, so that a test meets
+//!   the flagged run a busy machine gives by chance every time.
 //! * [`user`]: another user: a command run as them (`setpriv`), a listener of theirs.
 //! * [`bin_dir`]: where cargo put the workspace's binaries for this test run.
 //!
 //! Dev-only: the crates' tests depend on it (`[dev-dependencies]`), no program does.
 
 pub mod agent;
+pub mod stall;
 pub mod user;
 
 use std::path::{Path, PathBuf};

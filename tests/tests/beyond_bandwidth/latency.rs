@@ -24,7 +24,13 @@ fn latency_points_set_their_latency_and_are_analysed_apart() {
     let c = up("latency", 3, "200Mbit", "127.0.47.1");
     let dir = &c.0;
     std::fs::write(dir.join("spec.toml"), SPEC).unwrap();
-    let out = ctl(dir, &["sweep", "spec.toml", "--db", "l.db", "--plain"]);
+    // One run flagged on purpose (and more by chance on a busy machine).
+    let stall = stall_n0(dir, 2);
+    let out = ctl(
+        dir,
+        &["sweep", "spec.toml", "--db", "l.db", "--plain", "--json"],
+    );
+    let stalled = stall.finish();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(err.contains("lat=16000us"), "{err}");
@@ -37,12 +43,23 @@ fn latency_points_set_their_latency_and_are_analysed_apart() {
     let mut at: std::collections::BTreeMap<(u32, u64), f64> = Default::default();
     for r in &rows {
         assert_eq!(r.latency_us, r.latency_step.unwrap_or(0), "{r:?}");
-        if let Some(l) = r.latency_step {
+        if let (Some(l), true) = (r.latency_step, r.good()) {
             at.insert((r.nodes, l), r.seconds.unwrap());
         }
     }
-    // 2 node counts x (2 bandwidths + 0 twice + 2 latencies).
-    assert_eq!(rows.len(), 2 * (2 + 2 + 2), "{rows:?}");
+    // 2 node counts x (2 bandwidths + 0 twice + 2 latencies) that count, and every
+    // flagged run besides.
+    let (ran, not_counted) = sweep_runs(&json_of(&out));
+    assert_eq!(
+        rows.iter().filter(|r| r.good()).count(),
+        2 * (2 + 2 + 2),
+        "{rows:?}"
+    );
+    assert_eq!(rows.len() as u64, ran, "{rows:?}");
+    assert!(
+        not_counted >= 1,
+        "the stalled run was not flagged ({stalled:?}): {rows:?}"
+    );
     for n in [2, 3] {
         assert!(at[&(n, 16000)] > at[&(n, 0)] + 0.016, "{at:?}");
     }

@@ -124,17 +124,37 @@ pub fn agent_binary() -> Result<PathBuf> {
 
 /// Whether `pid` is a running throttle agent of this user: its executable is named
 /// `throttle-agent` (a command line can say anything) and the process is the caller's.
+///
+/// An agent given a capability (`setcap cap_sys_nice+ep`, what `local up` advises for
+/// agents that cannot go first) is not dumpable: the kernel hides its `exe` link and
+/// gives its `/proc` entries to root, even from its own user. Then its name is the one
+/// it was started under (`comm`, set at exec from the file's name) and its owner the
+/// real uid its `status` shows; `down` still asks that its command line names the
+/// cluster's token file (`started_for`).
 fn alive(pid: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-        return false;
-    };
-    let name = exe.file_name().map(|n| n.to_string_lossy().to_string());
-    // A binary rebuilt under a running agent reads "throttle-agent (deleted)".
-    let is_agent = name.is_some_and(|n| n == "throttle-agent" || n == "throttle-agent (deleted)");
-    let mine = std::fs::metadata(format!("/proc/{pid}"))
-        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw());
-    is_agent && mine
+    let me = nix::unistd::geteuid().as_raw();
+    let agent = |n: &str| n == "throttle-agent" || n == "throttle-agent (deleted)";
+    match std::fs::read_link(format!("/proc/{pid}/exe")) {
+        Ok(exe) => {
+            // A binary rebuilt under a running agent reads "throttle-agent (deleted)".
+            let is_agent = exe.file_name().is_some_and(|n| agent(&n.to_string_lossy()));
+            let mine = std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == me);
+            is_agent && mine
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let real_uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("Uid:"))
+                        .and_then(|u| u.split_whitespace().next()?.parse::<u32>().ok())
+                });
+            agent(comm.trim()) && real_uid == Some(me)
+        }
+        Err(_) => false,
+    }
 }
 
 /// The file `local up` leaves in the state directory it made, which `local down` must

@@ -109,7 +109,7 @@ impl Args {
         // One sweep per problem value, one after the other; what each ran adds up.
         let count = sweeps.len();
         let mut total = SweepEnd::Complete {
-            ran: 0,
+            runs: Default::default(),
             already_stored: 0,
             gave_up: 0,
             until: None,
@@ -143,7 +143,7 @@ impl Args {
         }
         Ok(match end {
             SweepEnd::Complete {
-                ran,
+                runs,
                 already_stored,
                 gave_up,
                 until,
@@ -163,7 +163,7 @@ impl Args {
                     } else {
                         "sweep complete"
                     };
-                    output::print(format!("{done}: {ran} runs now, {already_stored} already stored, {gave_up} points given up{precision}; analyze with `throttle-ctl analyze --db {}`\n", db.display()))?;
+                    output::print(format!("{done}: {}, {already_stored} already stored, {gave_up} points given up{precision}; analyze with `throttle-ctl analyze --db {}`\n", runs_text(&runs, " now"), db.display()))?;
                 }
                 if gave_up > 0 {
                     crate::note!("{gave_up} point(s) given up: the reasons are above (and `throttle-ctl output JOB` prints a run's whole output); once the cause is fixed, the same command with --retry-given-up runs them again");
@@ -174,17 +174,38 @@ impl Args {
                     ExitCode::SUCCESS
                 }
             }
-            SweepEnd::Interrupted { ran } if progress.output_closed() => {
+            SweepEnd::Interrupted { runs } if progress.output_closed() => {
+                let ran = runs_text(&runs, "");
                 // Said on standard error, where that is still read (`| head` closed the
                 // other one); the status a tool killed by SIGPIPE has.
-                crate::note!("stopped: the output was closed after {ran} runs; the bandwidth is back, everything stored is kept in {}. Run the same command to resume.", db.display());
+                crate::note!("stopped: the output was closed after {ran}; the bandwidth is back, everything stored is kept in {}. Run the same command to resume.", db.display());
                 ExitCode::from(141)
             }
-            SweepEnd::Interrupted { ran } => {
-                crate::note!("interrupted after {ran} runs; everything stored is kept in {}. Run the same command to resume.", db.display());
+            SweepEnd::Interrupted { runs } => {
+                let ran = runs_text(&runs, "");
+                crate::note!("interrupted after {ran}; everything stored is kept in {}. Run the same command to resume.", db.display());
                 ExitCode::from(130)
             }
         })
+    }
+}
+
+/// The runs an invocation made, and those of them that do not count: "10 runs{now} (2
+/// flagged, 1 failed: stored, and their points run again or given up)".
+fn runs_text(r: &sweep::Ran, now: &str) -> String {
+    let bad: Vec<String> = [(r.flagged, "flagged"), (r.failed, "failed")]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    if bad.is_empty() {
+        format!("{} runs{now}", r.ran)
+    } else {
+        format!(
+            "{} runs{now} ({}: stored, and their points run again or given up)",
+            r.ran,
+            bad.join(", ")
+        )
     }
 }
 

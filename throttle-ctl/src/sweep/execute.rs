@@ -79,12 +79,39 @@ pub fn remove_leftovers(cluster: &Cluster, prefix: &str) -> usize {
     removed
 }
 
+/// The runs an invocation made, every one stored: each attempt of a point, and of them
+/// those that do not count (flagged: its links did not hold their setting; failed), each
+/// stored with why and its point run again while its retries last. A sweep that stored
+/// `ran` runs has `ran - flagged - failed` good ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Ran {
+    pub ran: usize,
+    pub flagged: usize,
+    pub failed: usize,
+}
+
+impl Ran {
+    /// The runs that count: neither flagged nor failed.
+    pub fn good(&self) -> usize {
+        self.ran - self.flagged - self.failed
+    }
+
+    fn plus(self, o: Ran) -> Ran {
+        Ran {
+            ran: self.ran + o.ran,
+            flagged: self.flagged + o.flagged,
+            failed: self.failed + o.failed,
+        }
+    }
+}
+
 /// How a sweep ended.
 #[derive(Debug, PartialEq, serde::Serialize)]
 #[serde(tag = "end", rename_all = "snake_case")]
 pub enum SweepEnd {
     Complete {
-        ran: usize,
+        #[serde(flatten)]
+        runs: Ran,
         /// Points stored by earlier runs of the sweep, not run again.
         already_stored: usize,
         gave_up: usize,
@@ -92,18 +119,23 @@ pub enum SweepEnd {
         until: Option<UntilEnd>,
     },
     Interrupted {
-        ran: usize,
+        #[serde(flatten)]
+        runs: Ran,
     },
 }
 
 impl SweepEnd {
+    /// The runs it made.
+    pub fn runs(&self) -> Ran {
+        match self {
+            SweepEnd::Complete { runs, .. } | SweepEnd::Interrupted { runs } => *runs,
+        }
+    }
+
     /// This end followed by `next`'s (the sweeps of a problem axis, one after the other):
     /// their runs added up, interrupted when either was.
     pub fn and_then(self, next: SweepEnd) -> SweepEnd {
-        let ran = |e: &SweepEnd| match e {
-            SweepEnd::Complete { ran, .. } | SweepEnd::Interrupted { ran } => *ran,
-        };
-        let sum = ran(&self) + ran(&next);
+        let runs = self.runs().plus(next.runs());
         match (self, next) {
             (
                 SweepEnd::Complete {
@@ -119,12 +151,12 @@ impl SweepEnd {
                     ..
                 },
             ) => SweepEnd::Complete {
-                ran: sum,
+                runs,
                 already_stored: a + b,
                 gave_up: g + h,
                 until: v.or(u),
             },
-            _ => SweepEnd::Interrupted { ran: sum },
+            _ => SweepEnd::Interrupted { runs },
         }
     }
 }
@@ -172,6 +204,9 @@ pub enum SweepEvent<'a> {
     GaveUp {
         point: &'a SweepPoint,
         attempts: u32,
+        /// Why its last attempt in this invocation did not count (its flag or its failure's
+        /// reason); `None` for a point given up by an earlier invocation.
+        why: Option<&'a str>,
     },
     /// The unstored warm-up run of a node count is starting.
     WarmingUp { nodes: usize },
@@ -499,12 +534,12 @@ impl Sweep {
         }
         let mut runner = Runner::new(self, cluster, store, options, cancel)?;
         if !runner.run_each(&todo, &mut on_event)? {
-            return Ok(SweepEnd::Interrupted { ran: runner.ran });
+            return Ok(SweepEnd::Interrupted { runs: runner.runs });
         }
         // Steps an earlier, stopped run of the search placed get their extra repeats too.
         let earlier = self.stored_search_points(store)?;
         if !runner.auto_repeats(&earlier, &mut on_event)? {
-            return Ok(SweepEnd::Interrupted { ran: runner.ran });
+            return Ok(SweepEnd::Interrupted { runs: runner.runs });
         }
         let mut searched: Vec<SweepPoint> = Vec::new();
         let mut tried: HashMap<usize, HashSet<Pct>> = HashMap::new();
@@ -514,7 +549,7 @@ impl Sweep {
             (&earlier, &mut searched, &mut tried),
             &mut on_event,
         )? {
-            return Ok(SweepEnd::Interrupted { ran: runner.ran });
+            return Ok(SweepEnd::Interrupted { runs: runner.runs });
         }
         let mut until_end = None;
         if let Some(until) = &self.spec.until {
@@ -525,12 +560,12 @@ impl Sweep {
                 &mut on_event,
             )?
             else {
-                return Ok(SweepEnd::Interrupted { ran: runner.ran });
+                return Ok(SweepEnd::Interrupted { runs: runner.runs });
             };
             until_end = Some(end);
         }
         Ok(SweepEnd::Complete {
-            ran: runner.ran,
+            runs: runner.runs,
             already_stored,
             gave_up: runner.gave_up,
             until: until_end,
@@ -554,11 +589,11 @@ impl Sweep {
     ) -> Result<Option<UntilEnd>> {
         let store = runner.store;
         let mut nodes = self.spec.nodes.clone();
-        let started = runner.ran;
+        let started = runner.runs.ran;
         let mut round = 0;
         loop {
             round += 1;
-            let spent = runner.ran - started;
+            let spent = runner.runs.ran - started;
             let left = until.budget.saturating_sub(spent);
             let next = match self.analyse(store, until) {
                 Ok(a) => until::next(until, &a, &nodes, self.spec.ranks_per_node, left),
@@ -594,8 +629,8 @@ impl Sweep {
                     return Ok(None);
                 }
             }
-            if runner.ran - started >= until.budget {
-                let spent = runner.ran - started;
+            if runner.runs.ran - started >= until.budget {
+                let spent = runner.runs.ran - started;
                 return Ok(Some(self.until_budget_spent(
                     store,
                     until,
@@ -693,7 +728,7 @@ struct Runner<'a> {
     /// Node counts that had their warm-up run in this invocation.
     warmed: HashSet<usize>,
     started: Instant,
-    ran: usize,
+    runs: Ran,
     gave_up: usize,
     /// Per node count: points given up, and points that succeeded, in this invocation.
     outcomes: HashMap<usize, (u32, u32)>,
@@ -751,7 +786,7 @@ impl<'a> Runner<'a> {
             },
             warmed: HashSet::new(),
             started: Instant::now(),
-            ran: 0,
+            runs: Ran::default(),
             gave_up: 0,
             outcomes: HashMap::new(),
             hopeless: HashSet::new(),
@@ -798,13 +833,13 @@ impl<'a> Runner<'a> {
                 round,
                 points: more.len(),
             });
-            let ran = self.ran;
+            let ran = self.runs.ran;
             for (i, p) in more.iter().enumerate() {
                 if !self.point(p, i, more.len(), on_event)? {
                     return Ok(false);
                 }
             }
-            if self.ran == ran {
+            if self.runs.ran == ran {
                 // Nothing could be run (every point given up at once): nothing would
                 // change in another round either.
                 return Ok(true);
@@ -849,10 +884,11 @@ impl<'a> Runner<'a> {
         // Only points attempted in this invocation count towards giving a size up: one
         // given up by an earlier invocation says nothing about the machine now.
         let mut attempted = false;
+        let mut why: Option<String> = None;
         loop {
             let attempts = self.failed.get(&p.key).copied().unwrap_or(0);
             if attempts > spec.retries {
-                self.give_up(p, attempts, attempted, on_event);
+                self.give_up(p, (attempts, why.as_deref()), attempted, on_event);
                 return Ok(true);
             }
             if self.cancel.load(Ordering::SeqCst) {
@@ -907,11 +943,11 @@ impl<'a> Runner<'a> {
                     });
                 }
             }
-            self.ran += 1;
+            self.runs.ran += 1;
             let ok = outcome.status == RunStatus::Ok;
             let row = self.row(p, &outcome, started_at, RunLoad { busy, steal });
             self.store.insert_with_output(&row, &outcome.output)?;
-            let per = self.started.elapsed().as_secs_f64() / self.ran as f64;
+            let per = self.started.elapsed().as_secs_f64() / self.runs.ran as f64;
             let good = ok && outcome.flag().is_none();
             on_event(SweepEvent::Finished {
                 index,
@@ -928,11 +964,14 @@ impl<'a> Runner<'a> {
                 return Ok(true);
             }
             *self.failed.entry(p.key.clone()).or_default() += 1;
+            why = outcome.flag().or_else(|| outcome.reason.clone());
             let seen = self.troubles.entry(p.nodes).or_default();
             if !ok {
                 seen.failed += 1;
+                self.runs.failed += 1;
             } else {
                 seen.flagged += 1;
+                self.runs.flagged += 1;
                 seen.starved += u32::from(outcome.fidelity.as_ref().is_some_and(|f| f.starved()));
             }
         }
@@ -971,17 +1010,22 @@ impl<'a> Runner<'a> {
         )
     }
 
-    /// Give `p` up after `attempts` attempts; a point `attempted` in this invocation
-    /// counts towards giving its whole node count up ([`HOPELESS`]).
+    /// Give `p` up after `attempts` attempts, the last of them not good because of `why`;
+    /// a point `attempted` in this invocation counts towards giving its whole node count
+    /// up ([`HOPELESS`]).
     fn give_up(
         &mut self,
         p: &SweepPoint,
-        attempts: u32,
+        (attempts, why): (u32, Option<&str>),
         attempted: bool,
         on_event: &mut dyn FnMut(SweepEvent<'_>),
     ) {
         self.gave_up += 1;
-        on_event(SweepEvent::GaveUp { point: p, attempts });
+        on_event(SweepEvent::GaveUp {
+            point: p,
+            attempts,
+            why,
+        });
         if !attempted {
             return;
         }

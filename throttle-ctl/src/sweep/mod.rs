@@ -40,6 +40,6 @@ mod spec;
 pub mod steps;
 pub mod until;
 
-pub use execute::{job_prefix, now_utc, remove_leftovers, SweepEnd, SweepEvent, SweepOptions};
+pub use execute::{job_prefix, now_utc, remove_leftovers, Ran, SweepEnd, SweepEvent, SweepOptions};
 pub use plan::{Sweep, SweepPoint};
 pub use spec::{Repeats, SweepSpec, AUTO_FIRST, KEYS_HELP};

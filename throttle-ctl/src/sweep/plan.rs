@@ -15,7 +15,6 @@ use throttle_proto::Pct;
 
 use super::problem;
 use super::spec::{Repeats, SweepSpec, AUTO_FIRST};
-use crate::run_status::RunStatus;
 use crate::store::Store;
 use crate::workload::Workload;
 
@@ -433,7 +432,7 @@ impl Sweep {
                 .collect();
             let times: Vec<f64> = mine
                 .iter()
-                .filter(|r| r.status == RunStatus::Ok && r.flag.is_none())
+                .filter(|r| r.good())
                 .filter_map(|r| r.kernel_seconds.or(r.seconds))
                 .collect();
             let max = if bw == Pct::FULL {
@@ -521,6 +520,7 @@ fn emulated_pmm_seconds(size: usize, procs: usize, gflops: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run_status::RunStatus;
     use crate::store::RunRow;
 
     #[test]

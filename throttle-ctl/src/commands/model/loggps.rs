@@ -48,6 +48,11 @@ pub struct Args {
     /// back to what it was this long after.
     #[arg(long, default_value_t = throttle_proto::Lease::DEFAULT)]
     lease: throttle_proto::Lease,
+    /// More attempts for a measurement whose links did not hold their setting (a flagged
+    /// run: an agent starved of CPU or the machine paused); one flagged every time stops
+    /// the campaign with why, keeping what was stored.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
+    retries: u32,
     /// Measure nothing: fit and print what the database holds.
     #[arg(long)]
     stored: bool,
@@ -203,17 +208,32 @@ impl Args {
             ))?,
             job_prefix: None,
         };
-        let outcome = job::execute(c.cluster, c.links, &spec, c.cancel)?;
-        if outcome.status == RunStatus::Interrupted {
-            anyhow::bail!("interrupted; {stored} measurements stored");
-        }
-        if outcome.status != RunStatus::Ok {
-            anyhow::bail!(
-                "the measurement at P={p}, {} failed: {}",
-                bw,
-                outcome.reason.as_deref().unwrap_or("no reason given")
-            );
-        }
+        // A flagged measurement timed the emulator as much as the link: measured again.
+        let mut flagged = 0;
+        let outcome = loop {
+            let outcome = job::execute(c.cluster, c.links, &spec, c.cancel)?;
+            if outcome.status == RunStatus::Interrupted {
+                anyhow::bail!("interrupted; {stored} measurements stored");
+            }
+            if outcome.status != RunStatus::Ok {
+                anyhow::bail!(
+                    "the measurement at P={p}, {} failed: {}",
+                    bw,
+                    outcome.reason.as_deref().unwrap_or("no reason given")
+                );
+            }
+            match outcome.flag() {
+                None => break outcome,
+                Some(flag) if flagged < self.retries => {
+                    crate::note!("P={p} at {bw}: flagged, measured again ({flag})");
+                    flagged += 1;
+                }
+                Some(flag) => anyhow::bail!(
+                    "the measurement at P={p}, {bw} was flagged on all {} attempts (its links did not run at their setting; the last: {flag}); {stored} measurements stored. On a busy machine, run it again; where an agent was starved of CPU, give the agents cores of their own (`throttle-ctl local up --pin`) or use fewer processes",
+                    flagged + 1
+                ),
+            }
+        };
         link_row(&outcome, bw, &c.host)
     }
 }

@@ -69,16 +69,13 @@ fn stored(
         .rows()?
         .into_iter()
         // A latency point (`latencies`: the full link with a latency added) is no run at
-        // its bandwidth setting.
-        .filter(|r| {
-            r.workload == workload
-                && r.status == crate::run_status::RunStatus::Ok
-                && r.latency_step.is_none()
-        })
+        // its bandwidth setting; a flagged run's links did not run at theirs (as
+        // `analyze`, the models leave it out).
+        .filter(|r| r.workload == workload && r.good() && r.latency_step.is_none())
         .collect();
     if runs.is_empty() {
         anyhow::bail!(
-            "{} holds no successful {workload} runs: {how}",
+            "{} holds no successful {workload} run whose links held their setting (flagged runs are left out): {how}",
             db.display()
         );
     }
