@@ -91,11 +91,6 @@ pub struct Ran {
 }
 
 impl Ran {
-    /// The runs that count: neither flagged nor failed.
-    pub fn good(&self) -> usize {
-        self.ran - self.flagged - self.failed
-    }
-
     fn plus(self, o: Ran) -> Ran {
         Ran {
             ran: self.ran + o.ran,
