@@ -61,6 +61,9 @@ pub struct AgentConfig {
     pub open_forwards: bool,
     /// Serve the preload library on this port of 127.0.0.1 and ::1 (no root needed).
     pub preload_port: Option<u16>,
+    /// Kernel-paced links (`--links kernel`, with the preload library): the programs'
+    /// sockets connect directly and the kernel paces them at their shares.
+    pub kernel_links: bool,
     /// Pin every launched rank to these CPUs (`--rank-cpus`, checked with
     /// [`crate::launch::affinity::cpu_set`] before the agent pinned itself).
     pub rank_cpus: Option<nix::sched::CpuSet>,
@@ -124,6 +127,13 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
+    let pacing_listener = match (config.kernel_links, preload_addr) {
+        (false, _) => None,
+        (true, None) => anyhow::bail!("--links kernel needs --preload: the preload library registers the programs' sockets with the agent"),
+        (true, Some(at)) => Some(crate::services::pacing::bind(at).with_context(|| {
+            format!("cannot bind the pacing socket @{} (another agent with this preload address?)", throttle_proto::preload::pace_socket_name(at))
+        })?),
+    };
     let intercept = interception(
         &config,
         data_addr,
@@ -152,6 +162,9 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         started: Instant::now(),
         launcher: Arc::new(launcher),
         intercept,
+        pacing: pacing_listener
+            .is_some()
+            .then(crate::state::paced::Pacing::default),
     });
     join(&agent, config.peers, config.forwards).await?;
 
@@ -181,6 +194,17 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         tasks.push(tokio::spawn(crate::intercept::redirect::serve(
             agent.clone(),
             l,
+            shutdown.clone(),
+        )));
+    }
+    if let Some(l) = pacing_listener {
+        tasks.push(tokio::spawn(crate::services::pacing::serve(
+            agent.clone(),
+            l,
+            shutdown.clone(),
+        )));
+        tasks.push(tokio::spawn(crate::services::pacing::run(
+            agent.clone(),
             shutdown.clone(),
         )));
     }

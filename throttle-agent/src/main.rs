@@ -15,6 +15,13 @@ use throttle_agent::transport::pump::PumpOptions;
 use throttle_proto::auth::Token;
 use throttle_proto::{Name, Pct, Rate, Shape};
 
+/// How the links are emulated (`--links`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Links {
+    Proxy,
+    Kernel,
+}
+
 /// The per-node agent of throttle: shapes this node's interconnect traffic to a
 /// percentage of an emulated link and carries it between nodes.
 ///
@@ -123,6 +130,14 @@ struct Args {
     /// any free port, written to the ready file).
     #[arg(long, default_value_t = throttle_proto::preload::DEFAULT_PORT, requires = "preload")]
     preload_port: u16,
+    /// How the links are emulated for the preload library's programs. `proxy`: every
+    /// connection between nodes is carried by the agents, which pace its bytes (added
+    /// latency works; each message pays the agents' hop). `kernel`: the programs'
+    /// sockets connect to their peers directly and Linux paces each at its max-min share
+    /// of its node's egress and its peer's ingress, which the agents agree on (no byte of
+    /// the program passes an agent; no added latency). Needs --preload.
+    #[arg(long, value_enum, default_value_t = Links::Proxy, requires = "preload")]
+    links: Links,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -286,6 +301,7 @@ fn config_of(args: &Args) -> Result<AgentConfig, String> {
         intercept: args.intercept,
         open_forwards: args.open_forwards,
         preload_port: args.preload.then_some(args.preload_port),
+        kernel_links: args.links == Links::Kernel,
         intercept_within: args.intercept_within.clone(),
         // Read before the agent pins itself: the ranks' CPUs are outside its own set.
         rank_cpus: match &args.rank_cpus {

@@ -54,6 +54,7 @@ fn fixture() -> &'static Fixture {
             intercept: false,
             open_forwards: false,
             preload_port: None,
+            kernel_links: false,
             rank_cpus: None,
             intercept_within: vec![],
         };

@@ -1,5 +1,6 @@
 //! Talking to the agent on this node: the node list (cached for a second), the handover
-//! of a program's socket, and the original source of a delivered connection.
+//! of a program's socket, the original source of a delivered connection, and, with
+//! kernel-paced links, the registration of a socket the kernel is to pace.
 //!
 //! All I/O is on raw descriptors with `poll` and time limits, through the C library's own
 //! calls ([`crate::real`](mod@crate::real)): this runs inside other programs' `connect()` and `accept()`.
@@ -10,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use libc::c_int;
 use throttle_proto::preload::{
-    ConnectReply, NodeList, PeerReply, Request, ADDR_LEN, CONNECT_REPLY_LEN, DEFAULT_PORT,
-    PEER_REPLY_LEN,
+    ConnectReply, NodeList, PaceReply, PaceRequest, PaceSide, PeerReply, Request, ADDR_LEN,
+    CONNECT_REPLY_LEN, DEFAULT_PORT, PEER_REPLY_LEN,
 };
 
 use crate::real::real;
@@ -170,6 +171,44 @@ pub fn hand_over(fd: c_int, agent: SocketAddr, dst: SocketAddr) -> Handover {
     }
 }
 
+/// Register the program's socket `fd`, whose peer is (or is about to be) `peer` on
+/// another node, with the agent's pacing socket; `Ok` once the agent set its rate. The
+/// agent must be this user's or root's (`SO_PEERCRED`: anyone may bind an abstract
+/// name). Where Yama restricts tracing to descendants, the agent is named this process's
+/// tracer first: taking the socket (`pidfd_getfd`) needs what tracing needs.
+pub fn pace(fd: c_int, peer: SocketAddr, side: PaceSide) -> Result<(), NoAgent> {
+    let s = UnixSock::open(&throttle_proto::preload::pace_socket_name(address()))?;
+    let agent = s.peer_owner()?;
+    allow_tracer(agent);
+    s.send_all(&PaceRequest { side, fd, peer }.encode(), QUICK)?;
+    let mut b = [0u8; CONNECT_REPLY_LEN];
+    s.recv_exact(&mut b, QUICK)?;
+    match PaceReply::decode(&b).errno {
+        0 => Ok(()),
+        e => Err(NoAgent(format!(
+            "the agent could not pace it: {}",
+            std::io::Error::from_raw_os_error(e)
+        ))),
+    }
+}
+
+/// Let process `pid` (the agent) take this process's sockets where Yama allows tracing
+/// only by ancestors (`kernel.yama.ptrace_scope = 1`), once per process.
+fn allow_tracer(pid: i32) {
+    static DONE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+    // SAFETY: getpid cannot fail.
+    let me = unsafe { libc::getpid() };
+    if DONE.swap(me, std::sync::atomic::Ordering::Relaxed) == me {
+        return;
+    }
+    let scoped = std::fs::read("/proc/sys/kernel/yama/ptrace_scope")
+        .is_ok_and(|v| v.first() == Some(&b'1'));
+    if scoped {
+        // SAFETY: PR_SET_PTRACER takes a pid; it changes nothing but who may trace us.
+        unsafe { libc::prctl(libc::PR_SET_PTRACER, pid as libc::c_ulong, 0, 0, 0) };
+    }
+}
+
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
@@ -288,6 +327,99 @@ struct Borrowed(c_int);
 impl Io for Borrowed {
     fn fd(&self) -> c_int {
         self.0
+    }
+}
+
+/// A Unix socket of our own to the agent's pacing socket, closed on drop.
+struct UnixSock(c_int);
+
+impl UnixSock {
+    fn open(name: &str) -> Result<UnixSock, NoAgent> {
+        // SAFETY: plain socket creation.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+            )
+        };
+        if fd < 0 {
+            return Err(NoAgent(std::io::Error::last_os_error().to_string()));
+        }
+        let s = UnixSock(fd);
+        // SAFETY: all-zero is a valid sockaddr_un.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = name.as_bytes();
+        if bytes.len() + 1 > addr.sun_path.len() {
+            return Err(NoAgent(format!("pacing socket name too long: {name}")));
+        }
+        // An abstract name: a leading NUL, then the name (no terminator).
+        for (i, b) in bytes.iter().enumerate() {
+            addr.sun_path[i + 1] = *b as libc::c_char;
+        }
+        let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + bytes.len()) as libc::socklen_t;
+        // SAFETY: a valid sockaddr_un of `len` bytes. A Unix connect completes at once
+        // or fails (EAGAIN: the agent's queue is full).
+        let r = unsafe {
+            (real().connect)(
+                fd,
+                &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+                len,
+            )
+        };
+        if r != 0 {
+            return Err(NoAgent(format!(
+                "no pacing socket @{name}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(s)
+    }
+
+    /// The pid of the process at the other end, if it is this user's or root's.
+    fn peer_owner(&self) -> Result<i32, NoAgent> {
+        let mut cred = libc::ucred {
+            pid: 0,
+            uid: 0,
+            gid: 0,
+        };
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        // SAFETY: SO_PEERCRED fills a ucred of `len` bytes.
+        let r = unsafe {
+            (real().getsockopt)(
+                self.0,
+                libc::SOL_SOCKET,
+                libc::SO_PEERCRED,
+                &mut cred as *mut libc::ucred as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if r != 0 {
+            return Err(NoAgent(std::io::Error::last_os_error().to_string()));
+        }
+        if cred.uid != me && cred.uid != 0 {
+            return Err(NoAgent(format!(
+                "the pacing socket belongs to uid {}, not to this user ({me}) or root: not an agent this program trusts",
+                cred.uid
+            )));
+        }
+        Ok(cred.pid)
+    }
+}
+
+impl Io for UnixSock {
+    fn fd(&self) -> c_int {
+        self.0
+    }
+}
+
+impl Drop for UnixSock {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor, closed once.
+        unsafe { (real().close)(self.0) };
     }
 }
 

@@ -20,6 +20,12 @@
 //!   agent) goes straight to the C library (loopback ones after asking the agent: on a
 //!   loopback cluster they are the nodes'). Without an agent the program runs unthrottled
 //!   and the library says so once on stderr.
+//! * With kernel-paced links (the agent's node list says so; `throttle-agent --links
+//!   kernel`), `connect()` to another node registers the socket with the agent, which
+//!   sets its pacing rate, and then connects it to its peer directly; an accepted
+//!   connection from another node is registered as it is accepted. No byte passes the
+//!   agent; `getpeername()` needs nothing. A socket the agent cannot pace is carried
+//!   through it as above.
 //! * On a node of a loopback cluster (the agent says the nodes share this network stack)
 //!   the program also sees the machine as that node: [`node`].
 //!
@@ -39,6 +45,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use libc::{c_int, c_void, sockaddr as c_sockaddr, socklen_t};
+
+use throttle_proto::preload::PaceSide;
 
 use crate::real::real;
 use crate::table::Record;
@@ -86,6 +94,32 @@ fn warn_misaddressed(dst: SocketAddr, other: IpAddr, own: IpAddr) {
         "throttle-preload: no server of this node ({own}) listens at {dst}, but a program of node {other} does at port {}: connect to {other}:{} (each node of this loopback cluster has its own address); the connection to {dst} is refused\n",
         dst.port(),
         dst.port(),
+    );
+    // SAFETY: writing a valid buffer to stderr.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// Say once per process that the agent carries connections it could not pace.
+fn warn_carried(why: &str) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let msg = format!(
+        "throttle-preload: the agent could not pace a connection in the kernel ({why}): such connections are carried through the agent instead\n"
+    );
+    // SAFETY: writing a valid buffer to stderr.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// Say once per process that an accepted connection could not be paced.
+fn warn_unpaced(why: &str) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let msg = format!(
+        "throttle-preload: an accepted connection from another node could not be paced ({why}): what this program sends on it is NOT throttled\n"
     );
     // SAFETY: writing a valid buffer to stderr.
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
@@ -204,6 +238,14 @@ unsafe fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) 
             }
         }
     }
+    // Kernel-paced links: the agent sets the socket's rate, and the program connects to
+    // its peer itself. Where the agent cannot pace it, the agent carries it instead.
+    if nodes.kernel_pacing {
+        match agent::pace(fd, dst, PaceSide::Connect) {
+            Ok(()) => return None,
+            Err(agent::NoAgent(why)) => warn_carried(&why),
+        }
+    }
     // SAFETY: reading the descriptor's flags.
     let nonblocking = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0;
     match agent::hand_over(fd, agent::address_for(family, dst), dst) {
@@ -237,12 +279,22 @@ unsafe fn intercept_connect(fd: c_int, addr: *const c_sockaddr, len: socklen_t) 
 /// `addr` and `len` are what the program gave `accept(2)`: both null, or `len` points to
 /// the size of the writable buffer at `addr`.
 unsafe fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) {
-    if flag("THROTTLE_PRELOAD_PEER_REWRITE") == Some(false) {
-        return;
-    }
     let Some(via) = sockaddr::peer(conn) else {
         return;
     };
+    // Kernel-paced links: a connection straight from another node's program is paced on
+    // this side too (what this program sends back crosses the link as well).
+    if let Some(nodes) = agent::cached_nodes().or_else(|| agent::nodes().ok()) {
+        if nodes.kernel_pacing && nodes.nodes.contains(&via.ip().to_canonical()) {
+            if let Err(agent::NoAgent(why)) = agent::pace(conn, via, PaceSide::Accept) {
+                warn_unpaced(&why);
+            }
+            return;
+        }
+    }
+    if flag("THROTTLE_PRELOAD_PEER_REWRITE") == Some(false) {
+        return;
+    }
     // Deliveries come from this node's own address; anything else is left alone without
     // asking the agent, and so are connections from the agent's own address on 127.0.0.1
     // or ::1 (never a delivery, and in a process that is itself preloaded and accepts

@@ -7,6 +7,7 @@
 //!
 //! * values: [`rate`], [`pct`], [`name`], [`shape`], [`cpus`];
 //! * the transport's handshake: [`wire`] (sans-IO), [`auth`] (token and proofs),
+//!   [`flows`] (what kernel-paced agents tell each other),
 //!   [`preload`] (the preload library's requests to its node's agent);
 //! * [`os`]: the only I/O: the token file, [`os::rank_client`] (blocking helpers for ranks
 //!   and probes), [`os::socket_table`] (socket owners, for both ends of the preload port);
@@ -21,6 +22,7 @@ pub mod cluster;
 pub mod cpus;
 pub mod durations;
 pub mod emulation;
+pub mod flows;
 pub mod forward;
 pub mod job;
 pub mod name;

@@ -11,6 +11,13 @@
 //! * [`Request::Peer`]: a connection the agent delivered to a program here came from
 //!   where? A [`PeerReply`] with the original source the sending agents carried.
 //!
+//! In the kernel-paced mode (the node list says so) the library connects the program's
+//! sockets to their peers directly and registers each with the agent on a Unix socket of
+//! its own ([`pace_socket_name`]): a [`PaceRequest`] names the descriptor and the peer,
+//! the agent takes the socket from the process (`pidfd_getfd`), sets its pacing rate,
+//! closes its copy and answers with a [`PaceReply`]; no byte of the program passes the
+//! agent.
+//!
 //! Everything is fixed-size or length-prefixed, big-endian, with no allocation on the
 //! reading side beyond the node list: the library parses it inside `connect()` and
 //! `accept()` of arbitrary programs.
@@ -200,6 +207,9 @@ pub struct NodeList {
     /// address (a loopback cluster): the library gives a program of this node that
     /// node's view (its wildcard binds, its interfaces, its localhost).
     pub shared_stack: bool,
+    /// The agent paces the program's own sockets in the kernel: connections to the
+    /// nodes go to them directly, each registered first on the pacing socket.
+    pub kernel_pacing: bool,
 }
 
 /// Lowest destination port that is intercepted: system services are left alone, as with
@@ -219,7 +229,8 @@ impl NodeList {
     }
 
     /// Length-prefixed encoding: a u32 entry count, then per entry a kind byte (1 node,
-    /// 2 exempt, 3 own, 4 shared stack: its address unused) and an address.
+    /// 2 exempt, 3 own, 4 shared stack, 5 kernel pacing: the last two's addresses unused)
+    /// and an address.
     pub fn encode(&self) -> Vec<u8> {
         let entries: Vec<(u8, SocketAddr)> = self
             .nodes
@@ -230,6 +241,10 @@ impl NodeList {
             .chain(
                 self.shared_stack
                     .then(|| (4, SocketAddr::from(([0, 0, 0, 0], 0)))),
+            )
+            .chain(
+                self.kernel_pacing
+                    .then(|| (5, SocketAddr::from(([0, 0, 0, 0], 0)))),
             )
             .collect();
         let mut out = Vec::with_capacity(4 + entries.len() * (1 + ADDR_LEN));
@@ -266,12 +281,82 @@ impl NodeList {
                 2 => list.exempt.push(addr),
                 3 => list.own = Some(addr.ip()),
                 4 => list.shared_stack = true,
+                5 => list.kernel_pacing = true,
                 k => return Err(PreloadError::BadKind(k)),
             }
         }
         Ok(list)
     }
 }
+
+/// The abstract Unix socket name where the agent whose preload port is `preload` takes
+/// registrations of paced sockets (one per agent: a loopback cluster's agents share the
+/// machine's abstract namespace, each at its own preload address). Anyone may bind an
+/// abstract name, so each side checks the other's user (`SO_PEERCRED`).
+pub fn pace_socket_name(preload: SocketAddr) -> String {
+    format!("throttle-pace/{preload}")
+}
+
+/// Which end of a connection the program's socket is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PaceSide {
+    /// The program connects to `peer` (the library registers before the real connect).
+    Connect,
+    /// The program accepted a connection from `peer`.
+    Accept,
+}
+
+/// Bytes of a [`PaceRequest`].
+pub const PACE_REQUEST_LEN: usize = 4 + 1 + 1 + 4 + ADDR_LEN;
+/// First bytes of a [`PaceRequest`].
+pub const PACE_MAGIC: [u8; 4] = *b"THPC";
+
+/// Pace the sending side of the socket at descriptor `fd` of the asking process, whose
+/// peer is (or is about to be) `peer`, another node's program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PaceRequest {
+    pub side: PaceSide,
+    pub fd: i32,
+    pub peer: SocketAddr,
+}
+
+impl PaceRequest {
+    pub fn encode(&self) -> [u8; PACE_REQUEST_LEN] {
+        let mut b = [0u8; PACE_REQUEST_LEN];
+        b[..4].copy_from_slice(&PACE_MAGIC);
+        b[4] = VERSION;
+        b[5] = match self.side {
+            PaceSide::Connect => 1,
+            PaceSide::Accept => 2,
+        };
+        b[6..10].copy_from_slice(&self.fd.to_be_bytes());
+        encode_addr(self.peer, &mut b[10..]);
+        b
+    }
+
+    pub fn decode(b: &[u8; PACE_REQUEST_LEN]) -> Result<PaceRequest, PreloadError> {
+        if b[..4] != PACE_MAGIC {
+            return Err(PreloadError::BadMagic);
+        }
+        if b[4] != VERSION {
+            return Err(PreloadError::BadVersion(b[4]));
+        }
+        let side = match b[5] {
+            1 => PaceSide::Connect,
+            2 => PaceSide::Accept,
+            k => return Err(PreloadError::BadKind(k)),
+        };
+        Ok(PaceRequest {
+            side,
+            fd: i32::from_be_bytes([b[6], b[7], b[8], b[9]]),
+            peer: decode_addr(&b[10..])?,
+        })
+    }
+}
+
+/// The agent's answer to a [`PaceRequest`]: 0 (paced), or why not as an errno (the
+/// library then carries the connection through the agent, or leaves it unpaced).
+pub type PaceReply = ConnectReply;
 
 #[cfg(test)]
 mod tests {
@@ -317,12 +402,14 @@ mod tests {
             exempt: vec!["198.18.0.2:7601".parse().unwrap()],
             own: Some("198.18.0.1".parse().unwrap()),
             shared_stack: false,
+            kernel_pacing: false,
         };
         let b = list.encode();
         let n = NodeList::entries(b[..4].try_into().unwrap()).unwrap();
         assert_eq!(NodeList::decode(n, &b[4..]), Ok(list.clone()));
         let shared = NodeList {
             shared_stack: true,
+            kernel_pacing: true,
             ..list.clone()
         };
         let b = shared.encode();
@@ -353,6 +440,40 @@ mod tests {
             Err(PreloadError::TooLong(MAX_ENTRIES + 1))
         );
         assert_eq!(NodeList::decode(2, &b[4..10]), Err(PreloadError::Short));
+    }
+
+    #[test]
+    fn pace_requests_round_trip_and_bad_ones_are_named() {
+        for r in [
+            PaceRequest {
+                side: PaceSide::Connect,
+                fd: 7,
+                peer: "127.0.1.2:5000".parse().unwrap(),
+            },
+            PaceRequest {
+                side: PaceSide::Accept,
+                fd: i32::MAX,
+                peer: "[2001:2::1]:40000".parse().unwrap(),
+            },
+        ] {
+            assert_eq!(PaceRequest::decode(&r.encode()), Ok(r));
+        }
+        let good = PaceRequest {
+            side: PaceSide::Connect,
+            fd: 3,
+            peer: "127.0.1.2:5000".parse().unwrap(),
+        }
+        .encode();
+        let mut b = good;
+        b[5] = 3;
+        assert_eq!(PaceRequest::decode(&b), Err(PreloadError::BadKind(3)));
+        let mut b = good;
+        b[0] = b'X';
+        assert_eq!(PaceRequest::decode(&b), Err(PreloadError::BadMagic));
+        assert_eq!(
+            pace_socket_name("127.0.1.1:7602".parse().unwrap()),
+            "throttle-pace/127.0.1.1:7602"
+        );
     }
 
     #[test]

@@ -132,6 +132,11 @@ pub enum PeerWant {
         src: std::net::SocketAddr,
         dst: std::net::SocketAddr,
     },
+    /// The kernel-paced links' exchange: the dialing agent sends its node's flows
+    /// ([`crate::flows::FlowRow`]) on this stream whenever they change, and the receiver
+    /// shares its links among every node's flows (`throttle-agent`'s `services::pacing`).
+    /// The handshake proves who sends: no one else can read or move a node's shares.
+    Flows,
 }
 
 impl Request {
@@ -144,6 +149,7 @@ impl Request {
                 PeerWant::Forward { .. } => 4,
                 PeerWant::Sink => 5,
                 PeerWant::Intercepted { .. } => 7,
+                PeerWant::Flows => 8,
             },
             Request::Incoming { .. } => 6,
         }
@@ -187,7 +193,7 @@ impl Request {
                         body.extend_from_slice(&dst_rank.to_be_bytes());
                     }
                     PeerWant::Forward { target } => put_str(&mut body, target),
-                    PeerWant::Sink => {}
+                    PeerWant::Sink | PeerWant::Flows => {}
                     PeerWant::Intercepted { src, dst } => {
                         put_addr(&mut body, src);
                         put_addr(&mut body, dst);
@@ -241,7 +247,7 @@ impl Request {
                 rank: r.u32("rank")?,
                 accept: r.str("accept address", MAX_ADDR)?,
             },
-            k @ (3..=5 | 7) => {
+            k @ (3..=5 | 7 | 8) => {
                 let src_node = r.name("node")?;
                 let nonce = r.nonce()?;
                 let want = match k {
@@ -254,6 +260,7 @@ impl Request {
                         target: r.str("target", MAX_ADDR)?,
                     },
                     5 => PeerWant::Sink,
+                    8 => PeerWant::Flows,
                     _ => PeerWant::Intercepted {
                         src: r.addr("source address")?,
                         dst: r.addr("destination address")?,
@@ -716,6 +723,11 @@ mod tests {
                     src: "198.18.0.1:40000".parse().unwrap(),
                     dst: "[2001:db8::2]:5201".parse().unwrap(),
                 },
+            }),
+            Request::Peer(PeerRequest {
+                src_node: name("n3"),
+                nonce: [7; NONCE_LEN],
+                want: PeerWant::Flows,
             }),
         ]
     }

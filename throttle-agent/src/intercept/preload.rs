@@ -236,6 +236,7 @@ pub fn node_list(agent: &Agent) -> NodeList {
     let mut list = NodeList {
         own: Some(own),
         shared_stack: own.is_loopback(),
+        kernel_pacing: agent.pacing.is_some(),
         ..NodeList::default()
     };
     let Some(state) = agent.intercept.as_ref() else {

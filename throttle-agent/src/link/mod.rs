@@ -15,6 +15,7 @@
 
 pub mod lease;
 pub mod pacer;
+pub mod shares;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};

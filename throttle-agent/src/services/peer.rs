@@ -1,15 +1,16 @@
 //! The data port: streams handed from one agent to another.
 //!
 //! An agent dials the destination node's agent ([`crate::dial`]) and says what the stream
-//! is for (a rank, a forward target, an intercepted connection, or a calibration sink).
+//! is for (a rank, a forward target, an intercepted connection, a calibration sink, or a
+//! kernel-paced node's flows).
 //! The two agents then prove to each other that they hold the cluster token
 //! (challenge-response, `wire` and `auth`); the token itself never crosses the network.
 //! The receiving side ([`serve()`]) accepts a request only from a node in its directory,
 //! and only for something that belongs to its own node: a rank of a job that runs here,
 //! or an address of this node; never an arbitrary host (the data port is not a relay).
 //! After an `Ok` both sides run the framed copy loop through their own link ports. This
-//! module is the dispatcher into [`super::delivery`], [`super::target`] and
-//! [`crate::intercept::incoming::deliver`]; nothing below it depends on it.
+//! module is the dispatcher into [`super::delivery`], [`super::target`],
+//! [`super::pacing::receive`] and [`crate::intercept::incoming::deliver`]; nothing below it depends on it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -222,6 +223,20 @@ async fn handle(
                 };
             wire::write_reply(&mut stream, &Reply::ok()).await?;
             dial::carry(&agent, Conn::Tcp(conn), stream).await
+        }
+        PeerWant::Flows => {
+            if agent.pacing.is_none() {
+                return refuse(
+                    &mut stream,
+                    WireError::new(
+                        Code::Forbidden,
+                        format!("node `{}` does not pace links in the kernel (its agent runs with --links proxy)", agent.node),
+                    ),
+                )
+                .await;
+            }
+            wire::write_reply(&mut stream, &Reply::ok()).await?;
+            super::pacing::receive(&agent, &req.src_node, stream).await
         }
         PeerWant::Sink => {
             wire::write_reply(&mut stream, &Reply::ok()).await?;

@@ -6,6 +6,7 @@
 
 pub mod forwards;
 pub mod interception;
+pub mod paced;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,4 +49,7 @@ pub struct Agent {
     pub launcher: Arc<Launcher>,
     /// Transparent interception (`--intercept`), when on.
     pub intercept: Option<Interception>,
+    /// Kernel-paced links (`--links kernel`), when on: the program sockets paced here and
+    /// every node's flows.
+    pub pacing: Option<paced::Pacing>,
 }

@@ -4,7 +4,8 @@
 //!   `throttle_proto::wire`).
 //! * [`socket`] and [`pump`]: moving bytes (splice or buffers), paced by the link's ports;
 //!   [`timer`]: the timerfd sleeps the pacing waits on; [`sockopt`]: the socket options
-//!   tokio does not wrap (original destination, marks, transparent sockets).
+//!   tokio does not wrap (original destination, marks, transparent sockets); [`kernel`]:
+//!   the calls of kernel-paced links (another process's socket paced and read).
 //! * This module: every data-path socket (segments capped, listeners with their queue) and
 //!   the timeouts of a handshake.
 //!
@@ -13,6 +14,7 @@
 //! forwards and calibration (`crate::services`).
 
 pub mod pump;
+pub mod kernel;
 pub mod socket;
 pub mod sockopt;
 pub mod timer;

@@ -99,6 +99,7 @@ pub async fn cluster_on(
             intercept: false,
             open_forwards,
             preload_port: None,
+            kernel_links: false,
             rank_cpus: None,
             intercept_within: vec![],
         };

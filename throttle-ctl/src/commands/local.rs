@@ -76,6 +76,15 @@ enum LocalCommand {
         /// mpirun's daemons and ranks, a command's) run on the ranks' cores too.
         #[arg(long)]
         pin: bool,
+        /// How the links are emulated. proxy: the agents carry every connection between
+        /// nodes and pace its bytes (added latency works; every message pays the agents'
+        /// hop, and the agents need a CPU when a byte is due). kernel: programs connect to
+        /// each other directly and Linux paces each socket at its max-min share of its
+        /// node's egress and its peer's ingress, set by the agents (no byte passes an
+        /// agent; no added latency). kernel needs the preload library: a loopback cluster,
+        /// or --netns --intercept preload.
+        #[arg(long, value_enum, default_value = "proxy")]
+        links: Links,
         /// Let the agents launch this program too (`run --workload program --program
         /// PATH`; throttle-agent --allow-program); repeatable. Only throttle's workloads
         /// are allowed otherwise.
@@ -118,6 +127,13 @@ enum LocalCommand {
     },
 }
 
+/// How a local cluster's links are emulated (`local up --links`; the agents' `--links`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Links {
+    Proxy,
+    Kernel,
+}
+
 impl Args {
     pub fn exec(self, ctx: &Context) -> Exit {
         match self.command {
@@ -134,10 +150,17 @@ impl Args {
                 subnet,
                 intercept,
                 pin,
+                links,
                 allow_programs,
                 allow_dirs,
                 json,
             } => {
+                if links == Links::Kernel
+                    && netns
+                    && intercept != crate::intercept::Mode::Preload
+                {
+                    anyhow::bail!("--links kernel needs the preload library to register the programs' sockets: a loopback cluster (no --netns), or --netns --intercept preload");
+                }
                 let netns = match (netns, subnet) {
                     (false, _) => None,
                     (true, None) => Some(None),
@@ -162,6 +185,9 @@ impl Args {
                     rank_cpus = Some(ranks);
                 }
                 agent_args.extend(allow_args(&allow_programs, &allow_dirs)?);
+                if links == Links::Kernel {
+                    agent_args.extend(["--links".into(), "kernel".into()]);
+                }
                 let req = LocalUp {
                     nodes,
                     capacity,

@@ -1,0 +1,428 @@
+//! Kernel-paced links (`--links kernel`): the program's sockets connect to their peers
+//! directly and the kernel paces each at its share of the links it crosses; the agent only
+//! sets the rates.
+//!
+//! * [`serve`]: the pacing socket (abstract Unix name
+//!   [`throttle_proto::preload::pace_socket_name`]), where the preload library registers
+//!   each connection between nodes before it connects it (or as it accepts one). The
+//!   agent serves its own user only (root: any), takes the socket from the registering
+//!   process for a moment (`pidfd_getfd`: the kernel lets it only where it could trace that
+//!   process), checks it is a TCP socket to another node's program, sets its rate and
+//!   closes its copy.
+//! * [`run`]: every [`POLL`], each paced socket's `TCP_INFO` is read (a fresh copy,
+//!   closed within the pass): a socket with data on its way counts as sending for
+//!   [`HOLD`] more; this node's row (its rates and sending sockets per destination) goes
+//!   to every other agent when it changes ([`send_rows`], over `PeerWant::Flows`), every
+//!   node's rows give each socket its max-min share (`link::shares`), and a socket whose
+//!   share changed gets its new rate. A socket its program closed (or whose descriptor now
+//!   names another socket, or whose process ended) is forgotten.
+//! * [`receive`]: another agent's rows, on the data port, authenticated by its handshake:
+//!   nobody else can read or move a node's shares.
+//!
+//! The kernel paces what it sends: a node's ingress is held by its senders' shares, which
+//! count it. Added latency is not emulated in this mode.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::watch;
+use tracing::debug;
+
+use throttle_proto::flows::{FlowRow, UNLIMITED};
+use throttle_proto::name::Name;
+use throttle_proto::preload::{PaceReply, PaceRequest, PaceSide, PACE_REQUEST_LEN};
+
+use crate::limits::{Permit, Source};
+use crate::link::shares;
+use crate::serve::{self, AtStop};
+use crate::shutdown::Shutdown;
+use crate::state::paced::{PacedSocket, Pacing};
+use crate::state::Agent;
+use crate::transport::kernel;
+use crate::transport::wire::PeerWant;
+
+/// How often the paced sockets are read and their shares computed.
+pub const POLL: Duration = Duration::from_millis(2);
+/// How long a socket counts as sending after it last had data on its way: a socket that
+/// sends in bursts keeps its share between them instead of moving every other one.
+pub const HOLD: Duration = Duration::from_millis(10);
+/// A row is sent again after this long unchanged; a node's row older than [`STALE`] no
+/// longer counts (its agent is gone).
+pub const REFRESH: Duration = Duration::from_millis(500);
+pub const STALE: Duration = Duration::from_secs(2);
+/// Most sockets one agent paces at once.
+pub const MAX_PACED: usize = 16 * 1024;
+/// How long a registering library may take to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Bind the pacing socket for the agent whose preload port is `preload`.
+pub fn bind(preload: std::net::SocketAddr) -> io::Result<UnixListener> {
+    use std::os::linux::net::SocketAddrExt;
+    let name = throttle_proto::preload::pace_socket_name(preload);
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let std = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+    std.set_nonblocking(true)?;
+    UnixListener::from_std(std)
+}
+
+/// Take registrations until shutdown.
+pub async fn serve(agent: Arc<Agent>, listener: UnixListener, shutdown: Shutdown) {
+    let admitting = agent.clone();
+    let admit = move |stream: &UnixStream, (): ()| {
+        let me = nix::unistd::geteuid().as_raw();
+        let uid = stream.peer_cred().ok().map(|c| c.uid());
+        match uid {
+            Some(uid) if me == 0 || uid == me => {
+                let permit = admitting
+                    .limits
+                    .preload_handshakes
+                    .try_enter_from(Some(Source::Uid(uid)));
+                if permit.is_none() {
+                    admitting.limits.note_refused();
+                }
+                permit
+            }
+            _ => {
+                admitting.limits.note_refused();
+                admitting.limits.warn_refusal(format_args!(
+                    "a pacing registration from uid {uid:?} refused: this agent paces uid {me}'s sockets only"
+                ));
+                None
+            }
+        }
+    };
+    let handle = move |stream: UnixStream, (): (), permit: Permit| {
+        let agent = agent.clone();
+        async move {
+            if let Err(e) = register(&agent, stream, permit).await {
+                debug!(error = %e, "a pacing registration ended with an error");
+            }
+        }
+    };
+    serve::serve(
+        "the pacing socket",
+        listener,
+        Some(shutdown),
+        AtStop::Cut,
+        admit,
+        handle,
+    )
+    .await
+}
+
+async fn register(agent: &Agent, mut stream: UnixStream, _permit: Permit) -> io::Result<()> {
+    let Some(pacing) = agent.pacing.as_ref() else {
+        return Ok(());
+    };
+    let mut b = [0u8; PACE_REQUEST_LEN];
+    match tokio::time::timeout(REQUEST_TIMEOUT, stream.read_exact(&mut b)).await {
+        Ok(Ok(_)) => {}
+        _ => return Ok(()),
+    }
+    let errno = match PaceRequest::decode(&b) {
+        Err(e) => {
+            agent
+                .limits
+                .warn_refusal(format_args!("bad pacing registration: {e}"));
+            libc::EINVAL
+        }
+        Ok(req) => match pace(agent, pacing, &stream, req) {
+            Ok(()) => 0,
+            Err(e) => {
+                pacing.refused.fetch_add(1, Ordering::Relaxed);
+                if req.side == PaceSide::Accept {
+                    pacing.unpaced.fetch_add(1, Ordering::Relaxed);
+                }
+                agent.limits.warn_refusal(format_args!(
+                    "could not pace a socket to {} (fd {}): {e}",
+                    req.peer, req.fd
+                ));
+                e.raw_os_error().unwrap_or(libc::EIO)
+            }
+        },
+    };
+    stream.write_all(&PaceReply { errno }.encode()).await
+}
+
+/// Take the registering process's socket, check it, set its rate, remember it.
+fn pace(agent: &Agent, pacing: &Pacing, stream: &UnixStream, req: PaceRequest) -> io::Result<()> {
+    let fail = |errno: i32, why: &str| -> io::Result<()> {
+        Err(io::Error::new(
+            io::Error::from_raw_os_error(errno).kind(),
+            format!("{why} ({})", io::Error::from_raw_os_error(errno)),
+        ))
+    };
+    let peer_ip = req.peer.ip().to_canonical();
+    let Some(peer) = agent
+        .directory
+        .node_at(peer_ip)
+        .filter(|n| *n != agent.node)
+    else {
+        return fail(libc::EHOSTUNREACH, "not another node's address");
+    };
+    if !crate::intercept::preload::node_list(agent).intercepts(req.peer) {
+        return fail(libc::EHOSTUNREACH, "not another node's program port");
+    }
+    let (process, uid, pid) = kernel::peer_process(stream)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if me != 0 && uid != me {
+        return fail(libc::EPERM, "another user's process");
+    }
+    let taken = kernel::take(&process, req.fd)?;
+    let Some(inode) = kernel::inode(&taken).filter(|_| kernel::is_tcp(&taken)) else {
+        return fail(libc::ENOTSOCK, "not a TCP socket");
+    };
+    // An accepted socket is connected: its peer is the one claimed.
+    if req.side == PaceSide::Accept
+        && kernel::peer(&taken).map(|p| p.ip().to_canonical()) != Some(peer_ip)
+    {
+        return fail(libc::EINVAL, "the socket's peer is not the one named");
+    }
+    let rate = rate_for(agent, pacing, &peer);
+    kernel::set_pacing_rate(&taken, rate)?;
+    let counters = kernel::counters(&taken).unwrap_or_default();
+    drop(taken);
+    let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
+    // A socket registered again (a second connect, a dup) is one socket.
+    sockets.retain(|s| s.inode != inode);
+    if sockets.len() >= MAX_PACED {
+        return fail(libc::EAGAIN, "as many sockets paced as this agent may");
+    }
+    sockets.push(PacedSocket {
+        process,
+        pid,
+        fd: req.fd,
+        inode,
+        peer,
+        side: req.side,
+        rate: Some(rate),
+        counters,
+        last_active: None,
+    });
+    drop(sockets);
+    pacing.registered.fetch_add(1, Ordering::Relaxed);
+    pacing.changed.notify_one();
+    Ok(())
+}
+
+/// The rate a new socket to `peer` starts at: its share as last computed, or what one
+/// starting now would get.
+fn rate_for(agent: &Agent, pacing: &Pacing, peer: &Name) -> Option<u64> {
+    if let Some(r) = pacing
+        .rates
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(peer)
+    {
+        return *r;
+    }
+    let rows = rows(agent, pacing, own_row(agent, &HashMap::new()));
+    let rates = shares::node_rates(&agent.node, &rows, std::slice::from_ref(peer));
+    rates.get(peer).copied().flatten().map(as_rate)
+}
+
+fn as_rate(r: f64) -> u64 {
+    r.round().clamp(1.0, (UNLIMITED - 1) as f64) as u64
+}
+
+/// This node's row: its link's rate both ways and its sending sockets per destination.
+fn own_row(agent: &Agent, sending: &HashMap<Name, u32>) -> FlowRow {
+    let rate = agent
+        .link
+        .shape()
+        .rate()
+        .map(as_rate)
+        .unwrap_or(UNLIMITED);
+    let mut flows: Vec<(Name, u32)> = sending.iter().map(|(n, c)| (n.clone(), *c)).collect();
+    flows.sort();
+    FlowRow {
+        egress: rate,
+        ingress: rate,
+        flows,
+    }
+}
+
+/// Every node's row that counts now: this node's and the others' fresh ones.
+fn rows(agent: &Agent, pacing: &Pacing, own: FlowRow) -> Vec<(Name, FlowRow)> {
+    let now = Instant::now();
+    let mut rows = vec![(agent.node.clone(), own)];
+    let others = pacing.rows.lock().unwrap_or_else(|e| e.into_inner());
+    for (n, (at, row)) in others.iter() {
+        if now.duration_since(*at) < STALE && *n != agent.node {
+            rows.push((n.clone(), row.clone()));
+        }
+    }
+    rows
+}
+
+/// Read the sockets, tell the others, set the shares: every [`POLL`] while sockets are
+/// paced (and at once when one is registered or a row comes), until shutdown.
+pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
+    let Some(pacing) = agent.pacing.as_ref() else {
+        return;
+    };
+    let (tx, rx) = watch::channel(own_row(&agent, &HashMap::new()));
+    let mut senders: HashMap<Name, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut sent_at = Instant::now();
+    loop {
+        let idle = pacing.paced_now() == 0;
+        tokio::select! {
+            _ = shutdown.wait() => break,
+            _ = tokio::time::sleep(if idle { REFRESH / 5 } else { POLL }) => {}
+            _ = pacing.changed.notified() => {}
+        }
+        let now = Instant::now();
+        let sending = read_sockets(pacing, now);
+        let row = own_row(&agent, &sending);
+        if *tx.borrow() != row || sent_at.elapsed() >= REFRESH {
+            tx.send_replace(row.clone());
+            sent_at = now;
+        }
+        // One sender per other node of the directory, started again if it ended.
+        for n in agent.directory.nodes() {
+            if n.name == agent.node {
+                continue;
+            }
+            let gone = senders.get(&n.name).is_none_or(|h| h.is_finished());
+            if gone {
+                let task = tokio::spawn(send_rows(agent.clone(), n.name.clone(), rx.clone()));
+                senders.insert(n.name.clone(), task);
+            }
+        }
+        let all = rows(&agent, pacing, row);
+        let dests: Vec<Name> = {
+            let sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
+            let mut d: Vec<Name> = sockets.iter().map(|s| s.peer.clone()).collect();
+            d.sort();
+            d.dedup();
+            d
+        };
+        let rates: HashMap<Name, Option<u64>> = shares::node_rates(&agent.node, &all, &dests)
+            .into_iter()
+            .map(|(n, r)| (n, r.map(as_rate)))
+            .collect();
+        apply(pacing, &rates);
+        *pacing.rates.lock().unwrap_or_else(|e| e.into_inner()) = rates;
+    }
+    for (_, t) in senders {
+        t.abort();
+    }
+}
+
+/// Read every paced socket's counters; forget the ones gone. The sending sockets per
+/// destination.
+fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
+    let mut sending: HashMap<Name, u32> = HashMap::new();
+    let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
+    sockets.retain_mut(|s| {
+        let Ok(taken) = kernel::take(&s.process, s.fd) else {
+            // Closed, or its process ended.
+            pacing
+                .closed_bytes
+                .fetch_add(s.counters.bytes_acked, Ordering::Relaxed);
+            return false;
+        };
+        if kernel::inode(&taken) != Some(s.inode) {
+            pacing
+                .closed_bytes
+                .fetch_add(s.counters.bytes_acked, Ordering::Relaxed);
+            return false;
+        }
+        match kernel::counters(&taken) {
+            Ok(c) => {
+                if c.notsent > 0 || c.unacked > 0 || c.bytes_acked > s.counters.bytes_acked {
+                    s.last_active = Some(now);
+                }
+                s.counters = c;
+            }
+            Err(_) => {
+                pacing.lost.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+        }
+        if s.last_active.is_some_and(|t| now.duration_since(t) < HOLD) {
+            *sending.entry(s.peer.clone()).or_default() += 1;
+        }
+        true
+    });
+    sending
+}
+
+/// Give every socket whose share changed its new rate.
+fn apply(pacing: &Pacing, rates: &HashMap<Name, Option<u64>>) {
+    let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
+    for s in sockets.iter_mut() {
+        let Some(want) = rates.get(&s.peer).copied() else {
+            continue;
+        };
+        if s.rate == Some(want) {
+            continue;
+        }
+        let set = kernel::take(&s.process, s.fd)
+            .ok()
+            .filter(|t| kernel::inode(t) == Some(s.inode))
+            .map(|t| kernel::set_pacing_rate(&t, want));
+        match set {
+            Some(Ok(())) => {
+                s.rate = Some(want);
+                pacing.rate_changes.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(Err(e)) => {
+                debug!(fd = s.fd, pid = s.pid, error = %e, "could not set a paced socket's rate");
+            }
+            // Gone since it was read: forgotten at the next pass.
+            None => {}
+        }
+    }
+}
+
+/// Send this node's row to `node`'s agent whenever it changes, over one authenticated
+/// stream, dialled again after a failure (a second later).
+async fn send_rows(agent: Arc<Agent>, node: Name, mut rx: watch::Receiver<FlowRow>) {
+    loop {
+        if !agent.directory.has_node(&node) {
+            return;
+        }
+        match crate::dial::dial(&agent, &node, PeerWant::Flows).await {
+            Ok(mut stream) => loop {
+                let row = rx.borrow_and_update().clone();
+                if stream.write_all(&row.encode()).await.is_err() {
+                    break;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            },
+            Err(e) => debug!(%node, error = %e, "cannot send this node's flows"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Another agent's rows, as they come on its authenticated stream, until it closes.
+pub async fn receive(agent: &Agent, from: &Name, mut stream: TcpStream) -> io::Result<()> {
+    let Some(pacing) = agent.pacing.as_ref() else {
+        return Ok(());
+    };
+    loop {
+        let mut head = [0u8; 4];
+        stream.read_exact(&mut head).await?;
+        let n = FlowRow::body_len(&head)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let mut body = vec![0u8; n];
+        stream.read_exact(&mut body).await?;
+        let row = FlowRow::decode(&body)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        pacing
+            .rows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(from.clone(), (Instant::now(), row));
+        pacing.changed.notify_one();
+    }
+}

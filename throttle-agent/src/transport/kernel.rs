@@ -1,0 +1,271 @@
+//! The kernel calls of kernel-paced links: another process's socket taken for a moment
+//! (`pidfd_getfd`), its pacing rate set (`SO_MAX_PACING_RATE`) and its counters read
+//! (`TCP_INFO`), and who is at the other end of a Unix socket (`SO_PEERCRED`,
+//! `SO_PEERPIDFD`).
+//!
+//! Linux paces a TCP socket at `SO_MAX_PACING_RATE` by itself, with its own timer and
+//! without the `fq` qdisc, in softirq context: no process needs a CPU when a byte is due.
+//! The agent only sets the rate. It never keeps the program's socket open: a copy it
+//! held would keep the connection alive after the program closed it (the FIN would wait
+//! for the agent's close). Each use takes a fresh copy ([`Taken`]) and closes it at once.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process at the other end of a Unix socket.
+const SO_PEERPIDFD: libc::c_int = 77;
+
+fn last() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// A pidfd for the process at the other end of the Unix socket `unix`, and that
+/// process's real user: the one from `SO_PEERPIDFD` where the kernel has it (it names the
+/// process that connected, even if its pid was reused since), else `pidfd_open` of the
+/// pid `SO_PEERCRED` reports.
+pub fn peer_process(unix: &impl AsRawFd) -> io::Result<(OwnedFd, u32, i32)> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED fills a ucred of `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            unix.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(last());
+    }
+    let mut pidfd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: SO_PEERPIDFD fills an int of `len` bytes (a new descriptor we then own).
+    let r = unsafe {
+        libc::getsockopt(
+            unix.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            &mut pidfd as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    let pidfd = if r == 0 && pidfd >= 0 {
+        pidfd
+    } else {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, cred.pid, 0) };
+        if fd < 0 {
+            return Err(last());
+        }
+        fd as libc::c_int
+    };
+    // SAFETY: a descriptor just returned to us, owned by nobody else.
+    Ok((unsafe { OwnedFd::from_raw_fd(pidfd) }, cred.uid, cred.pid))
+}
+
+/// A copy of another process's descriptor, closed when dropped (at once, by design).
+pub struct Taken(OwnedFd);
+
+impl AsRawFd for Taken {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Take a copy of descriptor `fd` of the process `pidfd` stands for (the kernel checks
+/// that this process may trace it: the same user, or root). `ESRCH` once the process is
+/// gone, `EBADF` once it closed `fd`.
+pub fn take(pidfd: &OwnedFd, fd: i32) -> io::Result<Taken> {
+    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags, and returns a
+    // new descriptor (close-on-exec) or -1.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if r < 0 {
+        return Err(last());
+    }
+    // SAFETY: a descriptor just returned to us, owned by nobody else.
+    Ok(Taken(unsafe { OwnedFd::from_raw_fd(r as RawFd) }))
+}
+
+/// The socket's inode (what identifies it whatever descriptor number it has), or `None`
+/// when the descriptor is not a socket.
+pub fn inode(fd: &impl AsRawFd) -> Option<u64> {
+    // SAFETY: all-zero is a valid stat, and fstat writes one.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0
+        || st.st_mode & libc::S_IFMT != libc::S_IFSOCK
+    {
+        return None;
+    }
+    Some(st.st_ino)
+}
+
+/// Whether the socket is a TCP one (`SO_PROTOCOL`).
+pub fn is_tcp(fd: &impl AsRawFd) -> bool {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int-sized option into an int.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PROTOCOL,
+            &mut v as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    r == 0 && v == libc::IPPROTO_TCP
+}
+
+/// Pace the socket's sending side at `bytes_per_sec` (`None`: unlimited).
+pub fn set_pacing_rate(fd: &impl AsRawFd, bytes_per_sec: Option<u64>) -> io::Result<()> {
+    let v: u64 = bytes_per_sec.unwrap_or(u64::MAX);
+    // SAFETY: SO_MAX_PACING_RATE takes an unsigned long (8 bytes here) by pointer.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            &v as *const u64 as *const libc::c_void,
+            std::mem::size_of::<u64>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(last())
+    }
+}
+
+/// What the agent reads of a paced socket's `TCP_INFO`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpCounters {
+    /// `TCP_ESTABLISHED` and the others, as the kernel numbers them.
+    pub state: u8,
+    pub bytes_acked: u64,
+    /// Bytes written and not yet sent, and segments sent and not yet acknowledged.
+    pub notsent: u32,
+    pub unacked: u32,
+    pub max_pacing_rate: u64,
+    pub delivery_rate: u64,
+    /// Microseconds the socket had data to send, and of those limited by the peer's
+    /// receive window or by its own send buffer.
+    pub busy_us: u64,
+    pub rwnd_limited_us: u64,
+    pub sndbuf_limited_us: u64,
+    pub total_retrans: u32,
+}
+
+/// `TCP_ESTABLISHED` in `TcpCounters::state`.
+pub const ESTABLISHED: u8 = 1;
+/// `TCP_SYN_SENT`: a connect under way.
+pub const SYN_SENT: u8 = 2;
+
+/// The socket's counters.
+pub fn counters(fd: &impl AsRawFd) -> io::Result<TcpCounters> {
+    // SAFETY: all-zero is a valid tcp_info; the kernel fills what it knows.
+    let mut i: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: TCP_INFO writes at most `len` bytes into `i`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut i as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(last());
+    }
+    Ok(TcpCounters {
+        state: i.tcpi_state,
+        bytes_acked: i.tcpi_bytes_acked,
+        notsent: i.tcpi_notsent_bytes,
+        unacked: i.tcpi_unacked,
+        max_pacing_rate: i.tcpi_max_pacing_rate,
+        delivery_rate: i.tcpi_delivery_rate,
+        busy_us: i.tcpi_busy_time,
+        rwnd_limited_us: i.tcpi_rwnd_limited,
+        sndbuf_limited_us: i.tcpi_sndbuf_limited,
+        total_retrans: i.tcpi_total_retrans,
+    })
+}
+
+/// The socket's peer, once connected.
+pub fn peer(fd: &impl AsRawFd) -> Option<std::net::SocketAddr> {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: getpeername writes at most `len` bytes into `st`.
+    let r = unsafe {
+        libc::getpeername(
+            fd.as_raw_fd(),
+            &mut st as *mut libc::sockaddr_storage as *mut libc::sockaddr,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    match st.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the kernel wrote a sockaddr_in.
+            let a: libc::sockaddr_in = unsafe { std::ptr::read(&st as *const _ as *const _) };
+            Some(std::net::SocketAddr::new(
+                std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)).into(),
+                u16::from_be(a.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the kernel wrote a sockaddr_in6.
+            let a: libc::sockaddr_in6 = unsafe { std::ptr::read(&st as *const _ as *const _) };
+            Some(std::net::SocketAddr::new(
+                std::net::Ipv6Addr::from(a.sin6_addr.s6_addr).into(),
+                u16::from_be(a.sin6_port),
+            ))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn a_socket_of_this_process_is_taken_paced_and_read() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        // SAFETY: pidfd_open of this very process.
+        let me = unsafe { libc::syscall(libc::SYS_pidfd_open, std::process::id(), 0) };
+        assert!(me >= 0, "pidfd_open: {}", last());
+        // SAFETY: a descriptor just returned to us.
+        let me = unsafe { OwnedFd::from_raw_fd(me as RawFd) };
+        let copy = take(&me, client.as_raw_fd()).unwrap();
+        assert_eq!(inode(&copy), inode(&client));
+        assert!(is_tcp(&copy));
+        assert_eq!(peer(&copy), Some(listener.local_addr().unwrap()));
+        set_pacing_rate(&copy, Some(1_000_000)).unwrap();
+        drop(copy);
+        client.write_all(&[1u8; 1000]).unwrap();
+        let mut b = [0u8; 1000];
+        server.read_exact(&mut b).unwrap();
+        let c = counters(&client).unwrap();
+        assert_eq!(c.state, ESTABLISHED);
+        assert_eq!(c.max_pacing_rate, 1_000_000, "the rate set through the copy");
+        // A closed descriptor cannot be taken.
+        let fd = server.as_raw_fd();
+        drop(server);
+        assert_eq!(take(&me, fd).err().and_then(|e| e.raw_os_error()), Some(libc::EBADF));
+    }
+}
