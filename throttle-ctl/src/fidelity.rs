@@ -121,6 +121,21 @@ pub struct NodeFidelity {
     pub ingress: DirectionFidelity,
     /// Seconds its threads waited for a CPU (run-queue delay).
     pub cpu_wait_seconds: f64,
+    /// With kernel-paced links: the program sockets its agent paced meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelFidelity>,
+}
+
+/// A node's kernel-paced sockets during a run (`throttle_proto::status::KernelPacingStatus`,
+/// the difference of two readings). Their bytes are counted in the node's
+/// `bytes_sent`/`bytes_received` too.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelFidelity {
+    /// Sockets registered, and sockets between nodes that sent unpaced.
+    pub registered: u64,
+    pub unpaced: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
 }
 
 /// A run's proof: what every node's link and agent did during it, and the flags.
@@ -166,13 +181,36 @@ impl RunFidelity {
             if a.node != b.node || b.uptime_seconds < a.uptime_seconds {
                 return None;
             }
+            let kernel = match (&a.kernel_pacing, &b.kernel_pacing) {
+                (Some(x), Some(y)) => Some(KernelFidelity {
+                    registered: y.registered.checked_sub(x.registered)?,
+                    unpaced: y.unpaced.checked_sub(x.unpaced)?,
+                    bytes_sent: y.bytes_sent.saturating_sub(x.bytes_sent),
+                    bytes_received: y.bytes_received.saturating_sub(x.bytes_received),
+                }),
+                (None, None) => None,
+                // The agent changed its mode in between: a restart.
+                _ => return None,
+            };
+            let (ks, kr) = kernel
+                .as_ref()
+                .map_or((0, 0), |k| (k.bytes_sent, k.bytes_received));
             nodes.push(NodeFidelity {
                 node: a.node.to_string(),
-                bytes_sent: b.egress.bytes.checked_sub(a.egress.bytes)?,
-                bytes_received: b.ingress.bytes.checked_sub(a.ingress.bytes)?,
+                bytes_sent: b
+                    .egress
+                    .bytes
+                    .checked_sub(a.egress.bytes)?
+                    .saturating_add(ks),
+                bytes_received: b
+                    .ingress
+                    .bytes
+                    .checked_sub(a.ingress.bytes)?
+                    .saturating_add(kr),
                 egress: DirectionFidelity::between(&a.egress.pacing, &b.egress.pacing),
                 ingress: DirectionFidelity::between(&a.ingress.pacing, &b.ingress.pacing),
                 cpu_wait_seconds: (b.cpu.run_delay_seconds - a.cpu.run_delay_seconds).max(0.0),
+                kernel,
             });
         }
         let mut run = RunFidelity {
@@ -208,7 +246,17 @@ impl RunFidelity {
         let mut short = Vec::new();
         let mut late_departures = Vec::new();
         let mut late_bursts = Vec::new();
+        let mut unpaced = Vec::new();
         for n in &self.nodes {
+            if let Some(k) = n.kernel.as_ref().filter(|k| k.unpaced > 0) {
+                unpaced.push((
+                    k.unpaced as f64,
+                    format!(
+                        "{}: {} of its sockets between nodes sent unpaced (its agent could not take or read them: throttle-preload's warning in the program's output says why)",
+                        n.node, k.unpaced
+                    ),
+                ));
+            }
             for (dir, d) in [("egress", &n.egress), ("ingress", &n.ingress)] {
                 if let Some(share) = d.backlogged_share().filter(|s| *s < MIN_BACKLOGGED_SHARE) {
                     short.push((
@@ -269,6 +317,16 @@ impl RunFidelity {
         if !flags.is_empty() {
             flags.push(self.cause());
         }
+        // Not the agent's CPU: a socket it could not pace is a flag of its own.
+        unpaced.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let more = unpaced.len().saturating_sub(1);
+        if let Some((_, worst)) = unpaced.into_iter().next() {
+            flags.push(if more > 0 {
+                format!("{worst} (and {more} more nodes)")
+            } else {
+                worst
+            });
+        }
         flags
     }
 
@@ -306,6 +364,15 @@ impl RunFidelity {
 /// One line on a run that was not flagged: the busiest direction's share of its setting
 /// while backlogged, and the most any node delivered late.
 pub fn brief(f: &RunFidelity) -> String {
+    let kernel: Vec<&KernelFidelity> = f.nodes.iter().filter_map(|n| n.kernel.as_ref()).collect();
+    if !kernel.is_empty() {
+        let sockets: u64 = kernel.iter().map(|k| k.registered).sum();
+        let sent: u64 = kernel.iter().map(|k| k.bytes_sent).sum();
+        return format!(
+            "kernel-paced links: {sockets} sockets paced, {:.1} MB sent on them, none unpaced",
+            sent as f64 / 1e6
+        );
+    }
     let busiest = f
         .nodes
         .iter()
@@ -367,6 +434,7 @@ mod tests {
                 ..Default::default()
             },
             intercepted: None,
+            kernel_pacing: None,
         }
     }
 
@@ -403,6 +471,34 @@ mod tests {
         );
         let b = reading(10, vec![status("n0", 11.0, after, cpu_wait)]);
         RunFidelity::between(&a, &b).unwrap()
+    }
+
+    #[test]
+    fn kernel_paced_sockets_count_as_traffic_and_an_unpaced_one_is_flagged() {
+        let kernel = |registered, unpaced, sent| {
+            let mut s = status("n0", 1.0, PacingStatus::default(), 0.0);
+            s.kernel_pacing = Some(throttle_proto::status::KernelPacingStatus {
+                registered,
+                unpaced,
+                bytes_sent: sent,
+                bytes_received: sent / 2,
+                ..Default::default()
+            });
+            s
+        };
+        let before = reading(0, vec![kernel(2, 0, 1000)]);
+        let clean = reading(10, vec![kernel(9, 0, 51_000)]);
+        let f = RunFidelity::between(&before, &clean).unwrap();
+        assert!(!f.flagged(), "{:?}", f.flags);
+        assert_eq!(f.traffic(), (50_000, 25_000));
+        assert!(brief(&f).contains("7 sockets paced"), "{}", brief(&f));
+        let leaky = reading(10, vec![kernel(9, 1, 51_000)]);
+        let f = RunFidelity::between(&before, &leaky).unwrap();
+        assert_eq!(f.flags.len(), 1, "{:?}", f.flags);
+        assert!(f.flags[0].contains("1 of its sockets between nodes sent unpaced"));
+        // An agent that changed its mode in between is not compared.
+        let proxy = reading(10, vec![status("n0", 11.0, PacingStatus::default(), 0.0)]);
+        assert!(RunFidelity::between(&before, &proxy).is_none());
     }
 
     #[test]

@@ -201,8 +201,8 @@ fn allow_tracer(pid: i32) {
     if DONE.swap(me, std::sync::atomic::Ordering::Relaxed) == me {
         return;
     }
-    let scoped = std::fs::read("/proc/sys/kernel/yama/ptrace_scope")
-        .is_ok_and(|v| v.first() == Some(&b'1'));
+    let scoped =
+        std::fs::read("/proc/sys/kernel/yama/ptrace_scope").is_ok_and(|v| v.first() == Some(&b'1'));
     if scoped {
         // SAFETY: PR_SET_PTRACER takes a pid; it changes nothing but who may trace us.
         unsafe { libc::prctl(libc::PR_SET_PTRACER, pid as libc::c_ulong, 0, 0, 0) };

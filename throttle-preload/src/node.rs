@@ -252,6 +252,7 @@ mod tests {
             exempt: vec![],
             own: Some(own),
             shared_stack: true,
+            kernel_pacing: false,
         };
         let at = |dst: &str, port: u16| {
             resolve(own, &nodes, SocketAddr::new(dst.parse().unwrap(), port))

@@ -57,6 +57,7 @@ fn answer(mut c: TcpStream) -> std::io::Result<()> {
                 exempt: vec![SocketAddr::new(NODE.parse().unwrap(), 7601)],
                 own: Some("127.0.0.2".parse().unwrap()),
                 shared_stack: false,
+                kernel_pacing: false,
             }
             .encode(),
         ),

@@ -45,6 +45,31 @@ pub struct Status {
     /// Transparent interception's counters; absent when the agent does not intercept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intercepted: Option<InterceptedStatus>,
+    /// Kernel-paced links (`--links kernel`); absent when the agents carry the bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_pacing: Option<KernelPacingStatus>,
+}
+
+/// The program sockets an agent with kernel-paced links paces, since it started.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelPacingStatus {
+    /// Sockets paced now, and registered in all.
+    pub paced_now: u64,
+    pub registered: u64,
+    /// Registrations refused (a connecting socket refused is carried by the agent).
+    pub refused: u64,
+    /// Sockets between nodes that sent unpaced: accepted ones the agent could not pace,
+    /// and paced ones it could no longer read while their program held them.
+    pub unpaced: u64,
+    /// Payload bytes the paced sockets sent (acknowledged) and received.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Rates changed as shares moved.
+    pub rate_changes: u64,
+    /// Seconds the sockets open now were limited by their peer's receive window, and by
+    /// their own send buffer (`TCP_INFO`).
+    pub rwnd_limited_seconds: f64,
+    pub sndbuf_limited_seconds: f64,
 }
 
 /// Connections that transparent interception carried.

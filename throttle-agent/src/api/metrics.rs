@@ -350,6 +350,7 @@ mod tests {
                 not_proven: Vec::new(),
                 outside: Vec::new(),
             }),
+            kernel_pacing: None,
         };
         let text = render(&s);
         for line in [

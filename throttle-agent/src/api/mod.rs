@@ -209,6 +209,20 @@ pub fn status_of(agent: &Agent) -> Status {
                 outside: crate::intercept::members::outside(agent),
             }
         }),
+        kernel_pacing: agent.pacing.as_ref().map(|p| {
+            let c = p.counts();
+            throttle_proto::status::KernelPacingStatus {
+                paced_now: c.paced_now,
+                registered: c.registered,
+                refused: c.refused,
+                unpaced: c.unpaced + c.lost,
+                bytes_sent: c.bytes_acked,
+                bytes_received: c.bytes_received,
+                rate_changes: c.rate_changes,
+                rwnd_limited_seconds: c.rwnd_limited_us as f64 / 1e6,
+                sndbuf_limited_seconds: c.sndbuf_limited_us as f64 / 1e6,
+            }
+        }),
     }
 }
 

@@ -27,12 +27,19 @@ use throttle_proto::name::Name;
 /// node's row (`own`'s among them): max-min fair over the flows that send now, and for a
 /// destination none of `own`'s sockets sends to, what one that started would get. A node
 /// without a row has unlimited links (its agent has not told them yet).
-pub fn node_rates(own: &Name, rows: &[(Name, FlowRow)], dests: &[Name]) -> HashMap<Name, Option<f64>> {
+pub fn node_rates(
+    own: &Name,
+    rows: &[(Name, FlowRow)],
+    dests: &[Name],
+) -> HashMap<Name, Option<f64>> {
     let mut index: HashMap<&Name, usize> = HashMap::new();
     let mut names: Vec<&Name> = Vec::new();
     for n in std::iter::once(own)
         .chain(rows.iter().map(|(n, _)| n))
-        .chain(rows.iter().flat_map(|(_, r)| r.flows.iter().map(|(d, _)| d)))
+        .chain(
+            rows.iter()
+                .flat_map(|(_, r)| r.flows.iter().map(|(d, _)| d)),
+        )
         .chain(dests.iter())
     {
         if !index.contains_key(n) {
@@ -40,7 +47,13 @@ pub fn node_rates(own: &Name, rows: &[(Name, FlowRow)], dests: &[Name]) -> HashM
             names.push(n);
         }
     }
-    let rate = |r: u64| if r == UNLIMITED { f64::INFINITY } else { r as f64 };
+    let rate = |r: u64| {
+        if r == UNLIMITED {
+            f64::INFINITY
+        } else {
+            r as f64
+        }
+    };
     let mut caps = vec![f64::INFINITY; 2 * names.len()];
     for (n, row) in rows {
         let i = index[n];
@@ -221,7 +234,11 @@ mod tests {
         let r = node_rates(&name("n0"), &[(name("n0"), row(50, &[("n9", 2)]))], &[]);
         assert!((r[&name("n9")].unwrap() - 25.0).abs() < 1e-9, "{r:?}");
         // Unlimited everywhere: no limit.
-        let r = node_rates(&name("n0"), &[(name("n0"), row(UNLIMITED, &[("n1", 1)]))], &[]);
+        let r = node_rates(
+            &name("n0"),
+            &[(name("n0"), row(UNLIMITED, &[("n1", 1)]))],
+            &[],
+        );
         assert_eq!(r[&name("n1")], None);
     }
 

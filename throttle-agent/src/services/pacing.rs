@@ -133,30 +133,49 @@ async fn register(agent: &Agent, mut stream: UnixStream, _permit: Permit) -> io:
         }
         Ok(req) => match pace(agent, pacing, &stream, req) {
             Ok(()) => 0,
-            Err(e) => {
+            Err(Refused { errno, why }) => {
                 pacing.refused.fetch_add(1, Ordering::Relaxed);
                 if req.side == PaceSide::Accept {
                     pacing.unpaced.fetch_add(1, Ordering::Relaxed);
                 }
                 agent.limits.warn_refusal(format_args!(
-                    "could not pace a socket to {} (fd {}): {e}",
-                    req.peer, req.fd
+                    "could not pace a socket to {} (fd {}): {why} ({})",
+                    req.peer,
+                    req.fd,
+                    io::Error::from_raw_os_error(errno)
                 ));
-                e.raw_os_error().unwrap_or(libc::EIO)
+                errno
             }
         },
     };
     stream.write_all(&PaceReply { errno }.encode()).await
 }
 
+/// Why a registration was refused: the errno the library gets, and what the agent logs.
+struct Refused {
+    errno: i32,
+    why: &'static str,
+}
+
+fn fail(errno: i32, why: &'static str) -> Result<(), Refused> {
+    Err(Refused { errno, why })
+}
+
+/// The errno of a failed call, with what was being done.
+fn failed(why: &'static str) -> impl Fn(io::Error) -> Refused {
+    move |e| Refused {
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        why,
+    }
+}
+
 /// Take the registering process's socket, check it, set its rate, remember it.
-fn pace(agent: &Agent, pacing: &Pacing, stream: &UnixStream, req: PaceRequest) -> io::Result<()> {
-    let fail = |errno: i32, why: &str| -> io::Result<()> {
-        Err(io::Error::new(
-            io::Error::from_raw_os_error(errno).kind(),
-            format!("{why} ({})", io::Error::from_raw_os_error(errno)),
-        ))
-    };
+fn pace(
+    agent: &Agent,
+    pacing: &Pacing,
+    stream: &UnixStream,
+    req: PaceRequest,
+) -> Result<(), Refused> {
     let peer_ip = req.peer.ip().to_canonical();
     let Some(peer) = agent
         .directory
@@ -168,12 +187,15 @@ fn pace(agent: &Agent, pacing: &Pacing, stream: &UnixStream, req: PaceRequest) -
     if !crate::intercept::preload::node_list(agent).intercepts(req.peer) {
         return fail(libc::EHOSTUNREACH, "not another node's program port");
     }
-    let (process, uid, pid) = kernel::peer_process(stream)?;
+    let (process, uid, pid) =
+        kernel::peer_process(stream).map_err(failed("cannot name the registering process"))?;
     let me = nix::unistd::geteuid().as_raw();
     if me != 0 && uid != me {
         return fail(libc::EPERM, "another user's process");
     }
-    let taken = kernel::take(&process, req.fd)?;
+    let taken = kernel::take(&process, req.fd).map_err(failed(
+        "cannot take the socket from its process (pidfd_getfd: tracing it is not allowed?)",
+    ))?;
     let Some(inode) = kernel::inode(&taken).filter(|_| kernel::is_tcp(&taken)) else {
         return fail(libc::ENOTSOCK, "not a TCP socket");
     };
@@ -184,7 +206,7 @@ fn pace(agent: &Agent, pacing: &Pacing, stream: &UnixStream, req: PaceRequest) -
         return fail(libc::EINVAL, "the socket's peer is not the one named");
     }
     let rate = rate_for(agent, pacing, &peer);
-    kernel::set_pacing_rate(&taken, rate)?;
+    kernel::set_pacing_rate(&taken, rate).map_err(failed("cannot set its pacing rate"))?;
     let counters = kernel::counters(&taken).unwrap_or_default();
     drop(taken);
     let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
@@ -232,12 +254,7 @@ fn as_rate(r: f64) -> u64 {
 
 /// This node's row: its link's rate both ways and its sending sockets per destination.
 fn own_row(agent: &Agent, sending: &HashMap<Name, u32>) -> FlowRow {
-    let rate = agent
-        .link
-        .shape()
-        .rate()
-        .map(as_rate)
-        .unwrap_or(UNLIMITED);
+    let rate = agent.link.shape().rate().map(as_rate).unwrap_or(UNLIMITED);
     let mut flows: Vec<(Name, u32)> = sending.iter().map(|(n, c)| (n.clone(), *c)).collect();
     flows.sort();
     FlowRow {
@@ -322,15 +339,11 @@ fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
     sockets.retain_mut(|s| {
         let Ok(taken) = kernel::take(&s.process, s.fd) else {
             // Closed, or its process ended.
-            pacing
-                .closed_bytes
-                .fetch_add(s.counters.bytes_acked, Ordering::Relaxed);
+            pacing.forget(s);
             return false;
         };
         if kernel::inode(&taken) != Some(s.inode) {
-            pacing
-                .closed_bytes
-                .fetch_add(s.counters.bytes_acked, Ordering::Relaxed);
+            pacing.forget(s);
             return false;
         }
         match kernel::counters(&taken) {
@@ -342,6 +355,7 @@ fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
             }
             Err(_) => {
                 pacing.lost.fetch_add(1, Ordering::Relaxed);
+                pacing.forget(s);
                 return false;
             }
         }

@@ -54,8 +54,10 @@ pub struct Pacing {
     pub unpaced: AtomicU64,
     /// Each destination node's rate as last computed (`None`: unlimited).
     pub rates: Mutex<HashMap<Name, Option<u64>>>,
-    /// Bytes acknowledged on sockets no longer paced (closed), and rate changes made.
+    /// Bytes acknowledged and received on sockets no longer paced (closed), and rate
+    /// changes made.
     pub closed_bytes: AtomicU64,
+    pub closed_received: AtomicU64,
     pub rate_changes: AtomicU64,
 }
 
@@ -77,8 +79,9 @@ pub struct PacingCounts {
     pub refused: u64,
     pub lost: u64,
     pub unpaced: u64,
-    /// Bytes acknowledged on every socket paced since the start.
+    /// Bytes acknowledged (sent) and received on every socket paced since the start.
     pub bytes_acked: u64,
+    pub bytes_received: u64,
     pub rate_changes: u64,
     /// Microseconds paced sockets were limited by their peer's receive window, and by
     /// their own send buffer (sockets open now).
@@ -87,6 +90,14 @@ pub struct PacingCounts {
 }
 
 impl Pacing {
+    /// Count a socket no longer paced: its bytes stay in the totals.
+    pub fn forget(&self, s: &PacedSocket) {
+        self.closed_bytes
+            .fetch_add(s.counters.bytes_acked, Ordering::Relaxed);
+        self.closed_received
+            .fetch_add(s.counters.bytes_received, Ordering::Relaxed);
+    }
+
     pub fn paced_now(&self) -> usize {
         self.sockets.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -94,6 +105,7 @@ impl Pacing {
     pub fn counts(&self) -> PacingCounts {
         let sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
         let open: u64 = sockets.iter().map(|s| s.counters.bytes_acked).sum();
+        let received: u64 = sockets.iter().map(|s| s.counters.bytes_received).sum();
         PacingCounts {
             paced_now: sockets.len() as u64,
             registered: self.registered.load(Ordering::Relaxed),
@@ -101,6 +113,7 @@ impl Pacing {
             lost: self.lost.load(Ordering::Relaxed),
             unpaced: self.unpaced.load(Ordering::Relaxed),
             bytes_acked: open + self.closed_bytes.load(Ordering::Relaxed),
+            bytes_received: received + self.closed_received.load(Ordering::Relaxed),
             rate_changes: self.rate_changes.load(Ordering::Relaxed),
             rwnd_limited_us: sockets.iter().map(|s| s.counters.rwnd_limited_us).sum(),
             sndbuf_limited_us: sockets.iter().map(|s| s.counters.sndbuf_limited_us).sum(),

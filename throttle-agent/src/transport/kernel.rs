@@ -149,6 +149,7 @@ pub struct TcpCounters {
     /// `TCP_ESTABLISHED` and the others, as the kernel numbers them.
     pub state: u8,
     pub bytes_acked: u64,
+    pub bytes_received: u64,
     /// Bytes written and not yet sent, and segments sent and not yet acknowledged.
     pub notsent: u32,
     pub unacked: u32,
@@ -188,6 +189,7 @@ pub fn counters(fd: &impl AsRawFd) -> io::Result<TcpCounters> {
     Ok(TcpCounters {
         state: i.tcpi_state,
         bytes_acked: i.tcpi_bytes_acked,
+        bytes_received: i.tcpi_bytes_received,
         notsent: i.tcpi_notsent_bytes,
         unacked: i.tcpi_unacked,
         max_pacing_rate: i.tcpi_max_pacing_rate,
@@ -262,10 +264,16 @@ mod tests {
         server.read_exact(&mut b).unwrap();
         let c = counters(&client).unwrap();
         assert_eq!(c.state, ESTABLISHED);
-        assert_eq!(c.max_pacing_rate, 1_000_000, "the rate set through the copy");
+        assert_eq!(
+            c.max_pacing_rate, 1_000_000,
+            "the rate set through the copy"
+        );
         // A closed descriptor cannot be taken.
         let fd = server.as_raw_fd();
         drop(server);
-        assert_eq!(take(&me, fd).err().and_then(|e| e.raw_os_error()), Some(libc::EBADF));
+        assert_eq!(
+            take(&me, fd).err().and_then(|e| e.raw_os_error()),
+            Some(libc::EBADF)
+        );
     }
 }

@@ -13,8 +13,8 @@
 //! (`crate::dial`), interception (`crate::intercept`), the data port, delivery to a rank,
 //! forwards and calibration (`crate::services`).
 
-pub mod pump;
 pub mod kernel;
+pub mod pump;
 pub mod socket;
 pub mod sockopt;
 pub mod timer;

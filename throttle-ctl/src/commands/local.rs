@@ -155,10 +155,7 @@ impl Args {
                 allow_dirs,
                 json,
             } => {
-                if links == Links::Kernel
-                    && netns
-                    && intercept != crate::intercept::Mode::Preload
-                {
+                if links == Links::Kernel && netns && intercept != crate::intercept::Mode::Preload {
                     anyhow::bail!("--links kernel needs the preload library to register the programs' sockets: a loopback cluster (no --netns), or --netns --intercept preload");
                 }
                 let netns = match (netns, subnet) {

@@ -77,6 +77,7 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
         "egress",
         "ingress",
         "streams",
+        "links",
         "intercepted out/in",
         "egress bytes",
         "error",
@@ -94,6 +95,13 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
                 format_bits_per_sec(s.egress.rate_bytes_per_sec),
                 format_bits_per_sec(s.ingress.rate_bytes_per_sec),
                 s.open_streams.to_string(),
+                match &s.kernel_pacing {
+                    Some(k) if k.unpaced > 0 => {
+                        format!("kernel: {} paced, {} UNPACED", k.paced_now, k.unpaced)
+                    }
+                    Some(k) => format!("kernel: {} paced", k.paced_now),
+                    None => "proxy".into(),
+                },
                 s.intercepted
                     .as_ref()
                     .map(|i| {
@@ -114,7 +122,7 @@ pub fn render(results: &[(String, Result<Status>)]) -> String {
             ]),
             Err(e) => {
                 let mut row = vec![name.clone(), "down".into()];
-                row.extend(std::iter::repeat_n(String::new(), 8));
+                row.extend(std::iter::repeat_n(String::new(), 9));
                 // The row names the node already.
                 let text = format!("{e:#}");
                 let text = text

@@ -1,0 +1,273 @@
+//! Kernel-paced links (issue 53): `local up --links kernel` starts agents that pace the
+//! programs' own sockets. A program run as a node (`throttle-ctl exec`) connects to the
+//! other node directly; no byte passes an agent, the kernel paces the stream at the link's
+//! setting, a new setting reaches a running stream, two senders into one node share its
+//! ingress, and the agent takes registrations from its own user only.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use throttle_tests::namespace::have;
+use throttle_tests::*;
+
+fn exec_in(dir: &std::path::Path, node: &str, words: &[&str]) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(exe());
+    c.process_group(0);
+    c.args(["exec", node, "--"])
+        .args(words)
+        .current_dir(dir)
+        .env("THROTTLE_CLUSTER", dir.join("throttle-cluster.toml"));
+    c
+}
+
+fn server(dir: &std::path::Path, node: &str, words: &[&str]) -> Killed {
+    Killed(
+        exec_in(dir, node, words)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The receiver's rate of an `iperf3 -J` client run, Mbit/s.
+fn received_mbit(json: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no receiver rate in {json}"))
+        / 1e6
+}
+
+fn kernel_cluster(tag: &str, nodes: usize, base: &str) -> Scratch {
+    let s = scratch(tag);
+    let n = nodes.to_string();
+    stdout_of(&ctl(
+        &s.0,
+        &[
+            "local",
+            "up",
+            "--nodes",
+            &n,
+            "--capacity",
+            "1Gbit",
+            "--base-addr",
+            base,
+            "--links",
+            "kernel",
+        ],
+    ));
+    s
+}
+
+fn status(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&stdout_of(&ctl(dir, &["status", "--json"]))).unwrap()
+}
+
+fn iperf(dir: &std::path::Path, node: &str, to: &str, port: &str, secs: &str) -> Command {
+    exec_in(
+        dir,
+        node,
+        &["iperf3", "-c", to, "-p", port, "-t", secs, "-J"],
+    )
+}
+
+/// One stream at 30% and then at 10% of 1 Gbit/s: each at its setting (unpaced loopback
+/// carries tens of Gbit/s), the setting changed between them reached the socket, the
+/// agents carried nothing (their ports counted no byte, interception no connection) and
+/// the sending node's agent paced the program's sockets.
+#[test]
+fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
+    if !have("iperf3", "-v") {
+        skip(
+            "a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it",
+            "iperf3",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    let c = kernel_cluster("klink", 2, "127.0.43.1");
+    stdout_of(&ctl(&c.0, &["set", "30"]));
+    let _srv = server(&c.0, "n1", &["iperf3", "-s", "-p", "5301"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let rate = received_mbit(&stdout_of(
+        &iperf(&c.0, "n0", "127.0.43.2", "5301", "2")
+            .output()
+            .unwrap(),
+    ));
+    // Generous bounds for a loaded machine; bench/kernel_links.sh measures the error.
+    assert!(
+        (240.0..=315.0).contains(&rate),
+        "n0 -> n1 at 30% of 1 Gbit/s: {rate:.1} Mbit/s"
+    );
+    stdout_of(&ctl(&c.0, &["set", "10"]));
+    let rate = received_mbit(&stdout_of(
+        &iperf(&c.0, "n0", "127.0.43.2", "5301", "2")
+            .output()
+            .unwrap(),
+    ));
+    assert!(
+        (80.0..=105.0).contains(&rate),
+        "n0 -> n1 at 10% of 1 Gbit/s: {rate:.1} Mbit/s"
+    );
+    let s = status(&c.0);
+    for n in 0..2 {
+        assert_eq!(s[n]["egress"]["bytes"], 0, "an agent carried bytes: {s}");
+        assert_eq!(s[n]["intercepted"]["outgoing"], 0, "{s}");
+    }
+    let k = &s[0]["kernel_pacing"];
+    // iperf3: a control and a data connection per client, two clients.
+    assert!(k["registered"].as_u64().unwrap() >= 4, "{s}");
+    assert_eq!(k["unpaced"], 0, "{s}");
+    assert!(k["bytes_sent"].as_u64().unwrap() > 50_000_000, "{s}");
+    // The receiving side registered what it accepted.
+    assert!(
+        s[1]["kernel_pacing"]["registered"].as_u64().unwrap() >= 4,
+        "{s}"
+    );
+    let table = stdout_of(&ctl(&c.0, &["status"]));
+    assert!(table.contains("kernel:"), "{table}");
+}
+
+/// Two nodes send to a third at once (incast), at 30% of 1 Gbit/s: together they get the
+/// receiver's ingress, not twice it, and about half each. Without the agents' exchange
+/// each sender would pace at its own egress, 300 Mbit/s, and the two 600.
+#[test]
+fn two_senders_into_one_node_share_its_ingress() {
+    if !have("iperf3", "-v") {
+        skip(
+            "two_senders_into_one_node_share_its_ingress",
+            "iperf3",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    let c = kernel_cluster("kincast", 3, "127.0.44.1");
+    stdout_of(&ctl(&c.0, &["set", "30"]));
+    let _a = server(&c.0, "n0", &["iperf3", "-s", "-p", "5301"]);
+    let _b = server(&c.0, "n0", &["iperf3", "-s", "-p", "5302"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let one = iperf(&c.0, "n1", "127.0.44.1", "5301", "4")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let two = iperf(&c.0, "n2", "127.0.44.1", "5302", "4")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let one = received_mbit(&stdout_of(&one.wait_with_output().unwrap()));
+    let two = received_mbit(&stdout_of(&two.wait_with_output().unwrap()));
+    assert!(
+        one + two <= 330.0,
+        "n1 -> n0 {one:.1} and n2 -> n0 {two:.1} Mbit/s: more than n0's ingress (300)"
+    );
+    for r in [one, two] {
+        assert!(
+            (100.0..=200.0).contains(&r),
+            "n1 -> n0 {one:.1} and n2 -> n0 {two:.1} Mbit/s: not about half each"
+        );
+    }
+}
+
+/// What a registration over the pacing socket at `preload` gets, run as `uid` (`None`: this
+/// process's user): the errno answered, or `closed` when the agent closed the connection
+/// without an answer. The registration names a fresh socket of the asking process and a
+/// peer at 192.0.2.1:5000, which is no node's.
+fn register(preload: &str, uid: Option<u32>) -> String {
+    let script = format!(
+        r#"
+import socket, struct
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0throttle-pace/{preload}")
+t = socket.socket()
+req = b"THPC" + bytes([1, 1]) + struct.pack(">i", t.fileno()) + bytes([4, 192, 0, 2, 1]) + bytes(12) + struct.pack(">H", 5000)
+try:
+    s.sendall(req)
+    s.settimeout(5)
+    r = s.recv(4)
+except (ConnectionResetError, BrokenPipeError):
+    r = b""
+print("closed" if not r else struct.unpack(">i", r)[0])
+"#
+    );
+    let out = match uid {
+        // The system's Python: one under root's home (pyenv) is not for other users.
+        Some(uid) => throttle_testkit::user::as_user(uid, "/usr/bin/python3")
+            .args(["-c", &script])
+            .output(),
+        None => Command::new("python3").args(["-c", &script]).output(),
+    }
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The pacing socket: a registration from the agent's user for a socket to an address
+/// that is no node's is refused with EHOSTUNREACH (and counted); an agent of another user
+/// (uid 65534, started beside the cluster where the tests run as root) closes a
+/// registration of this user's without answering it.
+#[test]
+fn the_pacing_socket_takes_its_users_sockets_to_the_nodes_only() {
+    let name = "the_pacing_socket_takes_its_users_sockets_to_the_nodes_only";
+    if !have("python3", "--version") {
+        skip(name, "python3", "THROTTLE_REQUIRE_NETNS");
+        return;
+    }
+    let c = kernel_cluster("kpace", 2, "127.0.45.1");
+    let before = status(&c.0);
+    let preload = before[0]["intercepted"]["preload_port"].as_u64().unwrap();
+    let preload = format!("127.0.45.1:{preload}");
+    assert_eq!(register(&preload, None), libc::EHOSTUNREACH.to_string());
+    let after = status(&c.0);
+    assert_eq!(
+        after[0]["kernel_pacing"]["refused"].as_u64().unwrap(),
+        before[0]["kernel_pacing"]["refused"].as_u64().unwrap() + 1,
+        "{after}"
+    );
+    if !throttle_testkit::user::can_switch_user() {
+        skip(
+            name,
+            "root and setpriv (another user's agent)",
+            "THROTTLE_REQUIRE_NETNS",
+        );
+        return;
+    }
+    const USER: u32 = throttle_testkit::user::NOBODY;
+    let home = c.0.join("user");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::copy(c.0.join(".throttle-local/token"), home.join("token")).unwrap();
+    for p in [home.clone(), home.join("token")] {
+        nix::unistd::chown(&p, Some(USER.into()), Some(USER.into())).unwrap();
+    }
+    let mut dir = c.0.clone();
+    while dir != std::path::Path::new("/tmp") && dir.parent().is_some() {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+        dir = dir.parent().unwrap().to_path_buf();
+    }
+    let mut agent = throttle_testkit::user::as_user(USER, bin_dir().join("throttle-agent"));
+    agent
+        .args(["--node", "u0", "--capacity", "1Gbit"])
+        .args(["--control", "127.0.45.9:0", "--data", "127.0.45.9:0"])
+        .args(["--preload", "--preload-port", "0", "--links", "kernel"])
+        .arg("--token-file")
+        .arg(home.join("token"))
+        .arg("--local-socket")
+        .arg(home.join("u0.sock"))
+        .stderr(Stdio::null());
+    let _theirs = throttle_testkit::agent::start(agent, &home.join("u0.ready"), "nobody's agent");
+    let ready: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("u0.ready")).unwrap()).unwrap();
+    let theirs = ready["preload"].as_str().unwrap().to_string();
+    // This user (root) is not the agent's: no answer. The agent's own user is answered.
+    assert_eq!(register(&theirs, None), "closed");
+    assert_eq!(
+        register(&theirs, Some(USER)),
+        libc::EHOSTUNREACH.to_string()
+    );
+}
