@@ -282,19 +282,6 @@ unsafe fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) 
     let Some(via) = sockaddr::peer(conn) else {
         return;
     };
-    // Kernel-paced links: a connection straight from another node's program is paced on
-    // this side too (what this program sends back crosses the link as well).
-    if let Some(nodes) = agent::cached_nodes().or_else(|| agent::nodes().ok()) {
-        if nodes.kernel_pacing && nodes.nodes.contains(&via.ip().to_canonical()) {
-            if let Err(agent::NoAgent(why)) = agent::pace(conn, via, PaceSide::Accept) {
-                warn_unpaced(&why);
-            }
-            return;
-        }
-    }
-    if flag("THROTTLE_PRELOAD_PEER_REWRITE") == Some(false) {
-        return;
-    }
     // Deliveries come from this node's own address; anything else is left alone without
     // asking the agent, and so are connections from the agent's own address on 127.0.0.1
     // or ::1 (never a delivery, and in a process that is itself preloaded and accepts
@@ -306,8 +293,21 @@ unsafe fn after_accept(conn: c_int, addr: *mut c_sockaddr, len: *mut socklen_t) 
     {
         return;
     }
-    let nodes = agent::cached_nodes().or_else(|| agent::nodes().ok());
-    let Some(own) = nodes.and_then(|n| n.own) else {
+    let Some(nodes) = agent::cached_nodes().or_else(|| agent::nodes().ok()) else {
+        return;
+    };
+    // Kernel-paced links: a connection straight from another node's program is paced on
+    // this side too (what this program sends back crosses the link as well).
+    if nodes.kernel_pacing && nodes.nodes.contains(&v) {
+        if let Err(agent::NoAgent(why)) = agent::pace(conn, via, PaceSide::Accept) {
+            warn_unpaced(&why);
+        }
+        return;
+    }
+    if flag("THROTTLE_PRELOAD_PEER_REWRITE") == Some(false) {
+        return;
+    }
+    let Some(own) = nodes.own else {
         return;
     };
     if via.ip().to_canonical() != own {
