@@ -47,10 +47,10 @@ use crate::transport::kernel;
 use crate::transport::wire::PeerWant;
 
 /// How often the paced sockets are read and their shares computed.
-pub const POLL: Duration = Duration::from_millis(2);
+pub const POLL: Duration = Duration::from_millis(5);
 /// How long a socket counts as sending after it last had data on its way: a socket that
 /// sends in bursts keeps its share between them instead of moving every other one.
-pub const HOLD: Duration = Duration::from_millis(10);
+pub const HOLD: Duration = Duration::from_millis(20);
 /// A row is sent again after this long unchanged; a node's row older than [`STALE`] no
 /// longer counts (its agent is gone).
 pub const REFRESH: Duration = Duration::from_millis(500);
@@ -286,6 +286,10 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
     let (tx, rx) = watch::channel(own_row(&agent, &HashMap::new()));
     let mut senders: HashMap<Name, tokio::task::JoinHandle<()>> = HashMap::new();
     let mut sent_at = Instant::now();
+    let mut senders_checked: Option<Instant> = None;
+    // What the shares were last computed from: they are computed again only when it
+    // changes.
+    let mut computed_from: Option<(Vec<(Name, FlowRow)>, Vec<Name>)> = None;
     loop {
         let idle = pacing.paced_now() == 0;
         tokio::select! {
@@ -301,14 +305,18 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
             sent_at = now;
         }
         // One sender per other node of the directory, started again if it ended.
-        for n in agent.directory.nodes() {
-            if n.name == agent.node {
-                continue;
-            }
-            let gone = senders.get(&n.name).is_none_or(|h| h.is_finished());
-            if gone {
-                let task = tokio::spawn(send_rows(agent.clone(), n.name.clone(), rx.clone()));
-                senders.insert(n.name.clone(), task);
+        if senders_checked.is_none_or(|t| now.duration_since(t) >= REFRESH) {
+            senders_checked = Some(now);
+            for n in agent.directory.nodes() {
+                if n.name == agent.node {
+                    continue;
+                }
+                let gone = senders.get(&n.name).is_none_or(|h| h.is_finished());
+                if gone {
+                    let task =
+                        tokio::spawn(send_rows(agent.clone(), n.name.clone(), rx.clone()));
+                    senders.insert(n.name.clone(), task);
+                }
             }
         }
         let all = rows(&agent, pacing, row);
@@ -319,12 +327,18 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
             d.dedup();
             d
         };
-        let rates: HashMap<Name, Option<u64>> = shares::node_rates(&agent.node, &all, &dests)
-            .into_iter()
-            .map(|(n, r)| (n, r.map(as_rate)))
-            .collect();
+        let inputs = (all, dests);
+        if computed_from.as_ref() == Some(&inputs) {
+            continue;
+        }
+        let rates: HashMap<Name, Option<u64>> =
+            shares::node_rates(&agent.node, &inputs.0, &inputs.1)
+                .into_iter()
+                .map(|(n, r)| (n, r.map(as_rate)))
+                .collect();
         apply(pacing, &rates);
         *pacing.rates.lock().unwrap_or_else(|e| e.into_inner()) = rates;
+        computed_from = Some(inputs);
     }
     for (_, t) in senders {
         t.abort();
