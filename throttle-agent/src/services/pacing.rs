@@ -277,6 +277,9 @@ fn rows(agent: &Agent, pacing: &Pacing, own: FlowRow) -> Vec<(Name, FlowRow)> {
     rows
 }
 
+/// What the shares are computed from: every node's row, and this node's destinations.
+type ShareInputs = (Vec<(Name, FlowRow)>, Vec<Name>);
+
 /// Read the sockets, tell the others, set the shares: every [`POLL`] while sockets are
 /// paced (and at once when one is registered or a row comes), until shutdown.
 pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
@@ -289,7 +292,7 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
     let mut senders_checked: Option<Instant> = None;
     // What the shares were last computed from: they are computed again only when it
     // changes.
-    let mut computed_from: Option<(Vec<(Name, FlowRow)>, Vec<Name>)> = None;
+    let mut computed_from: Option<ShareInputs> = None;
     loop {
         let idle = pacing.paced_now() == 0;
         tokio::select! {
