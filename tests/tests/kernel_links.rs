@@ -76,7 +76,7 @@ fn iperf(dir: &std::path::Path, node: &str, to: &str, port: &str, secs: &str) ->
 /// One stream at 30% and then at 10% of 1 Gbit/s: each at its setting (unpaced loopback
 /// carries tens of Gbit/s), the setting changed between them reached the socket, the
 /// agents carried nothing (their ports counted no byte, interception no connection) and
-/// the sending node's agent paced the program's sockets.
+/// the sending node's agent paced the program's sockets. Added latency is refused.
 #[test]
 fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
     if !have("iperf3", "-v") {
@@ -128,6 +128,13 @@ fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
     );
     let table = stdout_of(&ctl(&c.0, &["status"]));
     assert!(table.contains("kernel:"), "{table}");
+    // Added latency is the proxy's: refused here, with the way to it, not ignored.
+    let latency = ctl(&c.0, &["set", "30", "--latency-us", "100"]);
+    let err = String::from_utf8_lossy(&latency.stderr);
+    assert!(
+        !latency.status.success() && err.contains("--links proxy"),
+        "{err}"
+    );
 }
 
 /// Two nodes send to a third at once (incast), at 30% of 1 Gbit/s: together they get the

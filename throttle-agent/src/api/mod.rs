@@ -246,8 +246,21 @@ async fn set_shape(State(agent): State<Arc<Agent>>, body: Bytes) -> ApiResult {
     let lease = change.lease_s.map(|l| l.duration());
     let (before, shape) = agent
         .link
-        .change(|before| change.apply(before), lease)
-        .map_err(|e| ApiError::bad(e.to_string()))?;
+        .change(
+            |before| {
+                let after = change.apply(before).map_err(|e| e.to_string())?;
+                if agent.pacing.is_some() && after.latency_us() > 0 {
+                    return Err(format!(
+                        "node `{}` paces its links in the kernel (throttle-agent --links kernel), which cannot add latency ({} us asked): start the agents with --links proxy (local up --links proxy) for added latency and latency steps",
+                        agent.node,
+                        after.latency_us()
+                    ));
+                }
+                Ok(after)
+            },
+            lease,
+        )
+        .map_err(ApiError::bad)?;
     tracing::info!(
         pct = %shape.pct(),
         capacity = %shape.capacity(),
