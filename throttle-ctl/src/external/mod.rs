@@ -53,8 +53,8 @@ pub struct Ended {
     pub output: Vec<String>,
 }
 
-/// Connections the nodes' agents intercepted so far (summed), or `None` when none of
-/// them intercepts (or one cannot be asked).
+/// Connections the nodes' agents intercepted or paced in the kernel so far (summed), or
+/// `None` when none of them intercepts (or one cannot be asked).
 fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
     let mut sum = None;
     for n in nodes {
@@ -63,6 +63,10 @@ fn intercepted_outgoing(cluster: &Cluster, nodes: &[Node]) -> Option<u64> {
             .ok()?;
         if let Some(i) = status.intercepted {
             *sum.get_or_insert(0) += i.outgoing;
+        }
+        // Kernel-paced links: the connections the agents paced without carrying them.
+        if let Some(k) = status.kernel_pacing {
+            *sum.get_or_insert(0) += k.registered;
         }
     }
     sum
@@ -359,7 +363,7 @@ fn warn_if_not_intercepted(cluster: &Cluster, nodes: &[Node], before: Option<u64
     if let (Some(before), Some(after)) = (before, intercepted_outgoing(cluster, nodes)) {
         if nodes.len() > 1 && after == before && ran {
             crate::note!(
-                "warning: no connection of this command between nodes went through the agents (intercepted: 0 on {} nodes): its time is not throttled. \
+                "warning: no connection of this command between nodes went through the agents or was paced by them (intercepted or paced: 0 on {} nodes): its time is not throttled. \
                  A statically linked program, raw system calls or io_uring escape the preload library; a command that does not start its processes with `throttle-ctl exec` (or LD_PRELOAD) on namespace hosts or a loopback cluster, or whose processes do not talk over TCP, is not intercepted either",
                 nodes.len()
             );
