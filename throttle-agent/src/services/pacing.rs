@@ -205,6 +205,7 @@ fn pace(
     {
         return fail(libc::EINVAL, "the socket's peer is not the one named");
     }
+    let key = kernel::process_key(&process);
     let rate = rate_for(agent, pacing, &peer);
     kernel::set_pacing_rate(&taken, rate).map_err(failed("cannot set its pacing rate"))?;
     let counters = kernel::counters(&taken).unwrap_or_default();
@@ -215,8 +216,16 @@ fn pace(
     if sockets.len() >= MAX_PACED {
         return fail(libc::EAGAIN, "as many sockets paced as this agent may");
     }
+    // One pidfd per process where the kernel tells processes apart by their pidfd's
+    // inode (pidfs): the agent's descriptors grow with the processes, not their sockets.
+    let shared = sockets
+        .iter()
+        .find(|s| s.process_key == key && s.pid == pid && kernel::distinct_pidfds())
+        .map(|s| s.process.clone());
+    let process = shared.unwrap_or_else(|| Arc::new(process));
     sockets.push(PacedSocket {
         process,
+        process_key: key,
         pid,
         fd: req.fd,
         inode,

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use throttle_proto::flows::FlowRow;
@@ -17,8 +17,10 @@ use crate::transport::kernel::TcpCounters;
 
 /// One program socket this agent paces.
 pub struct PacedSocket {
-    /// The process that registered it (the descriptor number is that process's).
-    pub process: OwnedFd,
+    /// The process that registered it (the descriptor number is that process's): one
+    /// pidfd per process, shared by its sockets, where pidfds tell processes apart.
+    pub process: Arc<OwnedFd>,
+    pub process_key: u64,
     pub pid: i32,
     pub fd: i32,
     /// The socket's inode: a descriptor number the program reused for another socket is

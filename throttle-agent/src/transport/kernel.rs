@@ -106,6 +106,43 @@ pub fn inode(fd: &impl AsRawFd) -> Option<u64> {
     Some(st.st_ino)
 }
 
+/// What identifies the process a pidfd stands for: its inode (unique per process where
+/// pidfds live in their own file system, Linux 6.9 and later; elsewhere the inode all
+/// pidfds share, which tells nothing: `None` then is not distinguished from it, and the
+/// caller keeps one pidfd per registration).
+pub fn process_key(pidfd: &OwnedFd) -> u64 {
+    // SAFETY: all-zero is a valid stat, and fstat writes one.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat.
+    if unsafe { libc::fstat(pidfd.as_raw_fd(), &mut st) } != 0 {
+        return 0;
+    }
+    st.st_ino
+}
+
+/// Whether pidfds of different processes have different inodes here (pidfs): asked once,
+/// of this process's own pidfd and its parent's.
+pub fn distinct_pidfds() -> bool {
+    static DISTINCT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DISTINCT.get_or_init(|| {
+        let open = |pid: libc::pid_t| {
+            // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+            // SAFETY: a descriptor just returned to us, owned by nobody else.
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        };
+        // SAFETY: getpid and getppid cannot fail.
+        let (me, parent) = unsafe { (libc::getpid(), libc::getppid()) };
+        match (open(me), open(parent)) {
+            (Some(a), Some(b)) => {
+                let (ka, kb) = (process_key(&a), process_key(&b));
+                ka != 0 && kb != 0 && ka != kb
+            }
+            _ => false,
+        }
+    })
+}
+
 /// Whether the socket is a TCP one (`SO_PROTOCOL`).
 pub fn is_tcp(fd: &impl AsRawFd) -> bool {
     let mut v: libc::c_int = 0;
@@ -268,6 +305,14 @@ mod tests {
             c.max_pacing_rate, 1_000_000,
             "the rate set through the copy"
         );
+        // Two pidfds of one process name the same process where pidfds are told apart.
+        // SAFETY: pidfd_open of this very process.
+        let again = unsafe { libc::syscall(libc::SYS_pidfd_open, std::process::id(), 0) };
+        // SAFETY: a descriptor just returned to us.
+        let again = unsafe { OwnedFd::from_raw_fd(again as RawFd) };
+        if distinct_pidfds() {
+            assert_eq!(process_key(&me), process_key(&again));
+        }
         // A closed descriptor cannot be taken.
         let fd = server.as_raw_fd();
         drop(server);
