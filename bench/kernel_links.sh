@@ -13,7 +13,10 @@
 #   * 64-byte round trip and connection set-up (connect + first round trip) at 100%,
 #     against the same programs without the library (direct loopback); one unlimited
 #     stream against direct;
-#   * the agents' CPU time (utime + stime of all 8, /proc) per GB of a 100% stream.
+#   * the agents' CPU time (utime + stime of all 8, /proc) per GB of a 100% stream;
+#   * as root, the ping-pong again on two namespace hosts with kernel-paced links
+#     (`local up --netns --intercept preload --links kernel`: their links' segment bursts
+#     at 4 KiB) against serialization + their direct round trip.
 # A stream's first second is left out (iperf3 -O 1): the shares settle within it.
 # Usage: bench/kernel_links.sh [SECONDS_PER_STREAM]   (default 3)
 source "$(dirname "$0")/common.sh"
@@ -32,20 +35,27 @@ for mode in proxy kernel; do
 done
 ctl() { THROTTLE_CLUSTER="$WORK/$1/throttle-cluster.toml" "$CTL" "${@:2}"; }
 addr() { echo "${BASE[$1]}.$(($2 + 1))"; }
-cleanup_modes() { for mode in proxy kernel; do ctl "$mode" local down --force >/dev/null 2>&1 || true; done; }
+# Servers run in process groups of their own (setsid): `exec` leaves its command running
+# when it is killed, so the groups are what the cleanup kills.
+GROUPS_=()
+serve() { setsid "$@" >/dev/null 2>&1 & GROUPS_+=($!); }
+cleanup_modes() {
+  for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -- "-$g" 2>/dev/null || true; done
+  for mode in proxy kernel; do ctl "$mode" local down --force >/dev/null 2>&1 || true; done
+}
 trap 'cleanup_modes; cleanup' EXIT
 # Servers, for both modes: iperf3 on n0 at ports 5301..5307 (one per sender of an
 # incast), on n1..n7 at 5301; pingpong on n1.
 for mode in proxy kernel; do
   for k in 1 2 3 4 5 6 7; do
-    ctl "$mode" exec n0 -- iperf3 -s -p $((5300 + k)) >/dev/null 2>&1 & PIDS+=($!)
-    ctl "$mode" exec "n$k" -- iperf3 -s -p 5301 >/dev/null 2>&1 & PIDS+=($!)
+    serve env THROTTLE_CLUSTER="$WORK/$mode/throttle-cluster.toml" "$CTL" exec n0 -- iperf3 -s -p $((5300 + k))
+    serve env THROTTLE_CLUSTER="$WORK/$mode/throttle-cluster.toml" "$CTL" exec "n$k" -- iperf3 -s -p 5301
   done
-  ctl "$mode" exec n1 -- "$EX/pingpong" server "$(addr "$mode" 1):5401" >/dev/null 2>&1 & PIDS+=($!)
+  serve env THROTTLE_CLUSTER="$WORK/$mode/throttle-cluster.toml" "$CTL" exec n1 -- "$EX/pingpong" server "$(addr "$mode" 1):5401"
 done
 # The direct reference: the same servers without the library, on n1's addresses.
-iperf3 -s -B "$(addr kernel 1)" -p 5390 >/dev/null 2>&1 & PIDS+=($!)
-"$EX/pingpong" server "$(addr kernel 1):5491" >/dev/null 2>&1 & PIDS+=($!)
+serve iperf3 -s -B "$(addr kernel 1)" -p 5390
+serve "$EX/pingpong" server "$(addr kernel 1):5491"
 sleep 2
 stream() { # mode from to port secs -> bits/s received
   ctl "$1" exec "n$2" -- iperf3 -c "$(addr "$1" "$3")" -p "$4" -t "$5" -O 1 -J | jq '.end.sum_received.bits_per_second'
@@ -128,13 +138,39 @@ lineu=$(printf "%-28s %10.0f" "unlimited stream, Mbit/s" "$(awk -v b="$du" 'BEGI
 for mode in proxy kernel; do lineu+=$(printf " %10.0f" "$(awk -v b="$(stream "$mode" 0 1 5301 "$SECS")" 'BEGIN{print b/1e6}')"); done
 echo "$lineu"
 echo
-echo "Agents' CPU time per GB carried (a 100% stream of 1 Gbit/s, ${SECS} s)"
+CPU_SECS=${CPU_SECS:-10}
+echo "Agents' CPU time per GB carried (a 100% stream of 1 Gbit/s, ${CPU_SECS} s)"
 for mode in proxy kernel; do ctl "$mode" set 100 >/dev/null; done
 printf "%-8s %10s %10s %12s\n" mode GB "cpu s" "cpu s / GB"
 for mode in proxy kernel; do
   c0=$(agents_cpu "$mode")
-  b=$(ctl "$mode" exec n0 -- iperf3 -c "$(addr "$mode" 1)" -p 5301 -t "$SECS" -J | jq '.end.sum_received.bytes')
+  b=$(ctl "$mode" exec n0 -- iperf3 -c "$(addr "$mode" 1)" -p 5301 -t "$CPU_SECS" -J | jq '.end.sum_received.bytes')
   c1=$(agents_cpu "$mode")
   awk -v m="$mode" -v b="$b" -v a="$c0" -v z="$c1" 'BEGIN{g=b/1e9; printf "%-8s %10.2f %10.2f %12.3f\n", m, g, z-a, (z-a)/g}'
 done
+if [ "$(id -u)" = 0 ]; then
+  echo
+  echo "Namespace hosts, kernel-paced (links' GSO at 4 KiB): ping-pong against serialization + the direct round trip"
+  NSD="$WORK/netns"; mkdir -p "$NSD"
+  THROTTLE_CLUSTER="$NSD/throttle-cluster.toml" "$CTL" local up --netns --nodes 2 --capacity 1Gbit \
+    --subnet 198.18.94.0/24 --intercept preload --links kernel --dir "$NSD/state" >/dev/null 2>&1
+  nsctl() { THROTTLE_CLUSTER="$NSD/throttle-cluster.toml" "$CTL" "$@"; }
+  serve env THROTTLE_CLUSTER="$NSD/throttle-cluster.toml" "$CTL" exec n1 -- "$EX/pingpong" server 198.18.94.2:5401
+  NS0=$(grep -m1 '^netns' "$NSD/throttle-cluster.toml" | cut -d'"' -f2)
+  NS1=$(grep '^netns' "$NSD/throttle-cluster.toml" | sed -n 2p | cut -d'"' -f2)
+  serve ip netns exec "$NS1" "$EX/pingpong" server 198.18.94.2:5491
+  sleep 1
+  printf "%8s %4s %10s %10s %10s %8s\n" bytes pct serial direct kernel err
+  declare -A NSDIRECT
+  for size in $SIZES; do NSDIRECT[$size]=$(ip netns exec "$NS0" "$EX/pingpong" client 198.18.94.2:5491 5 "$size" 0 0.5 | jq .median_us); done
+  for pct in $PCTS_PP; do
+    nsctl set "$pct" >/dev/null
+    for size in $SIZES; do
+      ser=$(awk -v s="$size" -v p="$pct" 'BEGIN{printf "%.1f", 2*s/(125e6*p/100)*1e6}')
+      m=$(nsctl exec n0 -- "$EX/pingpong" client 198.18.94.2:5401 5 "$size" 0 0.5 | jq .median_us)
+      awk -v z="$size" -v p="$pct" -v m="$m" -v s="$ser" -v d="${NSDIRECT[$size]}" 'BEGIN{printf "%8s %3s%% %10s %10s %10.0f %+7.1f%%\n", z, p, s, d, m, (m/(s+d)-1)*100}'
+    done
+  done
+  nsctl local down --force >/dev/null 2>&1 || true
+fi
 vmstat 1 2 | tail -1 | awk '{print "# vmstat: us " $13 " sy " $14 " id " $15 " st " $17}'

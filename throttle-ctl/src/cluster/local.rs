@@ -49,6 +49,10 @@ pub struct LocalUp {
     pub netns: Option<Option<std::net::Ipv4Addr>>,
     /// How namespace hosts' agents intercept programs' connections.
     pub intercept: crate::intercept::Mode,
+    /// Kernel-paced links (`--links kernel`): the agents pace the programs' own sockets;
+    /// namespace hosts' links get small segment bursts
+    /// ([`crate::cluster::netns::KERNEL_PACED_GSO`]).
+    pub kernel_links: bool,
 }
 
 /// `local up --pin`: the agents' CPUs (the first quarter of those this process may use,
@@ -303,7 +307,11 @@ pub fn up(req: &LocalUp, cluster_path: &Path) -> Result<Cluster> {
     file.write(cluster_path)?;
     let made = (|| -> Result<Vec<Node>> {
         if let Some(l) = &layout {
-            crate::cluster::netns::create(l)?;
+            crate::cluster::netns::create(
+                l,
+                req.kernel_links
+                    .then_some(crate::cluster::netns::KERNEL_PACED_GSO),
+            )?;
         }
         start_agents(req, &agent, &dir, &token_path, &ca, base, layout.as_ref())
     })();
@@ -577,6 +585,11 @@ impl AgentLaunch<'_> {
             .arg(ready)
             .args(["--priority", &req.priority])
             .args(&req.agent_args)
+            .args(if req.kernel_links {
+                &["--links", "kernel"][..]
+            } else {
+                &[]
+            })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
@@ -1024,6 +1037,7 @@ mod tests {
             tls: false,
             netns: None,
             intercept: crate::intercept::Mode::Kernel,
+            kernel_links: false,
         };
         let e = up(&req, &base.join("c.toml")).unwrap_err().to_string();
         assert!(e.contains("exists and holds files"), "{e}");

@@ -146,8 +146,15 @@ fn ip_output(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Create the bridge, the namespaces and their links. On failure, removes what it made.
-pub fn create(layout: &Layout) -> Result<()> {
+/// The largest segment burst (GSO) on namespace hosts' links with kernel-paced links:
+/// the kernel lets the first burst of a message leave unpaced, and at veth's default of
+/// 64 KiB a 64 KiB ping-pong took half its serialization; at 4,096 bytes, 64 KiB to 1 MiB
+/// within 1.1% (experiments/2026-12-02-kernel-links.md).
+pub const KERNEL_PACED_GSO: u32 = 4096;
+
+/// Create the bridge, the namespaces and their links (with `gso_max_size`, each link's
+/// largest segment burst at that, both ends). On failure, removes what it made.
+pub fn create(layout: &Layout, gso_max_size: Option<u32>) -> Result<()> {
     if Path::new("/run/netns").join(layout.namespace(0)).exists() {
         bail!(
             "namespace {} exists already: a namespace cluster from this state directory is up or was not taken down; run `throttle-ctl local down`",
@@ -184,6 +191,11 @@ pub fn create(layout: &Layout) -> Result<()> {
             ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
             ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
             ip(&["-n", &ns, "route", "add", "default", "via", &gw])?;
+            if let Some(gso) = gso_max_size {
+                let gso = gso.to_string();
+                ip(&["link", "set", "dev", &veth, "gso_max_size", &gso])?;
+                ip(&["-n", &ns, "link", "set", "dev", "eth0", "gso_max_size", &gso])?;
+            }
         }
         Ok(())
     })();

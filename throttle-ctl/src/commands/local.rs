@@ -182,9 +182,6 @@ impl Args {
                     rank_cpus = Some(ranks);
                 }
                 agent_args.extend(allow_args(&allow_programs, &allow_dirs)?);
-                if links == Links::Kernel {
-                    agent_args.extend(["--links".into(), "kernel".into()]);
-                }
                 let req = LocalUp {
                     nodes,
                     capacity,
@@ -196,6 +193,7 @@ impl Args {
                     tls,
                     netns,
                     intercept,
+                    kernel_links: links == Links::Kernel,
                 };
                 let cluster = local_cluster::up(&req, &ctx.cluster_path)?;
                 print_up(ctx, &cluster, json)?;

@@ -581,6 +581,7 @@ fn start_cluster(
         tls: false,
         netns: None,
         intercept: crate::intercept::Mode::Kernel,
+        kernel_links: false,
     };
     local_cluster::up(&up, cluster_path)?;
     Ok(())
