@@ -9,9 +9,9 @@
 //!   process for a moment (`pidfd_getfd`: the kernel lets it only where it could trace that
 //!   process), checks it is a TCP socket to another node's program, sets its rate and
 //!   closes its copy.
-//! * [`run`]: every [`POLL`], each paced socket's `TCP_INFO` is read (a fresh copy,
-//!   closed within the pass): a socket with data on its way counts as sending for
-//!   [`HOLD`] more; this node's row (its rates and sending sockets per destination) goes
+//! * [`run`]: every [`POLL`] ([`POLL_STEADY`] once the flows settled), each paced
+//!   socket's `TCP_INFO` is read (a fresh copy, closed within the pass): a socket with
+//!   data on its way counts as sending for [`HOLD`] more; this node's row (its rates and sending sockets per destination) goes
 //!   to every other agent when it changes ([`send_rows`], over `PeerWant::Flows`), every
 //!   node's rows give each socket its max-min share (`link::shares`), and a socket whose
 //!   share changed gets its new rate. A socket its program closed (or whose descriptor now
@@ -46,11 +46,16 @@ use crate::state::Agent;
 use crate::transport::kernel;
 use crate::transport::wire::PeerWant;
 
-/// How often the paced sockets are read and their shares computed.
+/// How often the paced sockets are read and their shares computed: every [`POLL`] for
+/// [`SETTLE`] after the flows changed, then every [`POLL_STEADY`] while they do not (a
+/// long stream costs its agent a quarter of the reads).
 pub const POLL: Duration = Duration::from_millis(5);
+pub const POLL_STEADY: Duration = Duration::from_millis(20);
+pub const SETTLE: Duration = Duration::from_millis(200);
 /// How long a socket counts as sending after it last had data on its way: a socket that
-/// sends in bursts keeps its share between them instead of moving every other one.
-pub const HOLD: Duration = Duration::from_millis(20);
+/// sends in bursts keeps its share between them instead of moving every other one (longer
+/// than [`POLL_STEADY`], so that a socket busy between two reads is never missed).
+pub const HOLD: Duration = Duration::from_millis(40);
 /// A row is sent again after this long unchanged; a node's row older than [`STALE`] no
 /// longer counts (its agent is gone).
 pub const REFRESH: Duration = Duration::from_millis(500);
@@ -237,6 +242,7 @@ fn pace(
     });
     drop(sockets);
     pacing.registered.fetch_add(1, Ordering::Relaxed);
+    pacing.generation.fetch_add(1, Ordering::Relaxed);
     pacing.changed.notify_one();
     Ok(())
 }
@@ -302,17 +308,26 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
     // What the shares were last computed from: they are computed again only when it
     // changes.
     let mut computed_from: Option<ShareInputs> = None;
+    let mut seen_generation = u64::MAX;
+    let mut changed_at = Instant::now();
     loop {
-        let idle = pacing.paced_now() == 0;
+        let wait = if pacing.paced_now() == 0 {
+            REFRESH / 5
+        } else if changed_at.elapsed() < SETTLE {
+            POLL
+        } else {
+            POLL_STEADY
+        };
         tokio::select! {
             _ = shutdown.wait() => break,
-            _ = tokio::time::sleep(if idle { REFRESH / 5 } else { POLL }) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = pacing.changed.notified() => {}
         }
         let now = Instant::now();
         let sending = read_sockets(pacing, now);
         let row = own_row(&agent, &sending);
-        if *tx.borrow() != row || sent_at.elapsed() >= REFRESH {
+        let row_changed = *tx.borrow() != row;
+        if row_changed || sent_at.elapsed() >= REFRESH {
             tx.send_replace(row.clone());
             sent_at = now;
         }
@@ -325,12 +340,21 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
                 }
                 let gone = senders.get(&n.name).is_none_or(|h| h.is_finished());
                 if gone {
-                    let task =
-                        tokio::spawn(send_rows(agent.clone(), n.name.clone(), rx.clone()));
+                    let task = tokio::spawn(send_rows(agent.clone(), n.name.clone(), rx.clone()));
                     senders.insert(n.name.clone(), task);
                 }
             }
         }
+        // Nothing the shares depend on changed (rows going stale are caught every
+        // REFRESH, when the row is sent again).
+        let generation = pacing.generation.load(Ordering::Relaxed);
+        if !row_changed && generation == seen_generation && sent_at != now {
+            continue;
+        }
+        if row_changed || generation != seen_generation {
+            changed_at = now;
+        }
+        seen_generation = generation;
         let all = rows(&agent, pacing, row);
         let dests: Vec<Name> = {
             let sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
@@ -463,6 +487,7 @@ pub async fn receive(agent: &Agent, from: &Name, mut stream: TcpStream) -> io::R
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(from.clone(), (Instant::now(), row));
+        pacing.generation.fetch_add(1, Ordering::Relaxed);
         pacing.changed.notify_one();
     }
 }

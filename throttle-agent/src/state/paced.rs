@@ -44,6 +44,10 @@ pub struct Pacing {
     pub rows: Mutex<HashMap<Name, (Instant, FlowRow)>>,
     /// A socket was registered or a row came: compute the shares again now.
     pub changed: tokio::sync::Notify,
+    /// Counts what the shares depend on besides this node's row: registrations, sockets
+    /// forgotten, rows that came. Unchanged, with this node's row unchanged, a pass sets
+    /// nothing.
+    pub generation: AtomicU64,
     /// Sockets registered since the start.
     pub registered: AtomicU64,
     /// Registrations refused (the socket could not be taken or paced).
@@ -92,8 +96,10 @@ pub struct PacingCounts {
 }
 
 impl Pacing {
-    /// Count a socket no longer paced: its bytes stay in the totals.
+    /// Count a socket no longer paced: its bytes stay in the totals, and the shares are
+    /// computed again.
     pub fn forget(&self, s: &PacedSocket) {
+        self.generation.fetch_add(1, Ordering::Relaxed);
         self.closed_bytes
             .fetch_add(s.counters.bytes_acked, Ordering::Relaxed);
         self.closed_received
