@@ -706,6 +706,16 @@ fn an_agent_starved_by_busy_polling_ranks_is_flagged_and_a_yielding_run_is_not()
         "busy-polling ranks on the agents' CPU, not flagged as starving them: {busy:?}"
     );
     // The same with the ranks yielding (exec's default): the links ran at their setting.
-    let yielding = run("");
-    assert!(yielding.is_empty(), "{yielding:?}");
+    // Beside other load on CPU 0 (a user's busy loop lands there too) one run may still be
+    // flagged for it: the first of three unflagged is the bound (busy-polling ranks are
+    // flagged every time).
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let yielding = run("");
+        if yielding.is_empty() {
+            return;
+        }
+        tries.push(yielding);
+    }
+    panic!("yielding ranks flagged three times out of three: {tries:?}");
 }
