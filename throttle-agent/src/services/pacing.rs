@@ -2,7 +2,7 @@
 //! directly and the kernel paces each at its share of the links it crosses; the agent only
 //! sets the rates.
 //!
-//! * [`serve`]: the pacing socket (abstract Unix name
+//! * [`serve()`]: the pacing socket (abstract Unix name
 //!   [`throttle_proto::preload::pace_socket_name`]), where the preload library registers
 //!   each connection between nodes before it connects it (or as it accepts one). The
 //!   agent serves its own user only (root: any), takes the socket from the registering
