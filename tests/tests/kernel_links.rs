@@ -268,6 +268,40 @@ fn the_pacing_socket_takes_its_users_sockets_to_the_nodes_only() {
         before[0]["kernel_pacing"]["refused"].as_u64().unwrap() + 1,
         "{after}"
     );
+    // A socket registered for a node (n1) that then connects elsewhere (a listener on
+    // 127.0.0.1) is not a flow between nodes: once connected, it is no longer paced.
+    let script = format!(
+        r#"
+import socket, struct, time
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0throttle-pace/{preload}")
+t = socket.socket()
+req = b"THPC" + bytes([1, 1]) + struct.pack(">i", t.fileno()) + bytes([4, 127, 0, 45, 2]) + bytes(12) + struct.pack(">H", 5000)
+s.sendall(req)
+print(struct.unpack(">i", s.recv(4))[0], flush=True)
+t.connect(l.getsockname())
+time.sleep(1)
+"#
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "0",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let elsewhere = status(&c.0);
+    let k = &elsewhere[0]["kernel_pacing"];
+    assert_eq!(
+        k["refused"].as_u64().unwrap(),
+        after[0]["kernel_pacing"]["refused"].as_u64().unwrap() + 1,
+        "a socket connected elsewhere than registered: {elsewhere}"
+    );
+    assert_eq!(k["paced_now"], 0, "{elsewhere}");
     if !throttle_testkit::user::can_switch_user() {
         skip(
             name,

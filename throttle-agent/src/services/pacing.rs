@@ -11,8 +11,9 @@
 //!   closes its copy.
 //! * [`run`]: every [`POLL`] ([`POLL_STEADY`] once the flows settled), each paced
 //!   socket's `TCP_INFO` is read (a fresh copy, closed within the pass): a socket with
-//!   data on its way counts as sending for [`HOLD`] more; this node's row (its rates and sending sockets per destination) goes
-//!   to every other agent when it changes ([`send_rows`], over `PeerWant::Flows`), every
+//!   data on its way counts as sending for [`HOLD`] more (a connecting one, once
+//!   connected, only if its peer is the one it was registered for); this node's row (its
+//!   rates and sending sockets per destination) goes to every other agent when it changes ([`send_rows`], over `PeerWant::Flows`), every
 //!   node's rows give each socket its max-min share (`link::shares`), and a socket whose
 //!   share changed gets its new rate. A socket its program closed (or whose descriptor now
 //!   names another socket, or whose process ended) is forgotten.
@@ -60,8 +61,10 @@ pub const HOLD: Duration = Duration::from_millis(40);
 /// longer counts (its agent is gone).
 pub const REFRESH: Duration = Duration::from_millis(500);
 pub const STALE: Duration = Duration::from_secs(2);
-/// Most sockets one agent paces at once.
+/// Most sockets one agent paces at once, and (an agent run as root serves every user)
+/// the most of one user's.
 pub const MAX_PACED: usize = 16 * 1024;
+pub const MAX_PACED_PER_USER: usize = MAX_PACED / 4;
 /// How long a registering library may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -218,7 +221,9 @@ fn pace(
     let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
     // A socket registered again (a second connect, a dup) is one socket.
     sockets.retain(|s| s.inode != inode);
-    if sockets.len() >= MAX_PACED {
+    if sockets.len() >= MAX_PACED
+        || sockets.iter().filter(|s| s.uid == uid).count() >= MAX_PACED_PER_USER
+    {
         return fail(libc::EAGAIN, "as many sockets paced as this agent may");
     }
     // One pidfd per process where the kernel tells processes apart by their pidfd's
@@ -235,7 +240,11 @@ fn pace(
         fd: req.fd,
         inode,
         peer,
+        peer_ip,
+        // An accepted socket's peer was checked above.
+        checked: req.side == PaceSide::Accept,
         side: req.side,
+        uid,
         rate: Some(rate),
         counters,
         last_active: None,
@@ -407,6 +416,23 @@ fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
                 pacing.lost.fetch_add(1, Ordering::Relaxed);
                 pacing.forget(s);
                 return false;
+            }
+        }
+        // A connecting socket, once connected, must be connected where its registration
+        // said: one that is not is no flow between nodes (its rate is lifted, it no longer
+        // counts, and the refusal is counted).
+        if !s.checked && s.counters.state != kernel::SYN_SENT {
+            match kernel::peer(&taken) {
+                Some(p) if p.ip().to_canonical() == s.peer_ip => s.checked = true,
+                Some(_) => {
+                    let _ = kernel::set_pacing_rate(&taken, None);
+                    pacing.refused.fetch_add(1, Ordering::Relaxed);
+                    pacing.forget(s);
+                    return false;
+                }
+                // Not connected (a connect that failed): nothing to pace, forgotten when
+                // its program closes it.
+                None => {}
             }
         }
         if s.last_active.is_some_and(|t| now.duration_since(t) < HOLD) {

@@ -26,9 +26,14 @@ pub struct PacedSocket {
     /// The socket's inode: a descriptor number the program reused for another socket is
     /// not this one.
     pub inode: u64,
-    /// The node at the other end.
+    /// The node at the other end, and its address as the registration named it: checked
+    /// against the socket's real peer once it is connected (`checked`).
     pub peer: Name,
+    pub peer_ip: std::net::IpAddr,
+    pub checked: bool,
     pub side: PaceSide,
+    /// The registering process's user.
+    pub uid: u32,
     /// The rate last set (`None`: unlimited), and whether one was set at all.
     pub rate: Option<Option<u64>>,
     /// The counters as last read, and when the socket last had data on its way.
