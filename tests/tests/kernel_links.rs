@@ -155,8 +155,8 @@ fn two_senders_into_one_node_share_its_ingress() {
     let _a = server(&c.0, "n0", &["iperf3", "-s", "-p", "5301"]);
     let _b = server(&c.0, "n0", &["iperf3", "-s", "-p", "5302"]);
     std::thread::sleep(Duration::from_millis(700));
-    // The first second left out (-O 1): the two clients start a moment apart, and the
-    // first has the link to itself meanwhile.
+    // The first two seconds left out (-O 2): the two clients start a moment apart (more
+    // on a loaded machine), and the first has the link to itself meanwhile.
     let one = exec_in(
         &c.0,
         "n1",
@@ -167,9 +167,9 @@ fn two_senders_into_one_node_share_its_ingress() {
             "-p",
             "5301",
             "-t",
-            "4",
+            "6",
             "-O",
-            "1",
+            "2",
             "-J",
         ],
     )
@@ -186,9 +186,9 @@ fn two_senders_into_one_node_share_its_ingress() {
             "-p",
             "5302",
             "-t",
-            "4",
+            "6",
             "-O",
-            "1",
+            "2",
             "-J",
         ],
     )
@@ -203,7 +203,7 @@ fn two_senders_into_one_node_share_its_ingress() {
     );
     for r in [one, two] {
         assert!(
-            (100.0..=200.0).contains(&r),
+            (90.0..=210.0).contains(&r),
             "n1 -> n0 {one:.1} and n2 -> n0 {two:.1} Mbit/s: not about half each"
         );
     }
@@ -281,7 +281,7 @@ req = b"THPC" + bytes([1, 1]) + struct.pack(">i", t.fileno()) + bytes([4, 127, 0
 s.sendall(req)
 print(struct.unpack(">i", s.recv(4))[0], flush=True)
 t.connect(l.getsockname())
-time.sleep(1)
+time.sleep(2)
 "#
     );
     let out = Command::new("python3")

@@ -193,12 +193,16 @@ pub fn pace(fd: c_int, peer: SocketAddr, side: PaceSide) -> Result<(), NoAgent> 
 }
 
 /// Let process `pid` (the agent) take this process's sockets where Yama allows tracing
-/// only by ancestors (`kernel.yama.ptrace_scope = 1`), once per process.
+/// only by ancestors (`kernel.yama.ptrace_scope = 1`): once per process and agent (a
+/// restarted agent is another process), before the first registration with it. Two
+/// threads registering at once may both set it: harmless.
 fn allow_tracer(pid: i32) {
-    static DONE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DONE: AtomicU64 = AtomicU64::new(0);
     // SAFETY: getpid cannot fail.
     let me = unsafe { libc::getpid() };
-    if DONE.swap(me, std::sync::atomic::Ordering::Relaxed) == me {
+    let key = (u64::from(me as u32) << 32) | u64::from(pid as u32);
+    if DONE.load(Ordering::Acquire) == key {
         return;
     }
     let scoped =
@@ -207,6 +211,7 @@ fn allow_tracer(pid: i32) {
         // SAFETY: PR_SET_PTRACER takes a pid; it changes nothing but who may trace us.
         unsafe { libc::prctl(libc::PR_SET_PTRACER, pid as libc::c_ulong, 0, 0, 0) };
     }
+    DONE.store(key, Ordering::Release);
 }
 
 fn errno() -> i32 {

@@ -10,8 +10,8 @@
 //! A row is framed: a u32 body length (at most [`MAX_ROW_BYTES`]), then the egress and
 //! ingress rates (u64 bytes per second, [`UNLIMITED`] for none), a u16 count of
 //! destinations, and per destination the node's name (u8 length, bytes) and a u32 count
-//! of sending sockets. Big-endian, checked on reading: a peer's row is a peer's claim
-//! about its own node only.
+//! of sending sockets. Big-endian, checked on reading: a row speaks for the node whose
+//! stream it came on (the receiver files it under the node the handshake named).
 
 use crate::name::Name;
 

@@ -135,7 +135,8 @@ pub enum PeerWant {
     /// The kernel-paced links' exchange: the dialing agent sends its node's flows
     /// ([`crate::flows::FlowRow`]) on this stream whenever they change, and the receiver
     /// shares its links among every node's flows (`throttle-agent`'s `services::pacing`).
-    /// The handshake proves who sends: no one else can read or move a node's shares.
+    /// The handshake proves the sender holds the cluster token: no one without it can
+    /// move a node's shares.
     Flows,
 }
 

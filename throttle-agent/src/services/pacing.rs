@@ -18,7 +18,8 @@
 //!   share changed gets its new rate. A socket its program closed (or whose descriptor now
 //!   names another socket, or whose process ended) is forgotten.
 //! * [`receive`]: another agent's rows, on the data port, authenticated by its handshake:
-//!   nobody else can read or move a node's shares.
+//!   only a holder of the cluster token can send a node's rows (as with every data-port
+//!   stream, a token holder may speak for any node of the directory).
 //!
 //! The kernel paces what it sends: a node's ingress is held by its senders' shares, which
 //! count it. Added latency is not emulated in this mode.
@@ -61,10 +62,17 @@ pub const HOLD: Duration = Duration::from_millis(40);
 /// longer counts (its agent is gone).
 pub const REFRESH: Duration = Duration::from_millis(500);
 pub const STALE: Duration = Duration::from_secs(2);
-/// Most sockets one agent paces at once, and (an agent run as root serves every user)
-/// the most of one user's.
+/// Most sockets one agent paces at once (fewer where its open-file limit is lower: a
+/// quarter of it, since each may hold a pidfd), and (an agent run as root serves every
+/// user) a quarter of that for one user's.
 pub const MAX_PACED: usize = 16 * 1024;
-pub const MAX_PACED_PER_USER: usize = MAX_PACED / 4;
+
+fn max_paced() -> usize {
+    let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(1024);
+    MAX_PACED.min(usize::try_from(nofile / 4).unwrap_or(MAX_PACED))
+}
 /// How long a registering library may take to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -201,6 +209,14 @@ fn pace(
     if me != 0 && uid != me {
         return fail(libc::EPERM, "another user's process");
     }
+    // The process as it is now: one that ran a set-user-ID program since it connected is
+    // not the user's any more (a root agent would otherwise take a privileged socket).
+    if kernel::users_of(pid) != Some((uid, uid)) {
+        return fail(
+            libc::EPERM,
+            "the process's user changed since it connected (a set-user-ID program?)",
+        );
+    }
     let taken = kernel::take(&process, req.fd).map_err(failed(
         "cannot take the socket from its process (pidfd_getfd: tracing it is not allowed?)",
     ))?;
@@ -219,12 +235,19 @@ fn pace(
     let counters = kernel::counters(&taken).unwrap_or_default();
     drop(taken);
     let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
-    // A socket registered again (a second connect, a dup) is one socket.
-    sockets.retain(|s| s.inode != inode);
-    if sockets.len() >= MAX_PACED
-        || sockets.iter().filter(|s| s.uid == uid).count() >= MAX_PACED_PER_USER
-    {
+    // A socket registered again (a second connect, a dup) is one socket, and still
+    // counted as one.
+    let again = sockets.iter().position(|s| s.inode == inode);
+    let others = sockets.len() - usize::from(again.is_some());
+    let theirs = sockets
+        .iter()
+        .filter(|s| s.uid == uid && s.inode != inode)
+        .count();
+    if others >= max_paced() || theirs >= max_paced() / 4 {
         return fail(libc::EAGAIN, "as many sockets paced as this agent may");
+    }
+    if let Some(i) = again {
+        sockets.swap_remove(i);
     }
     // One pidfd per process where the kernel tells processes apart by their pidfd's
     // inode (pidfs): the agent's descriptors grow with the processes, not their sockets.
@@ -250,7 +273,9 @@ fn pace(
         last_active: None,
     });
     drop(sockets);
-    pacing.registered.fetch_add(1, Ordering::Relaxed);
+    if again.is_none() {
+        pacing.registered.fetch_add(1, Ordering::Relaxed);
+    }
     pacing.generation.fetch_add(1, Ordering::Relaxed);
     pacing.changed.notify_one();
     Ok(())
@@ -396,10 +421,21 @@ fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
     let mut sending: HashMap<Name, u32> = HashMap::new();
     let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
     sockets.retain_mut(|s| {
-        let Ok(taken) = kernel::take(&s.process, s.fd) else {
-            // Closed, or its process ended.
-            pacing.forget(s);
-            return false;
+        let taken = match kernel::take(&s.process, s.fd) {
+            Ok(t) => t,
+            // Closed, or its process ended (a child it forked may still hold the socket:
+            // it keeps its last rate).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EBADF | libc::ESRCH)) => {
+                pacing.forget(s);
+                return false;
+            }
+            // Still open but out of reach (the agent out of descriptors, the process
+            // now another user's): no longer followed, and counted as unpaced.
+            Err(_) => {
+                pacing.lost.fetch_add(1, Ordering::Relaxed);
+                pacing.forget(s);
+                return false;
+            }
         };
         if kernel::inode(&taken) != Some(s.inode) {
             pacing.forget(s);
@@ -435,7 +471,8 @@ fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
                 None => {}
             }
         }
-        if s.last_active.is_some_and(|t| now.duration_since(t) < HOLD) {
+        // Only a socket connected to the node it was registered for is a flow.
+        if s.checked && s.last_active.is_some_and(|t| now.duration_since(t) < HOLD) {
             *sending.entry(s.peer.clone()).or_default() += 1;
         }
         true

@@ -19,10 +19,11 @@ fn last() -> io::Error {
     io::Error::last_os_error()
 }
 
-/// A pidfd for the process at the other end of the Unix socket `unix`, and that
-/// process's real user: the one from `SO_PEERPIDFD` where the kernel has it (it names the
-/// process that connected, even if its pid was reused since), else `pidfd_open` of the
-/// pid `SO_PEERCRED` reports.
+/// A pidfd for the process at the other end of the Unix socket `unix` (`SO_PEERPIDFD`,
+/// Linux 6.5: it names the process that connected, even if its pid was reused since), and
+/// that process's user and pid as `SO_PEERCRED` reports them. A kernel without
+/// `SO_PEERPIDFD` is an error: `pidfd_open` of the reported pid could name another
+/// process by then.
 pub fn peer_process(unix: &impl AsRawFd) -> io::Result<(OwnedFd, u32, i32)> {
     let mut cred = libc::ucred {
         pid: 0,
@@ -55,18 +56,24 @@ pub fn peer_process(unix: &impl AsRawFd) -> io::Result<(OwnedFd, u32, i32)> {
             &mut len,
         )
     };
-    let pidfd = if r == 0 && pidfd >= 0 {
-        pidfd
-    } else {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, cred.pid, 0) };
-        if fd < 0 {
-            return Err(last());
-        }
-        fd as libc::c_int
-    };
+    if r != 0 || pidfd < 0 {
+        return Err(if r != 0 {
+            last()
+        } else {
+            io::Error::from_raw_os_error(libc::ENOSYS)
+        });
+    }
     // SAFETY: a descriptor just returned to us, owned by nobody else.
     Ok((unsafe { OwnedFd::from_raw_fd(pidfd) }, cred.uid, cred.pid))
+}
+
+/// The real and effective user of process `pid` now (`/proc/PID/status`), read while a
+/// pidfd of it is held (the pid cannot name another process meanwhile).
+pub fn users_of(pid: i32) -> Option<(u32, u32)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    let mut ids = line.split_whitespace().map(|v| v.parse::<u32>().ok());
+    Some((ids.next()??, ids.next()??))
 }
 
 /// A copy of another process's descriptor, closed when dropped (at once, by design).
