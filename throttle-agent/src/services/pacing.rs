@@ -209,20 +209,19 @@ fn pace(
     if me != 0 && uid != me {
         return fail(libc::EPERM, "another user's process");
     }
-    // The process as it is now: one that ran a set-user-ID program since it connected is
-    // not the user's any more (a root agent would otherwise take a privileged socket).
-    if kernel::users_of(pid) != Some((uid, uid)) {
-        return fail(
-            libc::EPERM,
-            "the process's user changed since it connected (a set-user-ID program?)",
-        );
-    }
     let taken = kernel::take(&process, req.fd).map_err(failed(
         "cannot take the socket from its process (pidfd_getfd: tracing it is not allowed?)",
     ))?;
-    let Some(inode) = kernel::inode(&taken).filter(|_| kernel::is_tcp(&taken)) else {
+    let Some((inode, owner)) = kernel::socket_owner(&taken).filter(|_| kernel::is_tcp(&taken))
+    else {
         return fail(libc::ENOTSOCK, "not a TCP socket");
     };
+    // The registering user's own socket only: a process that ran a set-user-ID program
+    // since it connected holds sockets of another user (a root agent would otherwise pace
+    // or read a privileged program's connection).
+    if owner != uid {
+        return fail(libc::EPERM, "a socket another user created");
+    }
     // An accepted socket is connected: its peer is the one claimed.
     if req.side == PaceSide::Accept
         && kernel::peer(&taken).map(|p| p.ip().to_canonical()) != Some(peer_ip)

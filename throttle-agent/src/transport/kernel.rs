@@ -67,15 +67,6 @@ pub fn peer_process(unix: &impl AsRawFd) -> io::Result<(OwnedFd, u32, i32)> {
     Ok((unsafe { OwnedFd::from_raw_fd(pidfd) }, cred.uid, cred.pid))
 }
 
-/// The real and effective user of process `pid` now (`/proc/PID/status`), read while a
-/// pidfd of it is held (the pid cannot name another process meanwhile).
-pub fn users_of(pid: i32) -> Option<(u32, u32)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
-    let mut ids = line.split_whitespace().map(|v| v.parse::<u32>().ok());
-    Some((ids.next()??, ids.next()??))
-}
-
 /// A copy of another process's descriptor, closed when dropped (at once, by design).
 pub struct Taken(OwnedFd);
 
@@ -97,6 +88,20 @@ pub fn take(pidfd: &OwnedFd, fd: i32) -> io::Result<Taken> {
     }
     // SAFETY: a descriptor just returned to us, owned by nobody else.
     Ok(Taken(unsafe { OwnedFd::from_raw_fd(r as RawFd) }))
+}
+
+/// The socket's inode and the user who created it (the file-system user of the process
+/// that made it), or `None` when the descriptor is not a socket.
+pub fn socket_owner(fd: &impl AsRawFd) -> Option<(u64, u32)> {
+    // SAFETY: all-zero is a valid stat, and fstat writes one.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0
+        || st.st_mode & libc::S_IFMT != libc::S_IFSOCK
+    {
+        return None;
+    }
+    Some((st.st_ino, st.st_uid))
 }
 
 /// The socket's inode (what identifies it whatever descriptor number it has), or `None`

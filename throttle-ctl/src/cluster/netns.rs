@@ -149,8 +149,9 @@ fn ip_output(args: &[&str]) -> Result<String> {
 /// The largest segment burst (GSO) on namespace hosts' links with kernel-paced links:
 /// the kernel lets the first burst of a message leave unpaced, and at veth's default of
 /// 64 KiB a 64 KiB ping-pong took half its serialization at 30% of 1 Gbit/s; at 16 KiB,
-/// 64 KiB to 1 MiB within 2.3% of it, and one unpaced stream still carries 11.5 Gbit/s
-/// here (4 KiB: within 1.5%, but 1.5 Gbit/s; experiments/2026-12-02-kernel-links.md).
+/// 64 KiB to 4 MiB at 10-100% within 2.7%, and one unpaced stream still carries 11.5
+/// Gbit/s here (4 KiB: within 1.5% at 30%, but 1.5 Gbit/s;
+/// experiments/2026-12-02-kernel-links.md).
 pub const KERNEL_PACED_GSO: u32 = 16 * 1024;
 
 /// Create the bridge, the namespaces and their links (with `gso_max_size`, each link's
