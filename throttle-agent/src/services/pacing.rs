@@ -233,6 +233,7 @@ fn pace(
     kernel::set_pacing_rate(&taken, rate).map_err(failed("cannot set its pacing rate"))?;
     let counters = kernel::counters(&taken).unwrap_or_default();
     drop(taken);
+    let limit = max_paced();
     let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
     // A socket registered again (a second connect, a dup) is one socket, and still
     // counted as one.
@@ -242,7 +243,7 @@ fn pace(
         .iter()
         .filter(|s| s.uid == uid && s.inode != inode)
         .count();
-    if others >= max_paced() || theirs >= max_paced() / 4 {
+    if others >= limit || theirs >= limit / 4 {
         return fail(libc::EAGAIN, "as many sockets paced as this agent may");
     }
     if let Some(i) = again {

@@ -306,7 +306,11 @@ mod tests {
         assert_eq!(inode(&copy), inode(&client));
         // SAFETY: geteuid cannot fail.
         let me = unsafe { libc::geteuid() };
-        assert_eq!(socket_owner(&copy).map(|(_, uid)| uid), Some(me), "its creator");
+        assert_eq!(
+            socket_owner(&copy).map(|(_, uid)| uid),
+            Some(me),
+            "its creator"
+        );
         assert!(is_tcp(&copy));
         assert_eq!(peer(&copy), Some(listener.local_addr().unwrap()));
         set_pacing_rate(&copy, Some(1_000_000)).unwrap();
