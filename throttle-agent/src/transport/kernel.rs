@@ -305,10 +305,10 @@ mod tests {
         let copy = take(&me, client.as_raw_fd()).unwrap();
         assert_eq!(inode(&copy), inode(&client));
         // SAFETY: geteuid cannot fail.
-        let me = unsafe { libc::geteuid() };
+        let uid = unsafe { libc::geteuid() };
         assert_eq!(
-            socket_owner(&copy).map(|(_, uid)| uid),
-            Some(me),
+            socket_owner(&copy).map(|(_, u)| u),
+            Some(uid),
             "its creator"
         );
         assert!(is_tcp(&copy));
