@@ -8,6 +8,7 @@
 //! which makes cargo build them.
 
 pub mod json_doc;
+pub mod loopback;
 pub mod namespace;
 pub mod workspace;
 

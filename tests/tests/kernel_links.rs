@@ -7,38 +7,9 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use throttle_tests::loopback::{exec_in, received_mbit, server};
 use throttle_tests::namespace::have;
 use throttle_tests::*;
-
-fn exec_in(dir: &std::path::Path, node: &str, words: &[&str]) -> Command {
-    use std::os::unix::process::CommandExt;
-    let mut c = Command::new(exe());
-    c.process_group(0);
-    c.args(["exec", node, "--"])
-        .args(words)
-        .current_dir(dir)
-        .env("THROTTLE_CLUSTER", dir.join("throttle-cluster.toml"));
-    c
-}
-
-fn server(dir: &std::path::Path, node: &str, words: &[&str]) -> Killed {
-    Killed(
-        exec_in(dir, node, words)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
-}
-
-/// The receiver's rate of an `iperf3 -J` client run, Mbit/s.
-fn received_mbit(json: &str) -> f64 {
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no receiver rate in {json}"))
-        / 1e6
-}
 
 fn kernel_cluster(tag: &str, nodes: usize, base: &str) -> Scratch {
     let s = scratch(tag);
@@ -65,11 +36,20 @@ fn status(dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&stdout_of(&ctl(dir, &["status", "--json"]))).unwrap()
 }
 
-fn iperf(dir: &std::path::Path, node: &str, to: &str, port: &str, secs: &str) -> Command {
+/// An iperf3 client run as `node` for `secs`, its first `omit` seconds left out of the
+/// result (`-O`), reporting JSON.
+fn iperf(
+    dir: &std::path::Path,
+    node: &str,
+    to: &str,
+    port: &str,
+    secs: &str,
+    omit: &str,
+) -> Command {
     exec_in(
         dir,
         node,
-        &["iperf3", "-c", to, "-p", port, "-t", secs, "-J"],
+        &["iperf3", "-c", to, "-p", port, "-t", secs, "-O", omit, "-J"],
     )
 }
 
@@ -92,7 +72,7 @@ fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
     let _srv = server(&c.0, "n1", &["iperf3", "-s", "-p", "5301"]);
     std::thread::sleep(Duration::from_millis(700));
     let rate = received_mbit(&stdout_of(
-        &iperf(&c.0, "n0", "127.0.43.2", "5301", "2")
+        &iperf(&c.0, "n0", "127.0.43.2", "5301", "2", "0")
             .output()
             .unwrap(),
     ));
@@ -103,7 +83,7 @@ fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
     );
     stdout_of(&ctl(&c.0, &["set", "10"]));
     let rate = received_mbit(&stdout_of(
-        &iperf(&c.0, "n0", "127.0.43.2", "5301", "2")
+        &iperf(&c.0, "n0", "127.0.43.2", "5301", "2", "0")
             .output()
             .unwrap(),
     ));
@@ -157,44 +137,14 @@ fn two_senders_into_one_node_share_its_ingress() {
     std::thread::sleep(Duration::from_millis(700));
     // The first two seconds left out (-O 2): the two clients start a moment apart (more
     // on a loaded machine), and the first has the link to itself meanwhile.
-    let one = exec_in(
-        &c.0,
-        "n1",
-        &[
-            "iperf3",
-            "-c",
-            "127.0.44.1",
-            "-p",
-            "5301",
-            "-t",
-            "6",
-            "-O",
-            "2",
-            "-J",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let two = exec_in(
-        &c.0,
-        "n2",
-        &[
-            "iperf3",
-            "-c",
-            "127.0.44.1",
-            "-p",
-            "5302",
-            "-t",
-            "6",
-            "-O",
-            "2",
-            "-J",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .unwrap();
+    let one = iperf(&c.0, "n1", "127.0.44.1", "5301", "6", "2")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let two = iperf(&c.0, "n2", "127.0.44.1", "5302", "6", "2")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let one = received_mbit(&stdout_of(&one.wait_with_output().unwrap()));
     let two = received_mbit(&stdout_of(&two.wait_with_output().unwrap()));
     assert!(

@@ -9,32 +9,9 @@
 use std::process::{Command, Stdio};
 
 use throttle_testkit::user::{as_user, NOBODY};
+use throttle_tests::loopback::{exec_in, received_mbit, server};
 use throttle_tests::namespace::{field, have, have_mpi, MPI_PROGRAM};
 use throttle_tests::*;
-
-/// `throttle-ctl exec NODE -- WORDS` in `dir`, not waited for.
-fn exec_in(dir: &std::path::Path, node: &str, words: &[&str]) -> Command {
-    use std::os::unix::process::CommandExt;
-    let mut c = Command::new(exe());
-    c.process_group(0);
-    c.args(["exec", node, "--"])
-        .args(words)
-        .current_dir(dir)
-        .env("THROTTLE_CLUSTER", dir.join("throttle-cluster.toml"));
-    c
-}
-
-/// A server started as node `node` (`exec`), its output discarded, killed with its
-/// process group when the test ends.
-fn server(dir: &std::path::Path, node: &str, words: &[&str]) -> Killed {
-    Killed(
-        exec_in(dir, node, words)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
-}
 
 /// A program run by another user (uid 65534, "nobody"), its output discarded, killed with
 /// its process group when the test ends.
@@ -49,15 +26,6 @@ fn as_nobody(words: &[&str]) -> Killed {
             .spawn()
             .unwrap(),
     )
-}
-
-/// The receiver's rate of an `iperf3 -J` client run, Mbit/s.
-fn received_mbit(json: &str) -> f64 {
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
-    v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no receiver rate in {json}"))
-        / 1e6
 }
 
 /// A server in node n1 started on every address (iperf3's default), a client in n0 at 30%
