@@ -67,18 +67,25 @@ fn flag(name: &str) -> Option<bool> {
         .map(|v| !matches!(v.as_str(), "0" | "" | "no" | "false"))
 }
 
+/// Write `msg()` on stderr the first time `said` is asked, unless THROTTLE_PRELOAD_QUIET.
+fn say_once(said: &AtomicBool, msg: impl FnOnce() -> String) {
+    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || said.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let msg = msg();
+    // SAFETY: writing a valid buffer to stderr.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
 /// Say once per process that connections are not throttled, and why.
 fn warn_once(why: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
-    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    let msg = format!(
+    say_once(&SAID, || {
+        format!(
         "throttle-preload: no agent at {} ({why}): this program's connections to other nodes are NOT throttled (start the agents with --preload, or set THROTTLE_PRELOAD_AGENT)\n",
         agent::address()
-    );
-    // SAFETY: writing a valid buffer to stderr.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    )
+    });
 }
 
 /// Say once per process that a connection to an address where only another node of this
@@ -87,42 +94,29 @@ fn warn_once(why: &str) {
 /// are.
 fn warn_misaddressed(dst: SocketAddr, other: IpAddr, own: IpAddr) {
     static SAID: AtomicBool = AtomicBool::new(false);
-    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    let msg = format!(
+    say_once(&SAID, || {
+        format!(
         "throttle-preload: no server of this node ({own}) listens at {dst}, but a program of node {other} does at port {}: connect to {other}:{} (each node of this loopback cluster has its own address); the connection to {dst} is refused\n",
         dst.port(),
         dst.port(),
-    );
-    // SAFETY: writing a valid buffer to stderr.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    )
+    });
 }
 
 /// Say once per process that the agent carries connections it could not pace.
 fn warn_carried(why: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
-    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    let msg = format!(
-        "throttle-preload: the agent could not pace a connection in the kernel ({why}): such connections are carried through the agent instead\n"
-    );
-    // SAFETY: writing a valid buffer to stderr.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    say_once(&SAID, || {
+        format!("throttle-preload: the agent could not pace a connection in the kernel ({why}): such connections are carried through the agent instead\n")
+    });
 }
 
 /// Say once per process that an accepted connection could not be paced.
 fn warn_unpaced(why: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
-    if flag("THROTTLE_PRELOAD_QUIET") == Some(true) || SAID.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    let msg = format!(
-        "throttle-preload: an accepted connection from another node could not be paced ({why}): what this program sends on it is NOT throttled\n"
-    );
-    // SAFETY: writing a valid buffer to stderr.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    say_once(&SAID, || {
+        format!("throttle-preload: an accepted connection from another node could not be paced ({why}): what this program sends on it is NOT throttled\n")
+    });
 }
 
 pub(crate) fn int_opt(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
