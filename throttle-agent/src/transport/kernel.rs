@@ -12,6 +12,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use super::sockopt;
+
 /// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process at the other end of a Unix socket.
 const SO_PEERPIDFD: libc::c_int = 77;
 
@@ -25,43 +27,13 @@ fn last() -> io::Error {
 /// `SO_PEERPIDFD` is an error: `pidfd_open` of the reported pid could name another
 /// process by then.
 pub fn peer_process(unix: &impl AsRawFd) -> io::Result<(OwnedFd, u32, i32)> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: SO_PEERCRED fills a ucred of `len` bytes.
-    let r = unsafe {
-        libc::getsockopt(
-            unix.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            &mut cred as *mut libc::ucred as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(last());
-    }
-    let mut pidfd: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: SO_PEERPIDFD fills an int of `len` bytes (a new descriptor we then own).
-    let r = unsafe {
-        libc::getsockopt(
-            unix.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_PEERPIDFD,
-            &mut pidfd as *mut libc::c_int as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r != 0 || pidfd < 0 {
-        return Err(if r != 0 {
-            last()
-        } else {
-            io::Error::from_raw_os_error(libc::ENOSYS)
-        });
+    let fd = unix.as_raw_fd();
+    // SAFETY: SO_PEERCRED fills a ucred, plain integers.
+    let cred: libc::ucred = unsafe { sockopt::get(fd, libc::SOL_SOCKET, libc::SO_PEERCRED) }?;
+    // SAFETY: SO_PEERPIDFD fills an int (a new descriptor we then own).
+    let pidfd: libc::c_int = unsafe { sockopt::get(fd, libc::SOL_SOCKET, SO_PEERPIDFD) }?;
+    if pidfd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     }
     // SAFETY: a descriptor just returned to us, owned by nobody else.
     Ok((unsafe { OwnedFd::from_raw_fd(pidfd) }, cred.uid, cred.pid))
@@ -157,19 +129,10 @@ pub fn distinct_pidfds() -> bool {
 
 /// Whether the socket is a TCP one (`SO_PROTOCOL`).
 pub fn is_tcp(fd: &impl AsRawFd) -> bool {
-    let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: an int-sized option into an int.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PROTOCOL,
-            &mut v as *mut libc::c_int as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    r == 0 && v == libc::IPPROTO_TCP
+    // SAFETY: SO_PROTOCOL fills an int.
+    let protocol =
+        unsafe { sockopt::get::<libc::c_int>(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PROTOCOL) };
+    protocol.is_ok_and(|p| p == libc::IPPROTO_TCP)
 }
 
 /// Pace the socket's sending side at `bytes_per_sec` (`None`: unlimited).
@@ -203,13 +166,10 @@ pub struct TcpCounters {
     pub notsent: u32,
     pub unacked: u32,
     pub max_pacing_rate: u64,
-    pub delivery_rate: u64,
-    /// Microseconds the socket had data to send, and of those limited by the peer's
-    /// receive window or by its own send buffer.
-    pub busy_us: u64,
+    /// Microseconds the socket was limited by the peer's receive window, and by its own
+    /// send buffer.
     pub rwnd_limited_us: u64,
     pub sndbuf_limited_us: u64,
-    pub total_retrans: u32,
 }
 
 /// `TCP_ESTABLISHED` in `TcpCounters::state`.
@@ -219,22 +179,9 @@ pub const SYN_SENT: u8 = 2;
 
 /// The socket's counters.
 pub fn counters(fd: &impl AsRawFd) -> io::Result<TcpCounters> {
-    // SAFETY: all-zero is a valid tcp_info; the kernel fills what it knows.
-    let mut i: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: TCP_INFO writes at most `len` bytes into `i`.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            &mut i as *mut libc::tcp_info as *mut libc::c_void,
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(last());
-    }
+    // SAFETY: TCP_INFO fills a tcp_info, plain integers (the kernel fills what it knows).
+    let i: libc::tcp_info =
+        unsafe { sockopt::get(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO) }?;
     Ok(TcpCounters {
         state: i.tcpi_state,
         bytes_acked: i.tcpi_bytes_acked,
@@ -242,11 +189,8 @@ pub fn counters(fd: &impl AsRawFd) -> io::Result<TcpCounters> {
         notsent: i.tcpi_notsent_bytes,
         unacked: i.tcpi_unacked,
         max_pacing_rate: i.tcpi_max_pacing_rate,
-        delivery_rate: i.tcpi_delivery_rate,
-        busy_us: i.tcpi_busy_time,
         rwnd_limited_us: i.tcpi_rwnd_limited,
         sndbuf_limited_us: i.tcpi_sndbuf_limited,
-        total_retrans: i.tcpi_total_retrans,
     })
 }
 

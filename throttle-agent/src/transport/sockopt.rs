@@ -1,5 +1,6 @@
 //! The socket options interception needs and tokio does not wrap: the original
-//! destination of a redirected connection, socket marks, and transparent sockets.
+//! destination of a redirected connection, socket marks, and transparent sockets; and the
+//! one reader of an option into a value ([`get`]).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -26,6 +27,33 @@ fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: u32) 
     };
     if r == 0 {
         Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// A socket option read into a value of type `T`, which starts all zero (what the kernel
+/// does not fill stays so).
+///
+/// # Safety
+/// `T` is plain data that the option `level`/`name` fills: all-zero bytes, and any bytes
+/// the kernel writes, are a valid `T` (an integer, `ucred`, `tcp_info`).
+pub unsafe fn get<T>(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
+    // SAFETY: the caller promises all-zero is a valid T.
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `v`, which is that large.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut v as *mut T as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(v)
     } else {
         Err(io::Error::last_os_error())
     }
