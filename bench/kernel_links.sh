@@ -44,6 +44,9 @@ serve() { setsid "$@" >/dev/null 2>&1 & GROUPS_+=($!); }
 cleanup_modes() {
   for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -- "-$g" 2>/dev/null || true; done
   for mode in proxy kernel; do ctl "$mode" local down --force >/dev/null 2>&1 || true; done
+  # The namespace hosts of the root section, if it got that far.
+  [ -f "$WORK/netns/throttle-cluster.toml" ] &&
+    THROTTLE_CLUSTER="$WORK/netns/throttle-cluster.toml" "$CTL" local down --force >/dev/null 2>&1 || true
 }
 trap 'cleanup_modes; cleanup' EXIT
 # Servers, for both modes: iperf3 on n0 at ports 5301..5307 (one per sender of an
