@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The attacker probe, re-run: every finding of the security reviews (issue 7's
 # seven, issue 25's twelve, issue 35's eleven, issue 37's review of loopback nodes: two,
-# issue 43's planted paths, journals, IPv6 localhost and churn)
+# issue 43's planted paths, journals, IPv6 localhost and churn; issue 55's links in
+# earlier path components, a problem axis's analysis cost and workload memory)
 # as the test that reproduces it, each run on
 # its own and reported as held or BROKEN, in one table.
 #
@@ -74,6 +75,8 @@ PROBES=$(cat <<'EOF_PROBES'
 43-7b|throttle-analysis|lib|analyze::tests::too_many_sizes_are_refused_at_once|a store of 5,000 sizes keeps analyze busy for minutes
 43-7c|throttle-ctl|lib|store::tests::a_huge_cell_is_refused_by_row|a store of 30 MB cells takes gigabytes to read
 43-7d|throttle-analysis|lib|table::tests::bidirectional_controls_are_written_out_everywhere|bidi controls in labels reorder what is shown
+55-1|throttle-tests|shared_dirs|a_link_in_an_earlier_component_of_a_path_is_followed_only_when_safe|another user's link in an earlier component of an output path makes root write and create directories through it
+55-1b|throttle-ctl|lib|shared_dir::tests::a_path_is_walked_one_component_at_a_time_trusting_only_safe_links|a link of one's own in a directory others may change is followed
 EOF_PROBES
 )
 

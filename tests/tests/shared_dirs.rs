@@ -444,3 +444,93 @@ fn a_planted_journal_adds_no_rows_and_a_fifo_is_no_store() {
         "{said}"
     );
 }
+
+/// Issue 55, finding 1: another user's links in an earlier component of an output path
+/// (`out -> a root-only directory`, `res -> a directory of root's like /etc`, planted in a
+/// sticky shared directory) are never followed: not by the report, an export, the
+/// Markdown answer, the man pages, nor a results database opened to write or read; none of
+/// them creates a directory through them. Root's own link in a directory of root's still
+/// leads where it points.
+#[test]
+fn a_link_in_an_earlier_component_of_a_path_is_followed_only_when_safe() {
+    if !other_user_available("a_link_in_an_earlier_component_of_a_path_is_followed_only_when_safe")
+    {
+        return;
+    }
+    let s = scratch("earlier-link");
+    let db = s.0.join("a.db");
+    a_store(&s.0, &db);
+    let rootonly = s.0.join("rootonly");
+    let etcish = s.0.join("etcish");
+    for d in [&rootonly, &etcish] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    // Directories of root's behind the links, so that only the link stands between an
+    // output and them.
+    std::fs::create_dir(rootonly.join("sub")).unwrap();
+    std::fs::copy(&db, rootonly.join("sub/theirs.db")).unwrap();
+    let shr = s.0.join("shr");
+    std::fs::create_dir(&shr).unwrap();
+    shared(&shr);
+    as_nobody(&format!(
+        "cd {shr} && ln -s {rootonly} out && ln -s {etcish} res",
+        shr = shr.display(),
+        rootonly = rootonly.display(),
+        etcish = etcish.display()
+    ));
+    let d = db.to_str().unwrap();
+    let tries: [&[&str]; 6] = [
+        &["analyze", "--db", d, "--report", "out/run1/report"],
+        &["export", "--db", d, "--out", "out/sub/runs.csv"],
+        &[
+            "analyze",
+            "--db",
+            d,
+            "--export-markdown",
+            "out/sub/answer.md",
+        ],
+        &["man", "res/x/man"],
+        &["analyze", "--db", "out/sub/theirs.db"],
+        &["demo", "--dir", "out/sub/demo"],
+    ];
+    for args in tries {
+        let out = ctl(&shr, args);
+        let said = text(&out);
+        assert!(
+            !out.status.success(),
+            "{args:?} went through the link: {said}"
+        );
+        assert!(said.contains("symbolic link"), "{args:?}: {said}");
+        assert!(!said.contains("panicked"), "{said}");
+    }
+    let listing = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(listing(&rootonly), ["sub"], "made through the link");
+    assert_eq!(
+        listing(&rootonly.join("sub")),
+        ["theirs.db"],
+        "made through the link"
+    );
+    assert!(listing(&etcish).is_empty(), "made through the link");
+    // A store opened to write through the planted link is refused too, and not made.
+    let e = throttle_ctl::store::Store::open(&shr.join("out/sub/r.db"))
+        .err()
+        .expect("a store through another user's link");
+    assert!(format!("{e:#}").contains("symbolic link"), "{e:#}");
+    assert!(!rootonly.join("sub/r.db").exists());
+    // Root's own link, in a directory of root's: followed, and the report is made there.
+    std::os::unix::fs::symlink(&rootonly, s.0.join("mine")).unwrap();
+    let out = ctl(
+        &s.0,
+        &["analyze", "--db", d, "--report", "mine/run1/report"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(rootonly.join("run1/report/index.html").is_file());
+}

@@ -15,11 +15,16 @@
 //!   `O_NOFOLLOW`, and read with `O_NOFOLLOW`, checked regular and ours on their
 //!   descriptor.
 //!
+//! * every path is walked one component at a time ([`Dir::resolve`]), each directory
+//!   opened from the one before with `O_NOFOLLOW`: a symbolic link anywhere in it is
+//!   followed only when it is this user's or root's and lies in a directory nobody else
+//!   may change (this user's or root's, writable by nobody else, or sticky), as OpenSSH's
+//!   `safe_path` and systemd's `chase()` trust paths; missing directories are made the
+//!   same way (`mkdirat` in the directory just opened), never through a link;
 //! * what the user names to be written (a report directory, an export, the demo's
-//!   directory) is written only into a directory of the user's that nobody else may
-//!   write ([`out_dir`]), or replaced whole, through no link ([`write_file`]): a link or
-//!   a device at that name is refused, never followed; a link in the parent's place is
-//!   followed only when it is the user's or root's.
+//!   directory, the results database) is written only into a directory of the user's that
+//!   nobody else may write ([`out_dir`]), or replaced whole, through no link
+//!   ([`write_file`]): a link or a device at that name is refused, never followed.
 //!
 //! Everything is checked on the descriptor it is then used through, so that nothing can be
 //! swapped between the check and the use; what only takes a path (the plotting library)
@@ -35,6 +40,9 @@ use anyhow::{anyhow, bail, Result};
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fstat, mkdirat, FileStat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
+
+/// Most symbolic links one path may pass through ([`Dir::resolve`]; the kernel's limit).
+pub const MAX_LINKS: usize = 40;
 
 /// A directory opened without following a link and checked on its descriptor.
 pub struct Dir {
@@ -86,6 +94,12 @@ impl Dir {
         Dir::open(path)?.shared()
     }
 
+    /// [`Dir::open_shared`] for a directory made where it is missing, its missing parents
+    /// too (mode 0755, through no link [`Dir::resolve`] does not trust).
+    pub fn make_shared(path: &Path) -> Result<Dir> {
+        Dir::resolve(path, Some(0o755))?.shared()
+    }
+
     /// This directory, if this user may create files in it that others cannot replace
     /// ([`Dir::open_shared`]'s rule).
     fn shared(self) -> Result<Dir> {
@@ -105,23 +119,18 @@ impl Dir {
         Ok(self)
     }
 
-    /// Open `path` as a directory where a link in its last component is followed only
-    /// when it is this user's or root's (as `fs.protected_symlinks` trusts links): a
-    /// user's `results -> /scratch/results` works; a link another user planted is refused.
-    fn open_own_link(path: &Path) -> Result<Dir> {
-        use std::os::unix::fs::MetadataExt;
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_symlink() && (m.uid() == me() || m.uid() == 0) => Ok(Dir {
-                fd: open_dir(None, path, true)
-                    .map_err(|e| anyhow!("cannot open the directory {}: {e}", path.display()))?,
-                path: path.to_path_buf(),
-            }),
-            _ => Dir::open(path),
-        }
-    }
-
+    /// Open `path` as a directory, its last component not a link (refused: a link in an
+    /// earlier one is followed as [`Dir::resolve`] trusts links).
     fn open(path: &Path) -> Result<Dir> {
-        let fd = open_dir(None, path, false).map_err(|e| match e {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            return Dir::resolve(path, None);
+        };
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let at = Dir::resolve(parent, None)?;
+        let fd = open_dir(Some(&at.fd), component(name)?, false).map_err(|e| match e {
             nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => anyhow!(
                 "{} is not a directory (a symbolic link or a file is refused)",
                 path.display()
@@ -134,7 +143,137 @@ impl Dir {
         })
     }
 
-    fn stat(&self) -> Result<FileStat> {
+    /// Open the directory `path` names one component at a time, each from the directory
+    /// before it without following a link (`O_NOFOLLOW`), and making the missing ones with
+    /// `create`'s mode when given (`mkdirat` there: never through a link). A symbolic link
+    /// on the way is followed only when it is this user's or root's and its directory is
+    /// one nobody else may change: this user's or root's, and writable by nobody else or
+    /// sticky (others cannot replace the link there). Another user's link is refused,
+    /// wherever it is in the path: a link planted in a shared directory cannot send what
+    /// throttle-ctl writes, or the directories it makes, elsewhere. At most [`MAX_LINKS`]
+    /// links are followed, as the kernel's own limit.
+    pub fn resolve(path: &Path, create: Option<u32>) -> Result<Dir> {
+        use std::collections::VecDeque;
+        use std::path::Component;
+        let start = if path.is_absolute() { "/" } else { "." };
+        let mut fd = open_dir(None, start, false)
+            .map_err(|e| anyhow!("cannot open the directory {start}: {e}"))?;
+        let mut todo: VecDeque<std::ffi::OsString> = VecDeque::new();
+        let queue = |todo: &mut VecDeque<std::ffi::OsString>, p: &Path, front: bool| {
+            let parts: Vec<std::ffi::OsString> = p
+                .components()
+                .filter_map(|c| match c {
+                    Component::Normal(n) => Some(n.to_os_string()),
+                    Component::ParentDir => Some("..".into()),
+                    Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+                })
+                .collect();
+            if front {
+                for c in parts.into_iter().rev() {
+                    todo.push_front(c);
+                }
+            } else {
+                todo.extend(parts);
+            }
+        };
+        queue(&mut todo, path, false);
+        let (mut links, mut made) = (0usize, 0usize);
+        let at = |done: &Path| {
+            if done.as_os_str().is_empty() {
+                PathBuf::from(start)
+            } else {
+                done.to_path_buf()
+            }
+        };
+        // The path walked so far, as the kernel would name it, for messages.
+        let mut done = PathBuf::from(if path.is_absolute() { "/" } else { "" });
+        while let Some(c) = todo.pop_front() {
+            let name = c.as_os_str();
+            match open_dir(Some(&fd), name, false) {
+                Ok(next) => {
+                    fd = next;
+                    done.push(name);
+                }
+                Err(nix::errno::Errno::ENOENT) if create.is_some() && name != ".." => {
+                    // Made here, then opened again like any other component (whoever
+                    // put something in its place meanwhile meets the same checks).
+                    made += 1;
+                    if made > MAX_LINKS + 64 {
+                        bail!(
+                            "cannot create {}: it keeps disappearing",
+                            at(&done).join(name).display()
+                        );
+                    }
+                    match mkdirat(
+                        Some(fd.as_raw_fd()),
+                        name,
+                        Mode::from_bits_truncate(create.unwrap_or(0o755)),
+                    ) {
+                        Ok(()) | Err(nix::errno::Errno::EEXIST) => todo.push_front(c),
+                        Err(e) => bail!(
+                            "cannot create the directory {}: {e}",
+                            at(&done).join(name).display()
+                        ),
+                    }
+                }
+                // A link (O_NOFOLLOW with O_DIRECTORY: ENOTDIR, or ELOOP) or no directory.
+                Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => {
+                    let here = at(&done).join(name);
+                    let link = nix::sys::stat::fstatat(
+                        Some(fd.as_raw_fd()),
+                        name,
+                        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                    )
+                    .map_err(|e| anyhow!("cannot stat {}: {e}", here.display()))?;
+                    if SFlag::from_bits_truncate(link.st_mode) & SFlag::S_IFMT != SFlag::S_IFLNK {
+                        bail!("{} is not a directory", here.display());
+                    }
+                    let dir = fstat(fd.as_raw_fd())
+                        .map_err(|e| anyhow!("cannot stat {}: {e}", at(&done).display()))?;
+                    let trusted = |uid: u32| uid == me() || uid == 0;
+                    let dir_safe = trusted(dir.st_uid)
+                        && (dir.st_mode & 0o022 == 0 || dir.st_mode & 0o1000 != 0);
+                    if !trusted(link.st_uid) || !dir_safe {
+                        bail!(
+                            "{} is a symbolic link {} (link owner uid {}; its directory's owner uid {}, mode {:o}): another user could send what throttle-ctl writes there elsewhere; name the real directory",
+                            here.display(),
+                            if trusted(link.st_uid) { "in a directory other users may change" } else { "of another user's" },
+                            link.st_uid,
+                            dir.st_uid,
+                            dir.st_mode & 0o7777
+                        );
+                    }
+                    links += 1;
+                    if links > MAX_LINKS {
+                        bail!(
+                            "{}: more than {MAX_LINKS} symbolic links on the way (a loop?)",
+                            path.display()
+                        );
+                    }
+                    let target = nix::fcntl::readlinkat(Some(fd.as_raw_fd()), name)
+                        .map_err(|e| anyhow!("cannot read the link {}: {e}", here.display()))?;
+                    let target = PathBuf::from(target);
+                    if target.is_absolute() {
+                        fd = open_dir(None, "/", false)
+                            .map_err(|e| anyhow!("cannot open /: {e}"))?;
+                        done = PathBuf::from("/");
+                    }
+                    queue(&mut todo, &target, true);
+                }
+                Err(e) => bail!(
+                    "cannot open the directory {}: {e}",
+                    at(&done).join(name).display()
+                ),
+            }
+        }
+        Ok(Dir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The directory's owner, mode and the rest, from its descriptor.
+    pub fn stat(&self) -> Result<FileStat> {
         fstat(self.fd.as_raw_fd()).map_err(|e| anyhow!("cannot stat {}: {e}", self.path.display()))
     }
 
@@ -393,15 +532,9 @@ pub fn out_dir(path: &Path) -> Result<Dir> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(&parent)
-            .map_err(|e| anyhow!("cannot create the directory {}: {e}", parent.display()))?;
-    }
-    let mut d = Dir::open_own_link(&parent)?.shared()?.subdir(name, 0o755)?;
+    let mut d = Dir::resolve(&parent, Some(0o755))?
+        .shared()?
+        .subdir(name, 0o755)?;
     d.path = path.to_path_buf();
     refuse(&d.stat()?)?;
     Ok(d)
@@ -423,7 +556,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    Dir::open_own_link(&parent)?.write_atomically(name, bytes, 0o666)
+    Dir::resolve(&parent, None)?.write_atomically(name, bytes, 0o666)
 }
 
 #[cfg(test)]
@@ -517,6 +650,85 @@ mod tests {
         );
         std::os::unix::fs::symlink(d.join("a"), d.join("group/linked.csv")).unwrap();
         assert!(write_file(&d.join("group/linked.csv"), b"x").is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Issue 55, finding 1: a link in an earlier component of a path is followed only
+    /// when it is ours (or root's) in a directory nobody else may change; directories are
+    /// made one at a time, never through another's link.
+    #[test]
+    fn a_path_is_walked_one_component_at_a_time_trusting_only_safe_links() {
+        use std::os::unix::fs::symlink;
+        let d = scratch("resolve");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let target = d.join("target");
+        std::fs::create_dir(&target).unwrap();
+        // Our link in our own directory: followed, and what is missing beyond it made.
+        symlink(&target, d.join("mine")).unwrap();
+        let made = out_dir(&d.join("mine/run1/report")).unwrap();
+        assert!(target.join("run1/report").is_dir());
+        assert_eq!(
+            made.real_path().unwrap(),
+            std::fs::canonicalize(target.join("run1/report")).unwrap()
+        );
+        // Relative targets, `..` and chains resolve as the kernel would.
+        symlink("target/run1", d.join("rel")).unwrap();
+        symlink("../rel/../run1", d.join("target/chain")).unwrap();
+        let chained = Dir::resolve(&d.join("target/chain/report"), None).unwrap();
+        assert_eq!(
+            chained.real_path().unwrap(),
+            std::fs::canonicalize(target.join("run1/report")).unwrap()
+        );
+        // Our link in a directory others may write (not sticky): refused, nothing made
+        // where it points.
+        let open = d.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let elsewhere = d.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        symlink(&elsewhere, open.join("out")).unwrap();
+        let e = out_dir(&open.join("out/run1/report"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("symbolic link") && e.contains("other users may change"),
+            "{e}"
+        );
+        assert!(write_file(&open.join("out/runs.csv"), b"x").is_err());
+        assert!(Dir::open_shared(&open.join("out/x")).is_err());
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        // ... but in a sticky one (others cannot replace it there) ours is followed.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(out_dir(&open.join("out/run1")).is_ok());
+        assert!(elsewhere.join("run1").is_dir());
+        // Another user's link is refused wherever it is (root can make one here).
+        if nix::unistd::geteuid().is_root() {
+            let theirs = open.join("theirs");
+            symlink(&target, &theirs).unwrap();
+            nix::unistd::fchownat(
+                None,
+                &theirs,
+                Some(nix::unistd::Uid::from_raw(65534)),
+                None,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .unwrap();
+            let e = out_dir(&theirs.join("a/b")).err().unwrap().to_string();
+            assert!(e.contains("of another user's"), "{e}");
+            assert!(!target.join("a").exists());
+        }
+        // A loop ends with an error, not for ever.
+        symlink("loop2", d.join("loop1")).unwrap();
+        symlink("loop1", d.join("loop2")).unwrap();
+        let e = Dir::resolve(&d.join("loop1/x"), Some(0o755))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("symbolic links on the way"), "{e}");
+        // A file on the way is no directory.
+        std::fs::write(d.join("file"), "x").unwrap();
+        assert!(out_dir(&d.join("file/x")).is_err());
         let _ = std::fs::remove_dir_all(&d);
     }
 

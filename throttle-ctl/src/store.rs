@@ -151,10 +151,27 @@ const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_no
 /// place); and, to write, any directory others may write, sticky or not (between this
 /// check and SQLite's open another user could still create a journal file of theirs
 /// there, which SQLite would then use). Returns whether a writer's journal files are there
-/// (a `-wal` or `-shm`).
-fn check_place(path: &Path, writing: bool) -> Result<bool> {
+/// (a `-wal` or `-shm`), and the database's path as the checked directory's descriptor
+/// resolved it: the directory is walked one component at a time, a link on the way
+/// followed only where `shared_dir::Dir::resolve` trusts it (another user's link, or one
+/// in a directory others may change, is refused: issue 55), and SQLite is given the path
+/// the walk arrived at, not one that may pass through a link.
+fn check_place(path: &Path, writing: bool) -> Result<(bool, PathBuf)> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid().as_raw();
+    let name = path.file_name().ok_or_else(|| {
+        anyhow!(
+            "{} names no file: name the results database file with --db",
+            path.display()
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let checked = crate::shared_dir::Dir::resolve(&dir, None)
+        .with_context(|| format!("the results database {}", path.display()))?;
+    let path = &checked.real_path()?.join(name);
     let db = std::fs::symlink_metadata(path).ok();
     let owner = db.as_ref().map_or(me, |m| m.uid());
     let mut writer_open = false;
@@ -189,19 +206,16 @@ fn check_place(path: &Path, writing: bool) -> Result<bool> {
         }
         writer_open |= suffix != "-journal";
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if let Ok(m) = std::fs::metadata(&dir) {
-        let others_write = m.mode() & 0o022 != 0;
-        let sticky = m.mode() & 0o1000 != 0;
-        if writing && m.uid() != me && m.uid() != 0 {
+    {
+        let m = checked.stat()?;
+        let others_write = m.st_mode & 0o022 != 0;
+        let sticky = m.st_mode & 0o1000 != 0;
+        if writing && m.st_uid != me && m.st_uid != 0 {
             bail!(
                 "the results database {} is in {}, a directory of uid {} (not yours): its owner could put a journal file of theirs beside it for SQLite to use; keep it in a directory of your own",
                 path.display(),
                 dir.display(),
-                m.uid()
+                m.st_uid
             );
         }
         if others_write && (writing || !sticky) {
@@ -209,7 +223,7 @@ fn check_place(path: &Path, writing: bool) -> Result<bool> {
                 "the results database {} is in {}, which other users may write (mode {:o}{}): they could {}; keep it in a directory of your own",
                 path.display(),
                 dir.display(),
-                m.mode() & 0o7777,
+                m.st_mode & 0o7777,
                 if sticky { ", sticky" } else { ", not sticky" },
                 if sticky {
                     "put a journal file of theirs beside it for SQLite to use"
@@ -219,15 +233,15 @@ fn check_place(path: &Path, writing: bool) -> Result<bool> {
             );
         }
     }
-    Ok(writer_open)
+    Ok((writer_open, path.clone()))
 }
 
 impl Store {
     /// Open (or create) the database at `path`.
     pub fn open(path: &Path) -> Result<Store> {
-        check_place(path, true)?;
+        let (_, real) = check_place(path, true)?;
         let conn = Connection::open_with_flags(
-            path,
+            &real,
             rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
         .with_context(|| format!("cannot open the results database {}", path.display()))?;
@@ -311,7 +325,7 @@ impl Store {
         // immutable file: a read-only connection to a WAL store would otherwise create
         // both (and leave them). One a sweep is writing is read as SQLite's readers read:
         // its side files exist already (and are its owner's: checked).
-        let writer_open = check_place(path, false)?;
+        let (writer_open, real) = check_place(path, false)?;
         let not_ours = || {
             anyhow!(
                 "{} is not a throttle results database (no `runs` table of throttle's in it): name the file a sweep or the demo wrote with --db",
@@ -322,8 +336,6 @@ impl Store {
             | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW
             | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
             | rusqlite::OpenFlags::SQLITE_OPEN_URI;
-        let real = std::fs::canonicalize(path)
-            .with_context(|| format!("cannot open the results database {}", path.display()))?;
         let uri = format!(
             "file:{}{}",
             uri_path(&real),

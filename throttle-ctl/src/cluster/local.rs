@@ -222,9 +222,7 @@ fn state_dir(path: &Path) -> Result<crate::shared_dir::Dir> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
-    let parent = crate::shared_dir::Dir::open_shared(&parent)
+    let parent = crate::shared_dir::Dir::make_shared(&parent)
         .map_err(|e| anyhow!("the state directory's parent: {e:#}"))?;
     parent
         .private_subdir(name)
