@@ -295,6 +295,31 @@ fn bad_run_arguments_are_explained() {
         err.contains("pmm needs a square number of processes"),
         "{err}"
     );
+    // Issue 55, finding 3: a size whose blocks fit one by one but not together (more than
+    // any machine's memory here: about 1.8 TiB) is refused before anything is launched,
+    // with the figures; so is it by a rank on its own node (wherever the controller could
+    // not know the node's memory).
+    let (ok, v, err) = json_run(
+        &c.0,
+        &["--workload", "pmm", "--nodes", "1", "--size", "200000"],
+    );
+    assert!(!ok && v.is_null(), "{v}");
+    assert!(
+        err.contains("needs about") && err.contains("available"),
+        "{err}"
+    );
+    let rank = std::process::Command::new(bin_dir().join("throttle-pmm"))
+        .args(["--size", "200000"])
+        .env("THROTTLE_SIZE", "4")
+        .env("THROTTLE_NODE_RANKS", "4")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&rank.stderr);
+    assert_eq!(rank.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("needs about") && said.contains("MemAvailable"),
+        "{said}"
+    );
 }
 
 #[test]

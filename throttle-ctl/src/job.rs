@@ -211,6 +211,10 @@ fn check_spec(cluster: &Cluster, spec: &JobSpec) -> Result<()> {
     }
     spec.workload
         .check_procs(spec.nodes * spec.ranks_per_node)?;
+    if cluster.file.local_dir.is_some() {
+        spec.workload
+            .check_memory_here(spec.nodes, spec.ranks_per_node)?;
+    }
     Ok(())
 }
 

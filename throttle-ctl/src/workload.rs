@@ -5,7 +5,7 @@
 //! [`Workload::new`], so a workload the program would refuse never reaches an agent, and
 //! [`Workload::check_procs`] refuses a process count before anything is shaped.
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use throttle_proto::workload::Options;
 
 use crate::external::{CommandTemplate, TimeRegex};
@@ -68,6 +68,32 @@ impl Workload {
     /// Refuse a number of processes the program would refuse.
     pub fn check_procs(&self, procs: usize) -> Result<()> {
         self.options.check_procs(procs).map_err(|e| anyhow!("{e}"))
+    }
+
+    /// Refuse `nodes` nodes of `ranks_per_node` ranks when they all run on this machine
+    /// (a local cluster) and together need more memory than it has available
+    /// (`throttle_proto::workload::memory`); each rank checks its own node as it starts
+    /// as well, wherever it runs.
+    pub fn check_memory_here(&self, nodes: usize, ranks_per_node: usize) -> Result<()> {
+        use throttle_proto::workload::memory;
+        let procs = nodes * ranks_per_node;
+        let (Some(per_node), Some(available)) = (
+            memory::per_node(&self.options, procs, ranks_per_node),
+            throttle_proto::os::memory::available(),
+        ) else {
+            return Ok(());
+        };
+        let need = per_node.saturating_mul(nodes as u64);
+        if need > available {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            bail!(
+                "{} on {procs} process(es) needs about {:.1} GiB of memory, and its {nodes} node(s) all run on this machine, which has {:.1} GiB available: choose a smaller problem or fewer nodes",
+                self.name(),
+                gib(need),
+                gib(available)
+            );
+        }
+        Ok(())
     }
 
     /// Whether the ranks sleep instead of computing (each stands for a node with its own

@@ -24,8 +24,7 @@ use crate::comm::{Comm, CommError};
 
 const TAG_ROLL: u32 = 20;
 
-/// Largest M verified against a full serial product (larger: checksum identity).
-pub const SERIAL_CHECK_MAX: usize = 1024;
+pub use throttle_proto::workload::pmm::SERIAL_CHECK_MAX;
 
 /// Longest sleep one emulated step may ask for (a day): beyond it the settings are a typo.
 const EMULATED_STEP_MAX_S: f64 = 86_400.0;

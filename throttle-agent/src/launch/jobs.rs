@@ -366,6 +366,15 @@ impl Launcher {
             .env("THROTTLE_JOB", job.as_str())
             .env("THROTTLE_RANK", rank.to_string())
             .env("THROTTLE_SIZE", spec.ranks.len().to_string())
+            // For the workloads' memory check: how many of them share this node.
+            .env(
+                "THROTTLE_NODE_RANKS",
+                spec.ranks
+                    .iter()
+                    .filter(|n| **n == self.node)
+                    .count()
+                    .to_string(),
+            )
             .env("THROTTLE_NODE", self.node.as_str())
             .env("THROTTLE_AGENT_SOCKET", &self.local_socket)
             .env("THROTTLE_RUN_DIR", run_dir)

@@ -271,6 +271,16 @@ impl Sweep {
                 );
             }
         }
+        // A local cluster runs every node here: a size whose ranks cannot fit this
+        // machine's memory together is refused before the first run (issue 55).
+        if cluster.file.local_dir.is_some() {
+            let sizes = self.spec.until.iter().flat_map(|u| u.sizes.iter());
+            for &n in self.spec.nodes.iter().chain(sizes) {
+                self.workload
+                    .check_memory_here(n, self.spec.ranks_per_node)
+                    .map_err(|e| e.context(format!("at {n} node(s)")))?;
+            }
+        }
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 //! kernel cannot answer). Everything else in the crate is values, their parsing and their
 //! wire formats, and does no I/O (`tests/tests/structure/architecture.rs` checks it).
 
+pub mod memory;
 pub mod rank_client;
 pub mod socket_table;
 pub mod token_file;

@@ -16,6 +16,7 @@
 
 pub mod bfs;
 pub mod loggps;
+pub mod memory;
 pub mod mw;
 pub mod pmm;
 pub mod program;

@@ -9,6 +9,10 @@ use crate::emulation;
 pub const DEFAULT_SIZE: usize = 1024;
 
 /// How a row of the process grid broadcasts its block.
+/// Largest M the program checks against a full serial product (larger: by the checksum
+/// identity).
+pub const SERIAL_CHECK_MAX: usize = 1024;
+
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]

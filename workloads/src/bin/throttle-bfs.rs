@@ -20,6 +20,11 @@ fn main() {
         eprintln!("throttle-bfs: {e}");
         std::process::exit(2)
     }
+    if let Err(e) = workloads::fits_this_node(&throttle_proto::workload::Options::Bfs(cfg.clone()))
+    {
+        eprintln!("throttle-bfs: {e}");
+        std::process::exit(2)
+    }
     let comm = Comm::from_env().unwrap_or_else(|e| {
         eprintln!("throttle-bfs: {e}");
         std::process::exit(2)

@@ -22,6 +22,12 @@ fn main() {
         eprintln!("throttle-loggps: {e}");
         std::process::exit(2)
     }
+    if let Err(e) =
+        workloads::fits_this_node(&throttle_proto::workload::Options::LogGps(cfg.clone()))
+    {
+        eprintln!("throttle-loggps: {e}");
+        std::process::exit(2)
+    }
     let comm = Comm::from_env().unwrap_or_else(|e| {
         eprintln!("throttle-loggps: {e}");
         std::process::exit(2)

@@ -23,6 +23,10 @@ fn main() {
         eprintln!("throttle-mw: {e}");
         std::process::exit(2)
     }
+    if let Err(e) = workloads::fits_this_node(&throttle_proto::workload::Options::Mw(cfg.clone())) {
+        eprintln!("throttle-mw: {e}");
+        std::process::exit(2)
+    }
     let comm = Comm::from_env().unwrap_or_else(|e| {
         eprintln!("throttle-mw: {e}");
         std::process::exit(2)

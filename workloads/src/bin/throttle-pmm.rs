@@ -21,6 +21,11 @@ fn main() {
         eprintln!("throttle-pmm: {e}");
         std::process::exit(2)
     }
+    if let Err(e) = workloads::fits_this_node(&throttle_proto::workload::Options::Pmm(cfg.clone()))
+    {
+        eprintln!("throttle-pmm: {e}");
+        std::process::exit(2)
+    }
     let comm = Comm::from_env().unwrap_or_else(|e| {
         eprintln!("throttle-pmm: {e}");
         std::process::exit(2)
