@@ -43,7 +43,8 @@ pub struct Args {
     /// With a series swept over a problem axis (`[problem]` in its spec): the problem
     /// values to project to, with each --predict size [default: the largest measured]. A
     /// BFS's value is its scale, PMM's its matrix order, mw's its bytes per iteration, a
-    /// command's its {n}. Measured sizes and problems asked are held out of every fit
+    /// command's the value of its n placeholder (n in curly braces in its run line).
+    /// Measured sizes and problems asked are held out of every fit
     /// (`--predict 8 --problem 14`: fitted without 8 nodes and without scale 14).
     #[arg(long, value_name = "VALUES")]
     problem: Option<String>,

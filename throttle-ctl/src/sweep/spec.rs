@@ -79,14 +79,16 @@ macro_rules! sweep_keys_help {
     pairs = [[2, 11], [4, 12]]  (node count, value) pairs: a table of both
                             The value sets bfs's scale, pmm's size, mw's volume
                             (its work grows alike: compute_seconds is the work
-                            of the [mw] volume), a command's {n}. One series,
+                            of the [mw] volume), a command's n placeholder (the
+                            letter n in curly braces in its run line). One series,
                             every run stored with its value; `analyze` fits the
                             demand in both and projects to --predict P --problem N
   [command]                 with workload = "command": your own program
     run = "mpirun ..."      its command line (/bin/sh -c), with {nodes}, {procs},
                             {ranks_per_node}, {hostfile} (one node per line, its
                             slots), {bw} (the step, percent) and, with a
-                            [problem], {n} (the problem value); an mpirun needs
+                            [problem], n in curly braces (the problem value);
+                            an mpirun needs
                             `throttle-ctl exec` as its launch agent (every rank
                             runs as its node): --mca plm_rsh_agent "throttle-ctl exec"
     time_regex = 'elapsed: ([0-9.]+)'   its one group: the completion time, s
