@@ -82,14 +82,22 @@ pub fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<Stri
 
 /// The most sizes one analysis takes: a sweep measures a handful; a store with
 /// thousands (a file anyone may hand over: 5,000 sizes did not finish in a minute) is
-/// refused rather than worked on without end.
-pub const MAX_SIZES: usize = 256;
+/// refused rather than worked on without end. At 64 sizes the analysis took 18.5 s on
+/// the 2-core development machine (its bootstraps within [`bootstrap::WORK`]), at 128
+/// 62.7 s (experiments/2026-12-02-analysis-cost.md).
+pub const MAX_SIZES: usize = 64;
 
 /// Run the analysis on `obs`.
 pub fn analyze(obs: &[Observation], req: &Question) -> Result<Analysis> {
+    analyze_within(obs, req, bootstrap::WORK)
+}
+
+/// [`analyze`] with its bootstraps within `work` size fits each ([`bootstrap::WORK`]):
+/// an analysis of each problem value in turn gives each its share.
+pub(crate) fn analyze_within(obs: &[Observation], req: &Question, work: usize) -> Result<Analysis> {
     let (m, mut warnings) = measure(obs, req)?;
     let (volumes, traffic_recorded) = traffic_volumes(&m.runs.good, req, &mut warnings);
-    let f = fit_and_judge(&m, req, volumes.as_ref(), &mut warnings);
+    let f = fit_and_judge(&m, req, volumes.as_ref(), work, &mut warnings);
     let figures = compose::Figures {
         answer: &f.answer,
         spread: &f.spread,
@@ -312,6 +320,7 @@ fn fit_and_judge(
     m: &Measured,
     req: &Question,
     volumes: Option<&traffic::Volumes>,
+    work: usize,
     warnings: &mut Vec<String>,
 ) -> Fitted {
     let inputs = chain::Inputs {
@@ -328,7 +337,8 @@ fn fit_and_judge(
         .filter(|p| !m.held_out.contains(p))
         .collect();
     let answer = chain::run(&inputs, &m.medians, &fit, &req.predict);
-    let resamples = bootstrap::resamples_for(m.runs.good.len());
+    let full = bootstrap::resamples_for(m.runs.good.len());
+    let resamples = bootstrap::within(full, fit.len(), work);
     let spread = bootstrap::intervals(&inputs, &m.cells, &fit, &req.predict, resamples);
     warnings.extend(warnings::chain(&answer, &req.cti, &m.medians, fit.len()));
     // The backtest over every measured size. Held-out sizes are shown but neither judged
@@ -339,15 +349,21 @@ fn fit_and_judge(
         ..inputs
     };
     let all = chain::run(&demands_only, &m.medians, &m.sizes, &[]);
-    let backtest = backtest::run(
+    let (backtest, checked_with) = backtest::run(
         &inputs,
         &m.cells,
         &m.medians,
         &all,
         &spread.demand,
         &m.held_out,
-        resamples,
+        (full, work),
     );
+    if resamples < full || checked_with < full {
+        warnings.push(format!(
+            "{} sizes: the intervals come from {resamples} resamples and each backtest check's from {checked_with} (not {full}), so that the analysis's time stays bounded; fewer sizes (`analyze --csv` of a part of the store) get the full count",
+            m.sizes.len()
+        ));
+    }
     // How wrong each model has been: at its own fitted sizes, and projected.
     let insample = chain::run(&inputs, &m.medians, &fit, &fit);
     let [dc_residuals, traffic_residuals] = compose::residuals(&insample, &answer, &fit, &req.cti);

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use anyhow::{bail, Result};
 
-use super::{analyze, choose_series, group_cells, volumes, Question, Selection};
+use super::{choose_series, group_cells, volumes, Question, Selection};
 use crate::answer::problem::{
     ByProblem, CellDemand, ProblemAnalysis, ProblemDc, WeakLine, WeakSaturation,
 };
@@ -22,6 +22,13 @@ use crate::trust::surface_check::{self, Checker, Measured};
 
 /// The most problem values one analysis takes.
 pub const MAX_VALUES: usize = 64;
+/// The most sizes, and (size, problem) cells, of a series with a problem axis: each
+/// value's sizes are analysed in turn, so the cost is about the values times one
+/// analysis of their sizes. At these bounds the analysis took 18-29 s on the 2-core
+/// development machine (16 sizes x 16 values 29.0 s, 4 x 64 18.1 s; 32 x 8 was 43.8 s
+/// and 32 x 32 without a bound 899 s: issue 55; experiments/2026-12-02-analysis-cost.md).
+pub const MAX_SIZES: usize = 16;
+pub const MAX_CELLS: usize = 256;
 
 /// What to ask of a series with a problem axis, beside the [`Question`].
 #[derive(Clone, Debug, Default)]
@@ -80,6 +87,18 @@ pub fn analyze_problem(
             values.len()
         );
     }
+    let of_series = || obs.iter().filter(|o| o.series == chosen);
+    let sizes: BTreeSet<u32> = of_series().map(|o| o.procs).collect();
+    let cells: BTreeSet<(u32, u64)> = of_series()
+        .filter_map(|o| o.problem.map(|n| (o.procs, n.to_bits())))
+        .collect();
+    if sizes.len() > MAX_SIZES || cells.len() > MAX_CELLS {
+        bail!(
+            "series `{chosen}` holds {} sizes and {} (size, problem) cells; an analysis with a problem axis takes at most {MAX_SIZES} sizes and {MAX_CELLS} cells (each problem value's sizes are analysed in turn, and more would keep it busy for minutes to hours): export a part of the store and analyse that (`analyze --csv`)",
+            sizes.len(),
+            cells.len()
+        );
+    }
     let axis = &q.axis;
     let mut warnings = Vec::new();
     let mut by_problem = Vec::new();
@@ -103,7 +122,9 @@ pub fn analyze_problem(
                 ..o.clone()
             })
             .collect();
-        let analysis = match analyze(&mine, &sub) {
+        // Each value's analysis gets its share of one analysis's bootstrap work.
+        let work = crate::trust::bootstrap::WORK / values.len();
+        let analysis = match super::analyze_within(&mine, &sub, work) {
             Ok(a) => a,
             Err(e) => {
                 warnings.push(format!("{} {v}: {e}", axis.name));
@@ -481,6 +502,32 @@ mod tests {
 
     /// A weak-scaling line alone (one problem per size) is answered, and said to be unable
     /// to tell the size from the problem.
+    /// Issue 55, finding 2: a problem axis with more sizes or (size, problem) cells than
+    /// an analysis takes is refused at once with the bound named (32 x 32 cells took 899 s
+    /// without it).
+    #[test]
+    fn a_problem_axis_beyond_its_bounds_is_refused_at_once() {
+        let q = ProblemQuestion {
+            axis: ProblemAxis::linear("volume"),
+            problems: vec![],
+            weak: None,
+        };
+        let many_sizes: Vec<u32> = (2..2 + MAX_SIZES as u32 + 1).collect();
+        let many_values: Vec<f64> = (1..=33).map(|i| i as f64 * 1e6).collect();
+        for obs in [
+            observations("mw", &many_sizes, &[1e6, 2e6]),
+            observations("mw", &[2, 3, 4, 5, 6, 7, 8, 9], &many_values),
+        ] {
+            let start = std::time::Instant::now();
+            let e = analyze_problem(&obs, &question(vec![]), &q)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("at most 16 sizes and 256 cells"), "{e}");
+            assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        }
+    }
+
     #[test]
     fn a_weak_scaling_line_alone_is_said_to_tie_size_and_problem() {
         let mut obs = Vec::new();
@@ -518,5 +565,57 @@ mod tests {
         obs.extend(observations("mw", &[2], &[2e6]));
         let e = has_axis(&obs, &req).unwrap_err().to_string();
         assert!(e.contains("mixes runs"), "{e}");
+    }
+
+    /// Issue 55, finding 2, measured (not a check): the worst stores within the bounds and
+    /// beyond them, on the finding's grids (2 or 5 bandwidths x 2 repeats a cell):
+    /// `cargo test --release -p throttle-analysis cost_of_a_grid -- --ignored --nocapture`
+    /// (experiments/2026-12-02-analysis-cost.md).
+    #[test]
+    #[ignore]
+    fn cost_of_a_grid() {
+        let grid = |k: u32, values: usize, bws: usize| {
+            let sizes: Vec<u32> = (0..k).map(|i| 2 + i).collect();
+            let problems: Vec<f64> = (0..values).map(|i| 1e6 * (1.0 + i as f64)).collect();
+            let keep = [100.0, 50.0, 25.0, 10.0, 5.0];
+            let obs: Vec<Observation> = observations("mw", &sizes, &problems)
+                .into_iter()
+                .map(|o| {
+                    if values == 1 {
+                        Observation { problem: None, ..o }
+                    } else {
+                        o
+                    }
+                })
+                .filter(|o| keep[..bws].contains(&o.bw_pct.percent().unwrap()) && o.repeat < 2)
+                .collect();
+            let t = std::time::Instant::now();
+            let refused = if values == 1 {
+                crate::analyze(&obs, &question(vec![])).is_err()
+            } else {
+                let q = ProblemQuestion {
+                    axis: ProblemAxis::linear("volume"),
+                    problems: vec![],
+                    weak: None,
+                };
+                analyze_problem(&obs, &question(vec![]), &q).is_err()
+            };
+            eprintln!(
+                "{k} sizes x {values} values x {bws} bandwidths: {} in {:.1} s",
+                if refused { "refused" } else { "analysed" },
+                t.elapsed().as_secs_f64()
+            );
+        };
+        for (k, v, b) in [
+            (64, 1, 2),
+            (64, 1, 5),
+            (65, 1, 2),
+            (16, 16, 2),
+            (4, 64, 2),
+            (8, 32, 5),
+            (32, 32, 2),
+        ] {
+            grid(k, v, b);
+        }
     }
 }

@@ -116,7 +116,9 @@ pub fn se_of(i: &Interval) -> f64 {
 /// `measured` is the chain on every size, and
 /// `measured_spread` its bootstrap (each measured demand's interval). A held-out size is
 /// a target (marked, not judged) but never fitted on: the checks then test the same kind
-/// of fit as the projection itself.
+/// of fit as the projection itself. Each check's bootstrap gets `resamples`, or fewer
+/// where all of them together would cost more than `work` size fits
+/// ([`bootstrap::within`]); returns the checks and the resamples each got.
 pub fn run(
     inputs: &Inputs,
     cells: &BTreeMap<(u32, BwKey), Vec<f64>>,
@@ -124,16 +126,26 @@ pub fn run(
     measured: &Chain,
     measured_spread: &BTreeMap<(u32, usize), Spread>,
     held_out: &[u32],
-    resamples: usize,
-) -> Vec<Check> {
+    (resamples, work): (usize, usize),
+) -> (Vec<Check>, usize) {
     let sizes: Vec<u32> = chain::curves(medians).keys().copied().collect();
-    let mut out = Vec::new();
-    for &target in &sizes {
-        let from: Vec<u32> = sizes
+    let from_of = |target: u32| -> Vec<u32> {
+        sizes
             .iter()
             .copied()
             .filter(|&p| p < target && !held_out.contains(&p))
-            .collect();
+            .collect()
+    };
+    // Every check's bootstrap gets the same resamples, within the work of all of them.
+    let fits: usize = sizes
+        .iter()
+        .map(|&t| from_of(t).len())
+        .filter(|&n| n >= 2)
+        .sum();
+    let resamples = bootstrap::within(resamples, fits, work);
+    let mut out = Vec::new();
+    for &target in &sizes {
+        let from = from_of(target);
         if from.len() >= 2 {
             let c = chain::run(inputs, medians, &from, &[target]);
             if c.projection.is_empty() && c.traffic_projection.is_empty() {
@@ -187,7 +199,7 @@ pub fn run(
             }
         }
     }
-    out
+    (out, resamples)
 }
 
 /// One check: the projection against the measurement, with both sides' noise.
@@ -643,7 +655,16 @@ mod tests {
         let all: Vec<u32> = c.keys().map(|k| k.0).collect();
         let m = chain::run(&inputs, &medians, &all, &[]);
         let spread = bootstrap::intervals(&inputs, c, &all, &[], 50);
-        run(&inputs, c, &medians, &m, &spread.demand, held_out, 50)
+        run(
+            &inputs,
+            c,
+            &medians,
+            &m,
+            &spread.demand,
+            held_out,
+            (50, bootstrap::WORK),
+        )
+        .0
     }
 
     #[test]

@@ -96,10 +96,29 @@ pub struct Intervals {
     pub forms: BTreeMap<&'static str, BTreeMap<String, usize>>,
 }
 
-/// How many resamples for `runs` runs: 1,000, fewer for very large data (at least 100),
-/// so that the analysis of a million rows still answers in seconds.
+/// How many resamples for `runs` runs: 1,000, fewer for very large data (at least
+/// [`MIN_RESAMPLES`]), so that the analysis of a million rows still answers in seconds.
 pub fn resamples_for(runs: usize) -> usize {
-    (20_000_000 / runs.max(1)).clamp(100, 1000)
+    (20_000_000 / runs.max(1)).clamp(MIN_RESAMPLES, 1000)
+}
+
+/// The fewest resamples an interval is read from.
+pub const MIN_RESAMPLES: usize = 100;
+
+/// What one analysis's bootstraps may cost, in fits of one size (a resample of a
+/// bootstrap over `k` sizes fits `k`): the bootstrap of the fitted sizes and, apart, the
+/// backtest's (one bootstrap per size checked, over the sizes below it) each get this
+/// much. A sweep's handful of sizes never reaches it (16 sizes at 1,000 resamples cost
+/// 16,000 and the backtest 119,000); a store of many sizes, or a problem axis whose
+/// every value is analysed in turn (each gets its share), has its resamples reduced
+/// instead of keeping `analyze` busy for hours (issue 55: 32 sizes x 32 problem values,
+/// 899 s; experiments/2026-12-02-analysis-cost.md).
+pub const WORK: usize = 120_000;
+
+/// Resamples for bootstraps that fit `sizes` sizes in all, within `work` size fits:
+/// `resamples`, fewer where that would cost more, never fewer than [`MIN_RESAMPLES`].
+pub fn within(resamples: usize, sizes: usize, work: usize) -> usize {
+    (work / sizes.max(1)).clamp(MIN_RESAMPLES.min(resamples), resamples)
 }
 
 fn spread(mut values: Vec<f64>, resamples: usize) -> Spread {
@@ -306,5 +325,10 @@ mod tests {
     fn fewer_resamples_for_huge_data() {
         assert_eq!(resamples_for(100), 1000);
         assert_eq!(resamples_for(1_000_000), 100);
+        // A sweep's sizes cost their full count; many, fewer, never below the floor.
+        assert_eq!(within(1000, 16, WORK), 1000);
+        assert_eq!(within(1000, 2_015, WORK), 100);
+        assert_eq!(within(1000, 600, WORK), 200);
+        assert_eq!(within(50, 600, WORK), 50);
     }
 }

@@ -186,13 +186,26 @@ impl Sweep {
         if spec.until.is_some() {
             bail!("[until] and [problem] do not go together yet: [until] narrows the answer at one size of one problem (sweep each value with its own [until] and `name`)");
         }
+        let cells = axis.cells(&spec.nodes, spec.ranks_per_node)?;
+        {
+            use throttle_analysis::analyze::problem::{MAX_CELLS, MAX_SIZES};
+            let nodes: std::collections::BTreeSet<usize> =
+                cells.iter().flat_map(|c| c.nodes.iter().copied()).collect();
+            let cell_count: usize = cells.iter().map(|c| c.nodes.len()).sum();
+            if nodes.len() > MAX_SIZES || cell_count > MAX_CELLS {
+                bail!(
+                    "this sweep measures {} node counts in {cell_count} (nodes, problem) cells; `analyze` takes at most {MAX_SIZES} node counts and {MAX_CELLS} cells with a problem axis (its time grows with both): sweep fewer, or split the axis into sweeps with their own `name`",
+                    nodes.len()
+                );
+            }
+        }
         let base = spec.options()?;
         let series = match &spec.name {
             Some(name) => series_name(name)?,
             None => default_series(base.name(), &options_set(&problem::named(&base)?)),
         };
         let mut sweeps = Vec::new();
-        for cell in axis.cells(&spec.nodes, spec.ranks_per_node)? {
+        for cell in cells {
             let mut one = spec.clone();
             one.problem = None;
             one.name = None;
@@ -224,6 +237,13 @@ impl Sweep {
         let options = workload.options().to_json();
         if spec.nodes.is_empty() || spec.nodes.contains(&0) {
             bail!("`nodes` must list node counts >= 1");
+        }
+        if spec.nodes.len() > throttle_analysis::analyze::MAX_SIZES {
+            bail!(
+                "`nodes` lists {} node counts; `analyze` takes at most {} (its time grows with them): sweep fewer, or split them into sweeps with their own `name`",
+                spec.nodes.len(),
+                throttle_analysis::analyze::MAX_SIZES
+            );
         }
         // Every count bounded as `repeats` is (a spec is a file anyone may hand over: a
         // count of 4294967295 is a sweep without end), whether or not it is used.
@@ -904,6 +924,38 @@ mod tests {
         );
         assert_eq!(b.spec.retries, 1);
         assert!(text.contains("[pmm]") && !text.contains("[bfs]"), "{text}");
+    }
+
+    /// Issue 55, finding 2: a sweep whose analysis would be refused (more node counts, or
+    /// (nodes, problem) cells, than `analyze` takes) is refused before its first run.
+    #[test]
+    fn a_sweep_its_analysis_would_refuse_is_refused_at_once() {
+        let nodes: Vec<String> = (1..=65).map(|n| n.to_string()).collect();
+        let many = format!(
+            "workload = \"mw\"\nnodes = [{}]\nbandwidths = [100]\nrepeats = 1\n[mw]\nvolume = 1000\ncompute_seconds = 0.1\n",
+            nodes.join(", ")
+        );
+        let e = Sweep::plan(toml::from_str(&many).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("65 node counts") && e.contains("at most 64"),
+            "{e}"
+        );
+        let seventeen: Vec<String> = (1..=17).map(|n| n.to_string()).collect();
+        let axis = format!(
+            "workload = \"mw\"\nnodes = [{}]\nbandwidths = [100]\nrepeats = 1\n[mw]\nvolume = 1000\ncompute_seconds = 0.1\n[problem]\nvalues = [1000, 2000]\n",
+            seventeen.join(", ")
+        );
+        let e = Sweep::plan(toml::from_str(&axis).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("17 node counts in 34") && e.contains("at most 16"),
+            "{e}"
+        );
     }
 
     #[test]
