@@ -506,10 +506,10 @@ pub fn in_shared_dir(path: &Path) -> Result<(Dir, String)> {
 }
 
 /// The directory `path` to write a user's output into (a report, the demo's files),
-/// created where it is missing (mode 0755, its missing parents too): the last component
-/// not a link, this user's, and writable by nobody else, so that nobody can plant a link
-/// or a file of theirs in it; its parent (through a link of this user's or root's, not
-/// another's) passes [`Dir::open_shared`].
+/// created where it is missing (mode 0755, its missing parents too, each made where the
+/// walk of [`Dir::resolve`] arrived, never through a link it does not trust): the last
+/// component not a link, this user's, and writable by nobody else, so that nobody can
+/// plant a link or a file of theirs in it; its parent passes [`Dir::open_shared`]'s rule.
 pub fn out_dir(path: &Path) -> Result<Dir> {
     let refuse = |st: &FileStat| -> Result<()> {
         if st.st_uid != me() || st.st_mode & 0o022 != 0 {
@@ -542,8 +542,9 @@ pub fn out_dir(path: &Path) -> Result<Dir> {
 
 /// Write `bytes` as the file `path` names, whole: a new file of a name nobody can have
 /// guessed, renamed over the name ([`Dir::write_atomically`]); a link, a directory or a
-/// device at that name is refused, never followed. The directory may be anyone's (a
-/// group's project directory): nothing in this path follows a link, so whoever may
+/// device at that name is refused, never followed; the directory is reached by
+/// [`Dir::resolve`]'s walk. The directory may be anyone's (a group's project directory):
+/// nothing in this path follows a link another user could have planted, so whoever may
 /// change the directory can change the file afterwards, as they could anyway, but cannot
 /// make this write land elsewhere; in a sticky one another user's file of that name is not
 /// replaced.
