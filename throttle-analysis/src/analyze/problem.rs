@@ -64,7 +64,7 @@ pub fn values(obs: &[Observation], series: &str) -> Result<Vec<f64>> {
 }
 
 /// Whether the series `req` asks for (or the only one) has two or more problem values:
-/// then [`analyze_problem`] answers it, else [`analyze`].
+/// then [`analyze_problem`] answers it, else [`analyze`](super::analyze).
 pub fn has_axis(obs: &[Observation], req: &Question) -> Result<bool> {
     let chosen = choose_series(obs, &req.series)?;
     Ok(values(obs, &chosen)?.len() >= 2)
