@@ -77,6 +77,10 @@ PROBES=$(cat <<'EOF_PROBES'
 43-7d|throttle-analysis|lib|table::tests::bidirectional_controls_are_written_out_everywhere|bidi controls in labels reorder what is shown
 55-1|throttle-tests|shared_dirs|a_link_in_an_earlier_component_of_a_path_is_followed_only_when_safe|another user's link in an earlier component of an output path makes root write and create directories through it
 55-1b|throttle-ctl|lib|shared_dir::tests::a_path_is_walked_one_component_at_a_time_trusting_only_safe_links|a link of one's own in a directory others may change is followed
+55-2|throttle-analysis|lib|analyze::problem::tests::a_problem_axis_beyond_its_bounds_is_refused_at_once|a store of 32 x 32 (size, problem) cells keeps analyze busy for 15 minutes
+55-2b|throttle-ctl|lib|sweep::plan::tests::a_sweep_its_analysis_would_refuse_is_refused_at_once|a sweep stores sizes its analysis then cannot answer in time
+55-3|throttle-tests|run|bad_run_arguments_are_explained|a workload size whose parts fit one by one but not together brings the OOM killer
+55-5|throttle-tests|cli|the_token_goes_only_to_an_agent_that_proves_it_holds_it|a copied cluster file's token_file sends a token-shaped secret to its control address, or through a relay
 EOF_PROBES
 )
 

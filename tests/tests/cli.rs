@@ -481,3 +481,105 @@ fn cluster_init_reads_the_slurm_node_list() {
     }
     assert!(err(run(Some("node[1-"))).contains("without its `]`"));
 }
+
+/// Issue 55, finding 5: the controller sends its token only to an agent that proves it
+/// holds it, at the address dialed. A cluster file naming the real token file but another
+/// address gets no token there: neither a stranger's listener (which cannot prove
+/// anything) nor a relay that passes every byte on to the real agent (whose proof names
+/// its own address, not the relay's). The real cluster still answers.
+#[test]
+fn the_token_goes_only_to_an_agent_that_proves_it_holds_it() {
+    let c = up("prove", 1, "1Gbit", "127.0.76.1");
+    let cluster = std::fs::read_to_string(c.0.join("throttle-cluster.toml")).unwrap();
+    let token_file = cluster
+        .lines()
+        .find(|l| l.starts_with("token_file"))
+        .and_then(|l| l.split('"').nth(1))
+        .unwrap();
+    let token = std::fs::read_to_string(c.0.join(token_file)).unwrap();
+    let token = token.trim().to_string();
+    let control: std::net::SocketAddr = cluster
+        .lines()
+        .find(|l| l.starts_with("control"))
+        .and_then(|l| l.split('"').nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // What reached each stand-in, every byte.
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let relay = |listener: std::net::TcpListener, to: Option<std::net::SocketAddr>| {
+        let heard = heard.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let heard = heard.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let upstream = to.and_then(|a| std::net::TcpStream::connect(a).ok());
+                    if let Some(mut up) = upstream {
+                        let mut back = up.try_clone().unwrap();
+                        let mut client = conn.try_clone().unwrap();
+                        std::thread::spawn(move || {
+                            let _ = std::io::copy(&mut back, &mut client);
+                        });
+                        while let Ok(n) = conn.read(&mut buf) {
+                            if n == 0 || up.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                            heard.lock().unwrap().extend_from_slice(&buf[..n]);
+                        }
+                    } else {
+                        let n = conn.read(&mut buf).unwrap_or(0);
+                        heard.lock().unwrap().extend_from_slice(&buf[..n]);
+                        let zeros = "0".repeat(64);
+                        let _ = conn.write_all(
+                            format!("HTTP/1.1 204 No Content\r\nx-throttle-proof: {zeros}\r\nconnection: close\r\n\r\n").as_bytes(),
+                        );
+                    }
+                });
+            }
+        });
+    };
+    let stranger = std::net::TcpListener::bind("127.0.76.9:0").unwrap();
+    let through = std::net::TcpListener::bind("127.0.76.10:0").unwrap();
+    let (stranger_at, through_at) = (
+        stranger.local_addr().unwrap(),
+        through.local_addr().unwrap(),
+    );
+    relay(stranger, None);
+    relay(through, Some(control));
+    for at in [stranger_at, through_at] {
+        let copy = c.0.join(format!("copied-{}.toml", at.port()));
+        std::fs::write(
+            &copy,
+            cluster.replace(&control.to_string(), &at.to_string()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let out = ctl(&c.0, &["status", "--cluster", copy.to_str().unwrap()]);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{at}: {said}");
+        assert!(
+            said.contains("did not prove it holds the token"),
+            "{at}: {said}"
+        );
+    }
+    let heard = String::from_utf8_lossy(&heard.lock().unwrap()).to_string();
+    assert!(heard.contains("GET /prove"), "{heard}");
+    assert!(
+        !heard.contains(&token) && !heard.contains("Bearer"),
+        "the token went to a stand-in: {heard}"
+    );
+    // Dialed directly, the agent proves it and answers.
+    let out = ctl(&c.0, &["status"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

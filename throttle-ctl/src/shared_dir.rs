@@ -43,6 +43,9 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 
 /// Most symbolic links one path may pass through ([`Dir::resolve`]; the kernel's limit).
 pub const MAX_LINKS: usize = 40;
+/// Most directories one walk may make (or make again, where another process removes
+/// them as fast): more than any path of ours has components.
+const MAX_MADE: usize = 256;
 
 /// A directory opened without following a link and checked on its descriptor.
 pub struct Dir {
@@ -198,7 +201,7 @@ impl Dir {
                     // Made here, then opened again like any other component (whoever
                     // put something in its place meanwhile meets the same checks).
                     made += 1;
-                    if made > MAX_LINKS + 64 {
+                    if made > MAX_MADE {
                         bail!(
                             "cannot create {}: it keeps disappearing",
                             at(&done).join(name).display()

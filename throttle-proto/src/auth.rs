@@ -121,6 +121,35 @@ impl Token {
         mac
     }
 
+    /// The proof that an agent holds the token, which a controller asks for before it
+    /// sends the token (`GET` [`PROVE_PATH`], the controller's nonce in [`NONCE_HEADER`]):
+    /// HMAC-SHA256 keyed with the token over a label, the nonce, and `at`, the address the
+    /// request came in on as the agent saw it. A cluster file someone else wrote may name
+    /// any address and any token-shaped file: only an agent holding that very token can
+    /// answer, and a relay at another address that passes the question on to a real agent
+    /// gets a proof for the agent's address, not its own (issue 55, finding 5).
+    pub fn control_proof(&self, nonce: &[u8], at: &std::net::SocketAddr) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(self.0.as_bytes())
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(b"throttle-v2 control agent");
+        mac.update(nonce);
+        let at = at.to_string();
+        mac.update(&(at.len() as u32).to_be_bytes());
+        mac.update(at.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
+    /// Check a [`Token::control_proof`] in constant time.
+    pub fn check_control_proof(
+        &self,
+        nonce: &[u8],
+        at: &std::net::SocketAddr,
+        proof: &[u8],
+    ) -> bool {
+        let want = self.control_proof(nonce, at);
+        proof.len() == want.len() && want.iter().zip(proof).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+    }
+
     /// Compare with `candidate` in time independent of where they differ.
     pub fn matches(&self, candidate: &str) -> bool {
         let a = self.0.as_bytes();
@@ -131,6 +160,32 @@ impl Token {
         }
         diff == 0
     }
+}
+
+/// Where an agent answers [`Token::control_proof`]'s question, without the token.
+pub const PROVE_PATH: &str = "/prove";
+/// The request header that carries the controller's nonce (64 hex digits).
+pub const NONCE_HEADER: &str = "x-throttle-nonce";
+/// The answer's header that carries the proof (64 hex digits).
+pub const PROOF_HEADER: &str = "x-throttle-proof";
+
+/// `bytes` as lowercase hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// 32 bytes from 64 hex digits; `None` for anything else.
+pub fn from_hex32(text: &str) -> Option<[u8; 32]> {
+    let t = text.as_bytes();
+    if t.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in t.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
 }
 
 /// Which end of a peer handshake a proof is for.
@@ -197,5 +252,22 @@ mod tests {
         assert!(Token::new("c2VjcmV0LXRva2VuLWJhc2U2NA==").is_ok());
         assert!(Token::new("has a space in it ok").is_err());
         assert_eq!(Token::generate().unwrap().as_str().len(), 64);
+    }
+
+    #[test]
+    fn a_control_proof_is_bound_to_the_token_the_nonce_and_the_address() {
+        let t = Token::new("0123456789abcdef").unwrap();
+        let other = Token::new("fedcba9876543210").unwrap();
+        let at: std::net::SocketAddr = "127.0.1.1:7000".parse().unwrap();
+        let relay: std::net::SocketAddr = "127.0.0.1:7000".parse().unwrap();
+        let p = t.control_proof(&[1; 32], &at);
+        assert!(t.check_control_proof(&[1; 32], &at, &p));
+        assert!(!t.check_control_proof(&[2; 32], &at, &p));
+        assert!(!t.check_control_proof(&[1; 32], &relay, &p));
+        assert!(!other.check_control_proof(&[1; 32], &at, &p));
+        assert!(!t.check_control_proof(&[1; 32], &at, &p[..31]));
+        assert_eq!(from_hex32(&to_hex(&p)), Some(p));
+        assert_eq!(from_hex32("zz"), None);
+        assert_eq!(from_hex32(&"g".repeat(64)), None);
     }
 }

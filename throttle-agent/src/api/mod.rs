@@ -121,6 +121,11 @@ pub fn router(agent: Arc<Agent>) -> Router {
 }
 
 async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next) -> Response {
+    if req.uri().path() == throttle_proto::auth::PROVE_PATH
+        && req.method() == axum::http::Method::GET
+    {
+        return prove(&agent, &req);
+    }
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -158,10 +163,50 @@ async fn authenticate(State(agent): State<Arc<Agent>>, req: Request, next: Next)
     resp
 }
 
+/// `GET /prove`: the proof that this agent holds the token, for the controller's nonce and
+/// the address the request came in on (`Token::control_proof`), so that a controller
+/// sends its token only to an agent that has it. Asked without the token: one answer per
+/// connection, then the close, as for any request without it.
+fn prove(agent: &Agent, req: &Request) -> Response {
+    use throttle_proto::auth::{from_hex32, to_hex, NONCE_HEADER, PROOF_HEADER};
+    let nonce = req
+        .headers()
+        .get(NONCE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(from_hex32);
+    let at = req.extensions().get::<server::LocalAddr>().map(|l| l.0);
+    let mut resp = match (nonce, at) {
+        (Some(n), Some(at)) => {
+            let mut r = StatusCode::NO_CONTENT.into_response();
+            if let Ok(v) =
+                header::HeaderValue::from_str(&to_hex(&agent.token.control_proof(&n, &at)))
+            {
+                r.headers_mut().insert(PROOF_HEADER, v);
+            }
+            r
+        }
+        (None, _) => ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("GET /prove needs the header {NONCE_HEADER}: 64 hex digits"),
+        )
+        .into_response(),
+        (_, None) => ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the connection's own address is unknown".into(),
+        )
+        .into_response(),
+    };
+    resp.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    resp
+}
+
 async fn not_found() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see GET /status, PUT /shape, /cluster, /jobs, /jobs/{job}[/launch|/renew], /forwards, POST /calibrate, GET /metrics".into(),
+        "no such endpoint; see GET /prove, GET /status, PUT /shape, /cluster, /jobs, /jobs/{job}[/launch|/renew], /forwards, POST /calibrate, GET /metrics".into(),
     )
 }
 

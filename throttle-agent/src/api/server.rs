@@ -53,6 +53,11 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Copy, Debug)]
 pub struct PeerAddr(pub std::net::SocketAddr);
 
+/// The address a control connection came in on, as this agent sees it (what
+/// `Token::control_proof` is bound to).
+#[derive(Clone, Copy, Debug)]
+pub struct LocalAddr(pub std::net::SocketAddr);
+
 /// TLS for the control API: the agent's certificate chain and key.
 #[derive(Clone)]
 pub struct Tls {
@@ -169,11 +174,21 @@ async fn serve_connection(
     proof: Option<Proof>,
 ) {
     let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().ok().map(LocalAddr);
     match tls {
-        None => http(hyper_util::rt::TokioIo::new(stream), from, app, proof).await,
+        None => {
+            http(
+                hyper_util::rt::TokioIo::new(stream),
+                from,
+                local,
+                app,
+                proof,
+            )
+            .await
+        }
         Some(t) => {
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, t.acceptor.accept(stream)).await {
-                Ok(Ok(s)) => http(hyper_util::rt::TokioIo::new(s), from, app, proof).await,
+                Ok(Ok(s)) => http(hyper_util::rt::TokioIo::new(s), from, local, app, proof).await,
                 Ok(Err(e)) => debug!(error = %e, "TLS handshake failed"),
                 Err(_) => debug!("TLS handshake timed out"),
             }
@@ -181,13 +196,21 @@ async fn serve_connection(
     }
 }
 
-async fn http<I>(io: I, from: std::net::SocketAddr, app: Router, proof: Option<Proof>)
-where
+async fn http<I>(
+    io: I,
+    from: std::net::SocketAddr,
+    local: Option<LocalAddr>,
+    app: Router,
+    proof: Option<Proof>,
+) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let service =
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             req.extensions_mut().insert(PeerAddr(from));
+            if let Some(l) = local {
+                req.extensions_mut().insert(l);
+            }
             if let Some(p) = &proof {
                 req.extensions_mut().insert(p.clone());
             }

@@ -26,6 +26,12 @@ pub struct AgentClient {
     base: String,
     auth: String,
     http: ureq::Agent,
+    /// The token, to check the agent's proof of it before it is sent.
+    token: throttle_proto::auth::Token,
+    /// The address dialed, which the agent's proof must name.
+    control: std::net::SocketAddr,
+    /// Whether the agent proved it holds the token (once per client and its clones).
+    proved: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What went wrong underneath a transport error (the system's words: "Connection refused
@@ -86,6 +92,9 @@ impl AgentClient {
             base: cluster.control_url(node),
             auth: format!("Bearer {}", cluster.token.as_str()),
             http: http.build(),
+            token: cluster.token.clone(),
+            control: node.control,
+            proved: Default::default(),
         }
     }
 
@@ -93,14 +102,61 @@ impl AgentClient {
         &self.node
     }
 
-    /// One request; `Ok(None)` for 204 No Content.
+    /// One request; `Ok(None)` for 204 No Content. The token goes only to an agent that
+    /// proved it holds it ([`AgentClient::prove`]).
     fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         method: &str,
         path: &str,
         body: Option<&B>,
     ) -> Result<Option<T>> {
+        self.prove()?;
         self.answer(self.request(method, path, body))
+    }
+
+    /// Ask the agent, without the token, to prove it holds it (`GET /prove`: an HMAC of
+    /// a fresh nonce and the address dialed, `Token::control_proof`), once per client: a
+    /// cluster file someone else wrote may name any address and any token-shaped file,
+    /// and only the agent of that very token, reached at that very address (not through
+    /// a relay elsewhere), can answer (issue 55, finding 5). A failure is not remembered:
+    /// an agent still starting is asked again next time.
+    fn prove(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        use throttle_proto::auth::{from_hex32, to_hex, NONCE_HEADER, PROOF_HEADER, PROVE_PATH};
+        if self.proved.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let nonce = throttle_proto::auth::nonce()?;
+        let asked = self
+            .http
+            .get(&format!("{}{PROVE_PATH}", self.base))
+            .set(NONCE_HEADER, &to_hex(&nonce))
+            .call();
+        let resp = match asked {
+            Ok(r) => r,
+            Err(ureq::Error::Status(404, _)) => {
+                return Err(anyhow!(
+                    "node `{}`: the agent at {} does not prove it holds the cluster's token (GET {PROVE_PATH}: not found): the token was not sent; run the same throttle version on every node",
+                    self.node,
+                    self.control
+                ))
+            }
+            Err(e) => {
+                return self
+                    .answer::<serde::de::IgnoredAny>(Err(Box::new(e)))
+                    .map(|_| ())
+            }
+        };
+        let proof = resp.header(PROOF_HEADER).and_then(from_hex32);
+        if !proof.is_some_and(|p| self.token.check_control_proof(&nonce, &self.control, &p)) {
+            return Err(anyhow!(
+                "node `{}`: what answers at {} did not prove it holds the token of the cluster file's token_file, so the token was not sent to it: is that address this cluster's agent, reached directly (not through a port mapping or a relay), and is the token file this cluster's? A cluster file someone else wrote may name another's address or secret",
+                self.node,
+                self.control
+            ));
+        }
+        self.proved.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// One request, sent again while the agent turns it away unread: a 503 of its
