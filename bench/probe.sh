@@ -51,7 +51,7 @@ PROBES=$(cat <<'EOF_PROBES'
 35-2|throttle-tests|shared_dirs|a_state_directory_of_another_user_is_refused|local up puts the token in another user's directory
 35-3|throttle-agent|security|a_forward_takes_no_loopback_port_of_this_machine|a forward squats another user's preload port
 35-4|throttle-tests|shared_dirs|a_planted_cluster_file_gets_no_token|a planted cluster file sends a secret as the token
-35-5|throttle-agent|lib|intercept::rules::tests::only_addresses_within_the_operators_blocks_are_captured|PUT /cluster adds an agent at a shared address to interception
+35-5|throttle-agent|lib|state::interception::tests::only_addresses_within_the_operators_blocks_are_captured|PUT /cluster adds an agent at a shared address to interception
 35-5b|throttle-ctl|lib|external::tests::a_run_to_a_node_that_is_not_captured_is_refused|a run between nodes left outside interception passes unshaped
 35-6|throttle-tests|shared_dirs|local_down_acts_only_for_the_cluster_file_local_up_wrote|a hand-written cluster file makes local down kill and remove
 35-7|throttle-agent|lib|launch::programs::tests::programs_that_start_programs_run_only_when_named|timeout, nice, setsid, a script in an allowed directory run anything
