@@ -259,14 +259,22 @@ fn unmodified_iperf3_through_a_forward_gets_the_shaped_rate() {
         .local_addr()
         .unwrap()
         .port();
-    let serve = || {
+    // One server for every stream (it serves them one after another), killed on the way
+    // out whatever happens.
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _server = Server(
         Command::new("iperf3")
-            .args(["-s", "-1", "-B", "127.0.7.2", "-p", &port.to_string()])
+            .args(["-s", "-B", "127.0.7.2", "-p", &port.to_string()])
             .stdout(std::process::Stdio::null())
             .spawn()
-            .unwrap()
-    };
-    let mut first = Some(serve());
+            .unwrap(),
+    );
     let v: serde_json::Value = serde_json::from_str(&ok(ctl(
         dir,
         &[
@@ -284,13 +292,14 @@ fn unmodified_iperf3_through_a_forward_gets_the_shaped_rate() {
     .unwrap();
     let listen: std::net::SocketAddr = v["listen"].as_str().unwrap().parse().unwrap();
     ok(ctl(dir, &["set", "50"])); // 100 Mbit/s
-                                  // One 3-second stream through a proxy agent on a 2-core machine with a busy loop
-                                  // beside it fell to 0.84 of its setting once (the agent waiting for a CPU); a shaping
-                                  // error shows in every stream. The bound: one of three streams within 0.9-1.05.
+
+    // One 3-second stream through a proxy agent on a 2-core machine with a busy loop
+    // beside it fell to 0.84 of its setting once (the agent waiting for a CPU); a shaping
+    // error shows in every stream. The bound: one of three streams within 0.9-1.05.
     let mut ratios = Vec::new();
     for _ in 0..3 {
-        let mut server = first.take().unwrap_or_else(serve);
         let mut out = None;
+        let mut failed = String::new();
         for _ in 0..50 {
             let o = Command::new("iperf3")
                 .args([
@@ -308,11 +317,11 @@ fn unmodified_iperf3_through_a_forward_gets_the_shaped_rate() {
                 out = Some(o);
                 break;
             }
+            failed = String::from_utf8_lossy(&o.stdout).to_string();
             // The server may not be listening yet.
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        let _ = server.wait();
-        let out = out.expect("iperf3 client never succeeded");
+        let out = out.unwrap_or_else(|| panic!("iperf3 client never succeeded: {failed}"));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let bps = v["end"]["sum_received"]["bits_per_second"]
             .as_f64()

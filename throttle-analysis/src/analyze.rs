@@ -82,8 +82,8 @@ pub fn choose_series(obs: &[Observation], asked: &Option<String>) -> Result<Stri
 
 /// The most sizes one analysis takes: a sweep measures a handful; a store with
 /// thousands (a file anyone may hand over: 5,000 sizes did not finish in a minute) is
-/// refused rather than worked on without end. At 64 sizes the analysis took 18.5 s on
-/// the 2-core development machine (its bootstraps within [`bootstrap::WORK`]), at 128
+/// refused rather than worked on without end. At 64 sizes the analysis took 18.5-22.8 s
+/// on the 2-core development machine (its bootstraps within [`bootstrap::WORK`]), at 128
 /// 62.7 s (experiments/2026-12-02-analysis-cost.md).
 pub const MAX_SIZES: usize = 64;
 

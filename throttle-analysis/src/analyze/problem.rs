@@ -24,9 +24,10 @@ use crate::trust::surface_check::{self, Checker, Measured};
 pub const MAX_VALUES: usize = 64;
 /// The most sizes, and (size, problem) cells, of a series with a problem axis: each
 /// value's sizes are analysed in turn, so the cost is about the values times one
-/// analysis of their sizes. At these bounds the analysis took 18-29 s on the 2-core
-/// development machine (16 sizes x 16 values 29.0 s, 4 x 64 18.1 s; 32 x 8 was 43.8 s
-/// and 32 x 32 without a bound 899 s: issue 55; experiments/2026-12-02-analysis-cost.md).
+/// analysis of their sizes. At these bounds the analysis took 18-33 s on the 2-core
+/// development machine (16 sizes x 16 values 29.0-33.1 s, 4 x 64 17.7-18.1 s; 32 x 8 was
+/// 43.8 s, and 32 x 32 without a bound 899 s: issue 55;
+/// experiments/2026-12-02-analysis-cost.md).
 pub const MAX_SIZES: usize = 16;
 pub const MAX_CELLS: usize = 256;
 
