@@ -85,12 +85,11 @@ impl Workload {
         };
         let need = per_node.saturating_mul(nodes as u64);
         if need > available {
-            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
             bail!(
-                "{} on {procs} process(es) needs about {:.1} GiB of memory, and its {nodes} node(s) all run on this machine, which has {:.1} GiB available: choose a smaller problem or fewer nodes",
+                "{} on {procs} process(es) needs about {} of memory, and its {nodes} node(s) all run on this machine, which has {} available: choose a smaller problem or fewer nodes",
                 self.name(),
-                gib(need),
-                gib(available)
+                memory::gib(need),
+                memory::gib(available)
             );
         }
         Ok(())

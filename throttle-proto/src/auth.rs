@@ -56,7 +56,7 @@ impl Token {
     pub fn generate() -> Result<Token, String> {
         let mut bytes = [0u8; 32];
         getrandom::getrandom(&mut bytes).map_err(|e| format!("no randomness available: {e}"))?;
-        Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+        Ok(Token(to_hex(&bytes)))
     }
 
     pub fn as_str(&self) -> &str {
@@ -129,6 +129,10 @@ impl Token {
     /// answer, and a relay at another address that passes the question on to a real agent
     /// gets a proof for the agent's address, not its own (issue 55, finding 5).
     pub fn control_proof(&self, nonce: &[u8], at: &std::net::SocketAddr) -> [u8; 32] {
+        self.control_mac(nonce, at).finalize().into_bytes().into()
+    }
+
+    fn control_mac(&self, nonce: &[u8], at: &std::net::SocketAddr) -> Hmac<Sha256> {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(self.0.as_bytes())
             .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
         mac.update(b"throttle-v2 control agent");
@@ -136,7 +140,7 @@ impl Token {
         let at = at.to_string();
         mac.update(&(at.len() as u32).to_be_bytes());
         mac.update(at.as_bytes());
-        mac.finalize().into_bytes().into()
+        mac
     }
 
     /// Check a [`Token::control_proof`] in constant time.
@@ -146,8 +150,7 @@ impl Token {
         at: &std::net::SocketAddr,
         proof: &[u8],
     ) -> bool {
-        let want = self.control_proof(nonce, at);
-        proof.len() == want.len() && want.iter().zip(proof).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+        self.control_mac(nonce, at).verify_slice(proof).is_ok()
     }
 
     /// Compare with `candidate` in time independent of where they differ.

@@ -87,7 +87,8 @@ pub fn check(
     )))
 }
 
-fn gib(bytes: u64) -> String {
+/// `bytes` as GiB with one decimal, as the refusals say it.
+pub fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
