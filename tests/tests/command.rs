@@ -761,6 +761,80 @@ fn a_sleeping_program_is_not_called_cpu_bound() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("CPU-bound"), "{err}");
+    // Each run's share of the cores is stored with it (issue 54, item 3).
+    let shares = cpu_own_of(&c.0, "s.db");
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    assert!(shares.iter().all(|s| *s < 0.2), "{shares:?}");
+}
+
+/// The stored runs' `cpu_own`, in the order they ran (a run without one: panics).
+fn cpu_own_of(dir: &std::path::Path, db: &str) -> Vec<f64> {
+    let conn = rusqlite::Connection::open(dir.join(db)).unwrap();
+    let mut st = conn
+        .prepare("SELECT cpu_own FROM runs ORDER BY id")
+        .unwrap();
+    st.query_map([], |r| r.get::<_, f64>(0))
+        .unwrap()
+        .map(|s| s.expect("a share"))
+        .collect()
+}
+
+/// Issue 54, item 3: a program that burns every core has its runs' share stored, and
+/// `analyze` marks the size CPU-bound exactly when their median reaches the threshold
+/// (beside other load the program gets less of the cores: the share, not a fixed
+/// verdict, decides).
+#[test]
+fn a_program_that_burns_the_cores_is_marked_cpu_bound_in_the_analysis() {
+    let c = up("cmdburn", 2, "1Gbit", "127.0.54.33");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Every core busy for 1.5 s per rank, both ranks on the nodes.
+    let burn = (0..cores)
+        .map(|_| "timeout 1.5 sh -c 'while :; do :; done' &")
+        .collect::<String>();
+    std::fs::write(
+        c.0.join("spec.toml"),
+        format!(
+            "workload = \"command\"\nnodes = [2]\nbandwidths = [100, 50]\nrepeats = 1\nsettle = 0\n[command]\nrun = \"{burn} wait\"\n"
+        ),
+    )
+    .unwrap();
+    let out = ctl(&c.0, &["sweep", "spec.toml", "--db", "s.db", "--plain"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let mut shares = cpu_own_of(&c.0, "s.db");
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    // Generous: beside one busy loop on 2 cores the program still gets about 0.6.
+    assert!(shares.iter().all(|s| *s > 0.3), "{shares:?}");
+    shares.sort_by(f64::total_cmp);
+    let bound = shares[1] >= throttle_analysis::trust::cpu::CPU_BOUND;
+    eprintln!("cpu_own of the runs: {shares:?}");
+    let out = ctl(
+        &c.0,
+        &[
+            "analyze",
+            "--db",
+            "s.db",
+            "--json",
+            "--keep-without-traffic",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let marked = v["cpu_bound"].as_array().unwrap();
+    assert_eq!(!marked.is_empty(), bound, "{shares:?}: {}", v["cpu_bound"]);
+    if bound {
+        assert_eq!(marked[0]["procs"], 2);
+        assert!(
+            v["bottom_line"]["sizes"][0]["cpu_bound"].is_number(),
+            "{}",
+            v["bottom_line"]
+        );
+    }
 }
 
 /// Issue 44, item 2: a program that cannot start (mpirun's `Executable: ./bfss`) stops

@@ -40,6 +40,7 @@ fn export_into_a_closed_pipe_ends_quietly() {
                     flag: None,
                     problem: None,
                     latency_step: None,
+                    cpu_own: None,
                     reason: None,
                     host: "h".into(),
                     version: "0".into(),

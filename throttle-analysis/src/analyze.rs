@@ -17,7 +17,7 @@ use crate::method::{chain, noise, regression, stats, traffic};
 use crate::render::bottom_line;
 use crate::trust::backtest::{self, Model};
 use crate::trust::bootstrap::{self, Interval};
-use crate::trust::{model_error, warnings};
+use crate::trust::{cpu, model_error, warnings};
 
 /// What to compute from the observations.
 #[derive(Clone, Debug)]
@@ -107,7 +107,12 @@ pub(crate) fn analyze_within(obs: &[Observation], req: &Question, work: usize) -
         volumes: volumes.as_ref(),
         error: f.error,
     };
-    let stated = state(&figures, &f, traffic_recorded, &mut warnings);
+    let stated = state(
+        &figures,
+        &f,
+        (traffic_recorded, &m.cpu_bound),
+        &mut warnings,
+    );
     let bottom_line = answer_first(req, &m, &f, &stated);
     let resamples = f.resamples;
     let latency = latency::answer(obs, &m.chosen, req);
@@ -142,6 +147,7 @@ pub(crate) fn analyze_within(obs: &[Observation], req: &Question, work: usize) -
         backtest: f.backtest,
         verdict: f.verdict,
         dc_error: f.error[0],
+        cpu_bound: m.cpu_bound,
         traffic: stated.traffic,
         supported: stated.supported,
         latency,
@@ -166,6 +172,8 @@ struct Measured<'a> {
     points: Vec<MedianPoint>,
     noise: Vec<noise::Floor>,
     floors: BTreeMap<u32, noise::Floor>,
+    /// The sizes whose runs kept the machine's cores busy.
+    cpu_bound: Vec<cpu::CpuBound>,
 }
 
 /// Choose the series, sort its runs and group them into cells; what was measured, and
@@ -253,6 +261,8 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
     let noise = noise::floors(&cells);
     let floors = noise::by_size(&noise);
     warnings.extend(warnings::baselines(&sizes, &medians, &floors));
+    let cpu_bound = cpu::sizes(&runs.good);
+    warnings.extend(cpu::warning(&cpu_bound));
     let reasons = reasons
         .into_iter()
         .map(|(p, why)| {
@@ -277,6 +287,7 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
         points,
         noise,
         floors,
+        cpu_bound,
     };
     Ok((measured, warnings))
 }
@@ -387,7 +398,7 @@ fn fit_and_judge(
         };
         model_error::estimate(&backtest, model, &fitted, model_error::prior(model))
     });
-    let verdict = backtest::verdict(&backtest, Model::Dc);
+    let verdict = cpu::with_cpu(backtest::verdict(&backtest, Model::Dc), &m.cpu_bound, &fit);
     Fitted {
         fit,
         answer,
@@ -411,11 +422,11 @@ struct Stated {
 
 /// The DC and traffic projections, saturation and demand as stated, with which
 /// projection the backtest supports; `traffic_recorded`: whether any run recorded its
-/// bytes.
+/// bytes; `cpu_bound`: the sizes that downgrade a verdict fitted on them.
 fn state(
     figures: &compose::Figures,
     f: &Fitted,
-    traffic_recorded: bool,
+    (traffic_recorded, cpu_bound): (bool, &[cpu::CpuBound]),
     warnings: &mut Vec<String>,
 ) -> Stated {
     let projection = figures.dc_projections();
@@ -427,9 +438,13 @@ fn state(
         busiest_link: v.busiest,
         fit: f.answer.traffic.clone(),
         projection: figures.traffic_projections(),
-        verdict: backtest::with_fit(
-            backtest::verdict(&f.backtest, Model::Traffic),
-            f.answer.traffic.as_ref(),
+        verdict: cpu::with_cpu(
+            backtest::with_fit(
+                backtest::verdict(&f.backtest, Model::Traffic),
+                f.answer.traffic.as_ref(),
+            ),
+            cpu_bound,
+            &f.fit,
         ),
         error: f.error[1],
         stability: stability(&f.spread),
@@ -491,6 +506,7 @@ fn answer_first(req: &Question, m: &Measured, f: &Fitted, s: &Stated) -> answer:
                 .as_deref(),
             sizes: &m.reasons,
             held_out: &m.held_out,
+            cpu_bound: &m.cpu_bound,
         },
         !req.predict.is_empty(),
     )

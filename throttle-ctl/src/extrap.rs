@@ -156,6 +156,7 @@ mod tests {
             ok: true,
             nodes: 1,
             busy: None,
+            cpu_own: None,
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,

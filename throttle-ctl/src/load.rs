@@ -9,10 +9,9 @@
 use crate::cluster::Cluster;
 
 /// Runs of a size whose own processes used at least this share of all cores over the
-/// run, by their median, are CPU-bound: their time measures the cores as much as the link
-/// (see experiments/2026-11-27-warnings.md for what CPU-bound and sleeping programs
-/// showed here).
-pub const CPU_BOUND: f64 = 0.75;
+/// run, by their median, are CPU-bound (the analysis's threshold, which marks them in its
+/// answer: one home).
+pub use throttle_analysis::trust::cpu::CPU_BOUND;
 
 /// The CPU time, in seconds, that a run's own processes have used so far on this
 /// machine: the local cluster's agents (`agents`: their pids) with the ranks they

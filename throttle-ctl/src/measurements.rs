@@ -128,6 +128,7 @@ pub fn observations(rows: &[RunRow], time: TimeSource) -> Result<(Vec<Observatio
                 seconds: t.unwrap_or(0.0),
                 nodes: r.nodes,
                 busy: r.cpu_busy_before,
+                cpu_own: r.cpu_own,
                 bytes_sent: r.bytes_sent,
                 busiest_bytes: r
                     .fidelity

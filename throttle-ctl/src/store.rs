@@ -9,8 +9,9 @@
 //! columns; 1 adds them; 2 adds each run's workload metrics and the `link_params` table
 //! (LogGPS parameters measured through the agents, `model loggps --db`); 3 adds each run's
 //! fidelity (`fidelity`: the proof that its links ran at their setting, and `flag`: why
-//! not, when not). Opening an older store adds the new columns (NULL in old rows)
-//! and nothing is rewritten; a store from a newer throttle is refused, not guessed at.
+//! not, when not); 4 adds each run's problem value and latency step; 5 the share of
+//! the cores the run's own processes used (`cpu_own`). Opening an older store adds the
+//! new columns (NULL in old rows) and nothing is rewritten; a store from a newer throttle is refused, not guessed at.
 //!
 //! Each run's output (a command's whole output, up to [`crate::external`]'s cap; rank 0's
 //! last lines for a built-in workload) is kept in a table of its own, `outputs`, keyed by
@@ -63,6 +64,11 @@ pub struct RunRow {
     /// share stolen by the hypervisor during it, 0..1 (from /proc/stat of the controller).
     pub cpu_busy_before: Option<f64>,
     pub cpu_steal: Option<f64>,
+    /// The share of this machine's cores, 0..1, that the run's own processes used over
+    /// the run (a local cluster's agents with their ranks, and a command's processes:
+    /// `load::own_cpu_seconds`); `None` for a remote cluster and in older stores. A size
+    /// whose runs kept the cores busy is CPU-bound, and the analysis says so.
+    pub cpu_own: Option<f64>,
     /// The workload's own metrics (rank 0's result line), a JSON object: what the
     /// analytic models need beyond the time (PMM's compute seconds, a master/worker
     /// run's task counts).
@@ -86,10 +92,10 @@ const LINK_COLUMNS: &str = "measured_at, host, version, job, procs, bw_pct, capa
 const MAX_CELL: i64 = 1 << 20;
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Columns added after version 0, with their types: (version that added it, name, type).
-const ADDED: [(i64, &str, &str); 9] = [
+const ADDED: [(i64, &str, &str); 10] = [
     (1, "bytes_sent", "INTEGER"),
     (1, "bytes_received", "INTEGER"),
     (1, "cpu_busy_before", "REAL"),
@@ -99,6 +105,7 @@ const ADDED: [(i64, &str, &str); 9] = [
     (3, "flag", "TEXT"),
     (4, "problem", "REAL"),
     (4, "latency_step", "INTEGER"),
+    (5, "cpu_own", "REAL"),
 ];
 
 pub struct Store {
@@ -137,7 +144,7 @@ const FIRST_COLUMNS: [&str; 20] = [
     "job",
 ];
 
-const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag, problem, latency_step";
+const COLUMNS: &str = "point_key, series, workload, options, nodes, ranks_per_node, procs, bw_pct, capacity, latency_us, repeat, started_at, seconds, kernel_seconds, teps, status, reason, host, version, job, bytes_sent, bytes_received, cpu_busy_before, cpu_steal, metrics, fidelity, flag, problem, latency_step, cpu_own";
 
 /// Refuse a results database where another user could choose what it reads or writes:
 /// a symbolic link as the database (SQLite follows one there unless told not to, and then
@@ -470,14 +477,14 @@ impl Store {
 
     fn insert_row(&self, r: &RunRow) -> Result<i64> {
         self.conn.execute(
-            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)"),
+            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"),
             params![
                 r.point_key, r.series, r.workload, r.options, r.nodes, r.ranks_per_node, r.procs,
                 r.bw_pct.percent(), r.capacity, r.latency_us as i64, r.repeat, r.started_at, r.seconds,
                 r.kernel_seconds, r.teps, r.status.as_str(), r.reason, r.host, r.version, r.job,
                 r.bytes_sent.map(|b| b as i64), r.bytes_received.map(|b| b as i64),
                 r.cpu_busy_before, r.cpu_steal, r.metrics, r.fidelity, r.flag, r.problem,
-                r.latency_step.map(|l| l as i64)
+                r.latency_step.map(|l| l as i64), r.cpu_own
             ],
         )?;
         Ok(self.conn.last_insert_rowid())
@@ -530,7 +537,7 @@ impl Store {
             .conn
             .prepare(&format!("SELECT {}, id FROM runs ORDER BY id", self.select))?;
         let rows = st.query_map([], |r| {
-            let id: i64 = r.get(29)?;
+            let id: i64 = r.get(30)?;
             Ok(RunRow {
                 point_key: r.get(0)?,
                 series: r.get(1)?,
@@ -565,6 +572,7 @@ impl Store {
                 latency_step: r
                     .get::<_, Option<i64>>(28)?
                     .map(|l| u64::try_from(l).unwrap_or(u64::MAX)),
+                cpu_own: r.get(29)?,
             })
         })?;
         rows.collect::<Result<_, _>>().map_err(refused_row)
@@ -735,6 +743,7 @@ impl Store {
                 what.clone(),
                 opt(r.problem),
                 r.latency_step.map(|l| l.to_string()).unwrap_or_default(),
+                opt(r.cpu_own),
             ])?;
         }
         out.flush()?;
@@ -764,7 +773,7 @@ fn cell(text: &str) -> String {
 }
 
 /// The columns of [`Store::export_csv`].
-pub const EXPORT_COLUMNS: [&str; 31] = [
+pub const EXPORT_COLUMNS: [&str; 32] = [
     "workload",
     "nodes",
     "procs",
@@ -796,6 +805,7 @@ pub const EXPORT_COLUMNS: [&str; 31] = [
     "seconds_is",
     "problem",
     "latency_step",
+    "cpu_own",
 ];
 
 /// A directory for the tests' stores: this user's alone (a store is not written in a
@@ -969,6 +979,7 @@ impl RunRow {
             flag: None,
             problem: None,
             latency_step: None,
+            cpu_own: None,
         }
     }
 }
@@ -1009,6 +1020,7 @@ mod tests {
             flag: None,
             problem: None,
             latency_step: None,
+            cpu_own: None,
         }
     }
 
@@ -1165,14 +1177,18 @@ mod tests {
         );
         // An older store's runs have no problem value and are no latency points.
         assert_eq!((rows[0].problem, rows[0].latency_step), (None, None));
+        // ... nor a share of the cores.
+        assert_eq!(rows[0].cpu_own, None);
         s.insert(&RunRow {
             problem: Some(14.0),
             latency_step: Some(250),
+            cpu_own: Some(0.91),
             ..row("both", RunStatus::Ok)
         })
         .unwrap();
         let last = s.rows().unwrap().pop().unwrap();
         assert_eq!((last.problem, last.latency_step), (Some(14.0), Some(250)));
+        assert_eq!(last.cpu_own, Some(0.91));
         let v: i64 = s
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -1208,11 +1224,11 @@ mod tests {
         // what `seconds` is goes in a column.
         assert!(
             csv.lines().next().unwrap().ends_with(
-                ",flag,fidelity,wall_seconds,rate,rate_name,seconds_is,problem,latency_step"
+                ",flag,fidelity,wall_seconds,rate,rate_name,seconds_is,problem,latency_step,cpu_own"
             ),
             "{csv}"
         );
-        assert!(csv.lines().nth(1).unwrap().ends_with(",wall,,"), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().ends_with(",wall,,,"), "{csv}");
         assert!(csv.contains("76.0% of its setting"), "{csv}");
         drop(s);
         let _ = std::fs::remove_file(&path);

@@ -45,6 +45,7 @@ fn study(failed: bool) -> Vec<Observation> {
                     ok: true,
                     nodes: 1,
                     busy: None,
+                    cpu_own: None,
                     bytes_sent: None,
                     busiest_bytes: None,
                     flag: None,
@@ -64,6 +65,7 @@ fn study(failed: bool) -> Vec<Observation> {
             ok: false,
             nodes: 1,
             busy: None,
+            cpu_own: None,
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,
@@ -404,6 +406,7 @@ fn traffic_study_with(sizes: &[u32], k: impl Fn(f64) -> f64) -> Vec<Observation>
                     ok: true,
                     nodes: p,
                     busy: None,
+                    cpu_own: None,
                     bytes_sent: Some((v * p as f64) as u64),
                     busiest_bytes: None,
                     flag: None,
@@ -497,6 +500,7 @@ fn several_series_need_a_choice() {
         ok: true,
         nodes: 1,
         busy: None,
+        cpu_own: None,
         bytes_sent: None,
         busiest_bytes: None,
         flag: None,
@@ -623,6 +627,7 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
                         ok: true,
                         nodes: p,
                         busy: None,
+                        cpu_own: None,
                         bytes_sent: Some((2.0 * master + p as f64 * halo) as u64),
                         busiest_bytes: busiest.then_some(master as u64),
                         flag: None,
@@ -643,6 +648,7 @@ fn uneven_traffic_is_projected_from_the_busiest_link() {
             ok: true,
             nodes: 1,
             busy: None,
+            cpu_own: None,
             bytes_sent: Some(0),
             busiest_bytes: None,
             flag: None,
@@ -759,6 +765,7 @@ fn noisy_traffic_study(sizes: &[u32], cv: f64, seed: u64) -> Vec<Observation> {
                     ok: true,
                     nodes: p,
                     busy: None,
+                    cpu_own: None,
                     bytes_sent: Some((v * p as f64) as u64),
                     busiest_bytes: Some(v as u64),
                     flag: None,
@@ -886,4 +893,63 @@ fn latency_points_are_answered_apart_and_leave_the_bandwidth_answer_as_it_was() 
     assert_eq!(at4.between, Some([5000, 20000]), "{l}");
     let text = render(&a, &[10.0], None);
     assert!(text.contains("latency demand"), "{text}");
+}
+
+/// Sizes whose runs kept the cores busy are marked in the bottom line, its rows and the
+/// warnings, and a projection fitted on one is not trusted; the same runs without the
+/// share recorded are trusted as before.
+#[test]
+fn a_projection_fitted_on_cpu_bound_sizes_is_not_trusted_and_the_sizes_are_marked() {
+    let req = question(&[10.0], &[64], Some(125e6));
+    let clean = analyze(&traffic_study(&[2, 4, 6, 8, 16]), &req).unwrap();
+    assert!(clean.bottom_line.trusted, "{:?}", clean.bottom_line);
+    assert!(clean.cpu_bound.is_empty());
+    let busy: Vec<Observation> = traffic_study(&[2, 4, 6, 8, 16])
+        .into_iter()
+        .map(|o| Observation {
+            cpu_own: Some(if o.procs == 16 { 0.92 } else { 0.2 }),
+            ..o
+        })
+        .collect();
+    let a = analyze(&busy, &req).unwrap();
+    assert_eq!(a.cpu_bound.len(), 1, "{:?}", a.cpu_bound);
+    assert_eq!((a.cpu_bound[0].procs, a.cpu_bound[0].share), (16, 0.92));
+    assert!(
+        matches!(&a.traffic.as_ref().unwrap().verdict, Verdict::CpuBound { procs, .. } if procs == &[16]),
+        "{:?}",
+        a.traffic
+    );
+    let b = &a.bottom_line;
+    assert!(!b.trusted, "{b:?}");
+    let row = b.sizes.iter().find(|s| s.procs == 16).unwrap();
+    assert_eq!(row.cpu_bound, Some(0.92));
+    assert!(b
+        .sizes
+        .iter()
+        .filter(|s| s.procs != 16)
+        .all(|s| s.cpu_bound.is_none()));
+    assert!(
+        b.lines
+            .iter()
+            .any(|l| l.contains("CPU-bound") && l.contains("16 procs (92% of the cores)")),
+        "{b:?}"
+    );
+    assert!(
+        b.next.as_deref().unwrap_or("").contains("16 procs"),
+        "{b:?}"
+    );
+    assert!(
+        a.warnings.iter().any(|w| w.starts_with("CPU-bound")),
+        "{:?}",
+        a.warnings
+    );
+    let text = render(&a, &[10.0], None);
+    assert!(
+        text.contains("measured, CPU-bound (") && text.contains("92% of this machine's cores"),
+        "{text}"
+    );
+    // The JSON carries it as data.
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["cpu_bound"][0]["procs"], 16);
+    assert_eq!(json["traffic"]["verdict"]["verdict"], "cpu_bound");
 }

@@ -322,6 +322,9 @@ pub struct SizeRow {
     /// Why no level has a number at this size (no traffic between nodes, its runs all
     /// failed or flagged, no baseline); null when its cells say.
     pub why: Option<String>,
+    /// The median share of the machine's cores its runs used, when that makes it
+    /// CPU-bound ([`crate::trust::cpu`]); null otherwise.
+    pub cpu_bound: Option<f64>,
     /// The measured demand at each level asked (empty with `why`).
     pub cells: Vec<Figure>,
 }
@@ -477,6 +480,9 @@ pub struct Analysis {
     pub verdict: Verdict,
     /// How far the DC projection's model may be off (from its backtest and fit).
     pub dc_error: Option<ErrorModel>,
+    /// The sizes whose runs kept the machine's cores busy (CPU-bound), smallest first:
+    /// their figures are marked, and a projection fitted on one is not trusted.
+    pub cpu_bound: Vec<crate::trust::cpu::CpuBound>,
     /// The traffic model's answer, where the runs' bytes were recorded.
     pub traffic: Option<TrafficAnswer>,
     /// Which projection the backtest supports, in words.

@@ -27,7 +27,7 @@ use crate::Observation;
 
 const REQUIRED: [&str; 6] = ["workload", "nodes", "procs", "bw_pct", "repeat", "seconds"];
 /// Columns that describe one run rather than the series (never labels).
-const PER_RUN: [&str; 21] = [
+const PER_RUN: [&str; 22] = [
     "status",
     "problem",
     "latency_step",
@@ -38,6 +38,7 @@ const PER_RUN: [&str; 21] = [
     "bytes_received",
     "cpu_busy_before",
     "cpu_steal",
+    "cpu_own",
     "reason",
     "started_at",
     "kernel_seconds",
@@ -101,6 +102,7 @@ struct Columns {
     status: usize,
     bytes_sent: usize,
     cpu_busy_before: usize,
+    cpu_own: usize,
     flag: usize,
     problem: usize,
     latency_step: usize,
@@ -143,6 +145,7 @@ impl Columns {
             status: idx("status"),
             bytes_sent: idx("bytes_sent"),
             cpu_busy_before: idx("cpu_busy_before"),
+            cpu_own: idx("cpu_own"),
             flag: idx("flag"),
             problem: idx("problem"),
             latency_step: idx("latency_step"),
@@ -163,6 +166,12 @@ impl Columns {
         let repeat = f[self.repeat].parse::<u32>().ok();
         let bytes_sent = optional(f, self.bytes_sent).map(str::parse::<u64>);
         let busy = optional(f, self.cpu_busy_before).map(|v| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|b| (0.0..=1.0).contains(b))
+                .ok_or(())
+        });
+        let own = optional(f, self.cpu_own).map(|v| {
             v.parse::<f64>()
                 .ok()
                 .filter(|b| (0.0..=1.0).contains(b))
@@ -224,6 +233,12 @@ impl Columns {
                 f[self.cpu_busy_before]
             ));
         }
+        if let Some(Err(_)) = own {
+            bad.push(format!(
+                "cpu_own `{}` is not a share from 0 to 1",
+                f[self.cpu_own]
+            ));
+        }
         if let Some(Err(_)) = problem {
             bad.push(format!("problem `{}` is not a number", f[self.problem]));
         }
@@ -249,6 +264,7 @@ impl Columns {
             ok,
             nodes: nodes.unwrap_or(1),
             busy: busy.and_then(Result::ok),
+            cpu_own: own.and_then(Result::ok),
             bytes_sent: bytes_sent.and_then(Result::ok),
             // CSV data gets no traffic projection (no link capacity): the proof's
             // per-node bytes are not read.
@@ -449,6 +465,23 @@ mod tests {
         assert_eq!(obs[0].series, obs[1].series);
         assert!(obs[0].flag.as_deref().unwrap().contains("80.0%"));
         assert_eq!(obs[1].flag, None);
+    }
+
+    #[test]
+    fn a_runs_share_of_the_cores_is_read_per_run_and_checked() {
+        // As `export` writes it: per run, not a label that splits the series.
+        let text = "workload,nodes,procs,bw_pct,repeat,seconds,cpu_own\nbfs,2,2,100,0,1.0,0.9\nbfs,2,2,50,0,1.2,\n";
+        let obs = parse(text).unwrap();
+        assert_eq!(obs[0].series, "bfs");
+        assert_eq!((obs[0].cpu_own, obs[1].cpu_own), (Some(0.9), None));
+        let e =
+            parse("workload,nodes,procs,bw_pct,repeat,seconds,cpu_own\nbfs,2,2,100,0,1.0,1.5\n")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            e.contains("cpu_own `1.5` is not a share from 0 to 1"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -21,6 +21,10 @@ pub struct Observation {
     pub nodes: u32,
     /// Share of the machine's CPUs busy just before the run (see `load`), if recorded.
     pub busy: Option<f64>,
+    /// Share of the machine's cores, 0..1, the run's own processes used over the run (a
+    /// local cluster's agents and ranks, a command's processes), if recorded: a size whose
+    /// runs kept the cores busy is CPU-bound ([`crate::trust::cpu`]).
+    pub cpu_own: Option<f64>,
     /// Bytes the run's nodes sent through their agents, if recorded.
     pub bytes_sent: Option<u64>,
     /// The most bytes one node's link carried in one direction, if recorded (from the
@@ -82,6 +86,11 @@ impl Observation {
                 bad.push(format!("cpu_busy_before {b} is not a share from 0 to 1"));
             }
         }
+        if let Some(b) = self.cpu_own {
+            if !(0.0..=1.0).contains(&b) {
+                bad.push(format!("cpu_own {b} is not a share from 0 to 1"));
+            }
+        }
         if let Some(n) = self.problem {
             if !(n.is_finite() && n > 0.0 && n <= MAX_PROBLEM) {
                 bad.push(format!(
@@ -117,6 +126,7 @@ impl Observation {
             ok: true,
             nodes: 1,
             busy: None,
+            cpu_own: None,
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,
@@ -140,6 +150,7 @@ mod tests {
             ok: true,
             nodes: 2,
             busy: Some(0.1),
+            cpu_own: None,
             bytes_sent: None,
             busiest_bytes: None,
             flag: None,
@@ -196,6 +207,13 @@ mod tests {
                     ..run()
                 },
                 "cpu_busy_before 2",
+            ),
+            (
+                Observation {
+                    cpu_own: Some(-0.5),
+                    ..run()
+                },
+                "cpu_own -0.5",
             ),
             (
                 Observation {

@@ -28,6 +28,8 @@ fn rank(v: &Verdict) -> Option<(u8, f64)> {
         Verdict::Thin { worst_pp, .. } => Some((1, worst_pp.abs())),
         // Known not to describe its own sizes: after one merely checked on too few.
         Verdict::Unmodelled { worst_pp, .. } => Some((2, worst_pp.abs())),
+        // Measured where the cores, not only the link, set the times: last of the bases.
+        Verdict::CpuBound { worst_pp, .. } => Some((3, worst_pp.abs())),
         Verdict::Failed { .. } | Verdict::Untested { .. } => None,
     }
 }
@@ -61,6 +63,8 @@ pub struct Basis<'a> {
     pub sizes: &'a [(u32, Option<String>)],
     /// The measured sizes held out of the fits.
     pub held_out: &'a [u32],
+    /// The CPU-bound sizes.
+    pub cpu_bound: &'a [crate::trust::cpu::CpuBound],
 }
 
 /// The bottom line of an analysis; `asked`: sizes to project to were given.
@@ -70,6 +74,12 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
         .map_or("the link".to_string(), |c| format!("a {c} link"));
     let mut out = answer(b, asked, &link);
     out.sizes = rows(b, &link);
+    if !b.cpu_bound.is_empty() {
+        out.lines.push(format!(
+            "  CPU-bound: the runs at {} kept this machine's cores busy, so the demands measured there say as much about the cores as about the link",
+            crate::trust::cpu::words(b.cpu_bound)
+        ));
+    }
     out
 }
 
@@ -82,6 +92,7 @@ fn rows(b: &Basis, link: &str) -> Vec<SizeRow> {
             procs: *p,
             held_out: b.held_out.contains(p),
             why: why.clone(),
+            cpu_bound: crate::trust::cpu::share_at(b.cpu_bound, *p),
             cells: if why.is_some() {
                 Vec::new()
             } else {
@@ -238,6 +249,11 @@ fn basis(verdict: &Verdict) -> String {
             "NOT TRUSTED: its model of {part} misses the sizes left out of its fit by {:.1}%",
             error * 100.0
         ),
+        Verdict::CpuBound { procs, share, .. } => format!(
+            "NOT TRUSTED: it is fitted on CPU-bound sizes ({} procs, up to {:.0}% of this machine's cores)",
+            list(procs),
+            share * 100.0
+        ),
         _ => String::new(),
     }
 }
@@ -249,6 +265,10 @@ fn untrusted_next(verdict: &Verdict, largest: Option<u32>, advice: Option<&Advic
         Verdict::Unmodelled { part, .. } => format!(
             "no model of {part} describes the measured sizes: measure nearer to the size you need (above {}), where less is extrapolated",
             largest.map_or("the largest".into(), |l| l.to_string())
+        ),
+        Verdict::CpuBound { procs, .. } => format!(
+            "the runs at {} procs kept this machine's cores busy: measure them where every node has cores of its own (a real cluster, or a machine with more cores), or with fewer ranks per node",
+            list(procs)
         ),
         _ => format!(
             "measure one more size above {} (throttled steps around the demand) so the projection is checked on a second size",
@@ -541,6 +561,7 @@ mod tests {
                 capacity: Some("100 Mbit/s"),
                 sizes: &[(4, None), (9, None), (16, None)],
                 held_out: &[],
+                cpu_bound: &[],
             },
             asked,
         )

@@ -16,6 +16,30 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
         "BOTTOM LINE: % of {} a run needs to stay within each CTI (how much slower than on the full link)\n",
         capacity.map_or("the link".to_string(), |c| format!("a {c} link"))
     );
+    let (table, notes) = table(a, levels);
+    if let Some(t) = table {
+        out.push_str(&t.render());
+    }
+    for n in notes {
+        out.push_str(&format!("{}\n", wrap(&format!("  {n}"), "      ")));
+    }
+    for l in b.remarks() {
+        out.push_str(&format!(
+            "{}\n",
+            wrap(&format!("  {}", l.trim_start()), "    ")
+        ));
+    }
+    if let Some(n) = &b.next {
+        out.push_str(&format!("{}\n", wrap(&format!("  next: {n}"), "    ")));
+    }
+    out.push('\n');
+    out
+}
+
+/// The bottom line's table, one row per size (none without a size), and the notes that
+/// say what its marks and words mean: the terminal's and the report's.
+pub fn table(a: &Analysis, levels: &[f64]) -> (Option<Table>, Vec<String>) {
+    let b = &a.bottom_line;
     let mut header = vec!["procs".to_string(), String::new()];
     header.extend(levels.iter().map(|c| format!("CTI {c}%")));
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -32,6 +56,7 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
     let mut notes: Vec<String> = Vec::new();
     // Numbered reasons: a row's or a cell's, each said once below the table.
     let mut whole: Vec<String> = Vec::new();
+
     for &p in &projected {
         let mut row = vec![p.to_string(), "projected".into()];
         for &c in levels {
@@ -48,7 +73,7 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
             .iter()
             .any(|q| q.procs == p && q.measured_bw_pct.is_some())
         {
-            let mut row = vec![String::new(), "measured".into()];
+            let mut row = vec![String::new(), label(a, p, "measured", &mut whole)];
             for &c in levels {
                 let q = projections.iter().find(|q| q.procs == p && q.cti == c);
                 let f = b.figures.iter().find(|f| f.procs == p && f.cti == c);
@@ -64,12 +89,12 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
         .iter()
         .filter(|s| !projected.contains(&s.procs) || s.why.is_some())
     {
-        let label = if s.held_out {
+        let base = if s.held_out {
             "measured (held out)"
         } else {
             "measured"
         };
-        let mut row = vec![s.procs.to_string(), label.into()];
+        let mut row = vec![s.procs.to_string(), label(a, s.procs, base, &mut whole)];
         match &s.why {
             Some(why) => {
                 row.push(format!("no demand: see ({})", note(&mut whole, why)));
@@ -86,9 +111,7 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
         }
         t.row(row);
     }
-    if !projected.is_empty() || !b.sizes.is_empty() {
-        out.push_str(&t.render());
-    }
+    let table = (!projected.is_empty() || !b.sizes.is_empty()).then_some(t);
     let mut said = Vec::new();
     if !projected.is_empty() {
         said.push(
@@ -105,32 +128,39 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
                 .into(),
         );
     }
+    let mut lines = Vec::new();
     if !said.is_empty() {
-        out.push_str(&format!(
-            "{}\n",
-            wrap(&format!("  {}", said.join("; ")), "    ")
-        ));
+        lines.push(said.join("; "));
     }
-    for (i, n) in whole.iter().enumerate() {
-        out.push_str(&format!(
-            "{}\n",
-            wrap(&format!("  ({}) {n}", i + 1), "      ")
-        ));
+    lines.extend(
+        whole
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("({}) {n}", i + 1)),
+    );
+    lines.extend(notes);
+    (table, lines)
+}
+
+/// A measured row's label (`base`), marked where its size is CPU-bound, with the reason
+/// numbered among `numbered`.
+fn label(a: &Analysis, procs: u32, base: &str, numbered: &mut Vec<String>) -> String {
+    let share = a
+        .bottom_line
+        .sizes
+        .iter()
+        .find(|s| s.procs == procs)
+        .and_then(|s| s.cpu_bound);
+    match share {
+        Some(share) => {
+            let why = format!(
+                "CPU-bound: that size's runs used {:.0}% of this machine's cores (their median), so its times measure the cores as much as the link",
+                share * 100.0
+            );
+            format!("{base}, CPU-bound ({})", note(numbered, &why))
+        }
+        None => base.to_string(),
     }
-    for n in &notes {
-        out.push_str(&format!("{}\n", wrap(&format!("  {n}"), "      ")));
-    }
-    for l in b.remarks() {
-        out.push_str(&format!(
-            "{}\n",
-            wrap(&format!("  {}", l.trim_start()), "    ")
-        ));
-    }
-    if let Some(n) = &b.next {
-        out.push_str(&format!("{}\n", wrap(&format!("  next: {n}"), "    ")));
-    }
-    out.push('\n');
-    out
 }
 
 /// The projections of the model the bottom line answers with.

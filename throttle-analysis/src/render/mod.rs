@@ -258,7 +258,7 @@ pub fn verdict_word(v: &Verdict) -> &'static str {
         Verdict::Passed { .. } => "TRUSTED",
         Verdict::Thin { .. } => "NOT YET TRUSTED",
         Verdict::Failed { .. } => "FAILED",
-        Verdict::Unmodelled { .. } => "NOT TRUSTED",
+        Verdict::Unmodelled { .. } | Verdict::CpuBound { .. } => "NOT TRUSTED",
         Verdict::Untested { .. } => "untested",
     }
 }
@@ -401,6 +401,7 @@ fn doubt(v: &Verdict) -> &'static str {
         Verdict::Unmodelled { .. } => {
             ": NOT TRUSTED, a part of its model misses the sizes left out of its fit (below)"
         }
+        Verdict::CpuBound { .. } => ": NOT TRUSTED, it is fitted on CPU-bound sizes (below)",
     }
 }
 

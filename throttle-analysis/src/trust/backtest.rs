@@ -310,6 +310,15 @@ pub enum Verdict {
         sizes: usize,
         worst_pp: f64,
     },
+    /// A verdict that would give the projection (passed, on one size or more, or
+    /// unmodelled), but the sizes it is fitted on include CPU-bound ones (`procs`; the
+    /// highest median share of the cores `share`): their times measure the cores as much
+    /// as the link, so its backtest cannot vouch for it ([`crate::trust::cpu`]).
+    CpuBound {
+        procs: Vec<u32>,
+        share: f64,
+        worst_pp: f64,
+    },
 }
 
 /// The most a part of a projection's model may miss a size left out of its fit
@@ -510,7 +519,8 @@ impl Verdict {
             Verdict::Passed { worst_pp, .. }
             | Verdict::Thin { worst_pp, .. }
             | Verdict::Failed { worst_pp, .. }
-            | Verdict::Unmodelled { worst_pp, .. } => *worst_pp,
+            | Verdict::Unmodelled { worst_pp, .. }
+            | Verdict::CpuBound { worst_pp, .. } => *worst_pp,
             Verdict::Untested { .. } => 0.0,
         }
     }
@@ -547,6 +557,15 @@ impl Verdict {
                 "NOT TRUSTED: its checks on {sizes} size(s) passed (worst {worst_pp:+.1} pp), but its model of {part} misses the fitted sizes left out of its fit by {:.1}% (more than {:.0}%): no form of the search describes them, so the projection rests on chance",
                 error * 100.0,
                 MAX_LEFT_OUT * 100.0
+            ),
+            Verdict::CpuBound {
+                procs,
+                share,
+                worst_pp,
+            } => format!(
+                "NOT TRUSTED: it is fitted on CPU-bound sizes ({} procs, up to {:.0}% of the cores): their times measure this machine's cores as much as the link, and so do its backtest's checks (worst {worst_pp:+.1} pp)",
+                procs.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+                share * 100.0
             ),
             Verdict::Untested { why } => format!("untested: {why}"),
         }

@@ -3,6 +3,8 @@
 //! * [`bootstrap`]: intervals of every derived number, resampling runs.
 //! * [`backtest`]: each measured size projected from the smaller ones by both models, and
 //!   the verdicts.
+//! * [`cpu`]: the sizes whose runs kept the machine's cores busy (CPU-bound), and the
+//!   verdicts they downgrade.
 //! * [`model_error`]: how far a measurement at the target may be from each model's
 //!   projection beyond its noise: the reading, the lack of fit, the growth per doubling
 //!   (its backtest pooled with a prior learned across programs).
@@ -13,6 +15,7 @@
 
 pub mod backtest;
 pub mod bootstrap;
+pub mod cpu;
 pub mod latency_check;
 pub mod model_error;
 pub mod surface_check;

@@ -246,7 +246,10 @@ pub(crate) fn dc_verdict(verdict: &Verdict) -> Vec<String> {
         Verdict::Thin { procs, .. } => vec![format!(
             "do not trust the DC projection yet: its backtest passed, but on one size only ({procs} procs), which cannot show how its error grows further out"
         )],
-        Verdict::Passed { .. } | Verdict::Unmodelled { .. } => Vec::new(),
+        // Said by the CPU-bound warning.
+        Verdict::Passed { .. } | Verdict::Unmodelled { .. } | Verdict::CpuBound { .. } => {
+            Vec::new()
+        }
     }
 }
 
@@ -259,6 +262,7 @@ mod tests {
         Observation {
             nodes: 4,
             busy: Some(busy),
+            cpu_own: None,
             ..Observation::for_test("s", 4, Pct::new(50.0).unwrap(), repeat, seconds)
         }
     }

@@ -312,14 +312,28 @@ fn projection_table<'a>(
     )
 }
 
-/// The bottom line: the answer, or why there is none and what to measure next.
-pub(super) fn answer(a: &Analysis) -> String {
+/// The bottom line: first its table (a row per size, as the terminal shows it, with the
+/// notes that say what its words mean), then the answer's sentences, or why there is
+/// none, and what to measure next.
+pub(super) fn answer(a: &Analysis, levels: &[f64]) -> String {
     let b = &a.bottom_line;
-    let mut out: String = b
-        .lines
-        .iter()
-        .map(|l| format!("<p class=\"answer\">{}</p>\n", escape(l.trim())))
-        .collect();
+    let (table, notes) = throttle_analysis::render::headline::table(a, levels);
+    let mut out = table.map(|t| t.html()).unwrap_or_default();
+    if !notes.is_empty() {
+        out.push_str(&format!(
+            "<p class=\"notes\">{}</p>\n",
+            notes
+                .iter()
+                .map(|n| escape(n))
+                .collect::<Vec<_>>()
+                .join("<br>")
+        ));
+    }
+    out.extend(
+        b.lines
+            .iter()
+            .map(|l| format!("<p class=\"answer\">{}</p>\n", escape(l.trim()))),
+    );
     if let Some(n) = &b.next {
         out.push_str(&format!("<p>Next: {}.</p>\n", escape(n)));
     }
@@ -538,7 +552,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
         },
         tables = tables(a, levels, capacity),
         trust = trust(a),
-        answer = answer(a),
+        answer = answer(a, levels),
         figures = figures,
         json = escape(&json_text(&json)),
     );

@@ -763,6 +763,8 @@ const HOPELESS: u32 = 3;
 struct RunLoad {
     busy: Option<f64>,
     steal: Option<f64>,
+    /// The run's own processes' share of the cores (`RunRow::cpu_own`).
+    own: Option<f64>,
 }
 
 impl<'a> Runner<'a> {
@@ -936,21 +938,21 @@ impl<'a> Runner<'a> {
                 .and_then(|(a, b)| load::shares(a, b))
                 .map(|s| s.1);
             // The run's own processes' share of all cores (a local cluster's: its agents
-            // and their ranks, and a command's processes).
+            // and their ranks, and a command's processes), stored with the run.
+            let mut own = None;
             if !agents.is_empty() {
                 let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
                 let wall = cpu_before.1.elapsed().as_secs_f64();
                 let used = load::own_cpu_seconds(&agents) - cpu_before.0;
                 if wall > 0.0 {
-                    on_event(SweepEvent::Cpu {
-                        point: p,
-                        busy: (used / (wall * cores)).clamp(0.0, 1.0),
-                    });
+                    let busy = (used / (wall * cores)).clamp(0.0, 1.0);
+                    own = Some(busy);
+                    on_event(SweepEvent::Cpu { point: p, busy });
                 }
             }
             self.runs.ran += 1;
             let ok = outcome.status == RunStatus::Ok;
-            let row = self.row(p, &outcome, started_at, RunLoad { busy, steal });
+            let row = self.row(p, &outcome, started_at, RunLoad { busy, steal, own });
             self.store.insert_with_output(&row, &outcome.output)?;
             let per = self.started.elapsed().as_secs_f64() / self.runs.ran as f64;
             let good = ok && outcome.flag().is_none();
@@ -1079,6 +1081,7 @@ impl<'a> Runner<'a> {
             series: self.sweep.series.clone(),
             problem: self.sweep.problem.map(|n| n as f64),
             latency_step: p.latency_us,
+            cpu_own: load.own,
             workload: spec.workload.clone(),
             options: self.sweep.options.to_string(),
             nodes: p.nodes as u32,

@@ -186,6 +186,7 @@ mod tests {
                         ok: true,
                         nodes: p,
                         busy: None,
+                        cpu_own: None,
                         bytes_sent: Some((v * p as f64) as u64),
                         busiest_bytes: None,
                         flag: None,
