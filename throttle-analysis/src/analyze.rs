@@ -500,10 +500,7 @@ fn answer_first(req: &Question, m: &Measured, f: &Fitted, s: &Stated) -> answer:
             fitted: &f.fit,
             runs_per_size: &runs_per_size,
             min_repeats: m.min_repeats,
-            capacity: req
-                .capacity
-                .map(throttle_proto::rate::format_bits_per_sec)
-                .as_deref(),
+            capacity: req.capacity,
             sizes: &m.reasons,
             held_out: &m.held_out,
             cpu_bound: &m.cpu_bound,

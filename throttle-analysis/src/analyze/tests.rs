@@ -953,3 +953,55 @@ fn a_projection_fitted_on_cpu_bound_sizes_is_not_trusted_and_the_sizes_are_marke
     assert_eq!(json["cpu_bound"][0]["procs"], 16);
     assert_eq!(json["traffic"]["verdict"]["verdict"], "cpu_bound");
 }
+
+/// A program whose time is all transfer needs about 100/(1 + CTI) of any link at every
+/// size: the bottom line says the link is below what it needs and which capacity to try;
+/// one with compute beside its transfers does not get that line.
+#[test]
+fn a_link_below_what_the_program_needs_is_said_with_a_capacity_to_try() {
+    let study = |compute: f64| {
+        let mut obs = Vec::new();
+        for p in [2u32, 4, 8] {
+            for bw in [100.0, 95.0, 90.0, 85.0, 80.0, 70.0, 50.0, 30.0] {
+                for r in 0..3 {
+                    let w: f64 = bw / 100.0;
+                    obs.push(Observation {
+                        nodes: p,
+                        ..Observation::for_test(
+                            "x",
+                            p,
+                            crate::data::cells::pct(bw),
+                            r,
+                            (compute + 1.0 / w) * (1.0 + (r as f64 - 1.0) * 1e-4),
+                        )
+                    });
+                }
+            }
+        }
+        obs
+    };
+    let req = question(&[10.0, 20.0], &[], Some(25e6));
+    let a = analyze(&study(0.01), &req).unwrap();
+    let n = a.bottom_line.network_bound.as_ref().expect("network-bound");
+    assert_eq!((n.cti, n.sizes.clone()), (10.0, vec![2, 4, 8]), "{n:?}");
+    assert!(n.low > 88.0 && n.high < 92.0, "{n:?}");
+    assert_eq!(n.try_capacity, Some(100e6));
+    let text = render(&a, &[10.0, 20.0], Some("200 Mbit/s"));
+    assert!(
+        text.contains("the link is below what the program needs")
+            && text.contains("--capacity 800Mbit"),
+        "{text}"
+    );
+    assert!(
+        a.bottom_line
+            .next
+            .as_deref()
+            .unwrap()
+            .starts_with("first, measure at a capacity several times higher"),
+        "{:?}",
+        a.bottom_line.next
+    );
+    // Compute as long as the transfers at full link: the demand drops, no such line.
+    let a = analyze(&study(1.0), &req).unwrap();
+    assert!(a.bottom_line.network_bound.is_none(), "{:?}", a.bottom_line);
+}

@@ -304,6 +304,33 @@ pub struct BottomLine {
     /// Every measured size, largest first, with its demand at every level or why it has
     /// none: no size measured is left unsaid.
     pub sizes: Vec<SizeRow>,
+    /// Set when every size measured needs nearly all of the link: the link is below what
+    /// the program needs, and the answer cannot tell the sizes apart.
+    pub network_bound: Option<NetworkBound>,
+}
+
+/// Every size measured needs nearly all of the link at the lowest level asked: as much
+/// as a program whose time is all transfer needs (`all_transfer`, 100/(1 + CTI)), so the
+/// link, not the size, sets the times.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NetworkBound {
+    pub cti: f64,
+    /// The sizes with a demand there, and the range of their demands (% of the link; a
+    /// demand known only to exceed the highest throttled step counts at that step).
+    pub sizes: Vec<u32>,
+    pub low: f64,
+    pub high: f64,
+    pub all_transfer: f64,
+    /// A capacity that would tell more ([`NetworkBound::FACTOR`] times the link), bytes
+    /// per second; null when the link's capacity is not known.
+    pub try_capacity: Option<f64>,
+}
+
+impl NetworkBound {
+    /// A demand at least this share of `all_transfer` is "nearly all of the link".
+    pub const NEAR: f64 = 0.95;
+    /// How many times the link the capacity suggested is.
+    pub const FACTOR: f64 = 4.0;
 }
 
 impl BottomLine {

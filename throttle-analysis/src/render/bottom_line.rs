@@ -16,7 +16,9 @@
 use std::collections::BTreeMap;
 
 use crate::answer::narrow;
-use crate::answer::{Advice, BottomLine, Demand, Figure, Projection, Saturation, SizeRow};
+use crate::answer::{
+    Advice, BottomLine, Demand, Figure, NetworkBound, Projection, Saturation, SizeRow,
+};
 use crate::method::demand::Censored;
 use crate::render::steps;
 use crate::trust::backtest::{Model, Verdict};
@@ -56,8 +58,8 @@ pub struct Basis<'a> {
     /// answer costs, and what a repeat more is worth).
     pub runs_per_size: &'a BTreeMap<u32, usize>,
     pub min_repeats: usize,
-    /// The link in words.
-    pub capacity: Option<&'a str>,
+    /// The link's capacity, bytes per second, when known.
+    pub capacity: Option<f64>,
     /// Every measured size, with why it has no demand at any level when that is so (no
     /// traffic between nodes, its runs failed or flagged, no baseline).
     pub sizes: &'a [(u32, Option<String>)],
@@ -69,11 +71,21 @@ pub struct Basis<'a> {
 
 /// The bottom line of an analysis; `asked`: sizes to project to were given.
 pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
-    let link = b
-        .capacity
-        .map_or("the link".to_string(), |c| format!("a {c} link"));
+    let link = b.capacity.map_or("the link".to_string(), |c| {
+        format!("a {} link", throttle_proto::rate::format_bits_per_sec(c))
+    });
     let mut out = answer(b, asked, &link);
     out.sizes = rows(b, &link);
+    out.network_bound = network_bound(b);
+    if let Some(n) = &out.network_bound {
+        out.lines
+            .push(format!("  {}", network_bound_text(n, &link)));
+        let first = format!("first, measure at {}", higher(n));
+        out.next = Some(match out.next.take() {
+            Some(then) => format!("{first}; at this capacity: {then}"),
+            None => first,
+        });
+    }
     if !b.cpu_bound.is_empty() {
         out.lines.push(format!(
             "  CPU-bound: the runs at {} kept this machine's cores busy, so the demands measured there say as much about the cores as about the link",
@@ -81,6 +93,68 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
         ));
     }
     out
+}
+
+/// Whether every size measured needs nearly all of the link at the lowest level asked
+/// ([`NetworkBound`]); `None` when a size needs less, or none has a demand there.
+fn network_bound(b: &Basis) -> Option<NetworkBound> {
+    let cti = b.levels.iter().copied().min_by(f64::total_cmp)?;
+    let all_transfer = 100.0 / (1.0 + cti / 100.0);
+    let mut sizes = Vec::new();
+    let mut values = Vec::new();
+    for d in b.demand.iter().filter(|d| d.cti == cti && !d.below_noise) {
+        let value = match d.censored {
+            Censored::None => d.bw_pct,
+            Censored::Above => d.bound.unwrap_or(d.bw_pct),
+            Censored::Below => return None,
+        };
+        if value < NetworkBound::NEAR * all_transfer {
+            return None;
+        }
+        sizes.push(d.procs);
+        values.push(value);
+    }
+    if sizes.is_empty() {
+        return None;
+    }
+    sizes.sort_unstable();
+    Some(NetworkBound {
+        cti,
+        sizes,
+        low: values.iter().copied().fold(f64::INFINITY, f64::min),
+        high: values.iter().copied().fold(0.0, f64::max),
+        all_transfer,
+        try_capacity: b.capacity.map(|c| c * NetworkBound::FACTOR),
+    })
+}
+
+/// [`NetworkBound`] in words.
+fn network_bound_text(n: &NetworkBound, link: &str) -> String {
+    let range = if (n.high - n.low).abs() < 0.05 {
+        format!("{:.1}%", n.low)
+    } else {
+        format!("{:.1}-{:.1}%", n.low, n.high)
+    };
+    format!(
+        "the link is below what the program needs: at every size measured ({} procs) staying within CTI {}% needs {range} of {link}, about what a program whose time is all transfer needs ({:.1}%), so the link, not the size, sets these times and the answer cannot tell the sizes apart; measure at {}, within what this machine's links carry (`throttle-ctl calibrate` measures it)",
+        list(&n.sizes),
+        n.cti,
+        n.all_transfer,
+        higher(n)
+    )
+}
+
+/// The capacity to try instead, in words.
+fn higher(n: &NetworkBound) -> String {
+    let what = match n.try_capacity {
+        Some(c) => format!(
+            "a capacity several times higher ({}x: `--capacity {}`)",
+            NetworkBound::FACTOR,
+            throttle_proto::rate::format_flag(c)
+        ),
+        None => "a capacity several times higher".into(),
+    };
+    what
 }
 
 /// Every measured size, largest first: its demand at each level, or why it has none.
@@ -154,7 +228,7 @@ fn answer(b: &Basis, asked: bool, link: &str) -> BottomLine {
         figures,
         next,
         advice,
-        sizes: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -558,7 +632,7 @@ mod tests {
                 fitted: &[4, 9, 16],
                 runs_per_size: &runs,
                 min_repeats: 3,
-                capacity: Some("100 Mbit/s"),
+                capacity: Some(12.5e6),
                 sizes: &[(4, None), (9, None), (16, None)],
                 held_out: &[],
                 cpu_bound: &[],
