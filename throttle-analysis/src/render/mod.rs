@@ -29,13 +29,19 @@ pub fn level(v: f64, censored: Censored, below_noise: bool) -> String {
 /// How a projection from a censored demand at p* is written: `<X` when that demand was
 /// censored below (it starts from the lowest step, which the demand is at most, so the
 /// projection is at most X too); `X (from >B)` when censored above (it starts from a value
-/// read up to 100%, not from the bound B the demand is known to exceed: not a bound).
+/// read up to 100%, not from the bound B the demand is known to exceed: not a bound). A
+/// projection at or past the full link says `saturated`: no link of this capacity keeps
+/// the program within the level there.
 pub fn projected_from(x: f64, from_censored: bool, at_star: Option<&Demand>) -> String {
+    let saturated = if x >= 100.0 { " saturated" } else { "" };
     match (from_censored, at_star) {
-        (false, _) => format!("{x:.1}"),
+        (false, _) => format!("{x:.1}{saturated}"),
+        // At most x: past the link or not, unknown.
         (true, Some(d)) if d.censored == Censored::Below => format!("<{x:.1}"),
-        (true, Some(Demand { bound: Some(b), .. })) => format!("{x:.1} (from >{b:.1})"),
-        (true, _) => format!("{x:.1} (from a censored demand)"),
+        (true, Some(Demand { bound: Some(b), .. })) => {
+            format!("{x:.1} (from >{b:.1}){saturated}")
+        }
+        (true, _) => format!("{x:.1} (from a censored demand){saturated}"),
     }
 }
 
@@ -670,6 +676,16 @@ fn check_row(c: &Check) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_projection_past_the_link_is_called_saturated() {
+        assert_eq!(projected_from(119.5, false, None), "119.5 saturated");
+        assert_eq!(
+            projected_from(100.0, true, None),
+            "100.0 (from a censored demand) saturated"
+        );
+        assert_eq!(projected_from(99.9, false, None), "99.9");
+    }
 
     #[test]
     fn bounds_and_noise_are_written_after_their_kind_not_stacked_in_front() {
