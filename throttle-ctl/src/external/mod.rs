@@ -403,13 +403,14 @@ const TELLING: &[&str] = &[
 
 /// The lines of `output` a failure is told by: those with a [`TELLING`] word (the first
 /// three), then the last ones, five in all at most, in their order; rules of dashes and
-/// blank lines are no lines.
+/// blank lines are no lines, a line printed again (by every rank) is one, and Open MPI's
+/// words around a program's own (see [`launcher_words`]) are left out.
 pub fn telling_lines(output: &[String]) -> Vec<&str> {
-    let lines: Vec<(usize, &str)> = output
-        .iter()
-        .map(|l| l.trim())
-        .enumerate()
+    let mut seen = std::collections::HashSet::new();
+    let lines: Vec<(usize, &str)> = launcher_words(output)
+        .into_iter()
         .filter(|(_, l)| l.chars().any(char::is_alphanumeric))
+        .filter(|(_, l)| seen.insert(*l))
         .collect();
     let mut chosen: Vec<usize> = lines
         .iter()
@@ -433,6 +434,46 @@ pub fn telling_lines(output: &[String]) -> Vec<&str> {
         .into_iter()
         .filter_map(|i| lines.iter().find(|l| l.0 == i).map(|l| l.1))
         .collect()
+}
+
+/// `output`'s lines, trimmed and numbered, without what Open MPI says around a program
+/// that called `MPI_Abort`: of its notice (a block between rules of dashes) only its first
+/// line (`MPI_ABORT was invoked on rank 1 ...`), and neither its help aggregation (`1
+/// more process has sent help message ...`, `Set MCA parameter
+/// "orte_base_help_aggregate" ...`) nor the error its printing of help logs
+/// (`ORTE_ERROR_LOG: ... show_help.c`). Those filled the five lines a failure is told by,
+/// and the program's own reason (`Number of processes 3 is not a power of two`) was not
+/// among them.
+fn launcher_words(output: &[String]) -> Vec<(usize, &str)> {
+    let rule = |l: &str| l.len() >= 10 && l.chars().all(|c| c == '-');
+    let mut out = Vec::new();
+    let mut in_abort = false;
+    let mut lines = output.iter().map(|l| l.trim()).enumerate().peekable();
+    while let Some((i, l)) = lines.next() {
+        if in_abort {
+            in_abort = !rule(l);
+            continue;
+        }
+        if rule(l) {
+            if let Some(&(j, next)) = lines.peek() {
+                if next.starts_with("MPI_ABORT was invoked") {
+                    lines.next();
+                    out.push((j, next));
+                    in_abort = true;
+                    continue;
+                }
+            }
+        }
+        let chatter = l.contains("has sent help message")
+            || l.contains("have sent help message")
+            || l.contains("orte_base_help_aggregate")
+            || l.contains("prte_base_help_aggregate")
+            || (l.contains("ORTE_ERROR_LOG") && l.contains("show_help"));
+        if !chatter {
+            out.push((i, l));
+        }
+    }
+    out
 }
 
 /// How the command `line` ended, from its exit, its `output` and what `time_regex`
@@ -547,6 +588,40 @@ mod tests {
         assert_eq!(told.last(), Some(&"1 total process failed to start"));
         let why = with_tail("the command exited with status 1".into(), &output);
         assert!(why.contains("Executable: ./bfss"), "{why}");
+    }
+
+    /// Issue 54: a program that calls `MPI_Abort` after saying why (on every rank), as
+    /// Open MPI 4.1 prints it: the program's reason is told, once, and mpirun's notice by
+    /// its first line only.
+    #[test]
+    fn a_programs_own_reason_is_told_before_mpiruns_abort_notice() {
+        let output: Vec<String> = [
+            "Number of processes 3 is not a power of two",
+            "Number of processes 3 is not a power of two",
+            "Number of processes 3 is not a power of two",
+            "[vm:10181] [[19259,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file ../../../orte/util/show_help.c at line 513",
+            "--------------------------------------------------------------------------",
+            "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
+            "with errorcode 1.",
+            "",
+            "NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.",
+            "You may or may not see output from other processes, depending on",
+            "exactly when Open MPI kills them.",
+            "--------------------------------------------------------------------------",
+            "[vm:10181] 1 more process has sent help message help-mpi-api.txt / mpi-abort",
+            "[vm:10181] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error messages",
+        ]
+        .map(String::from)
+        .to_vec();
+        let told = telling_lines(&output);
+        assert_eq!(
+            told,
+            [
+                "Number of processes 3 is not a power of two",
+                "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD"
+            ],
+            "{told:?}"
+        );
     }
 
     fn status(not_proven: &[&str], outside: &[&str]) -> InterceptedStatus {
