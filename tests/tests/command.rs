@@ -297,6 +297,19 @@ fn a_commands_whole_output_is_kept_with_its_run() {
         err.contains("no run of job no-such-job") && err.contains("throttle-ctl export"),
         "{err}"
     );
+    // The job name `run` prints is no stored run (issue 54): said, with where its output is.
+    for args in [
+        &["output", "command-1796241477964-26ecf7", "--db", "o.db"][..],
+        &["output", "command-1796241477964-26ecf7"][..],
+    ] {
+        let out = ctl(dir, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains("`throttle-ctl run` stores nothing") && err.contains("run --verbose"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
@@ -417,7 +430,7 @@ fn a_command_measured_by_a_rate_is_analysed_in_its_units() {
         csv.lines()
             .next()
             .unwrap()
-            .ends_with(",rate,rate_name,seconds_is,problem,latency_step"),
+            .ends_with(",rate,rate_name,seconds_is,problem,latency_step,cpu_own"),
         "{csv}"
     );
     assert!(

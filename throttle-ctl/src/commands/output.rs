@@ -15,6 +15,9 @@ use super::{Context, Exit};
 use crate::output;
 use crate::store::{Store, DEFAULT_DB};
 
+/// What the errors add for the job name `throttle-ctl run` prints, whose run is not stored.
+const RUN_IS_NOT_STORED: &str = "; `throttle-ctl run` stores nothing (its job's output is what it printed: `run --verbose` prints all of it, `run --json` holds it in `output`)";
+
 #[derive(ClapArgs, Debug)]
 #[command(
     after_help = "A run's job name is in `throttle-ctl export`'s `job` column, and on a sweep's\nline for a failed run. Example:\n  throttle-ctl output sw1a2b3c4d-command-1764230000000-0a1b2c"
@@ -31,7 +34,10 @@ impl Args {
     pub fn exec(self, _ctx: &Context) -> Exit {
         let db = self.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         if !db.exists() {
-            bail!("no results database at {}", db.display());
+            bail!(
+                "no results database at {}: a sweep's runs are in the database its --db names{RUN_IS_NOT_STORED}",
+                db.display()
+            );
         }
         let store = Store::read(&db)?;
         let outputs = store.outputs_of(&self.job)?;
@@ -41,7 +47,7 @@ impl Args {
                 bail!("job {job} is stored in {} but kept no output (it printed nothing, or an older throttle stored it)", db.display());
             }
             bail!(
-                "no run of job {job} in {}: `throttle-ctl export` lists the stored runs (column `job`)",
+                "no run of job {job} in {}: `throttle-ctl export` lists the stored runs (column `job`){RUN_IS_NOT_STORED}",
                 db.display()
             );
         }
