@@ -110,7 +110,7 @@ pub(crate) fn analyze_within(obs: &[Observation], req: &Question, work: usize) -
     let stated = state(
         &figures,
         &f,
-        (traffic_recorded, &m.cpu_bound),
+        (traffic_recorded, req.unit, &m.cpu_bound),
         &mut warnings,
     );
     let bottom_line = answer_first(req, &m, &f, &stated);
@@ -422,11 +422,12 @@ struct Stated {
 
 /// The DC and traffic projections, saturation and demand as stated, with which
 /// projection the backtest supports; `traffic_recorded`: whether any run recorded its
-/// bytes; `cpu_bound`: the sizes that downgrade a verdict fitted on them.
+/// bytes; `unit`: what the times are; `cpu_bound`: the sizes that downgrade a verdict
+/// fitted on them.
 fn state(
     figures: &compose::Figures,
     f: &Fitted,
-    (traffic_recorded, cpu_bound): (bool, &[cpu::CpuBound]),
+    (traffic_recorded, unit, cpu_bound): (bool, TimeUnit, &[cpu::CpuBound]),
     warnings: &mut Vec<String>,
 ) -> Stated {
     let projection = figures.dc_projections();
@@ -452,7 +453,15 @@ fn state(
     if figures.volumes.is_none() && traffic_recorded {
         warnings.push("the runs' traffic is recorded but not one link capacity (CSV data, or runs at several capacities in the store): no traffic-based projection".into());
     }
-    let mut supported = backtest::support(&f.backtest, traffic.is_some());
+    let no_traffic = match (&traffic, unit, traffic_recorded) {
+        (Some(_), _, _) => None,
+        (None, TimeUnit::InverseRate, _) => Some(
+            "the times are the inverse of the program's rate, not seconds: the traffic model adds bytes over the link's capacity to a time",
+        ),
+        (None, _, true) => Some("the runs' traffic is recorded, but not one link capacity"),
+        (None, _, false) => Some("no traffic recorded with the runs"),
+    };
+    let mut supported = backtest::support(&f.backtest, no_traffic);
     if let Some(TrafficAnswer {
         verdict: backtest::Verdict::Unmodelled { part, .. },
         ..

@@ -598,6 +598,13 @@ fn the_bottom_line_uses_the_supported_projection_and_its_interval_holds_the_mode
         "{:?}",
         a.bottom_line
     );
+    // ... said as unchecked, not as a backtest that failed.
+    assert!(
+        a.bottom_line.lines[0].contains("no projection could be checked on a measured size")
+            && !a.bottom_line.lines[0].contains("passed its backtest"),
+        "{:?}",
+        a.bottom_line.lines
+    );
 }
 
 /// Uneven traffic: a master whose link carries the same bytes at every size, workers
@@ -1004,4 +1011,40 @@ fn a_link_below_what_the_program_needs_is_said_with_a_capacity_to_try() {
     // Compute as long as the transfers at full link: the demand drops, no such line.
     let a = analyze(&study(1.0), &req).unwrap();
     assert!(a.bottom_line.network_bound.is_none(), "{:?}", a.bottom_line);
+}
+
+/// Why there is no traffic projection is the real reason: a rate's inverse is no time to
+/// add bytes over the link to, though the runs' bytes were recorded (issue 54: it said
+/// "no traffic recorded with the runs").
+#[test]
+fn the_reason_for_no_traffic_projection_is_the_real_one() {
+    let req = question(&[10.0], &[], Some(125e6));
+    let rate = Question {
+        unit: TimeUnit::InverseRate,
+        ..req.clone()
+    };
+    let a = analyze(&traffic_study(&[2, 4, 8]), &rate).unwrap();
+    assert!(a.traffic.is_none());
+    assert!(
+        a.supported.contains("the inverse of the program's rate")
+            && !a.supported.contains("no traffic recorded"),
+        "{}",
+        a.supported
+    );
+    let no_capacity = Question {
+        capacity: None,
+        ..req.clone()
+    };
+    let a = analyze(&traffic_study(&[2, 4, 8]), &no_capacity).unwrap();
+    assert!(
+        a.supported.contains("not one link capacity"),
+        "{}",
+        a.supported
+    );
+    let a = analyze(&study(false), &req).unwrap();
+    assert!(
+        a.supported.contains("no traffic recorded with the runs"),
+        "{}",
+        a.supported
+    );
 }

@@ -257,9 +257,18 @@ fn no_basis(candidates: &[(Model, &Verdict, &[Projection])], largest: Option<u32
         .filter(|c| !c.2.is_empty())
         .map(|c| format!("{}: {}", name(c.0), c.1.text()))
         .collect();
+    let untested = candidates
+        .iter()
+        .filter(|c| !c.2.is_empty())
+        .all(|c| matches!(c.1, Verdict::Untested { .. }));
+    let head = if untested {
+        "no projection could be checked on a measured size"
+    } else {
+        "no projection passed its backtest"
+    };
     BottomLine {
         lines: vec![format!(
-            "NO ANSWER for the sizes asked: no projection passed its backtest ({})",
+            "NO ANSWER for the sizes asked: {head} ({})",
             why.join("; ")
         )],
         next: Some(next_for_failure(candidates, largest)),

@@ -573,10 +573,11 @@ impl Verdict {
 }
 
 /// Which projection the backtest supports: mean absolute error over the checks both
-/// models made where the measurement is a value above the noise.
-pub fn support(checks: &[Check], have_traffic: bool) -> String {
-    if !have_traffic {
-        return "only the DC projection is available (no traffic recorded with the runs)".into();
+/// models made where the measurement is a value above the noise; `no_traffic`: why
+/// there is no traffic projection, when there is none.
+pub fn support(checks: &[Check], no_traffic: Option<&str>) -> String {
+    if let Some(why) = no_traffic {
+        return format!("only the DC projection is available ({why})");
     }
     let evidence =
         |c: &&Check| c.measured_censored == Censored::None && !c.below_noise && !c.held_out;
@@ -868,7 +869,7 @@ mod tests {
             verdict(&checks, Model::Dc),
             Verdict::Failed { .. }
         ));
-        let s = support(&checks, true);
+        let s = support(&checks, None);
         assert!(
             !s.contains("favour the DC") && s.contains("the traffic projection does not"),
             "{s}"
