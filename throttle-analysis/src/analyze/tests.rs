@@ -1048,3 +1048,52 @@ fn the_reason_for_no_traffic_projection_is_the_real_one() {
         a.supported
     );
 }
+
+/// A program measured on powers of two only is never asked for a size that is not one
+/// (issue 54: "measuring 11 procs" for NAS IS): the sizes between are left out of the
+/// advice; with sizes that follow no rule, the size halfway is suggested as before.
+#[test]
+fn next_asks_only_for_sizes_the_program_allows() {
+    let req = question(&[10.0], &[24], Some(125e6));
+    let sizes_of = |a: &Analysis| -> Vec<u32> {
+        a.bottom_line
+            .advice
+            .as_ref()
+            .map(|adv| {
+                adv.options
+                    .iter()
+                    .filter_map(|o| match o.step {
+                        crate::answer::Step::Size { procs } => Some(procs),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let any = analyze(&traffic_study(&[2, 4, 6, 8, 16]), &req).unwrap();
+    assert!(any.bottom_line.advice.is_some(), "{:?}", any.bottom_line);
+    assert_eq!(sizes_of(&any), vec![20], "{:?}", any.bottom_line.advice);
+    assert_eq!(
+        any.bottom_line.size_rule,
+        crate::answer::sizes::SizeRule::Any
+    );
+    let pow2 = analyze(&traffic_study(&[2, 4, 8, 16]), &req).unwrap();
+    assert_eq!(
+        pow2.bottom_line.size_rule,
+        crate::answer::sizes::SizeRule::PowersOfTwo
+    );
+    assert!(sizes_of(&pow2).is_empty(), "{:?}", pow2.bottom_line.advice);
+    let next = pow2.bottom_line.next.clone().unwrap_or_default();
+    assert!(!next.contains("20 procs"), "{next}");
+    // Checked on one size only: the size to add is named as one the program runs on.
+    let thin = analyze(
+        &traffic_study(&[2, 4, 8]),
+        &question(&[10.0], &[32], Some(125e6)),
+    )
+    .unwrap();
+    let next = thin.bottom_line.next.unwrap_or_default();
+    assert!(
+        next.starts_with("measure one more size above 8, such as 16 or 32 (the sizes measured are all powers of two)"),
+        "{next}"
+    );
+}

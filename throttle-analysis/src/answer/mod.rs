@@ -6,6 +6,7 @@ pub(crate) mod compose;
 pub mod latency;
 pub mod narrow;
 pub mod problem;
+pub mod sizes;
 
 use serde::Serialize;
 
@@ -307,6 +308,9 @@ pub struct BottomLine {
     /// Set when every size measured needs nearly all of the link: the link is below what
     /// the program needs, and the answer cannot tell the sizes apart.
     pub network_bound: Option<NetworkBound>,
+    /// The sizes the program allows, as its measured sizes show ([`sizes::SizeRule`]):
+    /// every size `next` suggests is one of them.
+    pub size_rule: sizes::SizeRule,
 }
 
 /// Every size measured needs nearly all of the link at the lowest level asked: as much

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::answer::sizes::SizeRule;
 use crate::answer::{Advice, Demand, Narrowing, Projection, Step};
 use crate::method::demand::{from_logit, logit};
 use crate::method::quantiles::Z90;
@@ -59,14 +60,16 @@ pub fn repeat_points(demand: &[Demand]) -> Vec<(u32, f64)> {
 
 /// Advice for the widest interval of `projections` (one model's) at their largest size;
 /// `fitted`: the fitted sizes, `runs_per_size`: the good runs each took, `demand` the
-/// measured demands, `repeats` the fewest runs of a point. `None` without an interval
-/// with its model error there.
+/// measured demands, `repeats` the fewest runs of a point; `sizes`: which sizes the
+/// program allows and those measured already (none of them is suggested). `None` without
+/// an interval with its model error there.
 pub fn advice(
     projections: &[Projection],
     fitted: &[u32],
     runs_per_size: &BTreeMap<u32, usize>,
     demand: &[Demand],
     repeats: usize,
+    (rule, measured): (SizeRule, &[u32]),
 ) -> Option<Advice> {
     let target = projections.iter().map(|p| p.procs).max()?;
     let widest = projections
@@ -90,11 +93,10 @@ pub fn advice(
     let largest = *fitted.iter().max()?;
     let largest_runs = runs_per_size.get(&largest).copied().unwrap_or(0);
     let mut options = Vec::new();
-    // A size halfway (in log) to the target, if there is room for one: one more size
-    // checked (a degree of freedom more), projected from it; the target's measurement
-    // and reading stay what they are.
-    let between = ((largest as f64) * (target as f64)).sqrt().round() as u32;
-    if between > largest && between < target {
+    // A size halfway (in log) to the target, if there is room for one the program
+    // allows and it was not measured: one more size checked (a degree of freedom more),
+    // projected from it; the target's measurement and reading stay what they are.
+    if let Some(between) = rule.between(largest, target, measured) {
         let closer = crate::trust::model_error::ErrorModel {
             largest: between,
             df: e.df + 1.0,

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 use crate::answer::narrow;
+use crate::answer::sizes::SizeRule;
 use crate::answer::{
     Advice, BottomLine, Demand, Figure, NetworkBound, Projection, Saturation, SizeRow,
 };
@@ -76,6 +77,7 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
     });
     let mut out = answer(b, asked, &link);
     out.sizes = rows(b, &link);
+    out.size_rule = SizeRule::of(&b.sizes.iter().map(|s| s.0).collect::<Vec<_>>());
     out.network_bound = network_bound(b);
     if let Some(n) = &out.network_bound {
         out.lines
@@ -200,7 +202,7 @@ fn answer(b: &Basis, asked: bool, link: &str) -> BottomLine {
         return out;
     }
     let Some(&(model, verdict, projections)) = best_candidate(b.candidates) else {
-        return no_basis(b.candidates, largest);
+        return no_basis(b.candidates, largest, &size_hint(b));
     };
     let trusted = verdict.trusted();
     let saturation: Vec<&Saturation> = b.saturation.iter().filter(|s| s.model == model).collect();
@@ -209,17 +211,24 @@ fn answer(b: &Basis, asked: bool, link: &str) -> BottomLine {
         lines.push(s);
     }
     lines.push(format!("  by {}; {}", name(model), basis(verdict)));
+    let measured: Vec<u32> = b.sizes.iter().map(|s| s.0).collect();
     let advice = narrow::advice(
         projections,
         b.fitted,
         b.runs_per_size,
         b.demand,
         b.min_repeats,
+        (SizeRule::of(&measured), &measured),
     );
     let next = if trusted {
         advice.as_ref().map(Advice::text)
     } else {
-        Some(untrusted_next(verdict, largest, advice.as_ref()))
+        Some(untrusted_next(
+            verdict,
+            largest,
+            advice.as_ref(),
+            &size_hint(b),
+        ))
     };
     BottomLine {
         model: Some(model),
@@ -251,7 +260,11 @@ fn best_candidate<'c, 'a>(
 
 /// The bottom line when no projection can be the answer: each one's verdict, and what to
 /// measure next.
-fn no_basis(candidates: &[(Model, &Verdict, &[Projection])], largest: Option<u32>) -> BottomLine {
+fn no_basis(
+    candidates: &[(Model, &Verdict, &[Projection])],
+    largest: Option<u32>,
+    hint: &str,
+) -> BottomLine {
     let why: Vec<String> = candidates
         .iter()
         .filter(|c| !c.2.is_empty())
@@ -271,7 +284,7 @@ fn no_basis(candidates: &[(Model, &Verdict, &[Projection])], largest: Option<u32
             "NO ANSWER for the sizes asked: {head} ({})",
             why.join("; ")
         )],
-        next: Some(next_for_failure(candidates, largest)),
+        next: Some(next_for_failure(candidates, largest, hint)),
         ..Default::default()
     }
 }
@@ -343,7 +356,30 @@ fn basis(verdict: &Verdict) -> String {
 
 /// What to measure next when the answer is not trusted: what would make it trusted,
 /// then the `advice` that narrows it most.
-fn untrusted_next(verdict: &Verdict, largest: Option<u32>, advice: Option<&Advice>) -> String {
+/// Which sizes to measure next when the measured ones follow a rule (powers of two,
+/// squares): `, such as 16 or 32 (the sizes measured are all powers of two)`; empty
+/// when any size will do.
+fn size_hint(b: &Basis) -> String {
+    let measured: Vec<u32> = b.sizes.iter().map(|s| s.0).collect();
+    let rule = SizeRule::of(&measured);
+    match (rule.words(), measured.iter().max()) {
+        (Some(words), Some(&top)) => {
+            let next: Vec<String> = rule.next_above(top, 2).iter().map(u32::to_string).collect();
+            format!(
+                ", such as {} (the sizes measured are all {words})",
+                next.join(" or ")
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+fn untrusted_next(
+    verdict: &Verdict,
+    largest: Option<u32>,
+    advice: Option<&Advice>,
+    hint: &str,
+) -> String {
     let first = match verdict {
         Verdict::Unmodelled { part, .. } => format!(
             "no model of {part} describes the measured sizes: measure nearer to the size you need (above {}), where less is extrapolated",
@@ -354,7 +390,7 @@ fn untrusted_next(verdict: &Verdict, largest: Option<u32>, advice: Option<&Advic
             list(procs)
         ),
         _ => format!(
-            "measure one more size above {} (throttled steps around the demand) so the projection is checked on a second size",
+            "measure one more size above {}{hint}, with throttled steps around the demand, so the projection is checked on a second size",
             largest.map_or("the largest".into(), |l| l.to_string())
         ),
     };
@@ -584,15 +620,16 @@ fn list(sizes: &[u32]) -> String {
 fn next_for_failure(
     candidates: &[(Model, &Verdict, &[Projection])],
     largest: Option<u32>,
+    hint: &str,
 ) -> String {
     let untested = candidates
         .iter()
         .all(|c| matches!(c.1, Verdict::Untested { .. }));
     if untested {
-        "measure at least three sizes besides the held-out ones, with throttled steps around each demand, so a projection can be checked on a measured size".into()
+        format!("measure at least three sizes besides the held-out ones{hint}, with throttled steps around each demand, so a projection can be checked on a measured size")
     } else {
         format!(
-            "the models miss the measured sizes: measure sizes nearer to the one you need (above {}), or that size itself",
+            "the models miss the measured sizes: measure sizes nearer to the one you need (above {}{hint}), or that size itself",
             largest.map_or("the largest".into(), |l| l.to_string())
         )
     }
