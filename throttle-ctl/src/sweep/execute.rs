@@ -313,9 +313,11 @@ impl Sweep {
         Ok(out)
     }
 
-    /// The demand search's next points: the new steps of every node count (each repeat
-    /// not yet stored), and the repeats still missing of steps it placed before (a resumed
-    /// sweep), leaving out what was given up. `tried` remembers the steps placed.
+    /// The demand search's next points: the new steps of every node count above one (each
+    /// repeat not yet stored), and the repeats still missing of steps it placed before (a
+    /// resumed sweep), leaving out what was given up. `tried` remembers the steps placed.
+    /// One node carries no traffic between nodes, so it has no demand to search for: the
+    /// search spent 6-9 runs there and once read a crossing into its timing noise.
     fn search_round(
         &self,
         store: &Store,
@@ -332,7 +334,7 @@ impl Sweep {
         let grid = self.grid();
         let rpn = self.spec.ranks_per_node;
         let mut out = Vec::new();
-        for &n in nodes {
+        for &n in nodes.iter().filter(|&&n| n > 1) {
             let prefix = SweepPoint::size_prefix(&self.key_base, n, rpn);
             let placed = tried.entry(n).or_default();
             let mut steps = search::next_steps(search, &rows, &prefix, &grid, placed);
@@ -410,7 +412,7 @@ impl Sweep {
         }
         let rows = store.rows()?;
         let grid = self.grid();
-        for &n in nodes {
+        for &n in nodes.iter().filter(|&&n| n > 1) {
             let prefix = SweepPoint::size_prefix(&self.key_base, n, self.spec.ranks_per_node);
             let (brackets, spent) = search::brackets(search, &rows, &prefix, &grid);
             on_event(SweepEvent::Searched {
@@ -1173,6 +1175,37 @@ mod tests {
         let more = sweep.more_repeats(&store, &failed, &earlier).unwrap();
         assert_eq!(more.len(), 1, "{more:?}");
         assert_eq!((more[0].bw, more[0].repeat), (step, 3));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Issue 54: the demand search places no step on one node (no traffic between nodes,
+    /// no demand), and does on two.
+    #[test]
+    fn the_demand_search_leaves_one_node_alone() {
+        let spec: super::super::SweepSpec = toml::from_str(
+            "workload=\"bfs\"\nnodes=[1, 2]\nbandwidths=[100, 50]\nrepeats=1\n[bfs]\nscale=8\n[search]\nlevels=[10]",
+        )
+        .unwrap();
+        let sweep = Sweep::new(spec).unwrap();
+        let path =
+            crate::store::test_dir().join(format!("throttle-search1-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&path).unwrap();
+        // Both sizes' CTI at 50% is 30%: the 10% level lies between the steps at each.
+        for p in &sweep.points {
+            store
+                .insert(&RunRow {
+                    seconds: Some(if p.bw == Pct::FULL { 1.0 } else { 1.3 }),
+                    ..RunRow::for_test(&p.key, &sweep.series, p.bw, p.repeat)
+                })
+                .unwrap();
+        }
+        let mut tried = HashMap::new();
+        let next = sweep
+            .search_round(&store, &HashMap::new(), &[1, 2], &mut tried, &[])
+            .unwrap();
+        assert!(!next.is_empty(), "two nodes get steps");
+        assert!(next.iter().all(|p| p.nodes == 2), "{next:?}");
         let _ = std::fs::remove_file(&path);
     }
 
