@@ -116,6 +116,10 @@ pub(crate) fn analyze_within(obs: &[Observation], req: &Question, work: usize) -
     let bottom_line = answer_first(req, &m, &f, &stated);
     let resamples = f.resamples;
     let latency = latency::answer(obs, &m.chosen, req);
+    let latency_runs = obs
+        .iter()
+        .filter(|o| o.series == m.chosen && o.ok && o.latency_step.is_some())
+        .count();
     Ok(Analysis {
         bottom_line,
         time_source: req.time_source.clone(),
@@ -126,6 +130,9 @@ pub(crate) fn analyze_within(obs: &[Observation], req: &Question, work: usize) -
         failed_runs: m.runs.failed,
         flagged_runs: m.runs.flagged.len(),
         flagged_kept: req.keep_flagged,
+        unlimited_runs: m.runs.unlimited,
+        without_traffic_runs: m.without_traffic_runs,
+        latency_runs,
         min_repeats: m.min_repeats,
         regression: m.regression,
         points: m.points,
@@ -174,6 +181,8 @@ struct Measured<'a> {
     floors: BTreeMap<u32, noise::Floor>,
     /// The sizes whose runs kept the machine's cores busy.
     cpu_bound: Vec<cpu::CpuBound>,
+    /// Good runs of the sizes left out for carrying no traffic between nodes.
+    without_traffic_runs: usize,
 }
 
 /// Choose the series, sort its runs and group them into cells; what was measured, and
@@ -202,8 +211,10 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
         bypassed.clear();
     }
     let reasons = reasons(obs, &chosen, &runs, &silent, &bypassed);
+    let before = runs.good.len();
     runs.good
         .retain(|o| !silent.contains(&o.procs) && !bypassed.contains(&o.procs));
+    let without_traffic_runs = before - runs.good.len();
     let nothing_left = runs.good.is_empty();
     let sizes: std::collections::BTreeSet<u32> = runs.good.iter().map(|o| o.procs).collect();
     if sizes.len() > MAX_SIZES {
@@ -288,6 +299,7 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
         noise,
         floors,
         cpu_bound,
+        without_traffic_runs,
     };
     Ok((measured, warnings))
 }

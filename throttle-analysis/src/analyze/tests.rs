@@ -1097,3 +1097,61 @@ fn next_asks_only_for_sizes_the_program_allows() {
         "{next}"
     );
 }
+
+/// Every stored run of the series is counted or said why not (issue 54: "24 successful
+/// runs" where 47 were stored, without a word on the others).
+#[test]
+fn the_runs_not_counted_are_said_with_why() {
+    let mut obs = traffic_study(&[2, 4, 8]);
+    let n = obs.len();
+    // One node without traffic, a run at unlimited bandwidth, a flagged and a failed one.
+    for r in 0..3 {
+        obs.push(Observation {
+            bytes_sent: Some(0),
+            ..Observation::for_test("x", 1, crate::data::cells::pct(100.0), r, 2.0)
+        });
+    }
+    obs.push(Observation {
+        nodes: 2,
+        ..Observation::for_test("x", 2, throttle_proto::Pct::UNLIMITED, 0, 1.0)
+    });
+    obs.push(Observation {
+        nodes: 2,
+        flag: Some("late".into()),
+        ..Observation::for_test("x", 2, crate::data::cells::pct(50.0), 7, 1.0)
+    });
+    obs.push(Observation {
+        nodes: 2,
+        ok: false,
+        ..Observation::for_test("x", 2, crate::data::cells::pct(50.0), 8, 1.0)
+    });
+    let a = analyze(&obs, &question(&[10.0], &[], Some(125e6))).unwrap();
+    assert_eq!(a.runs, n);
+    assert_eq!(
+        (
+            a.without_traffic_runs,
+            a.unlimited_runs,
+            a.flagged_runs,
+            a.failed_runs
+        ),
+        (3, 1, 1, 1)
+    );
+    let said = crate::render::runs_counted(&a);
+    assert!(
+        said.starts_with(&format!("{n} runs analysed"))
+            && said.contains("not counted: 1 failed, 1 flagged")
+            && said.contains("3 of sizes without traffic between nodes")
+            && said.contains("1 at unlimited bandwidth"),
+        "{said}"
+    );
+    let clean = analyze(
+        &traffic_study(&[2, 4, 8]),
+        &question(&[10.0], &[], Some(125e6)),
+    )
+    .unwrap();
+    assert!(
+        crate::render::runs_counted(&clean).ends_with("every stored run of the series counted"),
+        "{}",
+        crate::render::runs_counted(&clean)
+    );
+}

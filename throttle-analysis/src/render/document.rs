@@ -228,13 +228,9 @@ pub fn markdown(a: &Analysis, capacity: Option<&str>) -> String {
         out.push_str(&format!("- next: {}\n", md(n)));
     }
     out.push_str(&format!(
-        "\nBandwidth is in % of the link{}; CTI % is the completion-time increment over the run at 100% of the link. {} runs, at least {} repeat(s) per point; {} failed runs left out; {} flagged runs {}. Times ({time}): {}.\n",
+        "\nBandwidth is in % of the link{}; CTI % is the completion-time increment over the run at 100% of the link. {}. Times ({time}): {}.\n",
         capacity.map(|c| format!(" ({})", md(c))).unwrap_or_default(),
-        a.runs,
-        a.min_repeats,
-        a.failed_runs,
-        a.flagged_runs,
-        if a.flagged_kept { "kept" } else { "left out (links not at their setting)" },
+        md(&crate::render::runs_counted(a)),
         md(&a.time_source),
     ));
     if let Some(r) = &a.regression {

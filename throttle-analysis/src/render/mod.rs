@@ -71,16 +71,64 @@ pub fn render(a: &Analysis, levels: &[f64], capacity: Option<&str>) -> String {
     render_with(a, levels, capacity, Detail::default())
 }
 
+/// The runs the analysis rests on, and every stored run of the series it does not count,
+/// with why: `N runs analysed, at least R repeat(s) per point; not counted: F failed, G
+/// flagged (...)`. The terminal, the Markdown and the report say it in these words.
+pub fn runs_counted(a: &Analysis) -> String {
+    let mut not = Vec::new();
+    if a.failed_runs > 0 {
+        not.push(format!("{} failed", a.failed_runs));
+    }
+    if a.flagged_runs > 0 && !a.flagged_kept {
+        not.push(format!(
+            "{} flagged (their links did not run at their setting; --keep-flagged keeps them)",
+            a.flagged_runs
+        ));
+    }
+    if a.without_traffic_runs > 0 {
+        not.push(format!(
+            "{} of sizes without traffic between nodes (no demand there)",
+            a.without_traffic_runs
+        ));
+    }
+    if a.unlimited_runs > 0 {
+        not.push(format!(
+            "{} at unlimited bandwidth (no CTI against the full link)",
+            a.unlimited_runs
+        ));
+    }
+    if a.latency_runs > 0 {
+        not.push(format!(
+            "{} latency points (the latency answer's)",
+            a.latency_runs
+        ));
+    }
+    let kept = if a.flagged_kept && a.flagged_runs > 0 {
+        format!(
+            ", {} of them flagged and KEPT (--keep-flagged)",
+            a.flagged_runs
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} runs analysed{kept}, at least {} repeat(s) per point; {}",
+        a.runs,
+        a.min_repeats,
+        if not.is_empty() {
+            "every stored run of the series counted".to_string()
+        } else {
+            format!("not counted: {}", not.join(", "))
+        }
+    )
+}
+
 pub fn render_with(a: &Analysis, levels: &[f64], capacity: Option<&str>, detail: Detail) -> String {
     let mut out = crate::render::headline::render(a, levels, capacity);
     out.push_str(&format!(
-        "{}: {} runs, at least {} repeat(s) per point, {} failed runs left out, {} flagged runs {}\ntimes: {}\n\n",
+        "{}: {}\ntimes: {}\n\n",
         a.series,
-        a.runs,
-        a.min_repeats,
-        a.failed_runs,
-        a.flagged_runs,
-        if a.flagged_kept { "KEPT" } else { "left out (links not at their setting)" },
+        runs_counted(a),
         a.time_source
     ));
     regression(&mut out, a);
@@ -192,15 +240,7 @@ fn wrap_long(text: &str) -> String {
 /// characters; `more` says where the whole analysis is.
 pub fn summary(a: &Analysis, levels: &[f64], capacity: Option<&str>, more: &str) -> String {
     let mut out = crate::render::headline::render(a, levels, capacity);
-    let mut lines = vec![format!(
-        "{} runs, at least {} repeat(s) per point; {} failed and {} flagged runs {}; times: {}",
-        a.runs,
-        a.min_repeats,
-        a.failed_runs,
-        a.flagged_runs,
-        if a.flagged_kept { "KEPT" } else { "left out" },
-        a.time_source
-    )];
+    let mut lines = vec![format!("{}; times: {}", runs_counted(a), a.time_source)];
     lines.push(format!("backtest (DC): {}", a.verdict.text()));
     if let Some(t) = &a.traffic {
         lines.push(format!("backtest (traffic): {}", t.verdict.text()));

@@ -531,7 +531,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
 {STYLE}</head><body>
 <h1>Bandwidth demand of {name}</h1>{params}
 <h2>The answer</h2>{answer}
-<p>{runs} successful runs, {failed} failed runs left out, {flagged} flagged runs {flag_fate} (their links did not run at their setting; see Warnings). Times: {time}.</p>
+<p>{runs}. Times: {time}.</p>
 <h2>Can the projection be trusted?</h2>{trust}
 <h2>Warnings</h2><ul>{warnings}</ul>
 <h2>Tables</h2>{tables}
@@ -540,10 +540,7 @@ pub fn write(dir: &Path, a: &Analysis, levels: &[f64], capacity: Option<&str>) -
 </body></html>
 "#,
         name = escape(&name),
-        runs = a.runs,
-        failed = a.failed_runs,
-        flagged = a.flagged_runs,
-        flag_fate = if a.flagged_kept { "KEPT" } else { "left out" },
+        runs = escape(&throttle_analysis::render::runs_counted(a)),
         time = escape(&a.time_source),
         warnings = if warnings.is_empty() {
             "<li>none</li>".to_string()
