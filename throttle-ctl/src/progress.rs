@@ -29,6 +29,8 @@ pub struct SweepProgress {
     stop: Option<&'static AtomicBool>,
     /// An output lost its reader.
     closed: bool,
+    /// A flagged run's likely cause was printed with what helps: later lines leave it out.
+    advised: bool,
 }
 
 /// `1h02m`, `3m05s`, `12s`.
@@ -58,6 +60,7 @@ impl SweepProgress {
             terminal,
             out,
             cpu: std::collections::BTreeMap::new(),
+            advised: false,
             stop: None,
             closed: false,
         }
@@ -228,6 +231,7 @@ impl SweepProgress {
     ) {
         let then = if retry { "retrying" } else { "no retries left" };
         if let (RunStatus::Ok, Some(flag)) = (outcome.status, outcome.flag()) {
+            let flag = self.without_advice_said(&flag);
             self.line(&format!(
                 "{head}: {} but FLAGGED: {flag}; stored, left out of the analysis; {then}",
                 times_text(outcome)
@@ -252,6 +256,25 @@ impl SweepProgress {
                 outcome.reason.as_deref().unwrap_or("unknown"),
             ));
         }
+    }
+
+    /// `flag` as a flagged run's line says it: the likely cause's advice (what helps, in
+    /// parentheses at its end) the first time only; 47 flagged runs printed 500-600
+    /// characters each (issue 54).
+    fn without_advice_said(&mut self, flag: &str) -> String {
+        const CAUSE: &str = "likely cause: ";
+        let Some(at) = flag.find(CAUSE) else {
+            return flag.to_string();
+        };
+        let cause = &flag[at..];
+        let Some(open) = cause.rfind(" (").filter(|_| cause.ends_with(')')) else {
+            return flag.to_string();
+        };
+        if !self.advised {
+            self.advised = true;
+            return flag.to_string();
+        }
+        format!("{}{} (what helps: as above)", &flag[..at], &cause[..open])
     }
 
     pub fn finish(&mut self) {
@@ -458,6 +481,25 @@ mod tests {
             !t.contains("--capacity") && t.contains("throttle-ctl output"),
             "{t}"
         );
+    }
+
+    /// Issue 54: a sweep's flagged runs say what helps once; later lines name their
+    /// cause without it.
+    #[test]
+    fn a_flagged_runs_advice_is_said_once() {
+        let mut p = SweepProgress::to(false, Box::new(Lines::default()));
+        let flag = "n0 egress carried 80.0% of its setting while backlogged; likely cause: the agent of n0 waited 300 ms (30% of the run) for a CPU: starved by other processes (more ranks and agents than cores, or ranks that busy-poll: Open MPI --mca mpi_yield_when_idle 1)";
+        assert_eq!(p.without_advice_said(flag), flag);
+        let later = p.without_advice_said(flag);
+        assert_eq!(
+            later,
+            "n0 egress carried 80.0% of its setting while backlogged; likely cause: the agent of n0 waited 300 ms (30% of the run) for a CPU: starved by other processes (what helps: as above)"
+        );
+        assert!(later.len() < flag.len() - 60, "{later}");
+        // A cause without advice, and a flag without a cause, stay whole.
+        let plain = "x; likely cause: no agent waited for a CPU meanwhile: an agent was stopped (SIGSTOP?) or the machine paused";
+        assert_eq!(p.without_advice_said(plain), plain);
+        assert_eq!(p.without_advice_said("x late"), "x late");
     }
 
     #[test]
