@@ -268,6 +268,36 @@ fn a_port_on_every_address_is_the_nodes_and_a_portless_wildcard_bind_is_left_alo
     assert!(portless.starts_with("listening=0.0.0.0:"), "{portless}");
 }
 
+/// Issue 54: a loopback node's command keeps MPI's TCP lanes on the loopback interface,
+/// UCX's too (`UCX_NET_DEVICES=lo`: with every device, UCX over TCP opened a lane over
+/// the host's other interfaces that no agent saw, and a 4 MiB ping-pong at 30% ran twice
+/// as fast as its setting); a value the user set is left alone.
+#[test]
+fn a_loopback_nodes_mpi_lanes_stay_on_the_loopback_interface() {
+    let c = up("lbucx", 1, "1Gbit", "127.0.50.33");
+    let out = exec_in(
+        &c.0,
+        "n0",
+        &["printenv", "UCX_NET_DEVICES", "OMPI_MCA_btl_tcp_if_include"],
+    )
+    .env_remove("UCX_NET_DEVICES")
+    .env_remove("OMPI_MCA_btl_tcp_if_include")
+    .env_remove("OMPI_MCA_btl_tcp_if_exclude")
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "lo\nlo\n");
+    let out = exec_in(&c.0, "n0", &["printenv", "UCX_NET_DEVICES"])
+        .env("UCX_NET_DEVICES", "eth0")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "eth0\n");
+}
+
 /// `exec` on a node whose agent is gone is refused, as ssh to a host that is down fails:
 /// the command would run as no node and unthrottled.
 #[test]
