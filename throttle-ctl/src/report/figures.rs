@@ -9,6 +9,8 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 use throttle_analysis::method::demand::Censored;
+use throttle_analysis::render::verdict_word;
+use throttle_analysis::trust::backtest::Verdict;
 use throttle_analysis::{Analysis, Demand, MedianPoint};
 
 use super::plot::*;
@@ -45,22 +47,53 @@ impl Figures<'_> {
     }
 }
 
-/// A projection's name in a legend (its model is in the plot's title): NOT TRUSTED where
-/// its backtest does not make it trusted.
-fn projected_name(what: &str, trusted: bool) -> String {
-    if trusted {
+/// A projection's name in a legend (its model is in the plot's title), with its
+/// verdict's word where it is not trusted: the same word as the verdict's (a legend said
+/// NOT TRUSTED where the verdict said untested).
+fn projected_name(what: &str, verdict: &Verdict) -> String {
+    if verdict.trusted() {
         format!("{what} projected")
     } else {
-        format!("{what} projected, NOT TRUSTED")
+        format!("{what} projected, {}", verdict_word(verdict))
     }
 }
 
-/// A projection plot's title: what it shows, the model, and NOT TRUSTED where so.
-fn projection_title(what: &str, model: &str, trusted: bool) -> String {
+/// A projection plot's title: what it shows, the model and its verdict's word; a model
+/// that is no basis (failed or untested) has its interval left out of the plot, and the
+/// title says why (the tables print the untested one's run-to-run interval); the
+/// projections past the full link are off the scale, and named.
+fn projection_title(what: &str, model: &str, verdict: &Verdict, off: &[(u32, f64)]) -> String {
+    let word = verdict_word(verdict);
+    let head = match verdict {
+        v if v.trusted() => format!("{what}; projection: {model} model"),
+        Verdict::Failed { .. } => {
+            format!("{what}; projection: {model} model, {word}: no interval drawn")
+        }
+        Verdict::Untested { .. } => format!(
+            "{what}; projection: {model} model, {word}: its interval (run-to-run noise only, in the tables) not drawn"
+        ),
+        _ => format!("{what}; projection: {model} model, {word}"),
+    };
+    if off.is_empty() {
+        return head;
+    }
+    let named: Vec<String> = off
+        .iter()
+        .map(|(p, c)| format!("{p} procs at CTI {c}%"))
+        .collect();
     format!(
-        "{what}; projection: {model} model{}",
-        if trusted { "" } else { ", NOT TRUSTED" }
+        "{head}; past the full link (saturated), off the scale: {}",
+        named.join(", ")
     )
+}
+
+/// The projections at or past the full link: (procs, CTI) of each, not drawn.
+fn saturated(projections: &[throttle_analysis::Projection]) -> Vec<(u32, f64)> {
+    projections
+        .iter()
+        .filter(|p| p.saturates)
+        .map(|p| (p.procs, p.cti))
+        .collect()
 }
 
 pub(super) fn per_size(
@@ -267,7 +300,6 @@ where
             series.push(m);
         }
     }
-    let trusted = a.verdict.trusted();
     let failed = !a.verdict.is_basis();
     let mut targets: Vec<u32> = a.projection.iter().map(|p| p.procs).collect();
     targets.sort_unstable();
@@ -283,14 +315,7 @@ where
             continue;
         }
         series.push(Series {
-            name: if failed {
-                format!(
-                    "{t} procs projected, {}",
-                    throttle_analysis::render::verdict_word(&a.verdict)
-                )
-            } else {
-                projected_name(&format!("{t} procs"), trusted)
-            },
+            name: projected_name(&format!("{t} procs"), &a.verdict),
             points: proj.iter().map(|p| (p.cti, p.bw_pct)).collect(),
             // A model its backtest refuted (or never checked) has no interval worth a band.
             intervals: (!failed && proj.iter().all(|p| interval_of(p).is_some()))
@@ -303,14 +328,12 @@ where
     let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
     };
-    let title = if failed {
-        format!(
-            "demand per CTI level (DC model: {}, no interval)",
-            throttle_analysis::render::verdict_word(&a.verdict)
-        )
-    } else {
-        projection_title("demand per CTI level", "DC", trusted)
-    };
+    let title = projection_title(
+        "demand per CTI level",
+        "DC",
+        &a.verdict,
+        &saturated(&a.projection),
+    );
     plot(
         area,
         &title,
@@ -355,7 +378,6 @@ where
         Some(t) if a.bottom_line.model != Some(Model::Dc) => (&t.projection, "traffic", &t.verdict),
         _ => (&a.projection, "DC", &a.verdict),
     };
-    let trusted = verdict.trusted();
     let failed = !verdict.is_basis();
     let mut levels: Vec<f64> = a.demand.iter().map(|d| d.cti).collect();
     levels.sort_by(|x, y| x.total_cmp(y));
@@ -390,7 +412,7 @@ where
         if !proj.is_empty() {
             sizes.extend(proj.iter().map(|p| p.procs));
             series.push(Series {
-                name: projected_name(&format!("CTI {c}%"), trusted),
+                name: projected_name(&format!("CTI {c}%"), verdict),
                 points: proj.iter().map(|p| (lg(p.procs), p.bw_pct)).collect(),
                 // Each level's interval as bars at its points (bands of four levels
                 // blend into one); none for a model its backtest refuted or never checked.
@@ -407,16 +429,16 @@ where
     let Some((x0, x1)) = x_extent(&series) else {
         return Ok(());
     };
+    let title = projection_title(
+        "demand against the size",
+        model,
+        verdict,
+        &saturated(projections),
+    );
     let title = if failed {
-        format!(
-            "demand against the size ({model} model: {}, no interval)",
-            throttle_analysis::render::verdict_word(verdict)
-        )
+        title
     } else {
-        format!(
-            "{}; bars: 90% intervals",
-            projection_title("demand against the size", model, trusted)
-        )
+        format!("{title}; bars: 90% intervals")
     };
     plot(
         area,
@@ -640,4 +662,49 @@ pub(super) fn render_all(dir: &Path, f: Figures<'_>) -> Result<Vec<(String, Stri
         out.push((name.to_string(), title.to_string()));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 54: a plot's legend and title say what the verdict says (an untested
+    /// projection's legend said NOT TRUSTED, its title "no interval" where the table
+    /// printed one), and what lies past the full link is named, not silently left out.
+    #[test]
+    fn legends_and_titles_say_the_verdicts_word_and_what_is_off_the_scale() {
+        let untested = Verdict::Untested { why: "x".into() };
+        assert_eq!(
+            projected_name("16 procs", &untested),
+            "16 procs projected, untested"
+        );
+        let t = projection_title("demand against the size", "DC", &untested, &[]);
+        assert!(
+            t.contains("DC model, untested") && t.contains("in the tables"),
+            "{t}"
+        );
+        let failed = Verdict::Failed {
+            why: "x".into(),
+            misses: 3,
+            checks: 4,
+            worst_pp: 9.0,
+        };
+        let t = projection_title("d", "DC", &failed, &[(16, 10.0), (16, 15.0)]);
+        assert_eq!(
+            t,
+            "d; projection: DC model, FAILED: no interval drawn; past the full link (saturated), off the scale: 16 procs at CTI 10%, 16 procs at CTI 15%"
+        );
+        let passed = Verdict::Passed {
+            checks: 4,
+            sizes: 2,
+            misses: 0,
+            rms_pp: 1.0,
+            worst_pp: 2.0,
+        };
+        assert_eq!(projected_name("CTI 10%", &passed), "CTI 10% projected");
+        assert_eq!(
+            projection_title("d", "traffic", &passed, &[]),
+            "d; projection: traffic model"
+        );
+    }
 }

@@ -252,7 +252,8 @@ pub(super) fn procs_label(v: f64) -> String {
 
 /// Ticks for a log10 axis from `lo` to `hi` (log10 units): 1, 2 and 5 times each power of
 /// ten within, or finer round values (1.5, 3, 7, ...) on a narrow axis, so that at least
-/// three fall inside.
+/// three fall inside; on an axis narrower than those (strong-scaling times from 0.30 to
+/// 0.33 s had no tick, so no label), round values as a linear axis would have them.
 pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     const SETS: [&[f64]; 3] = [
         &[1.0, 2.0, 5.0],
@@ -267,6 +268,17 @@ pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
             .collect();
         if out.len() >= 3 {
             return out;
+        }
+    }
+    if hi > lo {
+        let fine: Vec<f64> = linear_ticks(10f64.powf(lo), 10f64.powf(hi), 4)
+            .into_iter()
+            .filter(|v| *v > 0.0)
+            .map(f64::log10)
+            .filter(|v| *v >= lo && *v <= hi)
+            .collect();
+        if fine.len() > out.len() {
+            return fine;
         }
     }
     out
@@ -817,6 +829,12 @@ mod tests {
             .map(|&v| from_log_compact(v))
             .collect();
         assert_eq!(t, ["0.5", "1", "2", "5"]);
+        // A narrow axis (0.30-0.33 s) still has labels (it had none).
+        let t: Vec<String> = log_ticks(0.30f64.log10(), 0.33f64.log10())
+            .iter()
+            .map(|&v| from_log_compact(v))
+            .collect();
+        assert!(t.len() >= 3, "{t:?}");
         assert_eq!(linear_ticks(0.0, 97.0, 5), [0.0, 20.0, 40.0, 60.0, 80.0]);
         let p: Vec<String> = procs_ticks([8, 2, 4, 2, 16])
             .iter()
