@@ -118,7 +118,7 @@ pub(crate) fn analyze_within(obs: &[Observation], req: &Question, work: usize) -
     let latency = latency::answer(obs, &m.chosen, req);
     let latency_runs = obs
         .iter()
-        .filter(|o| o.series == m.chosen && o.ok && o.latency_step.is_some())
+        .filter(|o| o.series == m.chosen && o.latency_step.is_some())
         .count();
     Ok(Analysis {
         bottom_line,
@@ -183,6 +183,8 @@ struct Measured<'a> {
     cpu_bound: Vec<cpu::CpuBound>,
     /// Good runs of the sizes left out for carrying no traffic between nodes.
     without_traffic_runs: usize,
+    /// The sizes with at least one successful run (flagged or not).
+    ran: Vec<u32>,
 }
 
 /// Choose the series, sort its runs and group them into cells; what was measured, and
@@ -211,6 +213,15 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
         bypassed.clear();
     }
     let reasons = reasons(obs, &chosen, &runs, &silent, &bypassed);
+    // The sizes the program ran at (what the sizes it allows are read from).
+    let mut ran: Vec<u32> = runs
+        .good
+        .iter()
+        .chain(&runs.flagged)
+        .map(|o| o.procs)
+        .collect();
+    ran.sort_unstable();
+    ran.dedup();
     let before = runs.good.len();
     runs.good
         .retain(|o| !silent.contains(&o.procs) && !bypassed.contains(&o.procs));
@@ -300,6 +311,7 @@ fn measure<'a>(obs: &'a [Observation], req: &Question) -> Result<(Measured<'a>, 
         floors,
         cpu_bound,
         without_traffic_runs,
+        ran,
     };
     Ok((measured, warnings))
 }
@@ -474,11 +486,12 @@ fn state(
         (None, _, false) => Some("no traffic recorded with the runs"),
     };
     let mut supported = backtest::support(&f.backtest, no_traffic);
-    if let Some(TrafficAnswer {
-        verdict: backtest::Verdict::Unmodelled { part, .. },
-        ..
-    }) = &traffic
-    {
+    // Unmodelled, or so under a CPU-bound downgrade.
+    let unmodelled = traffic.as_ref().map(|t| match &t.verdict {
+        backtest::Verdict::CpuBound { inner, .. } => &**inner,
+        v => v,
+    });
+    if let Some(backtest::Verdict::Unmodelled { part, .. }) = unmodelled {
         supported.push_str(&format!(
             " (but the traffic projection's model of {part} does not describe the measured sizes: see its verdict)"
         ));
@@ -525,6 +538,7 @@ fn answer_first(req: &Question, m: &Measured, f: &Fitted, s: &Stated) -> answer:
             sizes: &m.reasons,
             held_out: &m.held_out,
             cpu_bound: &m.cpu_bound,
+            rule: crate::answer::sizes::SizeRule::of(&m.ran),
         },
         !req.predict.is_empty(),
     )

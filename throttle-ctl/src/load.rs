@@ -124,9 +124,7 @@ pub fn cpu_bound(by_nodes: &std::collections::BTreeMap<usize, Vec<f64>>) -> Opti
     let bound: Vec<String> = by_nodes
         .iter()
         .filter_map(|(n, shares)| {
-            let mut s = shares.clone();
-            s.sort_by(f64::total_cmp);
-            let median = *s.get(s.len() / 2)?;
+            let median = throttle_analysis::trust::cpu::median_share(shares)?;
             (median >= CPU_BOUND).then(|| format!("{n} node(s) ({:.0}%)", median * 100.0))
         })
         .collect();

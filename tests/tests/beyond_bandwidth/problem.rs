@@ -83,8 +83,13 @@ fn a_problem_axis_is_swept_stored_exported_and_analysed_in_both_parameters() {
     assert_eq!(values, [(200000, 4), (400000, 4)].into(), "{rows:?}");
     let csv = stdout_of(&ctl(dir, &["export", "--db", "p.db"]));
     let head = csv.lines().find(|l| !l.starts_with('#')).unwrap();
-    assert!(head.ends_with(",problem,latency_step"), "{head}");
-    assert!(csv.lines().any(|l| l.ends_with(",400000,")), "{csv}");
+    assert!(head.ends_with(",problem,latency_step,cpu_own"), "{head}");
+    // The problem value, third from the end (then the latency step and the share of the
+    // cores the run's processes used).
+    assert!(
+        csv.lines().any(|l| l.rsplit(',').nth(2) == Some("400000")),
+        "{csv}"
+    );
     let extrap = stdout_of(&ctl(dir, &["export", "--db", "p.db", "--format", "extrap"]));
     assert!(
         extrap.contains("PARAMETER p\nPARAMETER n\nPARAMETER bw\n")

@@ -487,9 +487,10 @@ pub struct Analysis {
     /// Runs whose links did not run at their setting; left out unless `flagged_kept`.
     pub flagged_runs: usize,
     pub flagged_kept: bool,
-    /// Successful runs not counted in `runs` for other reasons: at unlimited bandwidth
-    /// (no CTI against the full link), of sizes without traffic between nodes (left out:
-    /// no demand there), and latency points (the latency answer's).
+    /// Runs not counted in `runs` for other reasons: successful ones at unlimited
+    /// bandwidth (no CTI against the full link), good ones of sizes left out because no
+    /// byte of theirs went through the agents (no demand there), and latency points, failed
+    /// or not (the latency answer's).
     pub unlimited_runs: usize,
     pub without_traffic_runs: usize,
     pub latency_runs: usize,

@@ -68,6 +68,15 @@ pub struct Basis<'a> {
     pub held_out: &'a [u32],
     /// The CPU-bound sizes.
     pub cpu_bound: &'a [crate::trust::cpu::CpuBound],
+    /// The sizes the program allows, read off the sizes it ran at.
+    pub rule: SizeRule,
+}
+
+impl Basis<'_> {
+    /// Every size measured (none of them is suggested again).
+    fn measured(&self) -> Vec<u32> {
+        self.sizes.iter().map(|s| s.0).collect()
+    }
 }
 
 /// The bottom line of an analysis; `asked`: sizes to project to were given.
@@ -77,7 +86,7 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
     });
     let mut out = answer(b, asked, &link);
     out.sizes = rows(b, &link);
-    out.size_rule = SizeRule::of(&b.sizes.iter().map(|s| s.0).collect::<Vec<_>>());
+    out.size_rule = b.rule;
     out.network_bound = network_bound(b);
     if let Some(n) = &out.network_bound {
         out.lines
@@ -98,7 +107,9 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
 }
 
 /// Whether every size measured needs nearly all of the link at the lowest level asked
-/// ([`NetworkBound`]); `None` when a size needs less, or none has a demand there.
+/// ([`NetworkBound`]); `None` when a size needs less, when a size with demands has none
+/// to judge there (below its noise, or no step reached it), or when fewer than two sizes
+/// say so (one size cannot tell sizes apart or not).
 fn network_bound(b: &Basis) -> Option<NetworkBound> {
     let cti = b.levels.iter().copied().min_by(f64::total_cmp)?;
     let all_transfer = 100.0 / (1.0 + cti / 100.0);
@@ -116,7 +127,8 @@ fn network_bound(b: &Basis) -> Option<NetworkBound> {
         sizes.push(d.procs);
         values.push(value);
     }
-    if sizes.is_empty() {
+    let judged = |p: u32| sizes.contains(&p);
+    if sizes.len() < 2 || b.sizes.iter().any(|(p, why)| why.is_none() && !judged(*p)) {
         return None;
     }
     sizes.sort_unstable();
@@ -149,11 +161,17 @@ fn network_bound_text(n: &NetworkBound, link: &str) -> String {
 /// The capacity to try instead, in words.
 fn higher(n: &NetworkBound) -> String {
     let what = match n.try_capacity {
-        Some(c) => format!(
-            "a capacity several times higher ({}x: `--capacity {}`)",
-            NetworkBound::FACTOR,
-            throttle_proto::rate::format_flag(c)
-        ),
+        Some(c) => {
+            let flag = throttle_proto::rate::format_flag(c);
+            // The flag keeps a digit or two: said so where it rounds.
+            let exact = throttle_proto::rate::Rate::parse(&flag)
+                .is_ok_and(|r| (r.bytes_per_sec() - c).abs() <= 1e-6 * c);
+            format!(
+                "a capacity several times higher ({}{}x: `--capacity {flag}`)",
+                if exact { "" } else { "about " },
+                NetworkBound::FACTOR
+            )
+        }
         None => "a capacity several times higher".into(),
     };
     what
@@ -211,14 +229,13 @@ fn answer(b: &Basis, asked: bool, link: &str) -> BottomLine {
         lines.push(s);
     }
     lines.push(format!("  by {}; {}", name(model), basis(verdict)));
-    let measured: Vec<u32> = b.sizes.iter().map(|s| s.0).collect();
     let advice = narrow::advice(
         projections,
         b.fitted,
         b.runs_per_size,
         b.demand,
         b.min_repeats,
-        (SizeRule::of(&measured), &measured),
+        (b.rule, &b.measured()),
     );
     let next = if trusted {
         advice.as_ref().map(Advice::text)
@@ -356,22 +373,26 @@ fn basis(verdict: &Verdict) -> String {
 
 /// What to measure next when the answer is not trusted: what would make it trusted,
 /// then the `advice` that narrows it most.
-/// Which sizes to measure next when the measured ones follow a rule (powers of two,
-/// squares): `, such as 16 or 32 (the sizes measured are all powers of two)`; empty
-/// when any size will do.
+/// Which sizes to measure next above the largest fitted one when the sizes the program
+/// ran at follow a rule (powers of two, squares), none measured already: `, such as 16
+/// or 32 (the sizes measured are all powers of two)`; empty when any size will do.
 fn size_hint(b: &Basis) -> String {
-    let measured: Vec<u32> = b.sizes.iter().map(|s| s.0).collect();
-    let rule = SizeRule::of(&measured);
-    match (rule.words(), measured.iter().max()) {
-        (Some(words), Some(&top)) => {
-            let next: Vec<String> = rule.next_above(top, 2).iter().map(u32::to_string).collect();
-            format!(
-                ", such as {} (the sizes measured are all {words})",
-                next.join(" or ")
-            )
-        }
-        _ => String::new(),
+    let (Some(words), Some(&top)) = (b.rule.words(), b.fitted.iter().max()) else {
+        return String::new();
+    };
+    let next: Vec<String> = b
+        .rule
+        .next_above(top, 2, &b.measured())
+        .iter()
+        .map(u32::to_string)
+        .collect();
+    if next.is_empty() {
+        return String::new();
     }
+    format!(
+        ", such as {} (the sizes measured are all {words})",
+        next.join(" or ")
+    )
 }
 
 fn untrusted_next(
@@ -629,7 +650,7 @@ fn next_for_failure(
         format!("measure at least three sizes besides the held-out ones{hint}, with throttled steps around each demand, so a projection can be checked on a measured size")
     } else {
         format!(
-            "the models miss the measured sizes: measure sizes nearer to the one you need (above {}{hint}), or that size itself",
+            "the models miss the measured sizes: measure sizes nearer to the one you need, above {}{hint}, or that size itself",
             largest.map_or("the largest".into(), |l| l.to_string())
         )
     }
@@ -682,6 +703,7 @@ mod tests {
                 sizes: &[(4, None), (9, None), (16, None)],
                 held_out: &[],
                 cpu_bound: &[],
+                rule: SizeRule::Any,
             },
             asked,
         )

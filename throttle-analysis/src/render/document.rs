@@ -414,15 +414,8 @@ fn projection_md(a: &Analysis, all: &[Figure]) -> String {
                 f.verdict.unwrap_or_default().into(),
                 f.procs.to_string(),
                 format!("{}", f.cti),
-                format!(
-                    "{}{}",
-                    f.shown,
-                    if f.saturates {
-                        " (the link saturates)"
-                    } else {
-                        ""
-                    }
-                ),
+                // `shown` says "saturated" at or past the link (`projected_from`).
+                f.shown.clone(),
                 f.interval.map(|i| one(i.low)).unwrap_or_else(|| "-".into()),
                 f.interval
                     .map(|i| one(i.high))

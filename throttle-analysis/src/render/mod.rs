@@ -87,7 +87,7 @@ pub fn runs_counted(a: &Analysis) -> String {
     }
     if a.without_traffic_runs > 0 {
         not.push(format!(
-            "{} of sizes without traffic between nodes (no demand there)",
+            "{} of sizes left out, no byte of theirs through the agents (no demand there)",
             a.without_traffic_runs
         ));
     }

@@ -318,6 +318,8 @@ pub enum Verdict {
         procs: Vec<u32>,
         share: f64,
         worst_pp: f64,
+        /// The verdict it would have been.
+        inner: Box<Verdict>,
     },
 }
 
@@ -562,6 +564,7 @@ impl Verdict {
                 procs,
                 share,
                 worst_pp,
+                ..
             } => format!(
                 "NOT TRUSTED: it is fitted on CPU-bound sizes ({} procs, up to {:.0}% of the cores): their times measure this machine's cores as much as the link, and so do its backtest's checks (worst {worst_pp:+.1} pp)",
                 procs.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),

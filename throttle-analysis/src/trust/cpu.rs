@@ -20,6 +20,17 @@ use crate::Observation;
 /// time shows 0.8-0.9).
 pub const CPU_BOUND: f64 = 0.75;
 
+/// The share a size's runs are judged by: the median of their shares (the mean of the
+/// middle two for an even count). The sweep's warning and the analysis use this one rule.
+pub fn median_share(shares: &[f64]) -> Option<f64> {
+    (!shares.is_empty()).then(|| crate::method::stats::median(shares))
+}
+
+/// Whether runs with these shares make their size CPU-bound.
+pub fn is_bound(shares: &[f64]) -> bool {
+    median_share(shares).is_some_and(|m| m >= CPU_BOUND)
+}
+
 /// One CPU-bound size.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CpuBound {
@@ -33,15 +44,16 @@ pub struct CpuBound {
 /// The CPU-bound sizes among `good` runs, smallest first: those whose runs' median share
 /// of the cores (over the runs that recorded one) reaches [`CPU_BOUND`].
 pub fn sizes(good: &[&Observation]) -> Vec<CpuBound> {
+    // Shares outside 0..1 never get here: `Observation::problems` refuses the row.
     let mut by: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
     for o in good {
-        if let Some(s) = o.cpu_own.filter(|s| (0.0..=1.0).contains(s)) {
+        if let Some(s) = o.cpu_own {
             by.entry(o.procs).or_default().push(s);
         }
     }
     by.into_iter()
         .filter_map(|(procs, shares)| {
-            let share = crate::method::stats::median(&shares);
+            let share = median_share(&shares)?;
             (share >= CPU_BOUND).then_some(CpuBound {
                 procs,
                 share,
@@ -56,9 +68,10 @@ pub fn share_at(bound: &[CpuBound], procs: u32) -> Option<f64> {
     bound.iter().find(|b| b.procs == procs).map(|b| b.share)
 }
 
-/// `verdict`, downgraded to [`Verdict::CpuBound`] when it would trust (or give) a
-/// projection fitted on a CPU-bound size (`fitted`: the sizes its projection is fitted
-/// on). A failed or untested verdict stays as it is: it is no basis either way.
+/// `verdict`, downgraded to [`Verdict::CpuBound`] (which keeps it as `inner`) when it
+/// would trust (or give) a projection fitted on a CPU-bound size (`fitted`: the sizes its
+/// projection is fitted on). A failed or untested verdict stays as it is: it is no basis
+/// either way.
 pub fn with_cpu(verdict: Verdict, bound: &[CpuBound], fitted: &[u32]) -> Verdict {
     let worst_pp = match verdict {
         Verdict::Passed { worst_pp, .. }
@@ -74,6 +87,7 @@ pub fn with_cpu(verdict: Verdict, bound: &[CpuBound], fitted: &[u32]) -> Verdict
         procs: hit.iter().map(|b| b.procs).collect(),
         share: hit.iter().map(|b| b.share).fold(0.0, f64::max),
         worst_pp,
+        inner: Box::new(verdict),
     }
 }
 
@@ -132,6 +146,9 @@ mod tests {
         assert_eq!(share_at(&b, 4), Some(0.8));
         assert_eq!(share_at(&b, 2), None);
         assert_eq!(words(&b), "4 procs (80% of the cores)");
+        // Two runs: the mean of both, as the sweep's warning judges them.
+        assert_eq!(median_share(&[0.6, 0.8]), Some(0.7));
+        assert!(!is_bound(&[0.6, 0.8]) && is_bound(&[0.7, 0.8]) && !is_bound(&[]));
     }
 
     #[test]
@@ -151,6 +168,7 @@ mod tests {
         let v = with_cpu(passed.clone(), &bound, &[2, 4, 6]);
         assert!(!v.trusted() && v.is_basis(), "{v:?}");
         assert!(v.text().contains("CPU-bound") && v.text().contains("4 procs"));
+        assert!(matches!(&v, Verdict::CpuBound { inner, .. } if **inner == passed));
         // Not fitted there (a held-out size): the verdict stands.
         assert_eq!(with_cpu(passed.clone(), &bound, &[2, 6]), passed);
         // No basis stays no basis.

@@ -246,10 +246,9 @@ pub(crate) fn dc_verdict(verdict: &Verdict) -> Vec<String> {
         Verdict::Thin { procs, .. } => vec![format!(
             "do not trust the DC projection yet: its backtest passed, but on one size only ({procs} procs), which cannot show how its error grows further out"
         )],
-        // Said by the CPU-bound warning.
-        Verdict::Passed { .. } | Verdict::Unmodelled { .. } | Verdict::CpuBound { .. } => {
-            Vec::new()
-        }
+        // The CPU-bound warning says the rest: what the verdict would have been still is.
+        Verdict::CpuBound { inner, .. } => dc_verdict(inner),
+        Verdict::Passed { .. } | Verdict::Unmodelled { .. } => Vec::new(),
     }
 }
 

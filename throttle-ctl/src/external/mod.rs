@@ -446,20 +446,30 @@ pub fn telling_lines(output: &[String]) -> Vec<&str> {
 /// among them.
 fn launcher_words(output: &[String]) -> Vec<(usize, &str)> {
     let rule = |l: &str| l.len() >= 10 && l.chars().all(|c| c == '-');
+    // Open MPI 4.1's notice is 6 lines: one without its closing rule skips no more.
+    const NOTICE_LINES: usize = 8;
     let mut out = Vec::new();
-    let mut in_abort = false;
+    let mut in_abort = 0;
     let mut lines = output.iter().map(|l| l.trim()).enumerate().peekable();
     while let Some((i, l)) = lines.next() {
-        if in_abort {
-            in_abort = !rule(l);
-            continue;
+        // Inside the notice: skipped up to its closing rule, or its first
+        // NOTICE_LINES lines.
+        if in_abort > 0 {
+            in_abort -= 1;
+            if rule(l) {
+                in_abort = 0;
+                continue;
+            }
+            if in_abort > 0 {
+                continue;
+            }
         }
         if rule(l) {
             if let Some(&(j, next)) = lines.peek() {
                 if next.starts_with("MPI_ABORT was invoked") {
                     lines.next();
                     out.push((j, next));
-                    in_abort = true;
+                    in_abort = NOTICE_LINES;
                     continue;
                 }
             }
@@ -622,6 +632,14 @@ mod tests {
             ],
             "{told:?}"
         );
+        // A notice without its closing rule hides no more than its own length.
+        let cut: Vec<String> = output[..7]
+            .iter()
+            .cloned()
+            .chain((0..12).map(|i| format!("rank line {i}")))
+            .collect();
+        let told = telling_lines(&cut);
+        assert!(told.contains(&"rank line 11"), "{told:?}");
     }
 
     fn status(not_proven: &[&str], outside: &[&str]) -> InterceptedStatus {

@@ -270,15 +270,27 @@ pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
             return out;
         }
     }
-    if hi > lo {
-        let fine: Vec<f64> = linear_ticks(10f64.powf(lo), 10f64.powf(hi), 4)
-            .into_iter()
-            .filter(|v| *v > 0.0)
-            .map(f64::log10)
-            .filter(|v| *v >= lo && *v <= hi)
-            .collect();
-        if fine.len() > out.len() {
-            return fine;
+    // Linear steps no finer than the labels' digits ([`compact`]: one decimal from 1 to
+    // 100, three below 1), so that no two ticks read alike.
+    let (a, b) = (10f64.powf(lo), 10f64.powf(hi));
+    let digit = if a >= 100.0 {
+        1.0
+    } else if a >= 1.0 {
+        0.1
+    } else if a >= 0.01 {
+        0.001
+    } else {
+        return out;
+    };
+    for n in (2..=4).rev() {
+        let fine = linear_ticks(a, b, n);
+        let coarse_enough = fine.windows(2).all(|w| w[1] - w[0] >= digit - 1e-12);
+        if fine.len() > out.len() && coarse_enough && fine.iter().all(|v| *v > 0.0) {
+            return fine
+                .into_iter()
+                .map(f64::log10)
+                .filter(|v| *v >= lo && *v <= hi)
+                .collect();
         }
     }
     out
@@ -835,6 +847,16 @@ mod tests {
             .map(|&v| from_log_compact(v))
             .collect();
         assert!(t.len() >= 3, "{t:?}");
+        // ... whose labels never read alike (1.00-1.05 s made "1", "1.0", "1.0").
+        for (lo, hi) in [(0.30, 0.33), (1.0, 1.05), (1.0, 1.3), (150.0, 156.0)] {
+            let t: Vec<String> = log_ticks(f64::log10(lo), f64::log10(hi))
+                .iter()
+                .map(|&v| from_log_compact(v))
+                .collect();
+            let mut d = t.clone();
+            d.dedup();
+            assert_eq!(d, t, "{lo}-{hi}");
+        }
         assert_eq!(linear_ticks(0.0, 97.0, 5), [0.0, 20.0, 40.0, 60.0, 80.0]);
         let p: Vec<String> = procs_ticks([8, 2, 4, 2, 16])
             .iter()
