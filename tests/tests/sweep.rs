@@ -10,9 +10,13 @@ use throttle_tests::*;
 /// A 3-node cluster with a small BFS sweep spec next to it.
 fn with_spec(tag: &str, base: &str) -> Scratch {
     let c = up(tag, 3, "200Mbit", base);
+    // Six attempts a point, not three: beside one busy loop on 2 cores the 3-node BFS's
+    // agents wait for a CPU and some runs are flagged; with three attempts one point of
+    // 18 was given up in 1 of 3 runs of the resume test (and the suite's run), which tests
+    // resuming, not the links.
     std::fs::write(
         c.0.join("spec.toml"),
-        "workload = \"bfs\"\nnodes = [1, 2, 3]\nbandwidths = [\"100\", \"50:25:-25\"]\nrepeats = 2\nseed = 4\n[bfs]\nscale = 8\nkeys = 4\n",
+        "workload = \"bfs\"\nnodes = [1, 2, 3]\nbandwidths = [\"100\", \"50:25:-25\"]\nrepeats = 2\nretries = 5\nseed = 4\n[bfs]\nscale = 8\nkeys = 4\n",
     )
     .unwrap();
     c

@@ -160,7 +160,7 @@ fn network_bound_text(n: &NetworkBound, link: &str) -> String {
 
 /// The capacity to try instead, in words.
 fn higher(n: &NetworkBound) -> String {
-    let what = match n.try_capacity {
+    match n.try_capacity {
         Some(c) => {
             let flag = throttle_proto::rate::format_flag(c);
             // The flag keeps a digit or two: said so where it rounds.
@@ -173,8 +173,7 @@ fn higher(n: &NetworkBound) -> String {
             )
         }
         None => "a capacity several times higher".into(),
-    };
-    what
+    }
 }
 
 /// Every measured size, largest first: its demand at each level, or why it has none.

@@ -56,7 +56,6 @@ pub fn table(a: &Analysis, levels: &[f64]) -> (Option<Table>, Vec<String>) {
     let mut notes: Vec<String> = Vec::new();
     // Numbered reasons: a row's or a cell's, each said once below the table.
     let mut whole: Vec<String> = Vec::new();
-
     for &p in &projected {
         let mut row = vec![p.to_string(), "projected".into()];
         for &c in levels {
