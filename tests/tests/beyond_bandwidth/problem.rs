@@ -6,11 +6,15 @@
 
 use throttle_tests::*;
 
+// Six attempts a point: beside the other test of this binary, 3 nodes' agents on 2 cores
+// waited for a CPU and one point was flagged three times in a row (once in four suite
+// runs); this test is about the problem axis, not the links.
 const SPEC: &str = r#"
 workload = "mw"
 nodes = [2, 3]
 bandwidths = [100, 25]
 repeats = 1
+retries = 5
 warmup = false
 settle = 0
 seed = 46
