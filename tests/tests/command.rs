@@ -781,14 +781,13 @@ fn a_sleeping_program_is_not_called_cpu_bound() {
 }
 
 /// The stored runs' `cpu_own`, in the order they ran (a run without one: panics).
-fn cpu_own_of(dir: &std::path::Path, db: &str) -> Vec<f64> {
-    let conn = rusqlite::Connection::open(dir.join(db)).unwrap();
-    let mut st = conn
-        .prepare("SELECT cpu_own FROM runs ORDER BY id")
-        .unwrap();
-    st.query_map([], |r| r.get::<_, f64>(0))
+fn cpu_own_of(dir: &Path, db: &str) -> Vec<f64> {
+    throttle_ctl::store::Store::read(&dir.join(db))
         .unwrap()
-        .map(|s| s.expect("a share"))
+        .rows()
+        .unwrap()
+        .iter()
+        .map(|r| r.cpu_own.expect("a share"))
         .collect()
 }
 
