@@ -230,10 +230,10 @@ mod tests {
     /// localhost where only another node's server listens is refused (finding 5).
     ///
     /// The premise is that the kernel lists each listener and nothing else listens at its
-    /// port; the tests beside this one
-    /// (and, as root, every process of the machine) bind ports of their own, and one at
-    /// 127.0.0.1 on the port the kernel gave `other` once made CI red. The premise is
-    /// checked before and after the lookups, and a pair of ports that lost it is
+    /// port. The tests beside this one (and, as root, every process of the machine) bind
+    /// ports of their own, and CI once judged a pair without it (as asked where refused
+    /// was meant: another listener at the other node's port, or one the list left out).
+    /// The premise is checked before and after the lookups, and a pair that lost it is
     /// replaced (up to ten times), never judged.
     #[test]
     fn localhost_in_either_family_is_the_node() {
