@@ -158,6 +158,7 @@ fn verdict_word(v: &Value) -> &'static str {
         "thin" => "NOT YET TRUSTED",
         "failed" => "FAILED",
         "unmodelled" | "cpu_bound" => "NOT TRUSTED",
+        "unchecked" => "NOT CHECKED",
         _ => "untested",
     }
 }

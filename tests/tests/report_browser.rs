@@ -241,6 +241,7 @@ fn figure_styles(dir: &Path) {
         Some("thin") => "NOT YET TRUSTED",
         Some("failed") => "FAILED",
         Some("untested") => "untested",
+        Some("unchecked") => "NOT CHECKED",
         _ => "NOT TRUSTED",
     };
     assert_eq!(

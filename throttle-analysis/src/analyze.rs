@@ -422,7 +422,11 @@ fn fit_and_judge(
         };
         model_error::estimate(&backtest, model, &fitted, model_error::prior(model))
     });
-    let verdict = cpu::with_cpu(backtest::verdict(&backtest, Model::Dc), &m.cpu_bound, &fit);
+    let verdict = cpu::with_cpu(
+        model_error::judged(backtest::verdict(&backtest, Model::Dc), error[0].as_ref()),
+        &m.cpu_bound,
+        &fit,
+    );
     Fitted {
         fit,
         answer,
@@ -465,7 +469,10 @@ fn state(
         projection: figures.traffic_projections(),
         verdict: cpu::with_cpu(
             backtest::with_fit(
-                backtest::verdict(&f.backtest, Model::Traffic),
+                model_error::judged(
+                    backtest::verdict(&f.backtest, Model::Traffic),
+                    f.error[1].as_ref(),
+                ),
                 f.answer.traffic.as_ref(),
             ),
             cpu_bound,

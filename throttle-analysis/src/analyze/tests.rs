@@ -1158,3 +1158,52 @@ fn the_runs_not_counted_are_said_with_why() {
         crate::render::runs_counted(&clean)
     );
 }
+
+/// Issue 54, item 1: a program measured on two sizes besides the held-out one (powers of
+/// two on a small machine: 2 and 4 nodes, 8 held out) has no backtest, yet it is
+/// answered: the traffic projection, NOT CHECKED, with the two-size prior's interval,
+/// and the held-out size lies inside it. Before, NO ANSWER ("no projection could be
+/// checked on a measured size").
+#[test]
+fn a_program_measured_on_two_sizes_is_answered_not_checked() {
+    let req = question(&[10.0, 20.0], &[8, 16], Some(125e6));
+    let (mut inside, mut n) = (0, 0);
+    for seed in 1..=6u64 {
+        let a = analyze(&noisy_traffic_study(&[2, 4, 8], 0.01, seed), &req).unwrap();
+        let t = a.traffic.as_ref().unwrap();
+        assert_eq!(t.verdict, Verdict::Unchecked { fitted: vec![2, 4] });
+        let e = t.error.as_ref().unwrap();
+        let prior = crate::trust::model_error::TWO_SIZES_TRAFFIC_PRIOR;
+        assert_eq!(
+            (e.checks, e.per_doubling, e.df),
+            (0, prior.sd, prior.df),
+            "{e:?}"
+        );
+        let b = &a.bottom_line;
+        assert_eq!(b.model, Some(Model::Traffic), "{b:?}");
+        assert!(!b.trusted);
+        let lines = b.lines.join("\n");
+        assert!(
+            lines.contains("\nat 16 procs, staying within CTI 10% needs ")
+                && lines
+                    .contains("NOT CHECKED on this program: fitted on two sizes (2 and 4 procs)"),
+            "{lines}"
+        );
+        let next = b.next.clone().unwrap_or_default();
+        assert!(
+            next.starts_with("measure a third size above 4, such as 16 or 32"),
+            "{next}"
+        );
+        for p in t.projection.iter().filter(|p| p.procs == 8) {
+            let (Some(truth), Some(i)) = (p.measured_bw_pct, p.interval) else {
+                panic!("no interval or no truth at 8: {p:?}");
+            };
+            n += 1;
+            inside += (i.low <= truth && truth <= i.high) as usize;
+        }
+        let text = render(&a, &[10.0, 20.0], None);
+        assert!(text.contains("NOT CHECKED"), "{text}");
+    }
+    assert_eq!(n, 12);
+    assert!(inside * 10 >= n * 8, "{inside} of {n} inside the interval");
+}

@@ -29,10 +29,13 @@ fn rank(v: &Verdict) -> Option<(u8, f64)> {
     match v {
         Verdict::Passed { worst_pp, .. } => Some((0, worst_pp.abs())),
         Verdict::Thin { worst_pp, .. } => Some((1, worst_pp.abs())),
+        // Fitted on too few sizes to check, with other programs' error: after one
+        // checked on one size.
+        Verdict::Unchecked { .. } => Some((2, 0.0)),
         // Known not to describe its own sizes: after one merely checked on too few.
-        Verdict::Unmodelled { worst_pp, .. } => Some((2, worst_pp.abs())),
+        Verdict::Unmodelled { worst_pp, .. } => Some((3, worst_pp.abs())),
         // Measured where the cores, not only the link, set the times: last of the bases.
-        Verdict::CpuBound { worst_pp, .. } => Some((3, worst_pp.abs())),
+        Verdict::CpuBound { worst_pp, .. } => Some((4, worst_pp.abs())),
         Verdict::Failed { .. } | Verdict::Untested { .. } => None,
     }
 }
@@ -269,7 +272,20 @@ fn best_candidate<'c, 'a>(
     candidates
         .iter()
         .filter(|c| !c.2.is_empty())
-        .filter_map(|c| Some((rank(c.1)?, c)))
+        .filter_map(|c| {
+            let (first, worst) = rank(c.1)?;
+            // Neither checked: the traffic projection, whose errors from two sizes were
+            // the smaller on the benchmark's programs (tuning stores: median 1.9 against
+            // 2.4 pp from their two largest sizes, 6.4 against 11.1 from 2 and 4;
+            // experiments/2026-12-02-two-size-answers.md).
+            let unchecked = matches!(c.1, Verdict::Unchecked { .. });
+            let second = if unchecked && c.0 == Model::Dc {
+                1.0
+            } else {
+                worst
+            };
+            Some(((first, second), c))
+        })
         .min_by(|a, b| a.0 .0.cmp(&b.0 .0).then(a.0 .1.total_cmp(&b.0 .1)))
         .map(|(_, c)| c)
 }
@@ -357,6 +373,10 @@ fn basis(verdict: &Verdict) -> String {
         } => format!(
             "NOT YET TRUSTED: its backtest checked one size only ({procs} procs, worst {worst_pp:+.1} pp)"
         ),
+        Verdict::Unchecked { fitted } => format!(
+            "NOT CHECKED on this program: fitted on two sizes ({} procs), too few for a backtest; the interval is the error projections from two sizes showed on other programs",
+            list(fitted)
+        ),
         Verdict::Unmodelled { part, error, .. } => format!(
             "NOT TRUSTED: its model of {part} misses the sizes left out of its fit by {:.1}%",
             error * 100.0
@@ -408,6 +428,10 @@ fn untrusted_next(
         Verdict::CpuBound { procs, .. } => format!(
             "the runs at {} procs kept this machine's cores busy: measure them where every node has cores of its own (a real cluster, or a machine with more cores), or with fewer ranks per node",
             list(procs)
+        ),
+        Verdict::Unchecked { fitted } => format!(
+            "measure a third size above {}{hint}, with throttled steps around the demand, so the projection is checked on this program",
+            fitted.iter().max().map_or("the largest".into(), |l| l.to_string())
         ),
         _ => format!(
             "measure one more size above {}{hint}, with throttled steps around the demand, so the projection is checked on a second size",

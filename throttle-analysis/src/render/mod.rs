@@ -305,6 +305,7 @@ pub fn verdict_word(v: &Verdict) -> &'static str {
         Verdict::Thin { .. } => "NOT YET TRUSTED",
         Verdict::Failed { .. } => "FAILED",
         Verdict::Unmodelled { .. } | Verdict::CpuBound { .. } => "NOT TRUSTED",
+        Verdict::Unchecked { .. } => "NOT CHECKED",
         Verdict::Untested { .. } => "untested",
     }
 }
@@ -444,6 +445,9 @@ fn doubt(v: &Verdict) -> &'static str {
         Verdict::Thin { .. } => ": NOT TRUSTED, its backtest passed on one size only (below)",
         Verdict::Failed { .. } => ": NOT TRUSTED, the backtest fails (below)",
         Verdict::Untested { .. } => ": untested (see the backtest below)",
+        Verdict::Unchecked { .. } => {
+            ": NOT CHECKED on this program, fitted on two sizes: too few for a backtest (below)"
+        }
         Verdict::Unmodelled { .. } => {
             ": NOT TRUSTED, a part of its model misses the sizes left out of its fit (below)"
         }

@@ -310,8 +310,15 @@ pub enum Verdict {
         sizes: usize,
         worst_pp: f64,
     },
-    /// A verdict that would give the projection (passed, on one size or more, or
-    /// unmodelled), but the sizes it is fitted on include CPU-bound ones (`procs`; the
+    /// No check could be made because the projection is fitted on two sizes only
+    /// (`fitted`; a backtest needs a third to project to), and nothing refutes it: it is
+    /// given with the interval that projections fitted on two sizes showed on other
+    /// programs ([`crate::trust::model_error::two_sizes_prior`]), said not to be checked on
+    /// this one. A program that runs on powers of two or square grids, on a small
+    /// machine, gets an answer this way (2 and 4 nodes; PMM's 4 and 9).
+    Unchecked { fitted: Vec<u32> },
+    /// A verdict that would give the projection (passed, on one size or more,
+    /// unchecked or unmodelled), but the sizes it is fitted on include CPU-bound ones (`procs`; the
     /// highest median share of the cores `share`): their times measure the cores as much
     /// as the link, so its backtest cannot vouch for it ([`crate::trust::cpu`]).
     CpuBound {
@@ -523,7 +530,7 @@ impl Verdict {
             | Verdict::Failed { worst_pp, .. }
             | Verdict::Unmodelled { worst_pp, .. }
             | Verdict::CpuBound { worst_pp, .. } => *worst_pp,
-            Verdict::Untested { .. } => 0.0,
+            Verdict::Untested { .. } | Verdict::Unchecked { .. } => 0.0,
         }
     }
 
@@ -569,6 +576,10 @@ impl Verdict {
                 "NOT TRUSTED: it is fitted on CPU-bound sizes ({} procs, up to {:.0}% of the cores): their times measure this machine's cores as much as the link, and so do its backtest's checks (worst {worst_pp:+.1} pp)",
                 procs.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
                 share * 100.0
+            ),
+            Verdict::Unchecked { fitted } => format!(
+                "NOT CHECKED on this program: fitted on two sizes ({} procs), too few for a backtest (that needs throttled runs on at least 3 sizes besides the held-out ones); its interval carries the error that projections fitted on two sizes showed on other programs (the projection benchmark's), not one this program showed",
+                fitted.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
             ),
             Verdict::Untested { why } => format!("untested: {why}"),
         }

@@ -77,6 +77,7 @@ pub fn with_cpu(verdict: Verdict, bound: &[CpuBound], fitted: &[u32]) -> Verdict
         Verdict::Passed { worst_pp, .. }
         | Verdict::Thin { worst_pp, .. }
         | Verdict::Unmodelled { worst_pp, .. } => worst_pp,
+        Verdict::Unchecked { .. } => 0.0,
         _ => return verdict,
     };
     let hit: Vec<&CpuBound> = bound.iter().filter(|b| fitted.contains(&b.procs)).collect();

@@ -49,7 +49,7 @@ use serde::Serialize;
 use crate::method::demand::{logit, Censored};
 use crate::method::noise::{Floor, MEDIAN_EFFICIENCY};
 use crate::method::quantiles;
-use crate::trust::backtest::{Check, Model};
+use crate::trust::backtest::{Check, Model, Verdict};
 
 /// What other programs say of a part of the error before this program's own data is
 /// seen: a standard deviation (logit units; for the model's growth, per doubling of the
@@ -78,11 +78,43 @@ pub const DC_PRIOR: Prior = TRAFFIC_PRIOR;
 /// error by 0.015-0.029 logit beyond the noise at the benchmark's largest fitted sizes.
 pub const READING_PRIOR: Prior = Prior { sd: 0.02, df: 4.0 };
 
+/// The growth per doubling of a traffic projection fitted on two sizes only, where its
+/// own backtest cannot run (a program that runs on powers of two or square grids measured
+/// on a small machine: 2 and 4 nodes, or PMM's 4 and 9). Learned from the tuning stores'
+/// two-size variants (each case's two largest fitted sizes, and 2 and 4, projected to its
+/// held-out sizes: `bench/two_sizes.sh`), never from the acceptance stores it is judged
+/// on; see experiments/2026-12-02-two-size-answers.md. With no check of the program's
+/// own, its interval is this prior alone ([`estimate`]).
+pub const TWO_SIZES_TRAFFIC_PRIOR: Prior = Prior { sd: 0.22, df: 7.0 };
+
+/// The DC model's, learned the same way.
+pub const TWO_SIZES_DC_PRIOR: Prior = Prior { sd: 0.16, df: 7.0 };
+
+/// The prior of `model`'s growth per doubling when it is fitted on two sizes.
+pub fn two_sizes_prior(model: Model) -> Prior {
+    match model {
+        Model::Dc => TWO_SIZES_DC_PRIOR,
+        Model::Traffic => TWO_SIZES_TRAFFIC_PRIOR,
+    }
+}
+
 /// The prior of `model`'s growth per doubling.
 pub fn prior(model: Model) -> Prior {
     match model {
         Model::Dc => DC_PRIOR,
         Model::Traffic => TRAFFIC_PRIOR,
+    }
+}
+
+/// `verdict`, [`Verdict::Unchecked`] when it is untested and `error` is estimated from
+/// [`two_sizes_prior`] alone (the projection is fitted on two sizes, too few for a
+/// backtest).
+pub fn judged(verdict: Verdict, error: Option<&ErrorModel>) -> Verdict {
+    match (&verdict, error) {
+        (Verdict::Untested { .. }, Some(e)) if e.checks == 0 => Verdict::Unchecked {
+            fitted: vec![e.smallest, e.largest],
+        },
+        _ => verdict,
     }
 }
 
@@ -116,10 +148,14 @@ pub struct ErrorModel {
     pub per_doubling: f64,
     pub df: f64,
     /// The checks it was estimated from (uncensored, above the noise, not held out), the
-    /// sizes they project to, and the fitted sizes' residuals.
+    /// sizes they project to, and the fitted sizes' residuals. No check at all: the
+    /// projection is fitted on two sizes, and its error is [`two_sizes_prior`]'s alone
+    /// (its verdict is [`crate::trust::backtest::Verdict::Unchecked`]).
     pub checks: usize,
     pub sizes: usize,
     pub residuals: usize,
+    /// The smallest fitted size with a demand.
+    pub smallest: u32,
 }
 
 impl ErrorModel {
@@ -372,7 +408,10 @@ pub struct Fitted<'a> {
 }
 
 /// `model`'s error from its backtest `checks` and its `fitted` sizes, pooled with
-/// `prior`; `None` without a backtest check (held-out sizes never count).
+/// `prior`. Without a backtest check (held-out sizes never count): from
+/// [`two_sizes_prior`] alone when the model is fitted on exactly two sizes with a demand
+/// (too few for a backtest, and the calibration that prior was learned for; a size
+/// without traffic between nodes has none), else `None`.
 pub fn estimate(
     checks: &[Check],
     model: Model,
@@ -384,6 +423,13 @@ pub fn estimate(
         residuals,
         floors,
     } = *fitted;
+    let mut residual_sizes: Vec<u32> = residuals
+        .iter()
+        .filter(|r| r.2.is_finite())
+        .map(|r| r.0)
+        .collect();
+    residual_sizes.sort_unstable();
+    residual_sizes.dedup();
     let evidence: Vec<&Check> = checks
         .iter()
         .filter(|c| {
@@ -395,9 +441,13 @@ pub fn estimate(
                 && c.error_logit.is_finite()
         })
         .collect();
-    if evidence.is_empty() {
-        return None;
-    }
+    // Two sizes with a demand the model was fitted to (one node, without traffic, has
+    // none): the sizes a fit on two sizes has.
+    let prior = match (evidence.is_empty(), residual_sizes.len()) {
+        (false, _) => prior,
+        (true, 2) => two_sizes_prior(model),
+        (true, _) => return None,
+    };
     let mut checked: BTreeMap<u32, Group> = Default::default();
     for c in &evidence {
         let g = checked.entry(c.procs).or_default();
@@ -479,6 +529,11 @@ pub fn estimate(
         checks: evidence.len(),
         sizes: checked.len(),
         residuals: residuals.len(),
+        smallest: residual_sizes
+            .first()
+            .or(sizes.iter().min())
+            .copied()
+            .unwrap_or(1),
     })
 }
 
@@ -572,6 +627,58 @@ mod tests {
         assert!((e.per_doubling.powi(2) - tau2).abs() < 1e-12, "{e:?}");
         // Two doublings beyond 4: sqrt(tau^2 4).
         assert!((e.model_sd(16.0) - 2.0 * tau2.sqrt()).abs() < 1e-12);
+    }
+
+    /// Fitted on two sizes, no check: the two-size prior alone (the verdict becomes
+    /// NOT CHECKED, given with it); on three sizes none of which could be checked, or on
+    /// one, nothing: no interval claims to know the model's error.
+    #[test]
+    fn two_sizes_without_a_check_take_the_two_size_prior_and_no_other_count_does() {
+        let at = |sizes: &[u32]| -> Vec<(u32, f64, f64)> {
+            sizes
+                .iter()
+                .flat_map(|&p| [(p, 10.0, 0.01), (p, 20.0, -0.01)])
+                .collect()
+        };
+        for model in [Model::Traffic, Model::Dc] {
+            let two = at(&[2, 4]);
+            let e = estimate(&[], model, &fitted(&[2, 4], &two, &quiet()), prior(model)).unwrap();
+            let want = two_sizes_prior(model);
+            assert_eq!((e.checks, e.sizes), (0, 0));
+            assert_eq!((e.per_doubling, e.df, e.prior), (want.sd, want.df, want));
+            assert_eq!((e.smallest, e.largest), (2, 4));
+            // One doubling beyond 4: the prior's growth and the (in-sample) lack of fit.
+            assert!((e.model_sd(8.0) - e.lack_of_fit.hypot(want.sd)).abs() < 1e-12);
+            let untested = Verdict::Untested { why: "x".into() };
+            assert_eq!(
+                judged(untested.clone(), Some(&e)),
+                Verdict::Unchecked { fitted: vec![2, 4] }
+            );
+            assert_eq!(judged(untested.clone(), None), untested);
+            // One node carries no traffic and has no demand: fitted on 1, 2 and 4 is
+            // fitted on two sizes.
+            let e = estimate(
+                &[],
+                model,
+                &fitted(&[1, 2, 4], &two, &quiet()),
+                prior(model),
+            )
+            .unwrap();
+            assert_eq!((e.checks, e.smallest, e.largest), (0, 2, 4));
+            let three = at(&[2, 3, 4]);
+            let none = estimate(
+                &[],
+                model,
+                &fitted(&[2, 3, 4], &three, &quiet()),
+                prior(model),
+            );
+            assert!(none.is_none(), "{none:?}");
+            let one = at(&[4]);
+            assert!(estimate(&[], model, &fitted(&[4], &one, &quiet()), prior(model)).is_none());
+        }
+        // The traffic model's is wider than the checked one's prior: from two sizes the
+        // form is less pinned down (tuning stores: 0.16 covered 64% of 2-and-4 answers).
+        const { assert!(TWO_SIZES_TRAFFIC_PRIOR.sd > TRAFFIC_PRIOR.sd) };
     }
 
     /// A model that fits every size it was checked on exactly is not thereby exact

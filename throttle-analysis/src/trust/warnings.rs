@@ -246,6 +246,10 @@ pub(crate) fn dc_verdict(verdict: &Verdict) -> Vec<String> {
         Verdict::Thin { procs, .. } => vec![format!(
             "do not trust the DC projection yet: its backtest passed, but on one size only ({procs} procs), which cannot show how its error grows further out"
         )],
+        Verdict::Unchecked { fitted } => vec![format!(
+            "the DC projection is not checked on this program: it is fitted on two sizes ({} procs), too few for a backtest, and its interval carries the error projections from two sizes showed on other programs",
+            fitted.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        )],
         // The CPU-bound warning says the rest: what the verdict would have been still is.
         Verdict::CpuBound { inner, .. } => dc_verdict(inner),
         Verdict::Passed { .. } | Verdict::Unmodelled { .. } => Vec::new(),
