@@ -52,6 +52,10 @@ if echo "$gave_up" | grep -q 'local up --pin'; then
     suggested="--pin"
 elif echo "$gave_up" | grep -q 'local up --capacity'; then
     suggested="--capacity $(echo "$gave_up" | grep -o 'local up --capacity [0-9.]*[kMGT]*bit' | awk '{print $4}')"
+elif [ "$first" != 0 ] && grep -q 'starved by other processes' first.err && grep -q 'local up --pin' first.err; then
+    # Some points given up, not a whole node count: the flags' own advice names the remedy
+    # (agents starved of a CPU: their cores back).
+    suggested="--pin"
 elif [ "$first" = 0 ]; then
     suggested="--capacity $("$CTL" calibrate --seconds 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["suggested_capacity"])')"
 else

@@ -6,12 +6,14 @@
 //! measured goes unsaid.
 //!
 //! The projection it uses is one whose backtest did not fail: passed on two sizes
-//! (trusted) before passed on one (given, marked not trusted), the smaller worst error
-//! between equals. A projection refuted by a measured size is never the answer. A
-//! projection without an interval that covers its model error (no backtest check, or no
-//! run-to-run interval) gives no number, nor one at or past the link (the link saturates
-//! first). Without sizes to project to, the answer is the demand measured at the largest
-//! size, never a level below that size's noise floor.
+//! (trusted) before passed on one (given, marked not trusted), then one fitted on two
+//! sizes and so checked on none (NOT CHECKED, the traffic projection first), the smaller
+//! worst error between equals. A projection refuted by a measured size is never the
+//! answer. A projection without an interval that covers its model error (no backtest
+//! check on three sizes or more, or no run-to-run interval) gives no number, nor one at
+//! or past the link (the link saturates first). Without sizes to project to, the answer
+//! is the demand measured at the largest size, never a level below that size's noise
+//! floor.
 
 use std::collections::BTreeMap;
 
@@ -602,7 +604,7 @@ fn measured(b: &Basis, link: &str) -> BottomLine {
         lines,
         figures,
         next: Some(
-            "to project to a larger size, give --predict with it (and measure at least four sizes so the projection can be backtested on two)".into(),
+            "to project to a larger size, give --predict with it (from two sizes the answer is NOT CHECKED; measure at least four so its backtest checks it on two)".into(),
         ),
         ..Default::default()
     }
