@@ -68,7 +68,20 @@ echo "the tool suggests: local up $suggested"
 "$CTL" local down >/dev/null
 # shellcheck disable=SC2086 # $suggested is a flag and its value
 "$CTL" local up --nodes 4 --base-addr 127.0.61.1 $suggested >/dev/null
-"$CTL" sweep spec.toml --db second.db --plain 2>second.err || { tail -20 second.err >&2; fail "the sweep with $suggested gave points up"; }
+# A point given up by chance (all its attempts flagged: a CI runner's hypervisor, other
+# tests' agents) is run again as the sweep advises, with --retry-given-up, at most twice;
+# one given up three times running is not chance, and fails the script.
+again=""
+for attempt in 1 2 3; do
+    # shellcheck disable=SC2086 # $again is one flag or none
+    if "$CTL" sweep spec.toml --db second.db --plain $again 2>second.err; then
+        break
+    fi
+    grep -q 'point(s) given up' second.err && [ "$attempt" != 3 ] || { tail -20 second.err >&2; fail "the sweep with $suggested gave points up (attempt $attempt)"; }
+    tail -3 second.err
+    echo "points given up by the sweep with $suggested: --retry-given-up (attempt $((attempt + 1)))"
+    again="--retry-given-up"
+done
 "$CTL" analyze --db second.db >answer.txt
 "$CTL" analyze --db second.db --json >answer.json
 sed -n '1,/^$/p' answer.txt

@@ -74,8 +74,9 @@ fn an_interrupted_sweep_resumes_to_the_same_rows_as_an_uninterrupted_one() {
     // Uninterrupted, one of its runs flagged on purpose (its first stored run: job 1 is
     // the unstored warm-up) and run again, as a busy machine flags some by chance.
     let stall = stall_n0(dir, 2);
-    let out = ctl(dir, &["sweep", "spec.toml", "--db", "whole.db"]);
+    let outs = sweep_to_the_end(dir, &["sweep", "spec.toml", "--db", "whole.db"]);
     let stalled = stall.finish();
+    let out = outs.last().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -127,10 +128,12 @@ fn an_interrupted_sweep_resumes_to_the_same_rows_as_an_uninterrupted_one() {
     for n in v.as_array().unwrap() {
         assert_eq!(n["running_jobs"], 0, "{n}");
     }
-    let out = ctl(dir, &["sweep", "spec.toml", "--db", "parts.db"]);
+    let outs = sweep_to_the_end(dir, &["sweep", "spec.toml", "--db", "parts.db"]);
+    let err = String::from_utf8_lossy(&outs[0].stderr).to_string();
+    assert!(err.contains("resuming"), "{err}");
+    let out = outs.last().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("resuming"), "{err}");
     assert_eq!(good(dir, "parts.db").0, whole);
 
     // A third run does nothing.
@@ -503,9 +506,11 @@ fn a_demand_search_adds_steps_within_its_budget_and_resumes_to_nothing() {
         "workload = \"pmm\"\nnodes = [4]\nbandwidths = [100, 20]\nrepeats = 2\nwarmup = false\nsettle = 0\nseed = 3\n[pmm]\nsize = 192\n[search]\nlevels = [10, 30]\nwidth = 10\nmax_steps = 3\n",
     )
     .unwrap();
-    let out = ctl(dir, &["sweep", "spec.toml", "--db", "r.db", "--plain"]);
+    let outs = sweep_to_the_end(dir, &["sweep", "spec.toml", "--db", "r.db", "--plain"]);
+    let out = outs.last().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
+    let err = String::from_utf8_lossy(&outs[0].stderr).to_string();
     assert!(err.contains("demand search, round 1"), "{err}");
     assert!(err.contains("demand search at 4 node(s)"), "{err}");
     let rows = stored(dir, "r.db");
