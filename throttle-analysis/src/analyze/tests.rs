@@ -1015,6 +1015,71 @@ fn a_link_below_what_the_program_needs_is_said_with_a_capacity_to_try() {
     assert!(a.bottom_line.network_bound.is_none(), "{:?}", a.bottom_line);
 }
 
+/// A program that needs less than the lowest step at some sizes: the bottom line says the
+/// link is faster than it needs there, and suggests a capacity at which the lowest step
+/// is a quarter of the link (or lower steps, where the lowest is above a quarter); a size
+/// with a demand is not named.
+#[test]
+fn a_link_faster_than_the_program_needs_is_said_with_a_lower_capacity() {
+    let study = |steps: &[f64]| {
+        let mut obs = Vec::new();
+        for p in [2u32, 4, 8] {
+            // 2 procs: transfer half its compute; 4 and 8: a thousandth.
+            let transfer = if p == 2 { 0.5 } else { 0.001 };
+            for &bw in steps {
+                for r in 0..3 {
+                    let w: f64 = bw / 100.0;
+                    obs.push(Observation {
+                        nodes: p,
+                        ..Observation::for_test(
+                            "x",
+                            p,
+                            crate::data::cells::pct(bw),
+                            r,
+                            (1.0 + transfer / w) * (1.0 + (r as f64 - 1.0) * 1e-4),
+                        )
+                    });
+                }
+            }
+        }
+        obs
+    };
+    let req = question(&[10.0, 20.0], &[], Some(25e6));
+    let a = analyze(&study(&[100.0, 50.0, 25.0, 12.0, 6.0, 3.0]), &req).unwrap();
+    let f = a.bottom_line.link_too_fast.as_ref().expect("too fast");
+    assert_eq!((f.sizes.clone(), f.lowest_step), (vec![4, 8], 3.0), "{f:?}");
+    assert_eq!(f.try_capacity, Some(3e6));
+    let text = render(&a, &[10.0, 20.0], Some("200 Mbit/s"));
+    assert!(
+        text.contains("the link is faster than the program needs at 4 and 8 procs")
+            && text.contains("--capacity 24Mbit"),
+        "{text}"
+    );
+    let next = a.bottom_line.next.as_deref().unwrap();
+    assert!(
+        next.starts_with("first, measure 4 and 8 procs at a lower capacity"),
+        "{next}"
+    );
+    // The lowest step above a quarter of the link: lower steps, not a capacity.
+    let a = analyze(&study(&[100.0, 70.0, 50.0, 30.0]), &req).unwrap();
+    let f = a.bottom_line.link_too_fast.as_ref().expect("too fast");
+    assert_eq!((f.lowest_step, f.try_capacity), (30.0, None), "{f:?}");
+    assert!(
+        a.bottom_line
+            .next
+            .as_deref()
+            .unwrap()
+            .contains("with lower steps in `bandwidths`"),
+        "{:?}",
+        a.bottom_line.next
+    );
+    // Every size with a demand: no such line.
+    let mut measured = study(&[100.0, 50.0, 25.0, 12.0, 6.0, 3.0]);
+    measured.retain(|o| o.procs == 2);
+    let a = analyze(&measured, &req).unwrap();
+    assert!(a.bottom_line.link_too_fast.is_none(), "{:?}", a.bottom_line);
+}
+
 /// Why there is no traffic projection is the real reason: a rate's inverse is no time to
 /// add bytes over the link to, though the runs' bytes were recorded (issue 54: it said
 /// "no traffic recorded with the runs").

@@ -308,6 +308,10 @@ pub struct BottomLine {
     /// Set when every size measured needs nearly all of the link: the link is below what
     /// the program needs, and the answer cannot tell the sizes apart.
     pub network_bound: Option<NetworkBound>,
+    /// Set when at some sizes measured every level asked lies below the lowest step (or
+    /// in the runs' noise): the link is faster than the program needs there, and its
+    /// demand there is not measured.
+    pub link_too_fast: Option<LinkTooFast>,
     /// The sizes the program allows, as its measured sizes show ([`sizes::SizeRule`]):
     /// every size `next` suggests is one of them.
     pub size_rule: sizes::SizeRule,
@@ -335,6 +339,29 @@ impl NetworkBound {
     pub const NEAR: f64 = 0.95;
     /// How many times the link the capacity suggested is.
     pub const FACTOR: f64 = 4.0;
+}
+
+/// At these sizes every level asked is met at the lowest throttled step, or lies within
+/// the runs' noise, and at least one is met at the lowest step: the program needs less
+/// than `lowest_step`% of the link there, and what it needs is not measured (the
+/// newcomer's program on a 1 Gbit/s loopback cluster with kernel-paced links: 4 and 8
+/// procs `<3.0` at CTI 15-25%, in the noise at 5 and 10).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkTooFast {
+    pub sizes: Vec<u32>,
+    /// The lowest throttled step there (% of the link): each demand is known only to be
+    /// at most this.
+    pub lowest_step: f64,
+    /// A capacity at which that step's rate is [`LinkTooFast::SHARE`] of the link, so
+    /// the same steps measure below it, bytes per second; null when the link's capacity
+    /// is not known or the lowest step is not below that share (lower steps are what
+    /// helps then).
+    pub try_capacity: Option<f64>,
+}
+
+impl LinkTooFast {
+    /// The share of the capacity suggested that the lowest step's rate is (% of it).
+    pub const SHARE: f64 = 25.0;
 }
 
 impl BottomLine {

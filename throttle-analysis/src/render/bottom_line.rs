@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use crate::answer::narrow;
 use crate::answer::sizes::SizeRule;
 use crate::answer::{
-    Advice, BottomLine, Demand, Figure, NetworkBound, Projection, Saturation, SizeRow,
+    Advice, BottomLine, Demand, Figure, LinkTooFast, NetworkBound, Projection, Saturation, SizeRow,
 };
 use crate::method::demand::Censored;
 use crate::render::steps;
@@ -102,6 +102,16 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
             None => first,
         });
     }
+    out.link_too_fast = link_too_fast(b);
+    if let Some(f) = &out.link_too_fast {
+        out.lines
+            .push(format!("  {}", link_too_fast_text(f, &link)));
+        let first = format!("first, measure {} procs {}", list(&f.sizes), lower(f));
+        out.next = Some(match out.next.take() {
+            Some(then) => format!("{first}; at this capacity: {then}"),
+            None => first,
+        });
+    }
     if !b.cpu_bound.is_empty() {
         out.lines.push(format!(
             "  CPU-bound: the runs at {} kept this machine's cores busy, so the demands measured there say as much about the cores as about the link",
@@ -161,6 +171,70 @@ fn network_bound_text(n: &NetworkBound, link: &str) -> String {
         n.all_transfer,
         higher(n)
     )
+}
+
+/// The sizes with demands at which the link is faster than the program needs
+/// ([`LinkTooFast`]); `None` when there is none.
+fn link_too_fast(b: &Basis) -> Option<LinkTooFast> {
+    let mut sizes = Vec::new();
+    let mut lowest_step = f64::INFINITY;
+    for (p, _) in b.sizes.iter().filter(|(_, why)| why.is_none()) {
+        let cells: Vec<&Demand> = b
+            .demand
+            .iter()
+            .filter(|d| d.procs == *p && b.levels.contains(&d.cti))
+            .collect();
+        let below: Vec<f64> = cells
+            .iter()
+            .filter(|d| !d.below_noise && d.censored == Censored::Below)
+            .map(|d| d.bound.unwrap_or(d.bw_pct))
+            .collect();
+        let unmeasured = cells
+            .iter()
+            .all(|d| d.below_noise || d.censored == Censored::Below);
+        if !below.is_empty() && unmeasured {
+            sizes.push(*p);
+            lowest_step = below.into_iter().fold(lowest_step, f64::min);
+        }
+    }
+    if sizes.is_empty() {
+        return None;
+    }
+    sizes.sort_unstable();
+    Some(LinkTooFast {
+        sizes,
+        lowest_step,
+        // A lowest step at or above the share is lowered by the steps, not the capacity.
+        try_capacity: b
+            .capacity
+            .filter(|_| lowest_step < LinkTooFast::SHARE)
+            .map(|c| c * lowest_step / LinkTooFast::SHARE),
+    })
+}
+
+/// [`LinkTooFast`] in words.
+fn link_too_fast_text(f: &LinkTooFast, link: &str) -> String {
+    format!(
+        "the link is faster than the program needs at {} procs: every level asked is met at the lowest step ({:.1}% of {link}) or lies within the runs' noise, so its demand there is not measured; measure there {}",
+        list(&f.sizes),
+        f.lowest_step,
+        lower(f)
+    )
+}
+
+/// What measures below the lowest step, in words: a capacity of which today's lowest
+/// step is [`LinkTooFast::SHARE`], or lower steps.
+fn lower(f: &LinkTooFast) -> String {
+    let steps = "with lower steps in `bandwidths`";
+    match f.try_capacity {
+        Some(c) => format!(
+            "at a lower capacity (about {}: `--capacity {}`, of which today's lowest step is {}%), or {steps}",
+            throttle_proto::rate::format_bits_per_sec(c),
+            throttle_proto::rate::format_flag(c),
+            LinkTooFast::SHARE
+        ),
+        None => format!("{steps} (down to a few %)"),
+    }
 }
 
 /// The capacity to try instead, in words.
