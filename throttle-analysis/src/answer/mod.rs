@@ -310,7 +310,8 @@ pub struct BottomLine {
     pub network_bound: Option<NetworkBound>,
     /// Set when at some sizes measured every level asked lies below the lowest step (or
     /// in the runs' noise): the link is faster than the program needs there, and its
-    /// demand there is not measured.
+    /// demand there is not measured (first in `next` when fewer than two sizes have a
+    /// measured demand).
     pub link_too_fast: Option<LinkTooFast>,
     /// The sizes the program allows, as its measured sizes show ([`sizes::SizeRule`]):
     /// every size `next` suggests is one of them.

@@ -106,11 +106,21 @@ pub fn bottom_line(b: &Basis, asked: bool) -> BottomLine {
     if let Some(f) = &out.link_too_fast {
         out.lines
             .push(format!("  {}", link_too_fast_text(f, &link)));
-        let first = format!("first, measure {} procs {}", list(&f.sizes), lower(f));
-        out.next = Some(match out.next.take() {
-            Some(then) => format!("{first}; at this capacity: {then}"),
-            None => first,
-        });
+        // First in `next` where it leaves too few sizes to project from; otherwise the
+        // sizes with demands answer, and the line says what the others lack.
+        let measured: std::collections::BTreeSet<u32> = b
+            .demand
+            .iter()
+            .filter(|d| d.censored == Censored::None && !d.below_noise)
+            .map(|d| d.procs)
+            .collect();
+        if measured.len() < 2 {
+            let first = format!("first, measure {} procs {}", list(&f.sizes), lower(f));
+            out.next = Some(match out.next.take() {
+                Some(then) => format!("{first}; at this capacity: {then}"),
+                None => first,
+            });
+        }
     }
     if !b.cpu_bound.is_empty() {
         out.lines.push(format!(
