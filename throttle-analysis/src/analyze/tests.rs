@@ -963,31 +963,34 @@ fn a_projection_fitted_on_cpu_bound_sizes_is_not_trusted_and_the_sizes_are_marke
     assert_eq!(json["traffic"]["verdict"]["verdict"], "cpu_bound");
 }
 
+/// Runs at 2, 4 and 8 procs on one node each, at each of `steps` (% of the link), three
+/// repeats 1e-4 apart, each taking `time(procs, share of the link)`.
+fn timed_study(steps: &[f64], time: impl Fn(u32, f64) -> f64) -> Vec<Observation> {
+    let mut obs = Vec::new();
+    for p in [2u32, 4, 8] {
+        for &bw in steps {
+            for r in 0..3 {
+                let t = time(p, bw / 100.0) * (1.0 + (r as f64 - 1.0) * 1e-4);
+                obs.push(Observation {
+                    nodes: p,
+                    ..Observation::for_test("x", p, crate::data::cells::pct(bw), r, t)
+                });
+            }
+        }
+    }
+    obs
+}
+
 /// A program whose time is all transfer needs about 100/(1 + CTI) of any link at every
 /// size: the bottom line says the link is below what it needs and which capacity to try;
 /// one with compute beside its transfers does not get that line.
 #[test]
 fn a_link_below_what_the_program_needs_is_said_with_a_capacity_to_try() {
     let study = |compute: f64| {
-        let mut obs = Vec::new();
-        for p in [2u32, 4, 8] {
-            for bw in [100.0, 95.0, 90.0, 85.0, 80.0, 70.0, 50.0, 30.0] {
-                for r in 0..3 {
-                    let w: f64 = bw / 100.0;
-                    obs.push(Observation {
-                        nodes: p,
-                        ..Observation::for_test(
-                            "x",
-                            p,
-                            crate::data::cells::pct(bw),
-                            r,
-                            (compute + 1.0 / w) * (1.0 + (r as f64 - 1.0) * 1e-4),
-                        )
-                    });
-                }
-            }
-        }
-        obs
+        timed_study(
+            &[100.0, 95.0, 90.0, 85.0, 80.0, 70.0, 50.0, 30.0],
+            |_, w| compute + 1.0 / w,
+        )
     };
     let req = question(&[10.0, 20.0], &[], Some(25e6));
     let a = analyze(&study(0.01), &req).unwrap();
@@ -1022,27 +1025,11 @@ fn a_link_below_what_the_program_needs_is_said_with_a_capacity_to_try() {
 #[test]
 fn a_link_faster_than_the_program_needs_is_said_with_a_lower_capacity() {
     let study = |steps: &[f64]| {
-        let mut obs = Vec::new();
-        for p in [2u32, 4, 8] {
-            // 2 procs: transfer half its compute; 4 and 8: a thousandth.
+        // 2 procs: transfer half its compute; 4 and 8: a thousandth.
+        timed_study(steps, |p, w| {
             let transfer = if p == 2 { 0.5 } else { 0.001 };
-            for &bw in steps {
-                for r in 0..3 {
-                    let w: f64 = bw / 100.0;
-                    obs.push(Observation {
-                        nodes: p,
-                        ..Observation::for_test(
-                            "x",
-                            p,
-                            crate::data::cells::pct(bw),
-                            r,
-                            (1.0 + transfer / w) * (1.0 + (r as f64 - 1.0) * 1e-4),
-                        )
-                    });
-                }
-            }
-        }
-        obs
+            1.0 + transfer / w
+        })
     };
     let req = question(&[10.0, 20.0], &[], Some(25e6));
     let a = analyze(&study(&[100.0, 50.0, 25.0, 12.0, 6.0, 3.0]), &req).unwrap();
