@@ -101,6 +101,15 @@ fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
     assert!(k["registered"].as_u64().unwrap() >= 4, "{s}");
     assert_eq!(k["unpaced"], 0, "{s}");
     assert!(k["bytes_sent"].as_u64().unwrap() > 50_000_000, "{s}");
+    // A stream paced by the kernel stays within the link: (almost) nothing beyond it.
+    let (sent, beyond) = (
+        k["bytes_sent"].as_u64().unwrap(),
+        k["beyond_link_sent"].as_u64().unwrap(),
+    );
+    assert!(
+        beyond * 20 < sent,
+        "a paced stream counted {beyond} of {sent} bytes beyond the link: {s}"
+    );
     // The receiving side registered what it accepted.
     assert!(
         s[1]["kernel_pacing"]["registered"].as_u64().unwrap() >= 4,
@@ -114,6 +123,88 @@ fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
     assert!(
         !latency.status.success() && err.contains("--links proxy"),
         "{err}"
+    );
+}
+
+/// Messages at 1% of 1 Gbit/s (1.25 MB/s), as an MPI program's first iterations send
+/// them: 7 connections open at once (one per peer), on each a ping-pong of 9 messages of
+/// 32 KiB, which a link of that rate carries in 26 ms each way (1.7 s in all). The kernel
+/// paces a connection only from its tenth segment on (on loopback a 32 KiB message is
+/// one), so these go at once, and the agent's account of the paced sockets against the
+/// link counts most of their bytes beyond it: a run's proof would be flagged
+/// (`fidelity`). Tolerates load up to the 63 round trips taking about 0.7 s (then the
+/// messages would be nearer the link's pace, and the counts say so).
+#[test]
+fn small_messages_the_kernel_lets_past_the_link_are_counted_beyond_it() {
+    let name = "small_messages_the_kernel_lets_past_the_link_are_counted_beyond_it";
+    if !have("python3", "--version") {
+        skip(name, "python3", "THROTTLE_REQUIRE_NETNS");
+        return;
+    }
+    let c = kernel_cluster("kbeyond", 2, "127.0.46.1");
+    stdout_of(&ctl(&c.0, &["set", "1"]));
+    let echo = c.0.join("echo.py");
+    std::fs::write(
+        &echo,
+        r#"
+import socket, threading
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.46.2", 5311)); l.listen(64)
+def echo(c):
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while b := c.recv(1 << 20):
+        c.sendall(b)
+    c.close()
+while True:
+    threading.Thread(target=echo, args=(l.accept()[0],), daemon=True).start()
+"#,
+    )
+    .unwrap();
+    let ping = c.0.join("ping.py");
+    std::fs::write(
+        &ping,
+        r#"
+import socket, time
+msg = b"x" * 32768
+peers = [socket.create_connection(("127.0.46.2", 5311)) for _ in range(7)]
+t = time.monotonic()
+for _ in range(9):
+    for s in peers:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(msg)
+        got = 0
+        while got < len(msg):
+            got += len(s.recv(len(msg) - got))
+print(f"{time.monotonic() - t:.3f}")
+# Open until the agent has read them once more (it counts what it last read).
+time.sleep(0.3)
+"#,
+    )
+    .unwrap();
+    let _srv = server(&c.0, "n1", &["python3", echo.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(700));
+    let took = stdout_of(
+        &exec_in(&c.0, "n0", &["python3", ping.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    // The agent reads its sockets every 20 ms: let it count the last of them.
+    std::thread::sleep(Duration::from_millis(200));
+    let s = status(&c.0);
+    let k = &s[0]["kernel_pacing"];
+    let (sent, beyond) = (
+        k["bytes_sent"].as_u64().unwrap(),
+        k["beyond_link_sent"].as_u64().unwrap(),
+    );
+    eprintln!(
+        "63 round trips of 32 KiB in {} s: {beyond} of {sent} bytes beyond the link",
+        took.trim()
+    );
+    assert!(sent >= 63 * 32768, "{s}");
+    assert!(
+        beyond * 10 > sent * 3,
+        "63 round trips of 32 KiB on 7 connections in {} s at 1.25 MB/s (a link takes 1.7 s each way): {beyond} of {sent} bytes counted beyond the link: {s}",
+        took.trim()
     );
 }
 

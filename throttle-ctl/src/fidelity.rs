@@ -14,7 +14,13 @@
 //!   than 3% of the run in all (and at least 10 ms): the run's time may be that much too
 //!   long because of the emulator, not the link; or
 //! * its pacing ran late: more than 1% of the departures it slept for (at least 3) left
-//!   more than 10 ms after their time.
+//!   more than 10 ms after their time;
+//! * with kernel-paced links, more than [`MAX_BEYOND_LINK_SHARE`] of what its paced
+//!   sockets sent or received went beyond what its link carries at the setting (the
+//!   agent holds their traffic to a token bucket of the link's rate at every read): the
+//!   kernel let messages go faster than the link, which no retry changes (a connection's
+//!   first ten segments leave unpaced, up to 64 KiB each on a loopback cluster, and so
+//!   does a message's first burst after a pause: decision 0050).
 //!
 //! Each flag names its likely cause: an agent that also waited long for a CPU (more than
 //! 3% of the run) was starved by other processes (busy-polling ranks are the usual ones);
@@ -41,6 +47,9 @@ const STARVED_SHARE: f64 = 0.03;
 /// Share of late departures (of at least [`MIN_LATE_DEPARTURES`]) that flags a run.
 const MAX_LATE_SHARE: f64 = 0.01;
 const MIN_LATE_DEPARTURES: u64 = 3;
+/// Share of a node's kernel-paced traffic (either way) beyond its link above which a run
+/// is flagged.
+pub const MAX_BEYOND_LINK_SHARE: f64 = 0.05;
 
 /// The counters of some nodes at one moment.
 #[derive(Clone, Debug)]
@@ -136,6 +145,27 @@ pub struct KernelFidelity {
     pub unpaced: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Of those, the bytes beyond what the node's link carries at its setting
+    /// (`throttle_proto::status::KernelPacingStatus::beyond_link_sent`).
+    #[serde(default)]
+    pub beyond_link_sent: u64,
+    #[serde(default)]
+    pub beyond_link_received: u64,
+}
+
+impl KernelFidelity {
+    /// The larger share, of the two ways, of the bytes moved that went beyond the link.
+    pub fn beyond_link_share(&self) -> f64 {
+        let share = |over: u64, all: u64| {
+            if all == 0 {
+                0.0
+            } else {
+                over as f64 / all as f64
+            }
+        };
+        share(self.beyond_link_sent, self.bytes_sent)
+            .max(share(self.beyond_link_received, self.bytes_received))
+    }
 }
 
 /// A run's proof: what every node's link and agent did during it, and the flags.
@@ -187,6 +217,10 @@ impl RunFidelity {
                     unpaced: y.unpaced.checked_sub(x.unpaced)?,
                     bytes_sent: y.bytes_sent.saturating_sub(x.bytes_sent),
                     bytes_received: y.bytes_received.saturating_sub(x.bytes_received),
+                    beyond_link_sent: y.beyond_link_sent.saturating_sub(x.beyond_link_sent),
+                    beyond_link_received: y
+                        .beyond_link_received
+                        .saturating_sub(x.beyond_link_received),
                 }),
                 (None, None) => None,
                 // The agent changed its mode in between: a restart.
@@ -232,6 +266,16 @@ impl RunFidelity {
         })
     }
 
+    /// Whether a node's kernel-paced traffic went beyond its link by more than
+    /// [`MAX_BEYOND_LINK_SHARE`]: the program's messages, not the machine's load, so a
+    /// retry would be flagged alike.
+    pub fn beyond_link(&self) -> bool {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.kernel.as_ref())
+            .any(|k| k.beyond_link_share() > MAX_BEYOND_LINK_SHARE)
+    }
+
     pub fn flagged(&self) -> bool {
         !self.flags.is_empty()
     }
@@ -247,7 +291,32 @@ impl RunFidelity {
         let mut late_departures = Vec::new();
         let mut late_bursts = Vec::new();
         let mut unpaced = Vec::new();
+        let mut beyond = Vec::new();
         for n in &self.nodes {
+            if let Some(k) = n.kernel.as_ref() {
+                let ways = [
+                    ("sent", k.beyond_link_sent, k.bytes_sent),
+                    ("received", k.beyond_link_received, k.bytes_received),
+                ];
+                let worst = ways
+                    .into_iter()
+                    .filter(|(_, _, all)| *all > 0)
+                    .map(|(way, over, all)| (over as f64 / all as f64, way, over, all))
+                    .max_by(|a, b| a.0.total_cmp(&b.0));
+                if let Some((share, way, over, all)) = worst.filter(|w| w.0 > MAX_BEYOND_LINK_SHARE)
+                {
+                    beyond.push((
+                        share,
+                        format!(
+                            "{}: {:.0}% of what its kernel-paced sockets {way} ({:.2} of {:.2} MB) went faster than its link carries at the setting: the kernel let messages past the link (it paces a connection from its tenth segment on, each up to 64 KiB on a loopback cluster, and lets a message's first burst go after a pause), so this program's times say little of this bandwidth in this mode: measure it with --links proxy (local up --links proxy) or on namespace hosts (docs/limits.md)",
+                            n.node,
+                            share * 100.0,
+                            over as f64 / 1e6,
+                            all as f64 / 1e6
+                        ),
+                    ));
+                }
+            }
             if let Some(k) = n.kernel.as_ref().filter(|k| k.unpaced > 0) {
                 unpaced.push((
                     k.unpaced as f64,
@@ -317,15 +386,18 @@ impl RunFidelity {
         if !flags.is_empty() {
             flags.push(self.cause());
         }
-        // Not the agent's CPU: a socket it could not pace is a flag of its own.
-        unpaced.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let more = unpaced.len().saturating_sub(1);
-        if let Some((_, worst)) = unpaced.into_iter().next() {
-            flags.push(if more > 0 {
-                format!("{worst} (and {more} more nodes)")
-            } else {
-                worst
-            });
+        // Not the agent's CPU: a socket it could not pace, and messages the kernel let
+        // past the link, are flags of their own.
+        for mut found in [unpaced, beyond] {
+            found.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let more = found.len().saturating_sub(1);
+            if let Some((_, worst)) = found.into_iter().next() {
+                flags.push(if more > 0 {
+                    format!("{worst} (and {more} more nodes)")
+                } else {
+                    worst
+                });
+            }
         }
         flags
     }
@@ -499,6 +571,37 @@ mod tests {
         // An agent that changed its mode in between is not compared.
         let proxy = reading(10, vec![status("n0", 11.0, PacingStatus::default(), 0.0)]);
         assert!(RunFidelity::between(&before, &proxy).is_none());
+    }
+
+    #[test]
+    fn kernel_paced_traffic_beyond_the_link_is_flagged() {
+        let kernel = |received: u64, beyond: u64| {
+            let mut s = status("n0", 1.0, PacingStatus::default(), 0.0);
+            s.kernel_pacing = Some(throttle_proto::status::KernelPacingStatus {
+                registered: 2,
+                bytes_sent: 1000,
+                bytes_received: received,
+                beyond_link_received: beyond,
+                ..Default::default()
+            });
+            s
+        };
+        let before = reading(0, vec![kernel(0, 0)]);
+        let within = reading(10, vec![kernel(1_000_000, 50_000)]);
+        let f = RunFidelity::between(&before, &within).unwrap();
+        assert!(!f.flagged(), "{:?}", f.flags);
+        let beyond = reading(10, vec![kernel(1_000_000, 360_000)]);
+        let f = RunFidelity::between(&before, &beyond).unwrap();
+        assert_eq!(f.flags.len(), 1, "{:?}", f.flags);
+        assert!(
+            f.flags[0].starts_with("n0: 36% of what its kernel-paced sockets received (0.36 of 1.00 MB) went faster than its link carries"),
+            "{}",
+            f.flags[0]
+        );
+        assert!(f.flags[0].contains("--links proxy"), "{}", f.flags[0]);
+        assert!(f.beyond_link(), "a retry would not help");
+        let f = RunFidelity::between(&before, &within).unwrap();
+        assert!(!f.beyond_link());
     }
 
     #[test]

@@ -64,6 +64,14 @@ pub struct KernelPacingStatus {
     /// Payload bytes the paced sockets sent (acknowledged) and received.
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Of those, the bytes beyond what the node's link carries at its setting: the paced
+    /// sockets' traffic held to a token bucket of the link's rate, as often as the agent
+    /// reads them (a real link's traffic never exceeds it; the kernel's can, when it lets
+    /// a message's first segment burst go unpaced).
+    #[serde(default)]
+    pub beyond_link_sent: u64,
+    #[serde(default)]
+    pub beyond_link_received: u64,
     /// Rates changed as shares moved.
     pub rate_changes: u64,
     /// Seconds the sockets open now were limited by their peer's receive window, and by

@@ -263,6 +263,8 @@ pub fn status_of(agent: &Agent) -> Status {
                 unpaced: c.unpaced + c.lost,
                 bytes_sent: c.bytes_acked,
                 bytes_received: c.bytes_received,
+                beyond_link_sent: c.beyond_sent,
+                beyond_link_received: c.beyond_received,
                 rate_changes: c.rate_changes,
                 rwnd_limited_seconds: c.rwnd_limited_us as f64 / 1e6,
                 sndbuf_limited_seconds: c.sndbuf_limited_us as f64 / 1e6,

@@ -246,6 +246,9 @@ pub struct Link {
     pub egress: Port,
     pub ingress: Port,
     open_streams: AtomicUsize,
+    /// Told of every change of the shape (kernel-paced links' rates follow it at once
+    /// instead of polling for it).
+    pub shape_changed: tokio::sync::Notify,
 }
 
 impl Link {
@@ -255,6 +258,7 @@ impl Link {
             ingress: Port::new(Direction::Ingress, &shape),
             shape: RwLock::new(shape),
             open_streams: AtomicUsize::new(0),
+            shape_changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -269,6 +273,7 @@ impl Link {
         self.egress.apply(&shape);
         self.ingress.apply(&shape);
         *cur = shape;
+        self.shape_changed.notify_one();
     }
 
     /// How far behind its schedule a backlogged stream may catch up, on both ports.

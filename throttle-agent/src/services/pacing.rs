@@ -59,9 +59,12 @@ pub const SETTLE: Duration = Duration::from_millis(200);
 /// than [`POLL_STEADY`], so that a socket busy between two reads is never missed).
 pub const HOLD: Duration = Duration::from_millis(40);
 /// A row is sent again after this long unchanged; a node's row older than [`STALE`] no
-/// longer counts (its agent is gone).
-pub const REFRESH: Duration = Duration::from_millis(500);
-pub const STALE: Duration = Duration::from_secs(2);
+/// longer counts (its agent is gone without closing its stream: one that closes it takes
+/// its row with it at once). Rows change when flows start and stop and when a link's
+/// shape changes, and are sent then: the refresh is only the last resort, and each one
+/// wakes every agent of the cluster (decision 0050, "Agents' CPU").
+pub const REFRESH: Duration = Duration::from_secs(2);
+pub const STALE: Duration = Duration::from_secs(5);
 /// Most sockets one agent paces at once (fewer where its open-file limit is lower: a
 /// quarter of it, since each may hold a pidfd), and (an agent run as root serves every
 /// user) a quarter of that for one user's.
@@ -345,8 +348,10 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
     let mut seen_generation = u64::MAX;
     let mut changed_at = Instant::now();
     loop {
+        // With nothing paced, only a registration, a row or the link's shape changes
+        // anything: each wakes the loop.
         let wait = if pacing.paced_now() == 0 {
-            REFRESH / 5
+            REFRESH
         } else if changed_at.elapsed() < SETTLE {
             POLL
         } else {
@@ -356,9 +361,10 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
             _ = shutdown.wait() => break,
             _ = tokio::time::sleep(wait) => {}
             _ = pacing.changed.notified() => {}
+            _ = agent.link.shape_changed.notified() => {}
         }
         let now = Instant::now();
-        let sending = read_sockets(pacing, now);
+        let sending = read_sockets(pacing, now, agent.link.shape().rate());
         let row = own_row(&agent, &sending);
         let row_changed = *tx.borrow() != row;
         if row_changed || sent_at.elapsed() >= REFRESH {
@@ -415,10 +421,12 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
     }
 }
 
-/// Read every paced socket's counters; forget the ones gone. The sending sockets per
-/// destination.
-fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
+/// Read every paced socket's counters; forget the ones gone; hold what they moved since
+/// the last read to the link's `rate` ([`Conformance`](crate::state::paced::Conformance)).
+/// The sending sockets per destination.
+fn read_sockets(pacing: &Pacing, now: Instant, rate: Option<f64>) -> HashMap<Name, u32> {
     let mut sending: HashMap<Name, u32> = HashMap::new();
+    let (mut sent, mut received) = (0u64, 0u64);
     let mut sockets = pacing.sockets.lock().unwrap_or_else(|e| e.into_inner());
     sockets.retain_mut(|s| {
         let taken = match kernel::take(&s.process, s.fd) {
@@ -446,6 +454,8 @@ fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
                 if c.notsent > 0 || c.unacked > 0 || c.bytes_acked > s.counters.bytes_acked {
                     s.last_active = Some(now);
                 }
+                sent += c.bytes_acked.saturating_sub(s.counters.bytes_acked);
+                received += c.bytes_received.saturating_sub(s.counters.bytes_received);
                 s.counters = c;
             }
             Err(_) => {
@@ -477,6 +487,13 @@ fn read_sockets(pacing: &Pacing, now: Instant) -> HashMap<Name, u32> {
         }
         true
     });
+    let paced = sockets.len();
+    drop(sockets);
+    pacing
+        .conformance
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .account(now, rate, paced, sent, received);
     sending
 }
 
@@ -531,11 +548,26 @@ async fn send_rows(agent: Arc<Agent>, node: Name, mut rx: watch::Receiver<FlowRo
     }
 }
 
-/// Another agent's rows, as they come on its authenticated stream, until it closes.
-pub async fn receive(agent: &Agent, from: &Name, mut stream: TcpStream) -> io::Result<()> {
+/// Another agent's rows, as they come on its authenticated stream, until it closes; its
+/// node's row then no longer counts (unless a newer stream of its has sent one since).
+pub async fn receive(agent: &Agent, from: &Name, stream: TcpStream) -> io::Result<()> {
     let Some(pacing) = agent.pacing.as_ref() else {
         return Ok(());
     };
+    let mut last: Option<Instant> = None;
+    let ended = receive_rows(pacing, from, stream, &mut last).await;
+    if let Some(at) = last {
+        pacing.drop_row(from, at);
+    }
+    ended
+}
+
+async fn receive_rows(
+    pacing: &Pacing,
+    from: &Name,
+    mut stream: TcpStream,
+    last: &mut Option<Instant>,
+) -> io::Result<()> {
     loop {
         let mut head = [0u8; 4];
         stream.read_exact(&mut head).await?;
@@ -545,12 +577,8 @@ pub async fn receive(agent: &Agent, from: &Name, mut stream: TcpStream) -> io::R
         stream.read_exact(&mut body).await?;
         let row = FlowRow::decode(&body)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-        pacing
-            .rows
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(from.clone(), (Instant::now(), row));
-        pacing.generation.fetch_add(1, Ordering::Relaxed);
-        pacing.changed.notify_one();
+        let now = Instant::now();
+        *last = Some(now);
+        pacing.note_row(from, row, now);
     }
 }

@@ -742,6 +742,9 @@ struct Runner<'a> {
     /// Node counts whose first [`HOPELESS`] points were all given up: their other points
     /// are not run.
     hopeless: HashSet<usize>,
+    /// Points whose last run was flagged for what no retry changes (kernel-paced traffic
+    /// beyond the link: `RunFidelity::beyond_link`): given up without retries.
+    unrepeatable: HashSet<String>,
     /// Per node count: the attempts in this invocation that were not good.
     troubles: HashMap<usize, Troubles>,
 }
@@ -799,6 +802,7 @@ impl<'a> Runner<'a> {
             gave_up: 0,
             outcomes: HashMap::new(),
             hopeless: HashSet::new(),
+            unrepeatable: HashSet::new(),
             troubles: HashMap::new(),
         })
     }
@@ -896,7 +900,7 @@ impl<'a> Runner<'a> {
         let mut why: Option<String> = None;
         loop {
             let attempts = self.failed.get(&p.key).copied().unwrap_or(0);
-            if attempts > spec.retries {
+            if attempts > spec.retries || self.unrepeatable.contains(&p.key) {
                 self.give_up(p, (attempts, why.as_deref()), attempted, on_event);
                 return Ok(true);
             }
@@ -958,13 +962,14 @@ impl<'a> Runner<'a> {
             self.store.insert_with_output(&row, &outcome.output)?;
             let per = self.started.elapsed().as_secs_f64() / self.runs.ran as f64;
             let good = ok && outcome.flag().is_none();
+            let repeatable = !outcome.fidelity.as_ref().is_some_and(|f| f.beyond_link());
             on_event(SweepEvent::Finished {
                 index,
                 todo,
                 point: p,
                 outcome: &outcome,
                 eta_s: per * (todo - index - 1) as f64,
-                retry: !good && attempts < spec.retries,
+                retry: !good && attempts < spec.retries && repeatable,
             });
             // A run whose links did not run at their setting is stored (flagged) and
             // retried like a failed one.
@@ -973,6 +978,9 @@ impl<'a> Runner<'a> {
                 return Ok(true);
             }
             *self.failed.entry(p.key.clone()).or_default() += 1;
+            if !repeatable {
+                self.unrepeatable.insert(p.key.clone());
+            }
             why = outcome.flag().or_else(|| outcome.reason.clone());
             let seen = self.troubles.entry(p.nodes).or_default();
             if !ok {
