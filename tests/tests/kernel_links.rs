@@ -132,8 +132,9 @@ fn a_stream_between_nodes_is_paced_by_the_kernel_and_no_agent_carries_it() {
 /// paces a connection only from its tenth segment on (on loopback a 32 KiB message is
 /// one), so these go at once, and the agent's account of the paced sockets against the
 /// link counts most of their bytes beyond it: a run's proof would be flagged
-/// (`fidelity`). Tolerates load up to the 63 round trips taking about 0.7 s (then the
-/// messages would be nearer the link's pace, and the counts say so).
+/// (`fidelity`), and a sweep gives its point up without retrying it. Tolerates load up
+/// to the 63 round trips taking about 0.7 s (then the messages would be nearer the
+/// link's pace, and the counts say so).
 #[test]
 fn small_messages_the_kernel_lets_past_the_link_are_counted_beyond_it() {
     let name = "small_messages_the_kernel_lets_past_the_link_are_counted_beyond_it";
@@ -205,6 +206,40 @@ time.sleep(0.3)
         beyond * 10 > sent * 3,
         "63 round trips of 32 KiB on 7 connections in {} s at 1.25 MB/s (a link takes 1.7 s each way): {beyond} of {sent} bytes counted beyond the link: {s}",
         took.trim()
+    );
+    // Run by a sweep, the run is flagged for it and its point given up at once: a retry
+    // would send the same messages past the link again.
+    std::fs::write(
+        c.0.join("spec.toml"),
+        format!(
+            "workload = \"command\"\nnodes = [2]\nbandwidths = [1]\nrepeats = 1\nretries = 2\nsettle = 0\nwarmup = false\n\
+             [command]\nrun = \"{} exec n0 -- python3 {}\"\n",
+            exe().display(),
+            ping.display()
+        ),
+    )
+    .unwrap();
+    let out = ctl(
+        &c.0,
+        &[
+            "sweep",
+            "spec.toml",
+            "--db",
+            "b.db",
+            "--plain",
+            "--no-baseline",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("went faster than its link carries at the setting")
+            && err.contains("--links proxy"),
+        "{err}"
+    );
+    assert!(
+        err.contains("gave up after 1 failed or flagged attempt"),
+        "retried what no retry changes: {err}"
     );
 }
 
