@@ -12,6 +12,8 @@ bench/kernel_segments.py (decision 0050, "Also tried").
 """
 import resource, socket, statistics, struct, threading, time
 
+from kernel_first_burst import recvall  # this directory's probe: the one reader
+
 SO_MAX_PACING_RATE, TCP_MAXSEG, TCP_CONGESTION, TCP_MD5SIG = 47, 2, 13, 14
 GBIT = 125_000_000
 
@@ -20,16 +22,6 @@ def md5(s):
     addr = struct.pack("=H2s4s", socket.AF_INET, b"\0\0", socket.inet_aton("127.0.0.1")).ljust(128, b"\0")
     key = b"kernel-segments-probe"
     s.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, addr + struct.pack("=BBHi", 0, 0, len(key), 0) + key.ljust(80, b"\0"))
-
-
-def recvall(c, k):
-    b = bytearray()
-    while len(b) < k:
-        x = c.recv(k - len(b))
-        if not x:
-            return None
-        b += x
-    return b
 
 
 def pair(rate, mss, cc, sig):

@@ -183,8 +183,8 @@ impl Pacing {
 
     /// Another node's row, as it came at `now`. A row sent again unchanged (every
     /// `REFRESH`) only keeps it fresh: counted as a change, the seven rows of an 8-node
-    /// cluster kept every agent at its fast read interval for good (measured: the agents'
-    /// CPU time per GB carried halved without it).
+    /// cluster kept every agent at its fast read interval for good (decision 0050,
+    /// "Agents' CPU", measured with the refresh and the idle wait changed together).
     pub fn note_row(&self, from: &Name, row: FlowRow, now: Instant) {
         let mut rows = self.rows.lock().unwrap_or_else(|e| e.into_inner());
         let same = rows.get(from).is_some_and(|(_, old)| *old == row);
