@@ -420,3 +420,107 @@ time.sleep(2)
         libc::EHOSTUNREACH.to_string()
     );
 }
+
+/// On namespace hosts (root) a small message takes its time on the link: at 10% of
+/// 1 Gbit/s a 16 KiB ping-pong's round trip is its serialization, 2.6 ms. The kernel
+/// paces a socket by delaying the segment burst after the one it sends, so without the
+/// agents' egress queue each message's single 16 KiB burst left at once (0.55-0.73 of
+/// it, measured); the queue's `tbf` sends it packet by packet at the link's rate. Bounds
+/// for a loaded machine: at least 0.85 of serialization (a busy machine only makes round
+/// trips longer), at most 3 times it.
+#[test]
+fn on_namespace_hosts_a_small_message_takes_its_time_on_the_link() {
+    let name = "on_namespace_hosts_a_small_message_takes_its_time_on_the_link";
+    if !throttle_tests::namespace::can_run(name) {
+        return;
+    }
+    if !have("python3", "--version") || !have("tc", "-V") {
+        skip(name, "python3 and tc", "THROTTLE_REQUIRE_NETNS");
+        return;
+    }
+    let _serial = throttle_tests::namespace::serial();
+    let c = throttle_tests::namespace::up_netns_with(
+        "kqueue",
+        2,
+        "198.18.68.0/24",
+        &["--intercept", "preload", "--links", "kernel"],
+    );
+    stdout_of(&ctl(&c.0, &["set", "10"]));
+    let ns0 = throttle_tests::namespace::netns_of(&c.0, 0);
+    let qdisc = stdout_of(
+        &Command::new("ip")
+            .args(["netns", "exec", &ns0, "tc", "qdisc", "show", "dev", "eth0"])
+            .output()
+            .unwrap(),
+    );
+    let echo = c.0.join("echo.py");
+    std::fs::write(
+        &echo,
+        r#"
+import socket
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("198.18.68.2", 5321)); l.listen(4)
+c = l.accept()[0]; c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    m = b""
+    while len(m) < 16384:
+        b = c.recv(16384 - len(m))
+        if not b:
+            raise SystemExit
+        m += b
+    c.sendall(m)
+"#,
+    )
+    .unwrap();
+    let ping = c.0.join("ping.py");
+    std::fs::write(
+        &ping,
+        r#"
+import socket, statistics, time
+size = 16384
+s = socket.create_connection(("198.18.68.2", 5321))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+msg, rts = b"x" * size, []
+for i in range(35):
+    t = time.monotonic()
+    s.sendall(msg)
+    got = 0
+    while got < size:
+        got += len(s.recv(size - got))
+    if i >= 5:
+        rts.append(time.monotonic() - t)
+    time.sleep(0.01)
+print(statistics.median(rts))
+"#,
+    )
+    .unwrap();
+    let _srv = server(&c.0, "n1", &["python3", echo.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(700));
+    let out = exec_in(&c.0, "n0", &["python3", ping.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let median: f64 = stdout_of(&out)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("ping.py: {}", String::from_utf8_lossy(&out.stderr)));
+    let serialization = 2.0 * 16384.0 / 12.5e6;
+    let ratio = median / serialization;
+    eprintln!(
+        "16 KiB ping-pong at 10%: {:.0} us, {ratio:.3} of serialization",
+        median * 1e6
+    );
+    assert!(
+        (0.85..=3.0).contains(&ratio),
+        "a 16 KiB ping-pong at 10% of 1 Gbit/s took {:.0} us: {ratio:.3} of its serialization ({:.0} us)",
+        median * 1e6,
+        serialization * 1e6
+    );
+    // The agent's queue on n0's link: an htb root and the tbf at 10% in its class.
+    assert!(
+        qdisc.contains("htb 1: root") && qdisc.contains("tbf 12:"),
+        "{qdisc}"
+    );
+    let s = status(&c.0);
+    assert_eq!(s[0]["kernel_pacing"]["refused"], 0, "{s}");
+    assert_eq!(s[0]["kernel_pacing"]["egress_queue"], "eth0", "{s}");
+}

@@ -64,6 +64,10 @@ pub struct AgentConfig {
     /// Kernel-paced links (`--links kernel`, with the preload library): the programs'
     /// sockets connect directly and the kernel paces them at their shares.
     pub kernel_links: bool,
+    /// The node's own link device (`--egress-device`, with kernel-paced links, as root):
+    /// its egress queue holds the paced sockets' bursts to the link's rate
+    /// ([`crate::transport::egress_queue`]).
+    pub egress_device: Option<String>,
     /// Pin every launched rank to these CPUs (`--rank-cpus`, checked with
     /// [`crate::launch::affinity::cpu_set`] before the agent pinned itself).
     pub rank_cpus: Option<nix::sched::CpuSet>,
@@ -92,6 +96,14 @@ impl RunningAgent {
         let _ = self.stop.send(true);
         if let Some(i) = &self.state.intercept {
             rules::stop(i);
+        }
+        if let Some(q) = self
+            .state
+            .pacing
+            .as_ref()
+            .and_then(|p| p.egress_queue.as_ref())
+        {
+            q.remove();
         }
         self.state.forwards.clear();
         self.state.launcher.kill_everything();
@@ -134,6 +146,14 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
             format!("cannot bind the pacing socket @{} (another agent with this preload address?)", throttle_proto::preload::pace_socket_name(at))
         })?),
     };
+    let egress_queue = match (&config.egress_device, &pacing_listener) {
+        (None, _) => None,
+        (Some(_), None) => anyhow::bail!("--egress-device needs --links kernel: the queue holds the kernel-paced sockets"),
+        (Some(dev), Some(_)) => Some(
+            crate::transport::egress_queue::EgressQueue::install(dev)
+                .map_err(|e| anyhow::anyhow!("cannot install the egress queue on {dev} (root in the node's network namespace?): {e}"))?,
+        ),
+    };
     let intercept = interception(
         &config,
         data_addr,
@@ -164,7 +184,10 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
         intercept,
         pacing: pacing_listener
             .is_some()
-            .then(crate::state::paced::Pacing::default),
+            .then(|| crate::state::paced::Pacing {
+                egress_queue,
+                ..Default::default()
+            }),
     });
     join(&agent, config.peers, config.forwards).await?;
 

@@ -138,6 +138,13 @@ struct Args {
     /// the program passes an agent; no added latency). Needs --preload.
     #[arg(long, value_enum, default_value_t = Links::Proxy, requires = "preload")]
     links: Links,
+    /// With --links kernel on a host of the node's own (a namespace host's eth0; root):
+    /// give this device an egress queue that holds every paced socket's packets to the
+    /// link's rate, so that a message's first segment burst does not leave at once
+    /// (`tc -s qdisc show dev DEV` shows it; removed when the agent stops). Replaces the
+    /// device's root qdisc.
+    #[arg(long, value_name = "DEV", requires = "links")]
+    egress_device: Option<String>,
     /// Write the bound addresses as JSON to this file once listening (for launchers).
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -302,6 +309,7 @@ fn config_of(args: &Args) -> Result<AgentConfig, String> {
         open_forwards: args.open_forwards,
         preload_port: args.preload.then_some(args.preload_port),
         kernel_links: args.links == Links::Kernel,
+        egress_device: args.egress_device.clone(),
         intercept_within: args.intercept_within.clone(),
         // Read before the agent pins itself: the ranks' CPUs are outside its own set.
         rank_cpus: match &args.rank_cpus {

@@ -55,6 +55,7 @@ fn fixture() -> &'static Fixture {
             open_forwards: false,
             preload_port: None,
             kernel_links: false,
+            egress_device: None,
             rank_cpus: None,
             intercept_within: vec![],
         };

@@ -78,6 +78,10 @@ pub struct KernelPacingStatus {
     /// their own send buffer (`TCP_INFO`).
     pub rwnd_limited_seconds: f64,
     pub sndbuf_limited_seconds: f64,
+    /// The device whose egress queue holds the paced sockets to the link's rate
+    /// (`--egress-device`; a namespace host's `eth0`), null without one.
+    #[serde(default)]
+    pub egress_queue: Option<String>,
 }
 
 /// Connections that transparent interception carried.

@@ -268,6 +268,7 @@ pub fn status_of(agent: &Agent) -> Status {
                 rate_changes: c.rate_changes,
                 rwnd_limited_seconds: c.rwnd_limited_us as f64 / 1e6,
                 sndbuf_limited_seconds: c.sndbuf_limited_us as f64 / 1e6,
+                egress_queue: p.egress_queue.as_ref().map(|q| q.device().to_string()),
             }
         }),
     }

@@ -234,6 +234,10 @@ fn pace(
     let key = kernel::process_key(&process);
     let rate = rate_for(agent, pacing, &peer);
     kernel::set_pacing_rate(&taken, rate).map_err(failed("cannot set its pacing rate"))?;
+    if pacing.egress_queue.is_some() {
+        kernel::set_priority(&taken, crate::transport::egress_queue::CLASS)
+            .map_err(failed("cannot put it into the egress queue (SO_PRIORITY)"))?;
+    }
     let counters = kernel::counters(&taken).unwrap_or_default();
     drop(taken);
     let limit = max_paced();
@@ -364,6 +368,7 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
             _ = agent.link.shape_changed.notified() => {}
         }
         let now = Instant::now();
+        follow_shape(&agent, pacing).await;
         let sending = read_sockets(pacing, now, agent.link.shape().rate());
         let row = own_row(&agent, &sending);
         let row_changed = *tx.borrow() != row;
@@ -418,6 +423,33 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
     }
     for (_, t) in senders {
         t.abort();
+    }
+}
+
+/// Set the egress queue (where there is one) to the link's rate when that changed since
+/// it was last set. `tc` runs off the runtime's thread; a failure is logged, and tried
+/// again at the link's next change (not at every pass: `tc` costs a process).
+async fn follow_shape(agent: &Arc<Agent>, pacing: &Pacing) {
+    if pacing.egress_queue.is_none() {
+        return;
+    }
+    let rate = agent.link.shape().rate();
+    if *pacing.queue_rate.lock().unwrap_or_else(|e| e.into_inner()) == Some(rate) {
+        return;
+    }
+    let a = agent.clone();
+    let set = tokio::task::spawn_blocking(move || {
+        let Some(q) = a.pacing.as_ref().and_then(|p| p.egress_queue.as_ref()) else {
+            return Ok(());
+        };
+        q.set(rate)
+    })
+    .await;
+    *pacing.queue_rate.lock().unwrap_or_else(|e| e.into_inner()) = Some(rate);
+    match set {
+        Ok(Ok(())) => tracing::debug!(?rate, "egress queue set to the link's rate"),
+        Ok(Err(e)) => tracing::warn!("egress queue not set to the link's rate: {e}"),
+        Err(e) => tracing::warn!("egress queue not set to the link's rate: {e}"),
     }
 }
 

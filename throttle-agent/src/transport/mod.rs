@@ -5,7 +5,9 @@
 //! * [`socket`] and [`pump`]: moving bytes (splice or buffers), paced by the link's ports;
 //!   [`timer`]: the timerfd sleeps the pacing waits on; [`sockopt`]: the socket options
 //!   tokio does not wrap (original destination, marks, transparent sockets); [`kernel`]:
-//!   the calls of kernel-paced links (another process's socket paced and read).
+//!   the calls of kernel-paced links (another process's socket paced and read);
+//!   [`egress_queue`]: the device queue that holds kernel-paced sockets' bursts to the
+//!   link's rate on a host of the node's own.
 //! * This module: every data-path socket (segments capped, listeners with their queue) and
 //!   the timeouts of a handshake.
 //!
@@ -13,6 +15,7 @@
 //! (`crate::dial`), interception (`crate::intercept`), the data port, delivery to a rank,
 //! forwards and calibration (`crate::services`).
 
+pub mod egress_queue;
 pub mod kernel;
 pub mod pump;
 pub mod socket;

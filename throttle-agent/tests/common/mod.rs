@@ -100,6 +100,7 @@ pub async fn cluster_on(
             open_forwards,
             preload_port: None,
             kernel_links: false,
+            egress_device: None,
             rank_cpus: None,
             intercept_within: vec![],
         };

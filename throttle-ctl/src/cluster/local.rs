@@ -51,7 +51,8 @@ pub struct LocalUp {
     pub intercept: crate::intercept::Mode,
     /// Kernel-paced links (`--links kernel`): the agents pace the programs' own sockets;
     /// namespace hosts' links get small segment bursts
-    /// ([`crate::cluster::netns::KERNEL_PACED_GSO`]).
+    /// ([`crate::cluster::netns::KERNEL_PACED_GSO`]) and an egress queue at the link's
+    /// rate (the agents' `--egress-device eth0`).
     pub kernel_links: bool,
 }
 
@@ -583,10 +584,12 @@ impl AgentLaunch<'_> {
             .arg(ready)
             .args(["--priority", &req.priority])
             .args(&req.agent_args)
-            .args(if req.kernel_links {
-                &["--links", "kernel"][..]
-            } else {
-                &[]
+            .args(match (req.kernel_links, netns) {
+                // A namespace host's own link gets the queue that holds the paced
+                // sockets' bursts to the link's rate (the agent's --egress-device).
+                (true, Some(_)) => &["--links", "kernel", "--egress-device", "eth0"][..],
+                (true, None) => &["--links", "kernel"][..],
+                (false, _) => &[],
             })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
