@@ -22,7 +22,10 @@
 //!   stream, a token holder may speak for any node of the directory).
 //!
 //! The kernel paces what it sends: a node's ingress is held by its senders' shares, which
-//! count it. Added latency is not emulated in this mode.
+//! count it. On a host of the node's own (`--egress-device`) every paced socket also goes
+//! into the device's egress queue ([`crate::transport::egress_queue`]), which the pass
+//! sets to the link's rate when it changed, so that no segment burst leaves faster than
+//! the link. Added latency is not emulated in this mode.
 
 use std::collections::HashMap;
 use std::io;
@@ -233,11 +236,12 @@ fn pace(
     }
     let key = kernel::process_key(&process);
     let rate = rate_for(agent, pacing, &peer);
-    kernel::set_pacing_rate(&taken, rate).map_err(failed("cannot set its pacing rate"))?;
+    // Into the queue first: a socket refused here is left as it was.
     if pacing.egress_queue.is_some() {
         kernel::set_priority(&taken, crate::transport::egress_queue::CLASS)
             .map_err(failed("cannot put it into the egress queue (SO_PRIORITY)"))?;
     }
+    kernel::set_pacing_rate(&taken, rate).map_err(failed("cannot set its pacing rate"))?;
     let counters = kernel::counters(&taken).unwrap_or_default();
     drop(taken);
     let limit = max_paced();

@@ -4,13 +4,14 @@
 //! Linux paces a socket by delaying the segment burst *after* the one it sends, so each
 //! message after a pause leaves its first burst (a 16 KiB GSO segment on a namespace
 //! host's link) at once, and a 16 KiB ping-pong at 10% of 1 Gbit/s took 0.55-0.73 of its
-//! serialization (decision 0050, "Egress queue"). Here the device gets an `htb` root whose
+//! serialization (decision 0050, "Egress queue on namespace hosts"). Here the device gets an `htb` root whose
 //! unclassified traffic goes out directly (the agents' own streams, the controller's
 //! requests) and one class, [`CLASS`], whose leaf is a `tbf` at the link's rate: the agent
 //! puts every socket it paces into that class (`SO_PRIORITY`), and `tbf`, whose bucket
 //! holds two packets, splits each burst into the device's packets and sends each when it
 //! is due. The sockets keep their shares (`SO_MAX_PACING_RATE`): the queue only holds the
-//! node's egress, and each socket's share still holds its peer's ingress.
+//! node's egress, and each socket's share still holds its peer's ingress. A priority the
+//! program gave its socket is replaced.
 //!
 //! The `tc` program does the work (iproute2, which every operator has and can read:
 //! `tc -s qdisc show dev eth0`). This kernel has no `prio` qdisc, hence `htb` with a
