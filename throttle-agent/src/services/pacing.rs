@@ -432,13 +432,14 @@ pub async fn run(agent: Arc<Agent>, mut shutdown: Shutdown) {
 
 /// Set the egress queue (where there is one) to the link's rate when that changed since
 /// it was last set. `tc` runs off the runtime's thread; a failure is logged, and tried
-/// again at the link's next change (not at every pass: `tc` costs a process).
+/// again at the link's next change.
 async fn follow_shape(agent: &Arc<Agent>, pacing: &Pacing) {
-    if pacing.egress_queue.is_none() {
-        return;
-    }
     let rate = agent.link.shape().rate();
-    if *pacing.queue_rate.lock().unwrap_or_else(|e| e.into_inner()) == Some(rate) {
+    if pacing
+        .egress_queue
+        .as_ref()
+        .is_none_or(|q| q.asked_for(rate))
+    {
         return;
     }
     let a = agent.clone();
@@ -449,7 +450,6 @@ async fn follow_shape(agent: &Arc<Agent>, pacing: &Pacing) {
         q.set(rate)
     })
     .await;
-    *pacing.queue_rate.lock().unwrap_or_else(|e| e.into_inner()) = Some(rate);
     match set {
         Ok(Ok(())) => tracing::debug!(?rate, "egress queue set to the link's rate"),
         Ok(Err(e)) => tracing::warn!("egress queue not set to the link's rate: {e}"),

@@ -72,10 +72,8 @@ pub struct Pacing {
     pub rate_changes: AtomicU64,
     /// The node's paced traffic against its link, both ways.
     pub conformance: Mutex<Conformance>,
-    /// The device queue paced sockets are classed into (`--egress-device`), and the rate
-    /// it was last set to (`Some(None)`: unlimited; `None`: not set yet).
+    /// The device queue paced sockets are put into (`--egress-device`).
     pub egress_queue: Option<crate::transport::egress_queue::EgressQueue>,
-    pub queue_rate: Mutex<Option<Option<f64>>>,
 }
 
 /// Whether a node's kernel-paced traffic stayed within its link: what the sockets sent

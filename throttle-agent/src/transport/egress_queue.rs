@@ -39,6 +39,10 @@ pub struct EgressQueue {
     /// The kind of the class's leaf now (`tbf` or `bfifo`): `tc` replaces a leaf with
     /// one of its own kind only.
     leaf: std::sync::Mutex<Option<&'static str>>,
+    /// The rate [`set`](Self::set) was last asked for (`Some(None)`: unlimited), whether
+    /// `tc` took it or not: a failure is tried again at the next change, not at every
+    /// pass (each costs a process).
+    asked: std::sync::Mutex<Option<Option<f64>>>,
 }
 
 /// What the `tbf` is set to for a link of `payload` bytes per second on a device of
@@ -119,6 +123,7 @@ impl EgressQueue {
             device: device.to_string(),
             mtu,
             leaf: std::sync::Mutex::new(None),
+            asked: std::sync::Mutex::new(None),
         };
         q.set(None)?;
         Ok(q)
@@ -129,8 +134,14 @@ impl EgressQueue {
         &self.device
     }
 
+    /// Whether [`set`](Self::set) was last asked for `payload` (nothing to do then).
+    pub fn asked_for(&self, payload: Option<f64>) -> bool {
+        *self.asked.lock().unwrap_or_else(|e| e.into_inner()) == Some(payload)
+    }
+
     /// Hold the class to `payload` bytes per second (`None`: unlimited, a plain FIFO).
     pub fn set(&self, payload: Option<f64>) -> Result<(), String> {
+        *self.asked.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
         let dev = self.device.as_str();
         let limit = LIMIT.to_string();
         let (bits, burst);

@@ -158,22 +158,12 @@ pub fn set_pacing_rate(fd: &impl AsRawFd, bytes_per_sec: Option<u64>) -> io::Res
 /// Put the socket's packets into a queue of the device (`SO_PRIORITY`: a class id of its
 /// root qdisc; above 6 it needs CAP_NET_ADMIN).
 pub fn set_priority(fd: &impl AsRawFd, priority: u32) -> io::Result<()> {
-    let v = priority as libc::c_int;
-    // SAFETY: SO_PRIORITY takes an int by pointer.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PRIORITY,
-            &v as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(last())
-    }
+    sockopt::setsockopt_int(
+        fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_PRIORITY,
+        priority,
+    )
 }
 
 /// What the agent reads of a paced socket's `TCP_INFO`.

@@ -13,7 +13,13 @@ pub const EXEMPT_MARK: u32 = 0x5448_0001;
 /// [`crate::intercept::netfilter::ROUTE_TABLE`]) instead of out to the node whose address they carry.
 pub const TRANSPARENT_MARK: u32 = 0x5448_0002;
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: u32) -> io::Result<()> {
+/// Set an `int` socket option (the one writer of those, as [`get`] is the one reader).
+pub fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: u32,
+) -> io::Result<()> {
     let v = value as libc::c_int;
     // SAFETY: setsockopt with a correctly sized int on a socket fd the caller owns.
     let r = unsafe {
