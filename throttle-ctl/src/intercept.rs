@@ -114,25 +114,39 @@ pub fn ld_preload_with(lib: &std::path::Path) -> std::ffi::OsString {
 /// Whether the ELF executable at `path` is statically linked (no program interpreter):
 /// the preload library cannot reach it. `None` when it is not an ELF file (a script).
 pub fn is_static_elf(path: &std::path::Path) -> Option<bool> {
-    let data = std::fs::read(path).ok()?;
-    if data.len() < 64 || &data[..4] != b"\x7fELF" || data[4] != 2 {
+    let mut f = std::fs::File::open(path).ok()?;
+    is_static_elf_in(&mut f)
+}
+
+/// Most bytes of program headers [`is_static_elf_in`] reads (an ELF file has a few
+/// dozen headers of 56 bytes).
+const MAX_PROGRAM_HEADERS: usize = 64 * 1024;
+
+/// [`is_static_elf`] of what `r` holds. Only the file header and the program headers are
+/// read: `exec` asks it of every program its command line names, and reading whole
+/// executables (throttle-ctl's own path is on every mpirun daemon's command line, 106 MB
+/// with debug information) cost each launch on each node 80 ms.
+pub fn is_static_elf_in<R: std::io::Read + std::io::Seek>(r: &mut R) -> Option<bool> {
+    let mut head = [0u8; 64];
+    r.read_exact(&mut head).ok()?;
+    if &head[..4] != b"\x7fELF" || head[4] != 2 {
         return None;
     }
-    let u16_at = |o: usize| u16::from_le_bytes([data[o], data[o + 1]]) as usize;
-    let u64_at =
-        |o: usize| u64::from_le_bytes(data[o..o + 8].try_into().unwrap_or([0; 8])) as usize;
-    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
-    for i in 0..phnum {
-        let at = phoff + i * phentsize;
-        if at + 4 > data.len() {
-            return None;
-        }
-        // PT_INTERP = 3
-        if u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]) == 3 {
-            return Some(false);
-        }
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(head[0x20..0x28].try_into().ok()?);
+    let (phentsize, phnum) = (u16_at(&head, 0x36), u16_at(&head, 0x38));
+    let size = phentsize.checked_mul(phnum)?;
+    if phentsize < 4 || size > MAX_PROGRAM_HEADERS {
+        return None;
     }
-    Some(true)
+    r.seek(std::io::SeekFrom::Start(phoff)).ok()?;
+    let mut headers = vec![0u8; size];
+    r.read_exact(&mut headers).ok()?;
+    // PT_INTERP = 3
+    let interp = headers
+        .chunks_exact(phentsize)
+        .any(|h| u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == 3);
+    Some(!interp)
 }
 
 /// The words of a shell command line that name statically linked executables (a path
@@ -179,5 +193,67 @@ mod tests {
         std::fs::write(&script, "#!/bin/sh\n").unwrap();
         assert_eq!(is_static_elf(&script), None);
         let _ = std::fs::remove_file(&script);
+    }
+
+    /// A reader that counts what is read of it.
+    struct Counted<'a> {
+        inner: std::io::Cursor<&'a [u8]>,
+        read: usize,
+    }
+
+    impl std::io::Read for Counted<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n;
+            Ok(n)
+        }
+    }
+
+    impl std::io::Seek for Counted<'_> {
+        fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(to)
+        }
+    }
+
+    /// An ELF64 file of `len` bytes with `kinds` as its program headers' types.
+    fn elf(len: usize, kinds: &[u32]) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        b[0x38..0x3a].copy_from_slice(&(kinds.len() as u16).to_le_bytes());
+        for (i, k) in kinds.iter().enumerate() {
+            if let Some(at) = b.get_mut(64 + 56 * i..68 + 56 * i) {
+                at.copy_from_slice(&k.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn only_the_headers_of_an_executable_are_read() {
+        // PT_PHDR, PT_INTERP, PT_LOAD: dynamic; without PT_INTERP: static.
+        let dynamic = elf(4 << 20, &[6, 3, 1]);
+        let mut r = Counted {
+            inner: std::io::Cursor::new(&dynamic),
+            read: 0,
+        };
+        assert_eq!(is_static_elf_in(&mut r), Some(false));
+        assert!(r.read <= 64 + 3 * 56, "read {} bytes of 4 MiB", r.read);
+        let fixed = elf(4 << 20, &[6, 1, 1]);
+        assert_eq!(
+            is_static_elf_in(&mut std::io::Cursor::new(&fixed)),
+            Some(true)
+        );
+        // Headers that run past the end, or an absurd table: not an answer.
+        let mut cut = elf(64 + 56, &[6, 3, 1]);
+        assert_eq!(is_static_elf_in(&mut std::io::Cursor::new(&cut)), None);
+        cut[0x38..0x3a].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(is_static_elf_in(&mut std::io::Cursor::new(&cut)), None);
+        assert_eq!(
+            is_static_elf_in(&mut std::io::Cursor::new(&b"\x7fEL"[..])),
+            None
+        );
     }
 }
