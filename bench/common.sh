@@ -16,6 +16,17 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# Benches that run one cluster per mode side by side, each in $WORK/MODE: `ctl MODE ARGS`
+# runs throttle-ctl on that mode's cluster; `serve CMD...` starts a server in a process
+# group of its own (`exec` leaves its command running when it is killed, so the groups are
+# what is killed); `stop_modes MODE...` kills them and takes those clusters down.
+GROUPS_=()
+ctl() { THROTTLE_CLUSTER="$WORK/$1/throttle-cluster.toml" "$CTL" "${@:2}"; }
+serve() { setsid "$@" >/dev/null 2>&1 & GROUPS_+=($!); }
+stop_modes() {
+  for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -- "-$g" 2>/dev/null || true; done
+  for m in "$@"; do [ -f "$WORK/$m/throttle-cluster.toml" ] && ctl "$m" local down --force >/dev/null 2>&1 || true; done
+}
 # Machine line for the record.
 machine() { echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r) $(nproc) cores $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"; }
 # Wait until something listens on HOST PORT.

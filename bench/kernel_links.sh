@@ -35,15 +35,9 @@ for mode in proxy kernel; do
   THROTTLE_CLUSTER="$WORK/$mode/throttle-cluster.toml" "$CTL" local up --nodes 8 --capacity 1Gbit \
     --base-addr "${BASE[$mode]}.1" --links "$mode" --dir "$WORK/$mode/state" >/dev/null 2>&1
 done
-ctl() { THROTTLE_CLUSTER="$WORK/$1/throttle-cluster.toml" "$CTL" "${@:2}"; }
 addr() { echo "${BASE[$1]}.$(($2 + 1))"; }
-# Servers run in process groups of their own (setsid): `exec` leaves its command running
-# when it is killed, so the groups are what the cleanup kills.
-GROUPS_=()
-serve() { setsid "$@" >/dev/null 2>&1 & GROUPS_+=($!); }
 cleanup_modes() {
-  for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -- "-$g" 2>/dev/null || true; done
-  for mode in proxy kernel; do ctl "$mode" local down --force >/dev/null 2>&1 || true; done
+  stop_modes proxy kernel
   # The namespace hosts of the root section, if it got that far.
   [ -f "$WORK/netns/throttle-cluster.toml" ] &&
     THROTTLE_CLUSTER="$WORK/netns/throttle-cluster.toml" "$CTL" local down --force >/dev/null 2>&1 || true

@@ -22,15 +22,8 @@ machine
 vmstat 1 2 | tail -1 | awk '{print "# vmstat: us " $13 " sy " $14 " id " $15 " st " $17}'
 declare -A SUBNET=([queue]=198.18.95 [bare]=198.18.96 [proxy]=198.18.97)
 MODES="queue bare proxy"
-ctl() { THROTTLE_CLUSTER="$WORK/$1/throttle-cluster.toml" "$CTL" "${@:2}"; }
 ns_of() { grep '^netns' "$WORK/$1/throttle-cluster.toml" | sed -n "$(($2 + 1))p" | cut -d'"' -f2; }
-GROUPS_=()
-serve() { setsid "$@" >/dev/null 2>&1 & GROUPS_+=($!); }
-cleanup_modes() {
-  for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -- "-$g" 2>/dev/null || true; done
-  for m in $MODES; do [ -f "$WORK/$m/throttle-cluster.toml" ] && ctl "$m" local down --force >/dev/null 2>&1 || true; done
-}
-trap 'cleanup_modes; cleanup' EXIT
+trap 'stop_modes $MODES; cleanup' EXIT
 for m in $MODES; do
   mkdir -p "$WORK/$m"
   links=kernel; [ "$m" = proxy ] && links=proxy

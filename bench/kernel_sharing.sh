@@ -26,14 +26,7 @@ vmstat 1 2 | tail -1 | awk '{print "# vmstat: us " $13 " sy " $14 " id " $15 " s
 sysctl -n net.ipv4.tcp_congestion_control | sed 's/^/# congestion control: /'
 declare -A SUBNET=([kernel]=198.18.98 [proxy]=198.18.99)
 MODES="kernel proxy"
-ctl() { THROTTLE_CLUSTER="$WORK/$1/throttle-cluster.toml" "$CTL" "${@:2}"; }
-GROUPS_=()
-serve() { setsid "$@" >/dev/null 2>&1 & GROUPS_+=($!); }
-cleanup_modes() {
-  for g in "${GROUPS_[@]:-}"; do [ -n "$g" ] && kill -- "-$g" 2>/dev/null || true; done
-  for m in $MODES; do [ -f "$WORK/$m/throttle-cluster.toml" ] && ctl "$m" local down --force >/dev/null 2>&1 || true; done
-}
-trap 'cleanup_modes; cleanup' EXIT
+trap 'stop_modes $MODES; cleanup' EXIT
 cat > "$WORK/sink.py" <<'PY'
 import socket, sys
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -72,66 +65,48 @@ done
 sleep 1
 LINK=$((1000 * PCT / 100))
 mbit() { jq '.end.sum_received.bits_per_second / 1e6'; }
+# One stream of K started by `$1 MODE I` (I = 1..K, its iperf3 JSON on stdout).
+incast_flow() { ctl "$1" exec "n$2" -- iperf3 -c "${SUBNET[$1]}.1" -p "530$2" -t "$SECS" -O 2 -J; }
+fanout_flow() { ctl "$1" exec n0 -- iperf3 -c "${SUBNET[$1]}.$(($2 + 1))" -p 5311 -t "$SECS" -O 2 -J; }
+# The table of K = 2, 4, 7 streams at once, each started by FLOW: each flow against its
+# share (link / K) and their sum against the link, min-max over the flows and rounds.
+shares_table() {
+  local flow=$1 k r m i v sum line cell
+  printf "%6s   %-28s %-28s\n" flows "kernel (flow, sum)" "proxy (flow, sum)"
+  for k in 2 4 7; do
+    declare -A F=() S=()
+    for r in $(seq 1 "$ROUNDS"); do
+      for m in $MODES; do
+        local pids=()
+        for i in $(seq 1 "$k"); do
+          "$flow" "$m" "$i" > "$WORK/flow.$i" & pids+=($!)
+        done
+        wait "${pids[@]}"
+        sum=0
+        for i in $(seq 1 "$k"); do
+          v=$(mbit < "$WORK/flow.$i")
+          F[$m]="${F[$m]:-} $(awk -v v="$v" -v l="$LINK" -v k="$k" 'BEGIN{printf "%.3f", v / (l / k)}')"
+          sum=$(awk -v a="$sum" -v b="$v" 'BEGIN{print a + b}')
+        done
+        S[$m]="${S[$m]:-} $(awk -v s="$sum" -v l="$LINK" 'BEGIN{printf "%.3f", s / l}')"
+      done
+    done
+    line=$(printf "%6s" "$k")
+    for m in $MODES; do
+      cell=$(echo "${F[$m]} | ${S[$m]}" | awk -F'|' '{ n = split($1, a, " "); lo = 1e9; hi = 0; for (i = 1; i <= n; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
+        n = split($2, b, " "); slo = 1e9; shi = 0; for (i = 1; i <= n; i++) { if (b[i] < slo) slo = b[i]; if (b[i] > shi) shi = b[i] }
+        printf "%.3f-%.3f, %.3f-%.3f", lo, hi, slo, shi }')
+      line="$line   $(printf "%-28s" "$cell")"
+    done
+    echo "$line"
+  done
+}
 echo
 echo "Incast at $PCT% of 1 Gbit/s ($LINK Mbit/s), ${SECS} s per stream (first 2 s left out): each flow / its share, and the sum / the link, over $ROUNDS round(s)"
-printf "%6s   %-28s %-28s\n" flows "kernel (flow, sum)" "proxy (flow, sum)"
-for k in 2 4 7; do
-  declare -A F=() S=()
-  for r in $(seq 1 "$ROUNDS"); do
-    for m in $MODES; do
-      pids=()
-      for i in $(seq 1 "$k"); do
-        ctl "$m" exec "n$i" -- iperf3 -c "${SUBNET[$m]}.1" -p "530$i" -t "$SECS" -O 2 -J > "$WORK/in.$i" & pids+=($!)
-      done
-      wait "${pids[@]}"
-      sum=0
-      for i in $(seq 1 "$k"); do
-        v=$(mbit < "$WORK/in.$i")
-        F[$m]="${F[$m]:-} $(awk -v v="$v" -v l="$LINK" -v k="$k" 'BEGIN{printf "%.3f", v / (l / k)}')"
-        sum=$(awk -v a="$sum" -v b="$v" 'BEGIN{print a + b}')
-      done
-      S[$m]="${S[$m]:-} $(awk -v s="$sum" -v l="$LINK" 'BEGIN{printf "%.3f", s / l}')"
-    done
-  done
-  line=$(printf "%6s" "$k")
-  for m in $MODES; do
-    cell=$(echo "${F[$m]} | ${S[$m]}" | awk -F'|' '{ n = split($1, a, " "); lo = 1e9; hi = 0; for (i = 1; i <= n; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
-      n = split($2, b, " "); slo = 1e9; shi = 0; for (i = 1; i <= n; i++) { if (b[i] < slo) slo = b[i]; if (b[i] > shi) shi = b[i] }
-      printf "%.3f-%.3f, %.3f-%.3f", lo, hi, slo, shi }')
-    line="$line   $(printf "%-28s" "$cell")"
-  done
-  echo "$line"
-done
+shares_table incast_flow
 echo
 echo "Fan-out at $PCT%: n0 sends one stream each to K nodes at once: each flow / its share, and the sum / the link"
-printf "%6s   %-28s %-28s\n" flows "kernel (flow, sum)" "proxy (flow, sum)"
-for k in 2 4 7; do
-  declare -A F=() S=()
-  for r in $(seq 1 "$ROUNDS"); do
-    for m in $MODES; do
-      pids=()
-      for i in $(seq 1 "$k"); do
-        ctl "$m" exec n0 -- iperf3 -c "${SUBNET[$m]}.$((i + 1))" -p "5311" -t "$SECS" -O 2 -J > "$WORK/out.$i" & pids+=($!)
-      done
-      wait "${pids[@]}"
-      sum=0
-      for i in $(seq 1 "$k"); do
-        v=$(mbit < "$WORK/out.$i")
-        F[$m]="${F[$m]:-} $(awk -v v="$v" -v l="$LINK" -v k="$k" 'BEGIN{printf "%.3f", v / (l / k)}')"
-        sum=$(awk -v a="$sum" -v b="$v" 'BEGIN{print a + b}')
-      done
-      S[$m]="${S[$m]:-} $(awk -v s="$sum" -v l="$LINK" 'BEGIN{printf "%.3f", s / l}')"
-    done
-  done
-  line=$(printf "%6s" "$k")
-  for m in $MODES; do
-    cell=$(echo "${F[$m]} | ${S[$m]}" | awk -F'|' '{ n = split($1, a, " "); lo = 1e9; hi = 0; for (i = 1; i <= n; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
-      n = split($2, b, " "); slo = 1e9; shi = 0; for (i = 1; i <= n; i++) { if (b[i] < slo) slo = b[i]; if (b[i] > shi) shi = b[i] }
-      printf "%.3f-%.3f, %.3f-%.3f", lo, hi, slo, shi }')
-    line="$line   $(printf "%-28s" "$cell")"
-  done
-  echo "$line"
-done
+shares_table fanout_flow
 echo
 echo "A stream beside a trickle (1 KiB every 20 ms) at $PCT%: the stream / the link, over $ROUNDS round(s)"
 printf "%-10s   %-14s %-14s\n" stream kernel proxy
