@@ -524,3 +524,81 @@ print(statistics.median(rts))
     assert_eq!(s[0]["kernel_pacing"]["refused"], 0, "{s}");
     assert_eq!(s[0]["kernel_pacing"]["egress_queue"], "eth0", "{s}");
 }
+
+/// Throttle's own ranks on namespace hosts with kernel-paced links (behind the egress
+/// queue) connect to each other directly (`workloads::comm::direct`): a master/worker of
+/// 3 nodes moving 4 MB per iteration (3.2 MB out of the master) at 10% of 1 Gbit/s
+/// (12.5 MB/s) takes at least its serialization (0.256 s) plus its 0.1 s of work per
+/// iteration, while no agent carries more than the few hundred bytes of the ranks'
+/// meeting through the tunnels, and the agents paced every socket. Bounds for a loaded
+/// machine: at least 0.9 of that time (a busy machine only makes it longer), at most 4
+/// times it.
+#[test]
+fn on_namespace_hosts_throttles_own_ranks_connect_directly_and_are_paced() {
+    let name = "on_namespace_hosts_throttles_own_ranks_connect_directly_and_are_paced";
+    if !throttle_tests::namespace::can_run(name) {
+        return;
+    }
+    if !have("tc", "-V") {
+        skip(name, "tc", "THROTTLE_REQUIRE_NETNS");
+        return;
+    }
+    let _serial = throttle_tests::namespace::serial();
+    let c = throttle_tests::namespace::up_netns_with(
+        "kdirect",
+        3,
+        "198.18.74.0/24",
+        &["--intercept", "preload", "--links", "kernel"],
+    );
+    let run: serde_json::Value = serde_json::from_str(&stdout_of(&ctl(
+        &c.0,
+        &[
+            "run",
+            "--workload",
+            "mw",
+            "--nodes",
+            "3",
+            "--bw",
+            "10",
+            "--volume",
+            "4000000",
+            "--alpha",
+            "0.8",
+            "--compute-seconds",
+            "0.1",
+            "--iterations",
+            "2",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    let iteration = run["result"]["metrics"]["iteration_seconds"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{run}"));
+    let expected = 3.2e6 / 12.5e6 + 0.1;
+    eprintln!("mw iteration at 10%: {iteration:.3} s ({expected:.3} s of serialization and work)");
+    assert!(
+        (0.9 * expected..=4.0 * expected).contains(&iteration),
+        "an iteration took {iteration:.3} s where the link and the work take {expected:.3} s: {run}"
+    );
+    assert_eq!(run["fidelity"]["flags"], serde_json::json!([]), "{run}");
+    let s = status(&c.0);
+    for n in 0..3 {
+        let carried = s[n]["egress"]["bytes"].as_u64().unwrap();
+        assert!(
+            carried < 4096,
+            "n{n}'s agent carried {carried} bytes of the job: {s}"
+        );
+        let k = &s[n]["kernel_pacing"];
+        // Each node's rank opened a socket to each other node's and accepted one from it.
+        assert_eq!(k["registered"], 4, "n{n}: {s}");
+        assert_eq!(k["refused"], 0, "n{n}: {s}");
+        assert_eq!(k["unpaced"], 0, "n{n}: {s}");
+    }
+    // The warm-up and the two timed iterations: 3.2 MB each out of the master.
+    let sent = s[0]["kernel_pacing"]["bytes_sent"].as_u64().unwrap();
+    assert!(
+        sent >= 9_600_000,
+        "the master's paced sockets sent {sent} bytes: {s}"
+    );
+}

@@ -164,6 +164,15 @@ pub async fn start(config: AgentConfig) -> anyhow::Result<RunningAgent> {
     if let Some(cpus) = config.rank_cpus {
         launcher.pin_ranks(cpus);
     }
+    // Throttle's own ranks connect to each other directly where the kernel paces their
+    // messages in time: behind the egress queue (decision 0050). On a loopback cluster a
+    // message's first 64 KiB burst would leave unpaced, so there they stay on the proxy.
+    if let (Some(_), Some(at)) = (&egress_queue, preload_addr) {
+        launcher.direct_links(
+            throttle_proto::preload::pace_socket_name(at),
+            data_addr.ip(),
+        );
+    }
 
     let agent = Arc::new(Agent {
         node: config.node.clone(),

@@ -146,11 +146,22 @@ pub struct Launcher {
     local_socket: PathBuf,
     /// The CPUs every launched rank is pinned to (`--rank-cpus`), if any.
     rank_cpus: Option<nix::sched::CpuSet>,
+    /// Direct links for throttle's own ranks, if this node's sockets are kernel-paced
+    /// where messages keep their time ([`Launcher::direct_links`]).
+    direct: Option<DirectLinks>,
     jobs: Mutex<HashMap<Name, Arc<Mutex<Job>>>>,
     /// Numbers the run directories: a job's directory is named by this counter, never by
     /// the job's name, so no request field ever becomes a path component (and paths stay
     /// short enough for the ranks' Unix sockets).
     next_dir: std::sync::atomic::AtomicU64,
+}
+
+/// Where a node's ranks listen and register their sockets between nodes when they
+/// connect directly.
+#[derive(Clone, Debug)]
+struct DirectLinks {
+    pace_socket: String,
+    address: std::net::IpAddr,
 }
 
 impl std::fmt::Debug for Launcher {
@@ -196,6 +207,7 @@ impl Launcher {
             base_run_dir,
             local_socket: local_socket.to_path_buf(),
             rank_cpus: None,
+            direct: None,
             jobs: Mutex::new(HashMap::new()),
             next_dir: std::sync::atomic::AtomicU64::new(1),
         }
@@ -204,6 +216,22 @@ impl Launcher {
     /// Pin every rank launched from now on to these CPUs.
     pub fn pin_ranks(&mut self, cpus: nix::sched::CpuSet) {
         self.rank_cpus = Some(cpus);
+    }
+
+    /// Let the ranks launched from now on connect to other nodes' ranks directly: they
+    /// listen at `address` (the node's own) and register each socket between nodes at the
+    /// pacing socket `pace_socket`, whose agent sets its rate (`THROTTLE_NODE_ADDR`,
+    /// `THROTTLE_PACE_SOCKET`; the communicator, `workloads::comm`, reads them).
+    pub fn direct_links(&mut self, pace_socket: String, address: std::net::IpAddr) {
+        self.direct = Some(DirectLinks {
+            pace_socket,
+            address,
+        });
+    }
+
+    /// Whether ranks connect to each other directly (`direct_links`).
+    pub fn direct(&self) -> bool {
+        self.direct.is_some()
     }
 
     pub fn policy(&self) -> &ProgramPolicy {
@@ -378,11 +406,17 @@ impl Launcher {
             .env("THROTTLE_NODE", self.node.as_str())
             .env("THROTTLE_AGENT_SOCKET", &self.local_socket)
             .env("THROTTLE_RUN_DIR", run_dir)
+            .env_remove("THROTTLE_PACE_SOCKET")
+            .env_remove("THROTTLE_NODE_ADDR")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
+        if let Some(d) = &self.direct {
+            cmd.env("THROTTLE_PACE_SOCKET", &d.pace_socket)
+                .env("THROTTLE_NODE_ADDR", d.address.to_string());
+        }
         if let Some(set) = self.rank_cpus {
             // SAFETY: sched_setaffinity is a plain system call (async-signal-safe);
             // the CPU set was built before the fork.

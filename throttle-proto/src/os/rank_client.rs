@@ -5,6 +5,10 @@
 //! (4) on each accepted connection calls [`read_incoming`] to learn who is calling.
 //! Used by the workloads and by tests; no async runtime needed.
 //!
+//! With direct links (the agent pacing the programs' own sockets, `--links kernel` with
+//! its egress queue), a rank connects to another node's rank itself and [`pace`]s the
+//! socket: the agent sets its rate, and the kernel carries the bytes.
+//!
 //! [`dial_peer`] is the blocking form of an agent dialing another agent's data port (the
 //! challenge-response included), for tools and tests that probe the data port.
 
@@ -106,6 +110,72 @@ pub fn read_incoming<R: std::io::Read>(stream: &mut R) -> Result<(Name, u32, u32
             format!("expected an Incoming header, got {other:?}"),
         )),
     }
+}
+
+/// How long a pacing registration may take: the agent answers at once.
+const PACE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Register this process's TCP socket `fd`, connected (or about to be) to `peer` on
+/// another node, with the pacing socket `name` (an abstract Unix name,
+/// [`crate::preload::pace_socket_name`], which the agent passes its ranks); `Ok` once the
+/// agent set its rate. Anyone may bind an abstract name, so the listener must be this
+/// user's or root's (`SO_PEERCRED`): a stranger's listener learns nothing but a descriptor
+/// number and a peer, and cannot take the socket (that needs what tracing this process
+/// needs).
+pub fn pace(
+    name: &str,
+    fd: std::os::fd::RawFd,
+    peer: std::net::SocketAddr,
+    side: crate::preload::PaceSide,
+) -> std::io::Result<()> {
+    use crate::preload::{PaceReply, PaceRequest, CONNECT_REPLY_LEN};
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let mut s = UnixStream::connect_addr(&addr)?;
+    s.set_read_timeout(Some(PACE_TIMEOUT))?;
+    s.set_write_timeout(Some(PACE_TIMEOUT))?;
+    let owner = peer_uid(&s)?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if owner != me && owner != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("the pacing socket @{name} is uid {owner}'s, not this user's ({me}) or root's"),
+        ));
+    }
+    s.write_all(&PaceRequest { side, fd, peer }.encode())?;
+    let mut b = [0u8; CONNECT_REPLY_LEN];
+    s.read_exact(&mut b)?;
+    match PaceReply::decode(&b).errno {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// The user of the process at the other end of `s`.
+fn peer_uid(s: &UnixStream) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the descriptor is
+    // the open socket `s` borrows.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
 }
 
 /// Dial a data port as node `src_node` would, for `want`, proving the token without

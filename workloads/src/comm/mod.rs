@@ -6,16 +6,20 @@
 //! one stream per destination on first use through the agent's rank tunnels, so every
 //! inter-node byte crosses the shaped links. A reader thread per incoming stream drains it
 //! into the [`Mailbox`], so sends never wait for the receiver to call `recv` (no
-//! deadlock in all-to-all patterns).
+//! deadlock in all-to-all patterns). Where the agent paces the ranks' own sockets
+//! ([`direct`]), a stream to another node's rank moves off the tunnel onto a TCP socket
+//! of its own, which no agent reads.
 //!
 //! [`Comm::local`] builds ranks as threads of one process with the same message layer:
 //! used by unit tests of the algorithms, never by jobs.
 
 pub mod collectives;
+pub mod direct;
 pub mod frame;
 pub mod mailbox;
 
 use std::io::{BufWriter, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -49,11 +53,43 @@ enum Transport {
     Agent {
         socket: PathBuf,
         job: Name,
-        out: Vec<Mutex<Option<BufWriter<UnixStream>>>>,
+        out: Vec<Mutex<Option<BufWriter<Out>>>>,
+        /// Direct links, where the agent launched this rank for them.
+        direct: Option<Arc<direct::Direct>>,
         _registration: UnixStream,
     },
     /// Threads of one process (tests).
     Local { peers: Vec<Arc<Mailbox>> },
+}
+
+/// Where a stream's messages go: the tunnel through the agents, or a direct socket.
+enum Out {
+    Tunnel(UnixStream),
+    Direct(TcpStream),
+}
+
+impl Out {
+    fn shutdown_write(&self) {
+        let _ = match self {
+            Out::Tunnel(s) => s.shutdown(std::net::Shutdown::Write),
+            Out::Direct(s) => s.shutdown(std::net::Shutdown::Write),
+        };
+    }
+}
+
+impl Write for Out {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Out::Tunnel(s) => s.write(b),
+            Out::Direct(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Out::Tunnel(s) => s.flush(),
+            Out::Direct(s) => s.flush(),
+        }
+    }
 }
 
 /// One rank's view of the job.
@@ -125,9 +161,18 @@ impl Comm {
         )
         .map_err(|e| CommError::Setup(format!("cannot register with the agent: {e}")))?;
         let mailbox = Arc::new(Mailbox::new(size));
+        let direct = match direct::Direct::from_env()? {
+            Some((d, tcp)) => {
+                let (mb, d2) = (mailbox.clone(), d.clone());
+                std::thread::spawn(move || accept_direct(tcp, mb, d2, size));
+                Some(d)
+            }
+            None => None,
+        };
         let mb = mailbox.clone();
         let job_name = job.clone();
-        std::thread::spawn(move || accept_loop(listener, mb, job_name, size));
+        let d = direct.clone();
+        std::thread::spawn(move || accept_loop(listener, mb, job_name, size, d));
         Ok(Comm {
             rank,
             size,
@@ -136,6 +181,7 @@ impl Comm {
                 socket,
                 job,
                 out: (0..size).map(|_| Mutex::new(None)).collect(),
+                direct,
                 _registration: registration,
             },
             timeout,
@@ -192,6 +238,11 @@ impl Comm {
     }
 
     fn send_inner(&self, dst: usize, tag: u32, data: &[u8]) -> Result<(), CommError> {
+        if direct::reserved(tag) {
+            return Err(CommError::Protocol(format!(
+                "tag {tag} is the communicator's own"
+            )));
+        }
         if dst >= self.size {
             return Err(CommError::Protocol(format!(
                 "no rank {dst} (size {})",
@@ -220,11 +271,15 @@ impl Comm {
                 Ok(())
             }
             Transport::Agent {
-                socket, job, out, ..
+                socket,
+                job,
+                out,
+                direct,
+                ..
             } => {
                 let mut slot = out[dst].lock().unwrap_or_else(|e| e.into_inner());
                 if slot.is_none() {
-                    let s = throttle_proto::os::rank_client::open_rank(
+                    let mut s = throttle_proto::os::rank_client::open_rank(
                         socket,
                         job,
                         self.rank as u32,
@@ -234,7 +289,15 @@ impl Comm {
                         rank: dst,
                         why: e.to_string(),
                     })?;
-                    *slot = Some(BufWriter::with_capacity(256 * 1024, s));
+                    let moved = match direct {
+                        Some(d) => d.connect(&mut s, self.rank, dst, self.timeout)?,
+                        None => None,
+                    };
+                    let out = match moved {
+                        Some(tcp) => Out::Direct(tcp),
+                        None => Out::Tunnel(s),
+                    };
+                    *slot = Some(BufWriter::with_capacity(256 * 1024, out));
                 }
                 let w = slot
                     .as_mut()
@@ -287,7 +350,7 @@ impl Comm {
                 if let Some(mut w) = slot.take() {
                     let _ = w.flush();
                     if let Ok(s) = w.into_inner() {
-                        let _ = s.shutdown(std::net::Shutdown::Write);
+                        s.shutdown_write();
                     }
                 }
             }
@@ -296,7 +359,13 @@ impl Comm {
     }
 }
 
-fn accept_loop(listener: UnixListener, mailbox: Arc<Mailbox>, job: Name, size: usize) {
+fn accept_loop(
+    listener: UnixListener,
+    mailbox: Arc<Mailbox>,
+    job: Name,
+    size: usize,
+    direct: Option<Arc<direct::Direct>>,
+) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
         let (from_job, src, _dst) = match throttle_proto::os::rank_client::read_incoming(&mut conn)
@@ -309,22 +378,82 @@ fn accept_loop(listener: UnixListener, mailbox: Arc<Mailbox>, job: Name, size: u
             continue;
         }
         let mb = mailbox.clone();
+        let direct = direct.clone();
         std::thread::spawn(move || {
-            let mut r = std::io::BufReader::with_capacity(256 * 1024, conn);
-            loop {
-                match frame::read_message(&mut r) {
-                    Ok(Some((tag, data))) => mb.push(src, Message { tag, data }),
-                    Ok(None) => {
-                        mb.fail(src, "its stream ended (the rank finished or exited)".into());
-                        return;
-                    }
-                    Err(e) => {
-                        mb.fail(src, e.to_string());
-                        return;
-                    }
-                }
+            let Ok(answer_to) = conn.try_clone() else {
+                mb.fail(src, "cannot read its stream".into());
+                return;
+            };
+            drain(conn, src, &mb, Some((answer_to, direct)));
+        });
+    }
+}
+
+/// Take the direct streams other nodes' ranks open to this one (see [`direct`]).
+fn accept_direct(
+    listener: TcpListener,
+    mailbox: Arc<Mailbox>,
+    direct: Arc<direct::Direct>,
+    size: usize,
+) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let (mb, d) = (mailbox.clone(), direct.clone());
+        std::thread::spawn(move || {
+            if let Some((src, conn)) = d.admit(conn, size) {
+                drain(conn, src, &mb, None);
             }
         });
+    }
+}
+
+/// Read `src`'s messages from `stream` into the mailbox until it ends. A tunnel
+/// (`tunnel`: where to answer, and this rank's direct links) may be asked to move
+/// ([`direct::HELLO`]) and may end by moving ([`direct::MOVED`]): the direct socket then
+/// carries the rest.
+fn drain<R: std::io::Read>(
+    stream: R,
+    src: usize,
+    mb: &Mailbox,
+    mut tunnel: Option<(UnixStream, Option<Arc<direct::Direct>>)>,
+) {
+    let mut r = std::io::BufReader::with_capacity(256 * 1024, stream);
+    loop {
+        match frame::read_message(&mut r) {
+            Ok(Some((direct::HELLO, _))) if tunnel.is_some() => {
+                let Some((answer_to, direct)) = tunnel.as_mut() else {
+                    return;
+                };
+                let answer = match direct {
+                    Some(d) => match d.invite(src) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            mb.fail(src, format!("cannot answer its hello: {e}"));
+                            return;
+                        }
+                    },
+                    None => Vec::new(),
+                };
+                if let Err(e) = frame::write_message(answer_to, direct::HELLO, &answer) {
+                    mb.fail(src, format!("cannot answer its hello: {e}"));
+                    return;
+                }
+            }
+            Ok(Some((direct::MOVED, _))) if tunnel.is_some() => return,
+            Ok(Some((tag, _))) if direct::reserved(tag) => {
+                mb.fail(src, format!("its stream carried the reserved tag {tag}"));
+                return;
+            }
+            Ok(Some((tag, data))) => mb.push(src, Message { tag, data }),
+            Ok(None) => {
+                mb.fail(src, "its stream ended (the rank finished or exited)".into());
+                return;
+            }
+            Err(e) => {
+                mb.fail(src, e.to_string());
+                return;
+            }
+        }
     }
 }
 

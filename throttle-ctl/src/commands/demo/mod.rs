@@ -34,6 +34,7 @@ use throttle_analysis::{Analysis, Question};
 use throttle_proto::workload::{Bcast, BfsOptions, MwOptions, MwWork, Options, PmmOptions};
 use throttle_proto::Rate;
 
+use super::local::Links;
 use super::{interrupt_flag, parse_cti, parse_list, Context, Exit};
 use crate::cluster::local::{self as local_cluster, LocalUp};
 use crate::cluster::Cluster;
@@ -135,6 +136,13 @@ pub struct Args {
     /// Pin the agents to a quarter of the cores and the ranks to the rest (`local up --pin`).
     #[arg(long)]
     pin: bool,
+    /// How the links are emulated: `proxy` (the agents carry every byte between nodes, on
+    /// a loopback cluster) or `kernel` (namespace hosts, as root: each rank's own sockets
+    /// to other nodes, paced by the kernel at the rate its agent sets, behind an egress
+    /// queue on the node's link; no byte passes an agent). The two modes' answers for the
+    /// same program may be compared side by side (docs/limits.md).
+    #[arg(long, value_enum, default_value = "proxy")]
+    links: Links,
     /// Scheduling priority of the agents (`local up --agent-priority`): by default before
     /// every ordinary process, where this user may grant it (root, CAP_SYS_NICE).
     #[arg(long, default_value = "realtime", value_parser = ["normal", "high", "realtime"])]
@@ -472,6 +480,9 @@ struct Stage {
 /// Make the demo's directory ready (an earlier demo's results moved aside), start
 /// `max_nodes` agents and write the sweep's spec `spec_text` beside its results.
 fn stage(opts: &Args, max_nodes: usize, spec_text: &str) -> Result<Stage> {
+    if opts.links == Links::Kernel && !nix::unistd::geteuid().is_root() {
+        anyhow::bail!("--links kernel runs the demo on namespace hosts, which need root (network namespaces, veth links, each node's egress queue): run it as root, or leave --links at proxy, where the agents carry the links on a loopback cluster");
+    }
     // A directory of this user's that nobody else may write (a link in its place, or
     // another user's directory, is refused): what the demo writes there cannot be
     // redirected.
@@ -562,7 +573,14 @@ fn start_cluster(
     nodes: usize,
     capacity: Rate,
 ) -> Result<()> {
-    crate::note!("starting {nodes} agents at {capacity} each ...");
+    let kernel = opts.links == Links::Kernel;
+    if kernel {
+        crate::note!("starting {nodes} namespace hosts at {capacity} each, kernel-paced links (the ranks' own sockets, no agent on the data path) ...");
+    } else {
+        crate::note!(
+            "starting {nodes} agents at {capacity} each, links through the agents (proxy mode) ..."
+        );
+    }
     let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
     let mut rank_cpus = None;
     if opts.pin {
@@ -579,9 +597,15 @@ fn start_cluster(
         agent_args,
         rank_cpus,
         tls: false,
-        netns: None,
-        intercept: crate::intercept::Mode::Kernel,
-        kernel_links: false,
+        // Throttle's own ranks connect to each other directly only behind the egress
+        // queue of a namespace host's link (decision 0050).
+        netns: kernel.then_some(None),
+        intercept: if kernel {
+            crate::intercept::Mode::Preload
+        } else {
+            crate::intercept::Mode::Kernel
+        },
+        kernel_links: kernel,
     };
     local_cluster::up(&up, cluster_path)?;
     Ok(())
