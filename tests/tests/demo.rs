@@ -299,34 +299,44 @@ fn the_weak_demo_sweeps_a_problem_axis_and_answers_in_both_parameters() {
     assert!(s.0.join("d/results.db").exists());
 }
 
-/// `demo --links kernel` runs on namespace hosts, which need root: an ordinary user is
-/// told so before anything is started or written (no directory made, no agent left),
-/// with the way that works without root.
+/// `demo --links kernel` and `demo --netns` run on namespace hosts, which need root: an
+/// ordinary user is told so before anything is started or written (no directory made, no
+/// agent left), with the way that works without root.
 #[test]
-fn the_kernel_paced_demo_refuses_without_root_before_it_starts_anything() {
-    let name = "the_kernel_paced_demo_refuses_without_root_before_it_starts_anything";
+fn the_namespace_demos_refuse_without_root_before_they_start_anything() {
+    let name = "the_namespace_demos_refuse_without_root_before_they_start_anything";
     if !throttle_testkit::user::can_switch_user() {
         skip(name, "root and setpriv", "THROTTLE_REQUIRE_NETNS");
         return;
     }
     let s = scratch("demokernel");
-    let dir = s.0.join("demo");
     std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let out = throttle_testkit::user::as_user(
-        throttle_testkit::user::NOBODY,
-        bin_dir().join("throttle-ctl"),
-    )
-    .args(["demo", "--links", "kernel", "--dir"])
-    .arg(&dir)
-    .current_dir(&s.0)
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert!(
-        err.contains("need root") && err.contains("--links at proxy"),
-        "{err}"
-    );
-    assert!(!err.contains("starting"), "it started something: {err}");
-    assert!(!dir.exists(), "it made {}", dir.display());
+    for (flags, way) in [
+        (&["--links", "kernel"][..], "--links at proxy"),
+        (&["--netns"][..], "without --netns"),
+    ] {
+        let dir = s.0.join("demo");
+        let out = throttle_testkit::user::as_user(
+            throttle_testkit::user::NOBODY,
+            bin_dir().join("throttle-ctl"),
+        )
+        .arg("demo")
+        .args(flags)
+        .arg("--dir")
+        .arg(&dir)
+        .current_dir(&s.0)
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?}: {err}");
+        assert!(
+            err.contains("need root") && err.contains(way),
+            "{flags:?}: {err}"
+        );
+        assert!(
+            !err.contains("starting"),
+            "{flags:?} started something: {err}"
+        );
+        assert!(!dir.exists(), "{flags:?} made {}", dir.display());
+    }
 }

@@ -143,6 +143,12 @@ pub struct Args {
     /// same program may be compared side by side (docs/limits.md).
     #[arg(long, value_enum, default_value = "proxy")]
     links: Links,
+    /// Namespace hosts (root): each node a network namespace with its own address and
+    /// link, the programs' connections intercepted by the kernel (`local up --netns`);
+    /// `--links kernel` implies it. With the default links: the proxy's answer on the same
+    /// kind of cluster as the kernel mode's.
+    #[arg(long)]
+    netns: bool,
     /// Scheduling priority of the agents (`local up --agent-priority`): by default before
     /// every ordinary process, where this user may grant it (root, CAP_SYS_NICE).
     #[arg(long, default_value = "realtime", value_parser = ["normal", "high", "realtime"])]
@@ -483,6 +489,9 @@ fn stage(opts: &Args, max_nodes: usize, spec_text: &str) -> Result<Stage> {
     if opts.links == Links::Kernel && !nix::unistd::geteuid().is_root() {
         anyhow::bail!("--links kernel runs the demo on namespace hosts, which need root (network namespaces, veth links, each node's egress queue): run it as root, or leave --links at proxy, where the agents carry the links on a loopback cluster");
     }
+    if opts.netns && !nix::unistd::geteuid().is_root() {
+        anyhow::bail!("--netns runs the demo on namespace hosts, which need root (network namespaces, veth links, nftables): run it as root, or without --netns on a loopback cluster");
+    }
     // A directory of this user's that nobody else may write (a link in its place, or
     // another user's directory, is refused): what the demo writes there cannot be
     // redirected.
@@ -574,13 +583,14 @@ fn start_cluster(
     capacity: Rate,
 ) -> Result<()> {
     let kernel = opts.links == Links::Kernel;
-    if kernel {
-        crate::note!("starting {nodes} namespace hosts at {capacity} each, kernel-paced links (the ranks' own sockets, no agent on the data path) ...");
+    let netns = opts.netns || kernel;
+    let hosts = if netns { "namespace hosts" } else { "agents" };
+    let links = if kernel {
+        "kernel-paced links (the ranks' own sockets, no agent on the data path)"
     } else {
-        crate::note!(
-            "starting {nodes} agents at {capacity} each, links through the agents (proxy mode) ..."
-        );
-    }
+        "links through the agents (proxy mode)"
+    };
+    crate::note!("starting {nodes} {hosts} at {capacity} each, {links} ...");
     let mut agent_args: Vec<String> = vec!["--threads".into(), "1".into()];
     let mut rank_cpus = None;
     if opts.pin {
@@ -599,7 +609,7 @@ fn start_cluster(
         tls: false,
         // Throttle's own ranks connect to each other directly only behind the egress
         // queue of a namespace host's link (decision 0050).
-        netns: kernel.then_some(None),
+        netns: netns.then_some(None),
         intercept: if kernel {
             crate::intercept::Mode::Preload
         } else {
