@@ -383,41 +383,70 @@ fn ranks_die_with_their_agent_even_when_it_is_killed() {
 /// loopback: before the agents capped their segment size, a sender whose next 64 KB
 /// segment did not fit the paced reader's window waited for TCP's 200 ms persist timer,
 /// about one iteration in forty. The job also runs longer than 10 s, past the moment a
-/// rank used to be SIGKILLed when the thread that launched it retired.
+/// rank used to be SIGKILLed when the thread that launched it retired. The cap itself
+/// is guarded by `transport::tests` in the agent: with it removed this test now passes
+/// (0.396-0.399 s, three runs, 2026-12-03; the agents' reads changed since), so here the
+/// check is one of any stall on the paced loopback path, the persist timer's or another.
+///
+/// The load it tolerates: the check bounds the slowest iteration from above, which a
+/// machine that stops does too (CI once saw 0.396-1.226 s). A run during which some CPU
+/// kept a 5 ms sleeper waiting 50 ms or more ([`PauseWatch`]), or whose links the agents
+/// flagged, cannot decide; it is run again, up to three times in all. The persist timer's
+/// stall leaves the CPUs free, so it is judged.
+///
+/// [`PauseWatch`]: throttle_testkit::pause::PauseWatch
 #[test]
 fn a_paced_incast_has_no_transport_stalls_and_a_long_job_is_not_killed() {
+    use throttle_testkit::pause::PauseWatch;
     let c = up("stall", 4, "200Mbit", "127.0.28.1");
-    let (ok, v, err) = json_run(
-        &c.0,
-        &[
-            "--workload",
-            "mw",
-            "--nodes",
-            "4",
-            "--bw",
-            "20",
-            "--volume",
-            "2000000",
-            "--compute-seconds",
-            "0.3",
-            "--iterations",
-            "30",
-            "--time-limit",
-            "120",
-        ],
-    );
-    assert!(ok, "{err}\n{v}");
-    assert!(v["seconds"].as_f64().unwrap() > 11.0, "{v}");
-    let m = &v["result"]["metrics"];
-    let (fastest, slowest) = (
-        m["min_iteration_seconds"].as_f64().unwrap(),
-        m["max_iteration_seconds"].as_f64().unwrap(),
-    );
-    // Measured here: 0.395-0.413 s with the cap, a slowest of 0.59 s without it.
-    assert!(
-        slowest - fastest < 0.1,
-        "an iteration stalled: fastest {fastest:.3} s, slowest {slowest:.3} s"
-    );
+    let mut undecided = Vec::new();
+    for _attempt in 0..3 {
+        let watch = PauseWatch::start();
+        let (ok, v, err) = json_run(
+            &c.0,
+            &[
+                "--workload",
+                "mw",
+                "--nodes",
+                "4",
+                "--bw",
+                "20",
+                "--volume",
+                "2000000",
+                "--compute-seconds",
+                "0.3",
+                "--iterations",
+                "30",
+                "--time-limit",
+                "120",
+            ],
+        );
+        let paused = watch.worst();
+        assert!(ok, "{err}\n{v}");
+        assert!(v["seconds"].as_f64().unwrap() > 11.0, "{v}");
+        let m = &v["result"]["metrics"];
+        let (fastest, slowest) = (
+            m["min_iteration_seconds"].as_f64().unwrap(),
+            m["max_iteration_seconds"].as_f64().unwrap(),
+        );
+        let flags = &v["fidelity"]["flags"];
+        eprintln!(
+            "paced incast: iterations {fastest:.3}-{slowest:.3} s, machine paused up to {} ms, flags {flags}",
+            paused.as_millis()
+        );
+        // Measured here: 0.395-0.413 s (2026-11-24), 0.396-0.404 s beside a busy loop.
+        if slowest - fastest < 0.1 {
+            return;
+        }
+        if paused < Duration::from_millis(50) && flags.as_array().is_some_and(|f| f.is_empty()) {
+            panic!("an iteration stalled: fastest {fastest:.3} s, slowest {slowest:.3} s, the machine did not pause (at most {} ms) and the links held", paused.as_millis());
+        }
+        undecided.push(format!(
+            "{fastest:.3}-{slowest:.3} s with the machine paused up to {} ms, flags {flags}",
+            paused.as_millis()
+        ));
+    }
+    panic!("every attempt had a slow iteration on a machine that paused: {undecided:?}");
 }
 
 #[test]

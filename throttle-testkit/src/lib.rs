@@ -6,12 +6,15 @@
 //!   killed when dropped.
 //! * [`stall`]: an agent stopped on purpose during one of its jobs, so that a test meets
 //!   the flagged run a busy machine gives by chance every time.
+//! * [`pause`]: whether the machine paused while a test timed something, so that a
+//!   measurement the machine spoiled is taken again rather than failed.
 //! * [`user`]: another user: a command run as them (`setpriv`), a listener of theirs.
 //! * [`bin_dir`]: where cargo put the workspace's binaries for this test run.
 //!
 //! Dev-only: the crates' tests depend on it (`[dev-dependencies]`), no program does.
 
 pub mod agent;
+pub mod pause;
 pub mod stall;
 pub mod user;
 
